@@ -1,0 +1,67 @@
+// The ExecutionEnvironment port (spec 000, "The ExecutionEnvironment port";
+// DESIGN.md 5.1) and the narrow workspace port beside it.
+//
+// Adapters: fake/ (scripted, in-memory) and linux/ (shared-kernel jail).
+// Every adapter passes tests/contract.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/sandbox/cancel_token.h"
+
+namespace airlock {
+
+// One entry of a workspace listing.
+struct WorkspaceEntry {
+  std::string name;  // raw bytes of the name
+  enum class Type { kFile, kDirectory, kSymlink, kOther } type = Type::kFile;
+  std::int64_t size_bytes = 0;
+  bool operator==(const WorkspaceEntry&) const = default;
+};
+
+// Narrow file access to one sandbox's workspace (spec 000, "WorkspaceHandle").
+// Paths are relative to /workspace and pass the containment rules; errors:
+// WorkspaceEscape (path refused), NotFound, ExecutionRejected (handle gone).
+// Issue 4 adds provenance; this is the part the CLI needs for --copy-in.
+class WorkspaceHandle {
+ public:
+  virtual ~WorkspaceHandle() = default;
+  virtual Result<std::string> read(const std::string& path) = 0;
+  // Creates or replaces a regular file; creates missing parent directories.
+  virtual Result<void> write(const std::string& path, std::string_view data) = 0;
+  virtual Result<void> mkdir(const std::string& path) = 0;
+  virtual Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) = 0;
+};
+
+class ExecutionEnvironment {
+ public:
+  virtual ~ExecutionEnvironment() = default;
+
+  // Creates a sandbox for spec. ExecutionRejected for an invalid spec (limit
+  // above ceiling, unknown image digest); ExecutionUnavailable when the
+  // mechanism cannot start one within the start budget.
+  virtual Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) = 0;
+
+  // Runs one command to completion in the sandbox. Not parallel-safe against
+  // one handle. A cancelled token ends the command with killed_by CANCELLED.
+  // Errors: ToolValidationError (invalid command, checked first);
+  // ExecutionRejected (unknown or destroyed handle); SandboxEscapeSuspected
+  // (the handle's tenant, run or epoch differs from the sandbox's record; the
+  // sandbox is destroyed, as the spec requires for this class);
+  // ExecutionUnavailable (the sandbox's init died or a syscall failed).
+  virtual Result<ExecutionResult> execute(const EnvironmentHandle& handle,
+                                          const ExecutionCommand& command,
+                                          const CancelToken* cancel = nullptr) = 0;
+
+  // Destroys the sandbox and its workspace. Idempotent: a gone handle is OK.
+  virtual Result<void> destroy(const EnvironmentHandle& handle) = 0;
+
+  // The workspace port of a live sandbox. ExecutionRejected when gone.
+  virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
+};
+
+}  // namespace airlock

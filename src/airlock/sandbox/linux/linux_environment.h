@@ -1,0 +1,53 @@
+// The `linux` mechanism: a shared-kernel jail (DESIGN.md 5.2). Development
+// fallback; production refuses it (spec 000, "Development, production, and
+// the refusal in between").
+//
+// Provision creates a cgroup (v2 or v1), then clones an init into new user,
+// pid, mount, net, ipc, uts and cgroup namespaces. Init builds a fresh root
+// from read-only binds of the image, mounts a tmpfs workspace at /workspace
+// (size= workspace_bytes, nr_inodes= inodes_max), pivots into it, and waits
+// for commands on a control socket. Commands run as uid 1000 inside the
+// sandbox (an unprivileged host uid), with no capabilities, no_new_privs and
+// a seccomp filter. Destroy kills the pid namespace, removes the cgroup and
+// drops the workspace. Requires root (or CAP_SYS_ADMIN + CAP_SETUID).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/execution_environment.h"
+
+namespace airlock::linux_jail {
+
+struct LinuxEnvironmentOptions {
+  // Lock files of live sandboxes (crash recovery) live here.
+  std::string state_dir = "/run/airlock";
+  // The image: host directories bound read-only at the same path inside.
+  std::vector<std::string> image_dirs = {"/usr"};
+  // Host /etc entries that are part of the image (not secrets), bound
+  // read-only when present: the loader cache and Debian's alternatives.
+  std::vector<std::string> image_etc = {"/etc/ld.so.cache", "/etc/alternatives"};
+  std::chrono::seconds service_hard_cap{1800};
+  std::chrono::seconds start_budget{30};
+  LimitCeilings ceilings = defaultCeilings();
+  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
+};
+
+// Creates the adapter: detects the cgroup version, computes the image digest,
+// and destroys sandboxes left behind by a crashed process (their lock file is
+// no longer held). ExecutionUnavailable when a required kernel facility is
+// missing, with a message that says which.
+Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
+    const LinuxEnvironmentOptions& options);
+
+// "sha256:<hex>" over a canonical manifest of the image: the dpkg package
+// list (name, version, architecture), a stat manifest of /usr/local, and the
+// list of bound directories. Cheap enough to compute at every start.
+Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options);
+
+}  // namespace airlock::linux_jail

@@ -1,0 +1,77 @@
+#include "airlock/sys/io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace airlock::sys {
+
+bool writeAll(int fd, const void* data, std::size_t size) noexcept {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+ssize_t readSome(int fd, void* data, std::size_t size) noexcept {
+  for (;;) {
+    ssize_t n = ::read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+ssize_t readFull(int fd, void* data, std::size_t size) noexcept {
+  char* p = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = readSome(fd, p + done, size - done);
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+Result<UniqueFd> openAt(int dirfd, const char* path, int flags, mode_t mode) {
+  for (;;) {
+    int fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
+    if (fd >= 0) return UniqueFd(fd);
+    if (errno == EINTR) continue;
+    return failErrno(ErrorCode::kExecutionUnavailable, std::string("openat ") + path, errno);
+  }
+}
+
+Result<std::string> readFile(int dirfd, const char* path, std::size_t max_bytes) {
+  auto fd = openAt(dirfd, path, O_RDONLY);
+  if (!fd) return tl::unexpected(fd.error());
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = readSome(fd->get(), buf, sizeof buf);
+    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, std::string("read ") + path, errno);
+    if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes)
+      return fail(ErrorCode::kExecutionUnavailable, std::string("file too large: ") + path);
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+Result<void> writeFile(int dirfd, const char* path, std::string_view text) {
+  auto fd = openAt(dirfd, path, O_WRONLY);
+  if (!fd) return tl::unexpected(fd.error());
+  if (!writeAll(fd->get(), text.data(), text.size()))
+    return failErrno(ErrorCode::kExecutionUnavailable, std::string("write ") + path, errno);
+  return {};
+}
+
+}  // namespace airlock::sys
