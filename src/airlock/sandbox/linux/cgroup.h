@@ -1,0 +1,91 @@
+// Resource control for one sandbox, behind one interface with a cgroup v1
+// and a cgroup v2 implementation chosen by detection at start
+// (CONVENTIONS.md 8; DESIGN.md 5.2).
+//
+// v2: one directory under the unified hierarchy: memory.max,
+//     memory.swap.max=0, pids.max, cpu.max; counters from memory.events,
+//     memory.peak, pids.events; teardown with cgroup.kill.
+// v1: one directory per controller (memory, pids, cpu):
+//     memory.limit_in_bytes (+ memsw when swap accounting exists), pids.max,
+//     cpu.cfs_quota_us/cfs_period_us; counters from memory.oom_control
+//     (oom_kill), memory.max_usage_in_bytes, pids.events.
+// All file access goes through CgroupFs, a seam under the OS so the v2 and
+// v1 writers and parsers run against a fake filesystem in tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+
+namespace airlock::linux_jail {
+
+// Files under absolute paths; the real one is the kernel's cgroupfs.
+class CgroupFs {
+ public:
+  virtual ~CgroupFs() = default;
+  virtual Result<void> makeDir(const std::string& path) = 0;
+  virtual Result<void> removeDir(const std::string& path) = 0;  // NotFound if absent
+  virtual Result<void> write(const std::string& path, const std::string& text) = 0;
+  virtual Result<std::string> read(const std::string& path) = 0;
+  virtual bool exists(const std::string& path) = 0;
+  virtual std::vector<std::string> list(const std::string& dir) = 0;  // subdirectory names
+};
+std::unique_ptr<CgroupFs> makeRealCgroupFs();
+
+struct CgroupCounters {
+  std::int64_t oom_kills = 0;          // memory.events / memory.oom_control oom_kill
+  std::int64_t pids_max_events = 0;    // pids.events max
+  std::optional<std::int64_t> memory_peak_bytes;
+};
+
+class Cgroup {
+ public:
+  virtual ~Cgroup() = default;
+  virtual Result<void> addProcess(pid_t pid) = 0;
+  virtual Result<CgroupCounters> counters() = 0;
+  // SIGKILL every process in the cgroup (v2 cgroup.kill; v1 per pid).
+  virtual Result<void> killAll() = 0;
+  // rmdir; the cgroup must be empty.
+  virtual Result<void> remove() = 0;
+};
+
+class CgroupDriver {
+ public:
+  virtual ~CgroupDriver() = default;
+  virtual std::string version() const = 0;  // "v1" or "v2"
+  virtual std::vector<std::string> controllers() const = 0;
+  // Creates a cgroup named `name` with the limits applied.
+  virtual Result<std::unique_ptr<Cgroup>> create(const std::string& name,
+                                                 const ResourceLimits& limits) = 0;
+  // Attaches to an existing cgroup (crash recovery).
+  virtual std::unique_ptr<Cgroup> attach(const std::string& name) = 0;
+  // Names of cgroups directly under the parent that start with prefix.
+  virtual std::vector<std::string> list(const std::string& prefix) = 0;
+};
+
+struct CgroupMounts {
+  std::optional<std::string> v2_root;              // unified mount with controllers
+  std::vector<std::string> v2_controllers;
+  std::map<std::string, std::string> v1_controller_mounts;  // "memory" -> mount path
+};
+// Parses /proc/self/mountinfo text and, for v2, the root's cgroup.controllers.
+CgroupMounts parseCgroupMounts(const std::string& mountinfo, CgroupFs& fs);
+
+// Chooses v2 when the unified hierarchy has memory, pids and cpu; else v1
+// when all three v1 controllers are mounted; else ExecutionUnavailable
+// naming what is missing.
+Result<std::unique_ptr<CgroupDriver>> makeCgroupDriver(const CgroupMounts& mounts,
+                                                       std::shared_ptr<CgroupFs> fs);
+
+// Parses "key value" lines (memory.events, pids.events, memory.oom_control).
+std::optional<std::int64_t> parseKeyedCounter(const std::string& text, const std::string& key);
+
+}  // namespace airlock::linux_jail

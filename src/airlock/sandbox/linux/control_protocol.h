@@ -1,0 +1,45 @@
+// Messages between the execution service and a sandbox's init over one
+// SOCK_SEQPACKET socketpair (one message per packet). Internal to linux/.
+//
+// Service -> init:
+//   kGo        after uid/gid maps and cgroup membership are in place.
+//   kRun       header + payload "cwd\0argv0\0...envp0\0..." and SCM_RIGHTS
+//              [stdin read end (only if has_stdin), stdout write, stderr write].
+//   kKill      kill every process in the sandbox except init (kill(-1)).
+// Init -> service:
+//   kReady     setup done; SCM_RIGHTS [workspace directory fd].
+//   kSetupFailed  step index + errno; init exits.
+//   kExited    wait status of the command, after every other process in the
+//              sandbox has been killed and reaped.
+#pragma once
+
+#include <cstdint>
+
+namespace airlock::linux_jail {
+
+enum class MessageType : std::uint32_t {
+  kGo = 1,
+  kRun = 2,
+  kKill = 3,
+  kReady = 10,
+  kSetupFailed = 11,
+  kExited = 12,
+};
+
+struct MessageHeader {
+  MessageType type;
+  std::uint32_t argc = 0;
+  std::uint32_t envc = 0;
+  std::uint32_t has_stdin = 0;
+  std::uint32_t payload_bytes = 0;
+  std::int32_t status = 0;     // kExited: wait status; kSetupFailed: errno
+  std::int32_t step = 0;       // kSetupFailed: index into the setup plan
+  std::int32_t reserved = 0;
+};
+
+// Largest kRun payload (argv is capped at 64 KiB by validation; environment
+// values at the rest).
+inline constexpr std::uint32_t kMaxRunPayload = 192 * 1024;
+inline constexpr std::uint32_t kMaxArgs = 4096;
+
+}  // namespace airlock::linux_jail

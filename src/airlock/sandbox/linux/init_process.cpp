@@ -1,0 +1,371 @@
+#include "airlock/sandbox/linux/init_process.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <grp.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "airlock/sandbox/linux/control_protocol.h"
+
+extern char** environ;
+
+namespace airlock::linux_jail {
+namespace {
+
+// --- helpers safe after clone: no allocation ------------------------------
+
+std::size_t cstrlen(const char* s) noexcept {
+  std::size_t n = 0;
+  while (s[n] != '\0') ++n;
+  return n;
+}
+
+void writeStr(int fd, const char* s) noexcept {
+  std::size_t n = cstrlen(s);
+  while (n > 0) {
+    ssize_t w = ::write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void sendHeader(int fd, MessageType type, int status, int step, int pass_fd = -1) noexcept {
+  MessageHeader h{};
+  h.type = type;
+  h.status = status;
+  h.step = step;
+  iovec iov{&h, sizeof h};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  while (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
+
+[[noreturn]] void failSetup(int fd, int step, int err) noexcept {
+  sendHeader(fd, MessageType::kSetupFailed, err, step);
+  ::_exit(1);
+}
+
+// The service's environment and argv are in init's memory because init is a
+// clone of the service; /proc/1/environ would show them (bug-log B24). Wipe
+// them: the pages are copy-on-write, the service keeps its own.
+void scrubInheritedStrings() noexcept {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::memset(*e, 0, cstrlen(*e));
+  }
+}
+
+// Every signal back to its default action: the service may ignore SIGPIPE or
+// handle SIGINT, and an ignored signal would survive exec into the command.
+void resetSignalDispositions() noexcept {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+}
+
+void killAllButInit() noexcept { ::kill(-1, SIGKILL); }
+
+// Reaps every child; returns when none is left.
+void reapAll() noexcept {
+  for (;;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, __WALL);
+    if (p < 0 && errno == EINTR) continue;
+    if (p < 0) return;
+  }
+}
+
+const char* errnoText(int err) noexcept {
+  switch (err) {
+    case ENOENT: return "No such file or directory";
+    case EACCES: return "Permission denied";
+    case ENOEXEC: return "Exec format error";
+    case ENOTDIR: return "Not a directory";
+    case E2BIG: return "Argument list too long";
+    case ENOMEM: return "Out of memory";
+    case ELOOP: return "Too many levels of symbolic links";
+    case ETXTBSY: return "Text file busy";
+    case EPERM: return "Operation not permitted";
+    default: return "exec failed";
+  }
+}
+
+// --- the command child ------------------------------------------------------
+
+struct RunRequest {
+  const char* cwd;
+  char** argv;
+  char** envp;
+  int stdin_fd;  // -1: /dev/null
+  int stdout_fd;
+  int stderr_fd;
+};
+
+[[noreturn]] void execCommand(const InitContext& ctx, const RunRequest& req) noexcept {
+  resetSignalDispositions();
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (::setsid() < 0) ::_exit(125);  // fail closed: never share a session (B17)
+
+  int in = req.stdin_fd >= 0 ? req.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(req.stdout_fd, 1) < 0 || ::dup2(req.stderr_fd, 2) < 0)
+    ::_exit(125);
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the command (B12)
+
+  int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (adj >= 0) {
+    (void)!::write(adj, "0", 1);  // init is protected from the OOM killer; commands are not
+    ::close(adj);
+  }
+
+  const struct rlimit no_core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+
+  if (::chdir("/workspace") != 0 || (req.cwd[0] != '\0' && ::chdir(req.cwd) != 0)) {
+    writeStr(2, "airlock: working directory does not exist in /workspace\n");
+    ::_exit(125);
+  }
+
+  // Drop every capability: bounding set first (needs CAP_SETPCAP), then the
+  // uid change clears permitted/effective/ambient sets.
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(ctx.sandbox_gid, ctx.sandbox_gid, ctx.sandbox_gid) != 0 ||
+      ::setresuid(ctx.sandbox_uid, ctx.sandbox_uid, ctx.sandbox_uid) != 0)
+    ::_exit(125);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
+  if (ctx.seccomp != nullptr && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctx.seccomp) != 0)
+    ::_exit(125);
+
+  const char* name = req.argv[0];
+  int err = ENOENT;
+  bool has_slash = false;
+  for (const char* c = name; *c; ++c) has_slash |= (*c == '/');
+  if (has_slash) {
+    ::execve(name, req.argv, req.envp);
+    err = errno;
+  } else {
+    // The image PATH only; never the workspace (spec: argv[0] resolution).
+    static constexpr const char* kDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+    char path[4096];
+    bool saw_eacces = false;
+    for (const char* dir : kDirs) {
+      std::size_t dl = cstrlen(dir), nl = cstrlen(name);
+      if (dl + 1 + nl + 1 > sizeof path) break;
+      std::memcpy(path, dir, dl);
+      path[dl] = '/';
+      std::memcpy(path + dl + 1, name, nl + 1);
+      ::execve(path, req.argv, req.envp);
+      if (errno == EACCES) saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
+    }
+    if (err == ENOENT && saw_eacces) err = EACCES;
+  }
+  writeStr(2, "airlock: cannot execute '");
+  writeStr(2, name);
+  writeStr(2, "': ");
+  writeStr(2, errnoText(err));
+  writeStr(2, "\n");
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+// Parses a kRun payload in place into the preallocated slots.
+bool parseRun(const InitContext& ctx, const MessageHeader& h, char* payload, std::size_t len,
+              RunRequest& out) noexcept {
+  if (h.argc == 0 || h.argc > kMaxArgs || h.envc > kMaxArgs || len == 0 || payload[len - 1] != '\0')
+    return false;
+  char* p = payload;
+  char* end = payload + len;
+  auto next = [&]() -> char* {
+    if (p >= end) return nullptr;
+    char* s = p;
+    p += cstrlen(p) + 1;
+    return s;
+  };
+  out.cwd = next();
+  if (out.cwd == nullptr) return false;
+  for (std::uint32_t i = 0; i < h.argc; ++i) {
+    if ((ctx.arg_slots[i] = next()) == nullptr) return false;
+  }
+  ctx.arg_slots[h.argc] = nullptr;
+  for (std::uint32_t i = 0; i < h.envc; ++i) {
+    if ((ctx.env_slots[i] = next()) == nullptr) return false;
+  }
+  ctx.env_slots[h.envc] = nullptr;
+  out.argv = ctx.arg_slots;
+  out.envp = ctx.env_slots;
+  return true;
+}
+
+void closeIf(int fd) noexcept {
+  if (fd >= 0) ::close(fd);
+}
+
+// Serves requests until the control socket closes (the service is gone or
+// destroyed the sandbox): then init exits and the kernel kills the rest.
+[[noreturn]] void serve(const InitContext& ctx, int sigfd) noexcept {
+  const int ctl = ctx.control_fd;
+  pid_t command = -1;
+  for (;;) {
+    pollfd fds[2] = {{ctl, POLLIN, 0}, {sigfd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(1);
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sigfd, &si, sizeof si) == sizeof si) {
+      }
+      for (;;) {
+        int status = 0;
+        pid_t p = ::waitpid(-1, &status, WNOHANG | __WALL);
+        if (p <= 0) break;
+        if (p == command) {
+          // The command is done: nothing it started may outlive it.
+          killAllButInit();
+          reapAll();
+          command = -1;
+          sendHeader(ctl, MessageType::kExited, status, 0);
+        }
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      MessageHeader h{};
+      iovec iov[2] = {{&h, sizeof h}, {ctx.recv_buffer, ctx.recv_buffer_size}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      ssize_t n = ::recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        killAllButInit();
+        ::_exit(0);
+      }
+      int passed[3] = {-1, -1, -1};
+      int npassed = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+          npassed = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+          if (npassed > 3) npassed = 3;
+          std::memcpy(passed, CMSG_DATA(c), static_cast<std::size_t>(npassed) * sizeof(int));
+        }
+      }
+      if (static_cast<std::size_t>(n) < sizeof h || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
+        continue;
+      }
+      if (h.type == MessageType::kKill) {
+        killAllButInit();
+        continue;
+      }
+      if (h.type != MessageType::kRun || command > 0) {
+        for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
+        continue;
+      }
+      RunRequest req{};
+      const int want = h.has_stdin ? 3 : 2;
+      bool ok = npassed == want &&
+                parseRun(ctx, h, ctx.recv_buffer, static_cast<std::size_t>(n) - sizeof h, req);
+      if (ok) {
+        req.stdin_fd = h.has_stdin ? passed[0] : -1;
+        req.stdout_fd = passed[want - 2];
+        req.stderr_fd = passed[want - 1];
+        pid_t child = ::fork();
+        if (child == 0) execCommand(ctx, req);
+        command = child;
+      }
+      for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
+      if (!ok || command < 0) sendHeader(ctl, MessageType::kExited, (125 << 8), 0);
+    }
+  }
+}
+
+}  // namespace
+
+[[noreturn]] void runInit(const InitContext& ctx) noexcept {
+  const int ctl = ctx.control_fd;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::prctl(PR_SET_NAME, "airlock-init");
+  // Init is a clone of the service: drop every fd it inherited except the
+  // control socket (another sandbox's socket or workspace must not be held
+  // here), leave the caller's session and terminal, and forget handlers.
+  if (ctl > 3) ::syscall(SYS_close_range, 3U, static_cast<unsigned>(ctl - 1), 0U);
+  ::syscall(SYS_close_range, static_cast<unsigned>(ctl + 1), ~0U, 0U);
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    ::dup2(devnull, 0);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    if (devnull > 2 && devnull != ctl) ::close(devnull);
+  }
+  ::setsid();
+  resetSignalDispositions();
+  scrubInheritedStrings();
+
+  // Wait for the service to write our uid/gid maps and cgroup membership.
+  MessageHeader go{};
+  ssize_t n;
+  do {
+    n = ::recv(ctl, &go, sizeof go, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof go) || go.type != MessageType::kGo) ::_exit(1);
+
+  if (::setresgid(0, 0, 0) != 0) failSetup(ctl, -1, errno);
+  if (::setgroups(0, nullptr) != 0) failSetup(ctl, -2, errno);
+  if (::setresuid(0, 0, 0) != 0) failSetup(ctl, -3, errno);
+  if (::unshare(CLONE_NEWCGROUP) != 0) failSetup(ctl, -4, errno);
+
+  const auto& plan = *ctx.plan;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    int err = runSetupStep(plan[i]);
+    if (err != 0) failSetup(ctl, static_cast<int>(i), err);
+  }
+
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) failSetup(ctl, -5, errno);
+
+  int ws = ::open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (ws < 0) failSetup(ctl, -6, errno);
+  sendHeader(ctl, MessageType::kReady, 0, 0, ws);
+  ::close(ws);
+  serve(ctx, sigfd);
+}
+
+}  // namespace airlock::linux_jail

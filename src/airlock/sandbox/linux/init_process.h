@@ -1,0 +1,39 @@
+// The sandbox's init: pid 1 of the sandbox's pid namespace. It is a clone of
+// the service process that never execs the host binary (bug-log B13). It
+// builds the root from the jail plan, reports ready with the workspace fd,
+// then runs one command at a time on request: fork, drop to the sandbox uid
+// with no capabilities, no_new_privs and the seccomp filter, exec. When the
+// command exits, init kills and reaps every other process in the namespace
+// before reporting, so nothing outlives a command (bug-log B39, B43).
+//
+// Everything init touches is prepared by the service before clone; init
+// itself never allocates, locks or logs (CONVENTIONS.md 6).
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "airlock/sandbox/linux/jail_plan.h"
+
+namespace airlock::linux_jail {
+
+struct InitContext {
+  const std::vector<SetupStep>* plan = nullptr;
+  int control_fd = -1;                 // init's end of the control socketpair
+  const sock_fprog* seccomp = nullptr;  // applied to every command
+  uid_t sandbox_uid = 1000;
+  gid_t sandbox_gid = 1000;
+  // Preallocated by the service: receive buffer for kRun, and pointer slots.
+  char* recv_buffer = nullptr;
+  std::size_t recv_buffer_size = 0;
+  char** arg_slots = nullptr;  // kMaxArgs + 1 entries
+  char** env_slots = nullptr;  // kMaxArgs + 1 entries
+};
+
+// Entry point in the cloned child. Never returns.
+[[noreturn]] void runInit(const InitContext& ctx) noexcept;
+
+}  // namespace airlock::linux_jail

@@ -1,0 +1,301 @@
+#include "airlock/sandbox/linux/jail_plan.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace airlock::linux_jail {
+namespace {
+
+using Kind = SetupStep::Kind;
+
+SetupStep step(Kind kind, std::string description) {
+  SetupStep s{kind, std::move(description), {}, {}, {}, 0, 0};
+  return s;
+}
+
+// Mount flags of `path` that an unprivileged remount must preserve (locked
+// flags), plus read-only/nosuid/nodev which we always add.
+unsigned long readOnlyFlagsFor(const std::string& path) {
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  struct statvfs sv {};
+  if (::statvfs(path.c_str(), &sv) == 0) {
+    if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  }
+  return flags;
+}
+
+void addReadOnlyBind(std::vector<SetupStep>& plan, const std::string& root,
+                     const std::string& host_path, bool is_dir) {
+  const std::string target = root + host_path;
+  if (is_dir) {
+    auto mk = step(Kind::kMkdir, "create " + host_path);
+    mk.target = target;
+    mk.mode = 0755;
+    plan.push_back(std::move(mk));
+  } else {
+    auto touch = step(Kind::kTouch, "create " + host_path);
+    touch.target = target;
+    plan.push_back(std::move(touch));
+  }
+  auto bind = step(Kind::kBind, "bind " + host_path);
+  bind.source = host_path;
+  bind.target = target;
+  plan.push_back(std::move(bind));
+  auto ro = step(Kind::kRemountBind, "make " + host_path + " read-only");
+  ro.target = target;
+  ro.flags = readOnlyFlagsFor(host_path);
+  plan.push_back(std::move(ro));
+}
+
+void addTmpfs(std::vector<SetupStep>& plan, const std::string& root, const std::string& path,
+              std::string options, unsigned long flags, mode_t dir_mode) {
+  auto mk = step(Kind::kMkdir, "create " + path);
+  mk.target = root + path;
+  mk.mode = dir_mode;
+  plan.push_back(std::move(mk));
+  auto fs = step(Kind::kMountTmpfs, "mount tmpfs at " + path);
+  fs.target = root + path;
+  fs.data = std::move(options);
+  fs.flags = flags;
+  plan.push_back(std::move(fs));
+}
+
+void addFile(std::vector<SetupStep>& plan, const std::string& root, const std::string& path,
+             std::string contents) {
+  auto w = step(Kind::kWriteFile, "write " + path);
+  w.target = root + path;
+  w.data = std::move(contents);
+  w.mode = 0644;
+  plan.push_back(std::move(w));
+}
+
+}  // namespace
+
+Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
+  const std::string& root = in.staging_root;
+  const auto& lim = in.limits;
+  std::vector<SetupStep> plan;
+
+  plan.push_back(step(Kind::kMakeMountsPrivate, "make mounts private"));
+  {
+    auto fs = step(Kind::kMountTmpfs, "mount the new root");
+    fs.target = root;
+    fs.data = "size=4m,nr_inodes=4096,mode=0755";
+    fs.flags = MS_NOSUID | MS_NODEV;
+    plan.push_back(std::move(fs));
+  }
+
+  // The image: read-only binds of host directories, and the usr-merge
+  // symlinks (/bin -> usr/bin ...) mirrored as they are on the host.
+  for (const auto& dir : in.image_dirs) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fail(ErrorCode::kExecutionUnavailable, "image directory " + dir + " is missing");
+    addReadOnlyBind(plan, root, dir, true);
+  }
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    struct stat st {};
+    if (::lstat(top, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char link[256];
+      ssize_t n = ::readlink(top, link, sizeof link - 1);
+      if (n <= 0) continue;
+      auto s = step(Kind::kSymlink, std::string("link ") + top);
+      s.source.assign(link, static_cast<std::size_t>(n));
+      s.target = root + top;
+      plan.push_back(std::move(s));
+    } else if (S_ISDIR(st.st_mode)) {
+      addReadOnlyBind(plan, root, top, true);
+    }
+  }
+
+  // /etc: generated identity files, plus image-owned entries bound read-only.
+  {
+    auto mk = step(Kind::kMkdir, "create /etc");
+    mk.target = root + "/etc";
+    mk.mode = 0755;
+    plan.push_back(std::move(mk));
+  }
+  const std::string uid = std::to_string(in.sandbox_uid);
+  const std::string gid = std::to_string(in.sandbox_gid);
+  addFile(plan, root, "/etc/passwd",
+          "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+          "sandbox:x:" + uid + ":" + gid + ":sandbox:/workspace:/bin/sh\n"
+          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+  addFile(plan, root, "/etc/group",
+          "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n");
+  addFile(plan, root, "/etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n");
+  addFile(plan, root, "/etc/hostname", "sandbox\n");
+  addFile(plan, root, "/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n");
+  for (const auto& entry : in.image_etc) {
+    struct stat st {};
+    if (::lstat(entry.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode))
+      addReadOnlyBind(plan, root, entry, true);
+    else if (S_ISREG(st.st_mode))
+      addReadOnlyBind(plan, root, entry, false);
+  }
+
+  // /dev: a small tmpfs with the harmless character devices bound from the host.
+  addTmpfs(plan, root, "/dev", "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC, 0755);
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    auto touch = step(Kind::kTouch, std::string("create ") + dev);
+    touch.target = root + dev;
+    plan.push_back(std::move(touch));
+    auto bind = step(Kind::kBind, std::string("bind ") + dev);
+    bind.source = dev;
+    bind.target = root + dev;
+    plan.push_back(std::move(bind));
+  }
+  for (auto [name, to] : {std::pair{"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"},
+                          {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"}}) {
+    auto s = step(Kind::kSymlink, std::string("link ") + name);
+    s.source = to;
+    s.target = root + name;
+    plan.push_back(std::move(s));
+  }
+  // /dev/shm and /tmp count against the memory cgroup (tmpfs pages are
+  // charged to the writer) and are capped like the workspace.
+  const std::string shm_opts = "size=" + std::to_string(std::min<std::int64_t>(lim.memory_bytes, lim.workspace_bytes)) +
+                               ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
+  addTmpfs(plan, root, "/dev/shm", shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, 01777);
+  const std::string tmp_opts = "size=" + std::to_string(lim.workspace_bytes) +
+                               ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
+  addTmpfs(plan, root, "/tmp", tmp_opts, MS_NOSUID | MS_NODEV, 01777);
+  const std::string ws_opts = "size=" + std::to_string(lim.workspace_bytes) + ",nr_inodes=" +
+                              std::to_string(lim.inodes_max) + ",mode=0755,uid=" + uid + ",gid=" + gid;
+  addTmpfs(plan, root, "/workspace", ws_opts, MS_NOSUID | MS_NODEV, 0755);
+
+  // /proc of the sandbox's own pid namespace; kernel knobs read-only.
+  {
+    auto mk = step(Kind::kMkdir, "create /proc");
+    mk.target = root + "/proc";
+    mk.mode = 0555;
+    plan.push_back(std::move(mk));
+    auto p = step(Kind::kMountProc, "mount /proc");
+    p.target = root + "/proc";
+    plan.push_back(std::move(p));
+    for (const char* knob : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}) {
+      auto bind = step(Kind::kBind, std::string("bind ") + knob + " over itself");
+      bind.source = root + knob;
+      bind.target = root + knob;
+      bind.flags = 1;  // optional: skip when absent
+      plan.push_back(std::move(bind));
+      auto ro = step(Kind::kRemountBind, std::string("make ") + knob + " read-only");
+      ro.target = root + knob;
+      ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+      ro.mode = 1;  // optional
+      plan.push_back(std::move(ro));
+    }
+  }
+
+  {
+    auto pv = step(Kind::kPivotRoot, "pivot into the new root");
+    pv.target = root;
+    plan.push_back(std::move(pv));
+    auto ro = step(Kind::kRemountBind, "make / read-only");
+    ro.target = "/";
+    ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+    plan.push_back(std::move(ro));
+  }
+  plan.push_back(step(Kind::kLoopbackUp, "bring up loopback"));
+  {
+    auto h = step(Kind::kSetHostname, "set hostname");
+    h.data = "sandbox";
+    plan.push_back(std::move(h));
+  }
+  return plan;
+}
+
+int runSetupStep(const SetupStep& s) noexcept {
+  auto rc = [](int r) { return r == 0 ? 0 : errno; };
+  switch (s.kind) {
+    case Kind::kMakeMountsPrivate:
+      return rc(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
+    case Kind::kMountTmpfs:
+      return rc(::mount("tmpfs", s.target.c_str(), "tmpfs", s.flags, s.data.c_str()));
+    case Kind::kMkdir:
+      if (::mkdir(s.target.c_str(), s.mode) != 0 && errno != EEXIST) return errno;
+      return rc(::chmod(s.target.c_str(), s.mode));
+    case Kind::kSymlink:
+      return rc(::symlink(s.source.c_str(), s.target.c_str()));
+    case Kind::kBind: {
+      if (::mount(s.source.c_str(), s.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) == 0)
+        return 0;
+      if (s.flags == 1 && errno == ENOENT) return 0;  // optional source
+      return errno;
+    }
+    case Kind::kRemountBind: {
+      if (::mount(nullptr, s.target.c_str(), nullptr, s.flags, nullptr) == 0) return 0;
+      if (s.mode == 1 && (errno == ENOENT || errno == EINVAL)) return 0;  // optional
+      return errno;
+    }
+    case Kind::kMountProc:
+      return rc(::mount("proc", s.target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
+    case Kind::kWriteFile: {
+      int fd = ::open(s.target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, s.mode);
+      if (fd < 0) return errno;
+      const char* p = s.data.data();
+      std::size_t left = s.data.size();
+      while (left > 0) {
+        ssize_t n = ::write(fd, p, left);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          int err = errno;
+          ::close(fd);
+          return err;
+        }
+        p += n;
+        left -= static_cast<std::size_t>(n);
+      }
+      ::close(fd);
+      return 0;
+    }
+    case Kind::kTouch: {
+      int fd = ::open(s.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+      if (fd < 0) return errno;
+      ::close(fd);
+      return 0;
+    }
+    case Kind::kPivotRoot: {
+      if (::chdir(s.target.c_str()) != 0) return errno;
+      if (::syscall(SYS_pivot_root, ".", ".") != 0) return errno;
+      if (::umount2(".", MNT_DETACH) != 0) return errno;
+      return rc(::chdir("/"));
+    }
+    case Kind::kLoopbackUp: {
+      int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return errno;
+      struct ifreq ifr {};
+      std::memcpy(ifr.ifr_name, "lo", 3);
+      int err = 0;
+      if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
+        err = errno;
+      } else {
+        ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+        if (::ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) err = errno;
+      }
+      ::close(fd);
+      return err;
+    }
+    case Kind::kSetHostname:
+      return rc(::sethostname(s.data.data(), s.data.size()));
+  }
+  return EINVAL;
+}
+
+}  // namespace airlock::linux_jail

@@ -1,0 +1,58 @@
+// The sandbox's filesystem and namespace setup as an ordered list of named
+// steps (CONVENTIONS.md 7: setup reads like the security policy). The plan is
+// built in the service (which may allocate) and executed by init between
+// clone and its command loop (which must not allocate, lock or log).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+
+namespace airlock::linux_jail {
+
+struct SetupStep {
+  enum class Kind {
+    kMakeMountsPrivate,  // MS_REC|MS_PRIVATE on /
+    kMountTmpfs,         // target, data (tmpfs options), flags
+    kMkdir,              // target, mode
+    kSymlink,            // source = link text, target = link path
+    kBind,               // source -> target, MS_BIND|MS_REC
+    kRemountBind,        // target, flags (MS_RDONLY etc. added to a bind)
+    kMountProc,          // target
+    kWriteFile,          // target, data = contents, mode
+    kTouch,              // target (empty file to bind a file onto)
+    kPivotRoot,          // target = new root; old root detached
+    kLoopbackUp,
+    kSetHostname,        // data
+  };
+  Kind kind;
+  std::string description;  // named in errors: "bind /usr read-only"
+  std::string source;
+  std::string target;
+  std::string data;
+  unsigned long flags = 0;
+  mode_t mode = 0;
+};
+
+struct JailPlanInputs {
+  std::string staging_root;                // empty host directory; mount point of the new root
+  std::vector<std::string> image_dirs;     // host dirs bound read-only (e.g. /usr)
+  std::vector<std::string> image_etc;      // host /etc entries bound read-only if present
+  ResourceLimits limits;
+  uid_t sandbox_uid = 1000;                // inside the user namespace
+  gid_t sandbox_gid = 1000;
+};
+
+// Builds the plan. Reads the host (statvfs flags of bind sources, which of
+// /bin, /lib... are symlinks) but changes nothing.
+Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in);
+
+// Runs one step; returns 0 or an errno. Async-signal-safe: no allocation.
+int runSetupStep(const SetupStep& step) noexcept;
+
+}  // namespace airlock::linux_jail

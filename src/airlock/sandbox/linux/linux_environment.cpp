@@ -1,0 +1,822 @@
+#include "airlock/sandbox/linux/linux_environment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/ids.h"
+#include "airlock/core/timeout_rule.h"
+#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/linux/control_protocol.h"
+#include "airlock/sandbox/linux/init_process.h"
+#include "airlock/sandbox/linux/jail_plan.h"
+#include "airlock/sandbox/linux/seccomp_policy.h"
+#include "airlock/sys/io.h"
+#include "airlock/workspace/local_workspace.h"
+#include "airlock/workspace/snapshot.h"
+
+namespace airlock::linux_jail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sys::UniqueFd;
+
+constexpr uid_t kSandboxUid = 1000;  // the command's uid inside the sandbox
+constexpr uid_t kUidRangeSize = 65536;
+constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
+constexpr int kUidSlots = 16384;
+constexpr const char* kCgroupPrefix = "airlock-";
+constexpr auto kKillGrace = std::chrono::seconds(5);
+
+Timestamp nowMs() {
+  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+}
+
+std::string hexDigest(const unsigned char* md, unsigned len) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
+
+// flock-held lock file: held while a sandbox lives, so a crashed owner's
+// sandboxes are recognisable (their lock can be taken).
+Result<UniqueFd> lockFile(const std::string& path, bool create_exclusive, bool wait) {
+  int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (create_exclusive ? O_EXCL : 0);
+  auto fd = sys::openAt(AT_FDCWD, path.c_str(), flags, 0600);
+  if (!fd) return fd;
+  if (::flock(fd->get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "flock " + path, errno);
+  return fd;
+}
+
+Result<void> mkdirs(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      cur = path.substr(0, i);
+      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
+    }
+  }
+  return {};
+}
+
+bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::string& payload,
+                 const int* fds, int nfds) {
+  iovec iov[2] = {{const_cast<void*>(head), head_len},
+                  {const_cast<char*>(payload.data()), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = payload.empty() ? 1 : 2;
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  if (nfds > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
+  }
+  for (;;) {
+    if (::sendmsg(sock, &msg, MSG_NOSIGNAL) >= 0) return true;
+    if (errno != EINTR) return false;
+  }
+}
+
+// Receives one header (and at most one fd) from init.
+struct InitReply {
+  MessageHeader header{};
+  UniqueFd fd;
+};
+Result<std::optional<InitReply>> receiveReply(int sock) {
+  InitReply r;
+  iovec iov{&r.header, sizeof r.header};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
+  if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "receive from sandbox init", errno);
+  if (n == 0) return fail(ErrorCode::kExecutionUnavailable, "sandbox init exited");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      r.fd.reset(fd);
+    }
+  }
+  if (static_cast<std::size_t>(n) != sizeof r.header)
+    return fail(ErrorCode::kExecutionUnavailable, "malformed message from sandbox init");
+  return std::optional<InitReply>(std::move(r));
+}
+
+struct Sandbox {
+  EnvironmentHandle handle;
+  ResourceLimits limits;
+  std::map<std::string, std::string> environment;
+  std::string cgroup_name;
+  std::unique_ptr<Cgroup> cgroup;
+  UniqueFd lock;
+  std::string lock_path;
+  UniqueFd uid_lock;
+  uid_t host_uid_base = 0;
+  UniqueFd pidfd;
+  pid_t init_pid = -1;
+  UniqueFd control;
+  UniqueFd workspace_fd;
+  std::shared_ptr<WorkspaceHandle> workspace;
+  workspace::Snapshot last_snapshot;
+  bool init_dead = false;
+  std::mutex exec_mutex;
+  // Preallocated for init (it must not allocate after clone).
+  std::vector<SetupStep> plan;
+  std::vector<char> recv_buffer;
+  std::vector<char*> arg_slots;
+  std::vector<char*> env_slots;
+};
+
+class LinuxEnvironment final : public ExecutionEnvironment {
+ public:
+  LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
+                   SeccompProgram seccomp, std::string image_digest)
+      : options_(std::move(options)),
+        cgroups_(std::move(cgroups)),
+        seccomp_(std::move(seccomp)),
+        image_digest_(std::move(image_digest)) {}
+
+  ~LinuxEnvironment() override {
+    std::vector<EnvironmentHandle> live;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
+    }
+    for (auto& h : live) (void)destroy(h);
+  }
+
+  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
+  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
+                                  const CancelToken* cancel) override;
+  Result<void> destroy(const EnvironmentHandle& handle) override;
+  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
+    auto sb = find(handle.environment_id);
+    if (!sb) return fail(ErrorCode::kExecutionRejected, "unknown or destroyed environment " + handle.environment_id);
+    if (sb->handle.tenant_id != handle.tenant_id)
+      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
+    return sb->workspace;
+  }
+
+  // Destroys sandboxes whose owner process is gone (lock file not held).
+  void sweepOrphans();
+
+ private:
+  std::shared_ptr<Sandbox> find(const std::string& id) {
+    std::lock_guard lk(mu_);
+    auto it = sandboxes_.find(id);
+    return it == sandboxes_.end() ? nullptr : it->second;
+  }
+  Result<void> startInit(Sandbox& sb);
+  void teardown(Sandbox& sb);
+
+  LinuxEnvironmentOptions options_;
+  std::unique_ptr<CgroupDriver> cgroups_;
+  SeccompProgram seccomp_;
+  std::string image_digest_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+};
+
+std::string stepName(const std::vector<SetupStep>& plan, int step) {
+  static const char* kEarly[] = {"", "become root in the user namespace", "drop supplementary groups",
+                                 "become root in the user namespace", "create the cgroup namespace",
+                                 "watch for child exits", "open /workspace"};
+  if (step < 0 && -step < 7) return kEarly[-step];
+  if (step >= 0 && static_cast<std::size_t>(step) < plan.size()) return plan[static_cast<std::size_t>(step)].description;
+  return "setup step " + std::to_string(step);
+}
+
+Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spec) {
+  if (spec.image_digest != image_digest_)
+    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
+                                                   " (this service runs " + image_digest_ + ")");
+  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
+  if (spec.egress.mode != EgressMode::kDeny)
+    return fail(ErrorCode::kExecutionRejected, "egress allowlist is not supported by this service yet");
+
+  auto sb = std::make_shared<Sandbox>();
+  const Timestamp created = nowMs();
+  sb->handle = EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id, spec.lease_epoch,
+                                 created, created + options_.service_hard_cap};
+  sb->cgroup_name = kCgroupPrefix + sb->handle.environment_id;
+  sb->limits = spec.limits;
+  sb->environment = spec.environment;
+
+  // Everything below is undone by teardown() on any failure.
+  struct Guard {
+    LinuxEnvironment* self;
+    Sandbox* sb;
+    bool armed = true;
+    ~Guard() {
+      if (armed) self->teardown(*sb);
+    }
+  } guard{this, sb.get()};
+
+  sb->lock_path = options_.state_dir + "/sandboxes/" + sb->handle.environment_id + ".lock";
+  auto lock = lockFile(sb->lock_path, /*create_exclusive=*/true, /*wait=*/false);
+  if (!lock) return tl::unexpected(lock.error());
+  sb->lock = std::move(*lock);
+
+  // A host uid range of our own, so no two sandboxes share a uid.
+  std::mt19937 rng(std::random_device{}());
+  for (int attempt = 0; attempt < 64 && !sb->uid_lock.valid(); ++attempt) {
+    int slot = 1 + static_cast<int>(rng() % (kUidSlots - 1));
+    auto l = lockFile(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock", false, false);
+    if (l) {
+      sb->uid_lock = std::move(*l);
+      sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
+    }
+  }
+  if (!sb->uid_lock.valid()) return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
+
+  auto cg = cgroups_->create(sb->cgroup_name, spec.limits);
+  if (!cg) return tl::unexpected(cg.error());
+  sb->cgroup = std::move(*cg);
+
+  JailPlanInputs in;
+  in.staging_root = options_.state_dir + "/root";
+  in.image_dirs = options_.image_dirs;
+  in.image_etc = options_.image_etc;
+  in.limits = spec.limits;
+  in.sandbox_uid = kSandboxUid;
+  in.sandbox_gid = kSandboxUid;
+  auto plan = buildJailPlan(in);
+  if (!plan) return tl::unexpected(plan.error());
+  sb->plan = std::move(*plan);
+
+  if (auto r = startInit(*sb); !r) return tl::unexpected(r.error());
+
+  sb->workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb->host_uid_base + kSandboxUid,
+      sb->host_uid_base + kSandboxUid);
+  guard.armed = false;
+  std::lock_guard lk(mu_);
+  sandboxes_[sb->handle.environment_id] = sb;
+  return sb->handle;
+}
+
+Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
+  sb.recv_buffer.resize(kMaxRunPayload);
+  sb.arg_slots.resize(kMaxArgs + 1);
+  sb.env_slots.resize(kMaxArgs + 1);
+
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "socketpair", errno);
+  UniqueFd parent_end(pair[0]);
+  UniqueFd child_end(pair[1]);
+  const int buf = static_cast<int>(kMaxRunPayload + 4096);
+  ::setsockopt(parent_end.get(), SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
+  ::setsockopt(child_end.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
+
+  const sock_fprog prog = seccomp_.program();
+  InitContext ctx;
+  ctx.plan = &sb.plan;
+  ctx.control_fd = child_end.get();
+  ctx.seccomp = &prog;
+  ctx.sandbox_uid = kSandboxUid;
+  ctx.sandbox_gid = kSandboxUid;
+  ctx.recv_buffer = sb.recv_buffer.data();
+  ctx.recv_buffer_size = sb.recv_buffer.size();
+  ctx.arg_slots = sb.arg_slots.data();
+  ctx.env_slots = sb.env_slots.data();
+
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+               CLONE_NEWUTS | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) return failErrno(ErrorCode::kExecutionUnavailable, "clone3 (new namespaces)", errno);
+  if (pid == 0) runInit(ctx);  // never returns
+
+  sb.init_pid = static_cast<pid_t>(pid);
+  sb.pidfd.reset(pidfd);
+  child_end.reset();
+  sb.control = std::move(parent_end);
+
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const std::string map = "0 " + std::to_string(sb.host_uid_base) + " " + std::to_string(kUidRangeSize);
+  if (auto r = sys::writeFile(AT_FDCWD, (proc + "/uid_map").c_str(), map); !r) return r;
+  if (auto r = sys::writeFile(AT_FDCWD, (proc + "/gid_map").c_str(), map); !r) return r;
+  if (auto r = sb.cgroup->addProcess(sb.init_pid); !r) return r;
+  // Init must survive an OOM in its sandbox to report it; commands reset this.
+  (void)sys::writeFile(AT_FDCWD, (proc + "/oom_score_adj").c_str(), "-1000");
+
+  MessageHeader go{};
+  go.type = MessageType::kGo;
+  if (!sendWithFds(sb.control.get(), &go, sizeof go, {}, nullptr, 0))
+    return failErrno(ErrorCode::kExecutionUnavailable, "start sandbox init", errno);
+
+  const auto deadline = Clock::now() + options_.start_budget;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      return fail(ErrorCode::kExecutionUnavailable, "sandbox did not start within the start budget");
+    pollfd p{sb.control.get(), POLLIN, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) continue;
+    auto reply = receiveReply(sb.control.get());
+    if (!reply) return tl::unexpected(reply.error());
+    if (!*reply) continue;
+    auto& r = **reply;
+    if (r.header.type == MessageType::kSetupFailed)
+      return failErrno(ErrorCode::kExecutionUnavailable,
+                       "sandbox setup failed at step '" + stepName(sb.plan, r.header.step) + "'",
+                       r.header.status);
+    if (r.header.type == MessageType::kReady && r.fd.valid()) {
+      sb.workspace_fd = std::move(r.fd);
+      return {};
+    }
+    return fail(ErrorCode::kExecutionUnavailable, "unexpected message from sandbox init");
+  }
+}
+
+void LinuxEnvironment::teardown(Sandbox& sb) {
+  if (sb.pidfd.valid()) {
+    ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
+    siginfo_t info{};
+    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED) != 0 &&
+           errno == EINTR) {
+    }
+    sb.pidfd.reset();
+  }
+  sb.control.reset();
+  sb.workspace.reset();
+  sb.workspace_fd.reset();
+  if (sb.cgroup) {
+    // When the pid namespace's init is reaped the kernel has killed and
+    // reaped every process in it, so the cgroup is empty; retry briefly for
+    // the kernel's own bookkeeping.
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      auto r = sb.cgroup->remove();
+      if (r || r.error().sys_errno != EBUSY) break;
+      (void)sb.cgroup->killAll();
+      ::usleep(1000);
+    }
+    sb.cgroup.reset();
+  }
+  sb.uid_lock.reset();
+  if (sb.lock.valid()) {
+    ::unlink(sb.lock_path.c_str());
+    sb.lock.reset();
+  }
+}
+
+Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
+  std::shared_ptr<Sandbox> sb;
+  {
+    std::lock_guard lk(mu_);
+    auto it = sandboxes_.find(handle.environment_id);
+    if (it == sandboxes_.end()) return {};  // idempotent
+    sb = it->second;
+    sandboxes_.erase(it);
+  }
+  // Kill first: a command running in another thread ends with init's death.
+  if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+  std::lock_guard exec(sb->exec_mutex);
+  teardown(*sb);
+  return {};
+}
+
+void LinuxEnvironment::sweepOrphans() {
+  const std::string dir = options_.state_dir + "/sandboxes";
+  std::vector<std::string> live_locked;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
+      const std::string id = name.substr(0, name.size() - 5);
+      auto l = lockFile(dir + "/" + name, false, false);
+      if (!l) {
+        live_locked.push_back(id);  // its owner is alive
+        continue;
+      }
+      auto cg = cgroups_->attach(kCgroupPrefix + id);
+      (void)cg->killAll();
+      (void)cg->remove();
+      ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  for (const auto& name : cgroups_->list(kCgroupPrefix)) {
+    const std::string id = name.substr(std::strlen(kCgroupPrefix));
+    if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
+    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;  // just created by a peer
+    auto cg = cgroups_->attach(name);
+    (void)cg->killAll();
+    (void)cg->remove();
+  }
+}
+
+// ---- execute -----------------------------------------------------------------
+
+struct Capture {
+  std::string data;
+  bool truncated = false;
+  UniqueFd fd;
+};
+
+Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handle,
+                                                  const ExecutionCommand& command,
+                                                  const CancelToken* cancel) {
+  if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
+  auto cwd = checkRelativePath(command.working_directory);
+  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  auto sb = find(handle.environment_id);
+  if (!sb)
+    return fail(ErrorCode::kExecutionRejected,
+                "unknown or destroyed environment " + handle.environment_id);
+  if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
+      sb->handle.lease_epoch != handle.lease_epoch) {
+    (void)destroy(sb->handle);
+    return fail(ErrorCode::kSandboxEscapeSuspected,
+                "handle does not match environment " + handle.environment_id +
+                    " (tenant, run or lease epoch differ); the environment was destroyed");
+  }
+  std::unique_lock exec(sb->exec_mutex, std::try_to_lock);
+  if (!exec.owns_lock())
+    return fail(ErrorCode::kExecutionRejected, "another command is running in this environment");
+  if (sb->init_dead || !sb->control.valid())
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the sandbox's init has died; destroy it and provision again");
+  const auto expires_in = sb->handle.expires_at - nowMs();
+  if (expires_in.count() <= 0) {
+    exec.unlock();
+    (void)destroy(sb->handle);
+    return fail(ErrorCode::kExecutionRejected, "environment " + handle.environment_id + " has expired");
+  }
+
+  auto effective = effectiveTimeout(TimeoutInputs{
+      options_.service_hard_cap, std::chrono::seconds(sb->limits.wall_clock_seconds), std::nullopt,
+      std::chrono::seconds(command.timeout_seconds), options_.service_hard_cap,
+      std::chrono::seconds(0)});
+  if (!effective) return tl::unexpected(effective.error());
+
+  // Snapshot before, carrying known hashes forward for unchanged files.
+  auto before = workspace::takeSnapshot(sb->workspace_fd.get());
+  if (!before) return tl::unexpected(before.error());
+  for (auto& [path, entry] : *before) {
+    auto it = sb->last_snapshot.find(path);
+    if (it == sb->last_snapshot.end() || !it->second.sha256) continue;
+    auto prev = it->second;
+    prev.sha256.reset();
+    if (prev == entry) entry.sha256 = it->second.sha256;
+  }
+  const auto counters_before = sb->cgroup->counters();
+
+  // Pipes; our ends are non-blocking.
+  auto makePipe = [](UniqueFd& r, UniqueFd& w) -> bool {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return false;
+    r.reset(p[0]);
+    w.reset(p[1]);
+    return true;
+  };
+  Capture out, err;
+  UniqueFd out_w, err_w, in_r, in_w;
+  const bool has_stdin = command.stdin_data.has_value();
+  if (!makePipe(out.fd, out_w) || !makePipe(err.fd, err_w) || (has_stdin && !makePipe(in_r, in_w)))
+    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+  ::fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
+  if (has_stdin) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+
+  // The request: cwd, argv, environment (PWD follows the working directory).
+  std::string payload = *cwd;
+  payload.push_back('\0');
+  for (const auto& a : command.argv) {
+    payload += a;
+    payload.push_back('\0');
+  }
+  std::uint32_t envc = 0;
+  for (const auto& [k, v] : sb->environment) {
+    if (k == "PWD") continue;
+    payload += k + "=" + v;
+    payload.push_back('\0');
+    ++envc;
+  }
+  payload += "PWD=" + (cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd);
+  payload.push_back('\0');
+  ++envc;
+  if (payload.size() > kMaxRunPayload || command.argv.size() > kMaxArgs || envc > kMaxArgs)
+    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
+
+  MessageHeader run{};
+  run.type = MessageType::kRun;
+  run.argc = static_cast<std::uint32_t>(command.argv.size());
+  run.envc = envc;
+  run.has_stdin = has_stdin ? 1 : 0;
+  run.payload_bytes = static_cast<std::uint32_t>(payload.size());
+  int fds[3];
+  int nfds = 0;
+  if (has_stdin) fds[nfds++] = in_r.get();
+  fds[nfds++] = out_w.get();
+  fds[nfds++] = err_w.get();
+  const auto started = Clock::now();
+  if (!sendWithFds(sb->control.get(), &run, sizeof run, payload, fds, nfds)) {
+    sb->init_dead = true;
+    return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", errno);
+  }
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+
+  // Event loop: drain output under the cap, feed stdin, watch the deadline
+  // and the cancel token, until init reports the exit and both pipes close.
+  const auto deadline = started + std::min<Clock::duration>(*effective, expires_in);
+  const bool expiry_first = expires_in < *effective;
+  std::optional<KillReason> reason;
+  std::optional<Clock::time_point> kill_sent;
+  std::optional<int> wait_status;
+  bool init_lost = false;
+  std::size_t stdin_off = 0;
+  const std::int64_t cap = command.maximum_output_bytes;
+  char buf[65536];
+
+  auto requestKill = [&](KillReason why) {
+    if (reason) return;
+    reason = why;
+    kill_sent = Clock::now();
+    MessageHeader k{};
+    k.type = MessageType::kKill;
+    if (!sendWithFds(sb->control.get(), &k, sizeof k, {}, nullptr, 0)) init_lost = true;
+  };
+
+  while (!init_lost && (!wait_status || out.fd.valid() || err.fd.valid())) {
+    const auto now = Clock::now();
+    if (!reason && now >= deadline) requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
+    if (kill_sent && now >= *kill_sent + kKillGrace && !wait_status) {
+      // Init did not answer: kill the whole sandbox.
+      ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
+      init_lost = true;
+      break;
+    }
+    pollfd p[5];
+    int n = 0;
+    int i_ctl = -1, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1;
+    p[n] = {sb->control.get(), POLLIN, 0};
+    i_ctl = n++;
+    if (out.fd.valid()) { p[n] = {out.fd.get(), POLLIN, 0}; i_out = n++; }
+    if (err.fd.valid()) { p[n] = {err.fd.get(), POLLIN, 0}; i_err = n++; }
+    if (in_w.valid()) { p[n] = {in_w.get(), POLLOUT, 0}; i_in = n++; }
+    if (cancel != nullptr && !reason) { p[n] = {cancel->pollFd(), POLLIN, 0}; i_cancel = n++; }
+    auto wake = reason ? *kill_sent + kKillGrace : deadline;
+    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    int rc = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
+    if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
+    if (rc <= 0) continue;
+
+    if (i_cancel >= 0 && (p[i_cancel].revents & POLLIN)) requestKill(KillReason::kCancelled);
+    for (auto [idx, cap_ptr] : {std::pair{i_out, &out}, std::pair{i_err, &err}}) {
+      if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Capture& c = *cap_ptr;
+      ssize_t got = sys::readSome(c.fd.get(), buf, sizeof buf);
+      if (got < 0 && errno == EAGAIN) continue;
+      if (got <= 0) {
+        c.fd.reset();
+        continue;
+      }
+      const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
+      const std::int64_t room = std::max<std::int64_t>(0, cap - used);
+      if (got <= room) {
+        c.data.append(buf, static_cast<std::size_t>(got));
+      } else {
+        // Past the cap: keep what fits, stop reading, kill (bug-log B35, B36).
+        c.data.append(buf, static_cast<std::size_t>(room));
+        c.truncated = true;
+        out.fd.reset();
+        err.fd.reset();
+        requestKill(KillReason::kOutputLimit);
+      }
+    }
+    if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const std::string& data = *command.stdin_data;
+      if (stdin_off < data.size()) {
+        ssize_t w = ::write(in_w.get(), data.data() + stdin_off, std::min<std::size_t>(data.size() - stdin_off, 65536));
+        if (w > 0) stdin_off += static_cast<std::size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) in_w.reset();  // reader gone: drop the rest
+      }
+      if (in_w.valid() && stdin_off >= data.size()) in_w.reset();  // delivered, then closed
+    }
+    if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) {
+      auto reply = receiveReply(sb->control.get());
+      if (!reply) {
+        init_lost = true;
+        break;
+      }
+      if (*reply && (*reply)->header.type == MessageType::kExited) {
+        wait_status = (*reply)->header.status;
+        in_w.reset();
+      }
+    }
+  }
+  const auto finished = Clock::now();
+
+  if (init_lost) {
+    sb->init_dead = true;
+    if (!reason)
+      return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init died during the command");
+  }
+
+  ExecutionResult result;
+  result.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(finished - started).count();
+  result.stdout_data = std::move(out.data);
+  result.stderr_data = std::move(err.data);
+  result.stdout_truncated = out.truncated;
+  result.stderr_truncated = err.truncated;
+
+  if (!reason && wait_status && WIFSIGNALED(*wait_status) && WTERMSIG(*wait_status) == SIGKILL) {
+    // A SIGKILL we did not send: the memory cgroup's OOM killer, if its
+    // counter moved (the thing that enforced the limit reports it).
+    auto counters_after = sb->cgroup->counters();
+    if (counters_before && counters_after && counters_after->oom_kills > counters_before->oom_kills)
+      reason = KillReason::kMemory;
+  }
+  if (reason) {
+    result.killed_by = reason;
+    result.timed_out = *reason == KillReason::kTimeout;
+  } else if (wait_status && WIFEXITED(*wait_status)) {
+    result.exit_code = WEXITSTATUS(*wait_status);
+  } else if (wait_status && WIFSIGNALED(*wait_status)) {
+    result.exit_code = 128 + WTERMSIG(*wait_status);  // shell convention
+  }
+
+  if (!init_lost) {
+    auto after = workspace::takeSnapshot(sb->workspace_fd.get());
+    if (!after) return tl::unexpected(after.error());
+    auto diff = workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
+                                         options_.files_changed_listing);
+    if (!diff) return tl::unexpected(diff.error());
+    result.files_changed = std::move(diff->changes);
+    result.files_changed_truncated = diff->truncated;
+    sb->last_snapshot = std::move(*after);
+  }
+  if (reason == KillReason::kExpired) {
+    exec.unlock();
+    (void)destroy(sb->handle);
+  }
+  return result;
+}
+
+// ---- image digest --------------------------------------------------------------
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::string_view s) { EVP_DigestUpdate(ctx_, s.data(), s.size()); }
+  std::string hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    EVP_DigestFinal_ex(ctx_, md, &len);
+    return hexDigest(md, len);
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+void manifestTree(Sha256& h, const std::string& path, int depth) {
+  if (depth > 32) return;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    const std::string p = path + "/" + n;
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    h.update(p + " " + std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
+             std::to_string(st.st_mtim.tv_sec) + "\n");
+    if (S_ISDIR(st.st_mode)) manifestTree(h, p, depth + 1);
+  }
+}
+
+}  // namespace
+
+Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::string key;
+  for (const auto& d : options.image_dirs) key += "dir " + d + "\n";
+  for (const auto& e : options.image_etc) key += "etc " + e + "\n";
+  std::lock_guard lk(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+
+  Sha256 h;
+  h.update("airlock-image-manifest v1\n");
+  h.update(key);
+  // Packaged content: the dpkg database names every installed package and
+  // version; files under /usr come from exactly those.
+  auto status = sys::readFile(AT_FDCWD, "/var/lib/dpkg/status", 256u << 20);
+  if (status) {
+    std::vector<std::string> pkgs;
+    std::string pkg, ver, arch;
+    std::size_t pos = 0;
+    const std::string& t = *status;
+    while (pos <= t.size()) {
+      std::size_t eol = t.find('\n', pos);
+      if (eol == std::string::npos) eol = t.size();
+      std::string_view line(t.data() + pos, eol - pos);
+      if (line.empty()) {
+        if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
+        pkg.clear(), ver.clear(), arch.clear();
+      } else if (line.rfind("Package: ", 0) == 0) {
+        pkg = line.substr(9);
+      } else if (line.rfind("Version: ", 0) == 0) {
+        ver = line.substr(9);
+      } else if (line.rfind("Architecture: ", 0) == 0) {
+        arch = line.substr(14);
+      }
+      pos = eol + 1;
+    }
+    if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
+    std::sort(pkgs.begin(), pkgs.end());
+    for (const auto& p : pkgs) h.update("pkg " + p + "\n");
+  }
+  // Unpackaged content: /usr/local by stat manifest.
+  manifestTree(h, "/usr/local", 0);
+  std::string digest = "sha256:" + h.hex();
+  cache[key] = digest;
+  return digest;
+}
+
+Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
+    const LinuxEnvironmentOptions& options) {
+  if (::geteuid() != 0)
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the linux mechanism needs root (it creates cgroups and maps user namespaces); "
+                "run as root or use --mechanism fake");
+  // A broken pipe to a command that exited is an error value, not a signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  // The state directory is traversable (init, running as an unprivileged
+  // host uid, must reach the empty mount point root/); the lock directories
+  // are private.
+  for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}, {"/uids", 0700}, {"/root", 0755}}) {
+    const std::string dir = options.state_dir + sub;
+    if (auto r = mkdirs(dir, static_cast<mode_t>(mode)); !r) return tl::unexpected(r.error());
+    if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + dir, errno);
+  }
+  std::shared_ptr<CgroupFs> fs = makeRealCgroupFs();
+  auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
+  if (!mountinfo) return tl::unexpected(mountinfo.error());
+  auto driver = makeCgroupDriver(parseCgroupMounts(*mountinfo, *fs), fs);
+  if (!driver) return tl::unexpected(driver.error());
+  auto seccomp = buildSeccompProgram();
+  if (!seccomp) return tl::unexpected(seccomp.error());
+  auto digest = computeImageDigest(options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
+                                                std::move(*digest));
+  env->sweepOrphans();
+  return std::unique_ptr<ExecutionEnvironment>(std::move(env));
+}
+
+}  // namespace airlock::linux_jail
