@@ -1,1 +1,129 @@
-// placeholder
+#include "airlock/core/command_validation.h"
+
+#include "airlock/core/encoding.h"
+#include "airlock/core/limits_defaults.h"
+
+namespace airlock {
+
+std::string_view pathProblemName(PathProblem problem) noexcept {
+  switch (problem) {
+    case PathProblem::kEmptyComponent:
+      return "EMPTY_COMPONENT";
+    case PathProblem::kDotComponent:
+      return "DOT_COMPONENT";
+    case PathProblem::kAbsolutePath:
+      return "ABSOLUTE_PATH";
+    case PathProblem::kNulByte:
+      return "NUL_BYTE";
+    case PathProblem::kNameTooLong:
+      return "NAME_TOO_LONG";
+    case PathProblem::kPathTooLong:
+      return "PATH_TOO_LONG";
+  }
+  return "UNKNOWN";
+}
+
+std::optional<PathProblem> findPathProblem(std::string_view path) noexcept {
+  if (path.empty()) return PathProblem::kEmptyComponent;
+  if (path.find('\0') != std::string_view::npos) return PathProblem::kNulByte;
+  if (path.front() == '/') return PathProblem::kAbsolutePath;
+  if (path.size() > kMaxPathBytes) return PathProblem::kPathTooLong;
+  if (path == ".") return std::nullopt;
+  // Components are rejected, never normalized: normalizing is where
+  // traversal bugs come from (spec 000, resolve rule 1).
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = path.find('/', start);
+    const std::string_view component = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (component.empty()) return PathProblem::kEmptyComponent;
+    if (component == "." || component == "..") return PathProblem::kDotComponent;
+    if (component.size() > kMaxPathComponentBytes) return PathProblem::kNameTooLong;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::string describe(PathProblem problem) {
+  switch (problem) {
+    case PathProblem::kEmptyComponent:
+      return "has an empty component (EMPTY_COMPONENT); remove repeated, leading or trailing "
+             "'/' and use \".\" for the workspace root";
+    case PathProblem::kDotComponent:
+      return "has a \".\" or \"..\" component (DOT_COMPONENT); name the path from the workspace "
+             "root without dot segments";
+    case PathProblem::kAbsolutePath:
+      return "is absolute (ABSOLUTE_PATH); give a path relative to /workspace";
+    case PathProblem::kNulByte:
+      return "contains a NUL byte (NUL_BYTE)";
+    case PathProblem::kNameTooLong:
+      return "has a component longer than 255 bytes (NAME_TOO_LONG)";
+    case PathProblem::kPathTooLong:
+      return "is longer than 4096 bytes (PATH_TOO_LONG)";
+  }
+  return "is invalid";
+}
+
+tl::unexpected<Error> invalidCommand(std::string context) {
+  return fail(ErrorCode::kToolValidationError, std::move(context));
+}
+
+}  // namespace
+
+Result<std::string> checkRelativePath(std::string_view path) {
+  if (const auto problem = findPathProblem(path)) {
+    return fail(ErrorCode::kWorkspaceEscape,
+                "path " + quoteForMessage(path) + " " + describe(*problem));
+  }
+  if (path == ".") return std::string();
+  return std::string(path);
+}
+
+Result<void> validateCommand(const ExecutionCommand& command) {
+  if (command.argv.empty()) {
+    return invalidCommand(
+        "command must be a non-empty argument vector like [\"python3\", \"script.py\"]");
+  }
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < command.argv.size(); ++i) {
+    const std::string& arg = command.argv[i];
+    if (arg.find('\0') != std::string::npos) {
+      return invalidCommand("command[" + std::to_string(i) + "] contains a NUL byte");
+    }
+    total += static_cast<std::int64_t>(arg.size()) + 1;
+    if (total > kMaxArgvBytes) {
+      return invalidCommand("command is larger than " + std::to_string(kMaxArgvBytes) +
+                            " bytes; pass large inputs through stdin or a workspace file");
+    }
+  }
+  const std::string& program = command.argv[0];
+  if (program.empty()) {
+    return invalidCommand(
+        "command[0] is empty; name a program like \"python3\" or "
+        "\"/usr/bin/python3\"");
+  }
+  if (program.front() != '/' && program.find('/') != std::string::npos) {
+    return invalidCommand(
+        "command[0] " + quoteForMessage(program) +
+        " is a relative path; name a program on the image PATH or by absolute path, and run a "
+        "workspace script through its interpreter, e.g. [\"bash\", " +
+        quoteForMessage(program) + "]");
+  }
+  if (auto wd = checkRelativePath(command.working_directory); !wd) {
+    return invalidCommand("working_directory " + wd.error().context);
+  }
+  if (command.timeout_seconds <= 0) {
+    return invalidCommand("timeout_seconds must be a positive number of seconds, got " +
+                          std::to_string(command.timeout_seconds));
+  }
+  if (command.maximum_output_bytes <= 0) {
+    return invalidCommand("maximum_output_bytes must be positive, got " +
+                          std::to_string(command.maximum_output_bytes));
+  }
+  return {};
+}
+
+}  // namespace airlock

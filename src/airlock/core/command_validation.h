@@ -1,7 +1,11 @@
 // Validation of an ExecutionCommand before it reaches the execution service
-// (spec 000, "sandbox.run_command": validation, in order).
+// (spec 000, "sandbox.run_command": validation, in order), and the lexical
+// half of WorkspaceHandle.resolve() (spec 000, "WorkspaceHandle", rules 1, 2
+// and 4; bug-log B09).
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -10,12 +14,36 @@
 
 namespace airlock {
 
+inline constexpr std::size_t kMaxPathComponentBytes = 255;  // NAME_MAX
+inline constexpr std::size_t kMaxPathBytes = 4096;          // PATH_MAX
+
+// Why a workspace-relative path was refused (bug-log B09 codes).
+enum class PathProblem {
+  kEmptyComponent,  // "" , "a//b", "a/" (the empty input counts as one)
+  kDotComponent,    // "." or ".." anywhere except "." alone
+  kAbsolutePath,    // starts with '/'
+  kNulByte,         // contains '\0'
+  kNameTooLong,     // a component over 255 bytes
+  kPathTooLong,     // the whole path over 4096 bytes
+};
+// "EMPTY_COMPONENT", "DOT_COMPONENT", "ABSOLUTE_PATH", "NUL_BYTE",
+// "NAME_TOO_LONG", "PATH_TOO_LONG".
+std::string_view pathProblemName(PathProblem problem) noexcept;
+
+// The first problem found, checked in this order: empty input, NUL byte,
+// absolute, total length, then each component left to right (empty, dot,
+// too long). nullopt when the path is acceptable.
+std::optional<PathProblem> findPathProblem(std::string_view path) noexcept;
+
 // Lexical containment rules of resolve() for a workspace-relative path:
 // rejects empty input, absolute input, NUL bytes, empty / "." / ".."
 // components, components over 255 bytes and totals over 4096 bytes.
 // "." alone means the workspace root and is allowed. Returns the normalized
-// relative path ("" for the root). Symlink checks happen where the path is
-// opened (workspace/), never here. Error code: WorkspaceEscape.
+// relative path ("" for the root; any other accepted path is returned
+// unchanged, since nothing is normalized away). Symlink checks happen where
+// the path is opened (workspace/), never here. Error code: WorkspaceEscape,
+// with a context that names the problem in words and its B09 code, e.g.
+// `path "a//b" has an empty component (EMPTY_COMPONENT) ...`.
 Result<std::string> checkRelativePath(std::string_view path);
 
 // argv non-empty, every element NUL-free, total under kMaxArgvBytes,

@@ -3,7 +3,7 @@
 //
 // The environment is built, never filtered: it starts empty.
 // * Tier 0: platform and provider credentials. Never present, not
-//   configurable. kTier0Names exists so tests can assert none appears.
+//   configurable. tier0Names() exists so tests can assert none appears.
 // * Tier 1: names an operator lists; copied from the service's environment
 //   when present there. A tier-1 name that is also tier 0 is a startup
 //   configuration error. If the tier-1 list cannot be read or parsed, the
@@ -29,17 +29,30 @@ namespace airlock {
 inline constexpr std::string_view kImagePath = "/usr/local/bin:/usr/bin:/bin";
 inline constexpr std::string_view kWorkspaceRoot = "/workspace";
 
-// Tier 0: exact names and name patterns (prefix*, *suffix) that are never
-// present. Matching is case-sensitive on exact names, case-insensitive on
-// patterns.
+// Tier-2 names for the programmatic-orchestration bridge (spec 001). They
+// start with AIRLOCK_ and so match a tier-0 pattern: tier 0 governs names
+// copied from the host, and these are synthesized, never copied.
+inline constexpr std::string_view kBridgeSocketVariable = "AIRLOCK_BRIDGE_SOCKET";
+inline constexpr std::string_view kBridgeTokenVariable = "AIRLOCK_BRIDGE_TOKEN";
+
+// Tier 0: exact names and name patterns ("PREFIX*", "*SUFFIX") that are
+// never copied from the host. Matching is case-insensitive for both exact
+// names and patterns (stricter than the shell, on purpose: "database_url"
+// is refused just like "DATABASE_URL").
 std::span<const std::string_view> tier0Names() noexcept;
 bool isTier0Name(std::string_view name) noexcept;
+
+// Names the platform synthesizes (tier 2), including the bridge names.
+std::span<const std::string_view> tier2Names() noexcept;
+bool isTier2Name(std::string_view name) noexcept;
 
 // A syntactically valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool isValidEnvName(std::string_view name) noexcept;
 
 // Validates an operator's tier-1 list at startup: every name valid, none in
-// tier 0, no duplicates. ConfigurationError names the first bad entry.
+// tier 0, none a tier-2 name (tier 2 always wins, so listing one would be a
+// silent drop), no duplicates. ConfigurationError names the first bad entry
+// by its index and value.
 Result<std::vector<std::string>> validateTier1Names(std::span<const std::string> names);
 
 struct BuiltEnvironment {
@@ -50,7 +63,10 @@ struct BuiltEnvironment {
 };
 
 // host_lookup returns the service's own value of a name, if set.
-// working_directory is relative to /workspace (already resolved).
+// working_directory is relative to /workspace (already resolved; "" or "."
+// is the root). tier1_names is re-validated here (validateTier1Names): an
+// error, or a list that fails validation, yields tier 2 alone with
+// tier1_error set. A host value containing a NUL byte is not copied.
 BuiltEnvironment buildEnvironment(
     const Result<std::vector<std::string>>& tier1_names,
     const std::function<std::optional<std::string>(std::string_view)>& host_lookup,

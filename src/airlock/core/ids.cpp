@@ -1,1 +1,82 @@
-// placeholder
+#include "airlock/core/ids.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+
+namespace airlock {
+namespace {
+
+bool readUrandom(unsigned char* out, std::size_t size) {
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, out + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return done == size;
+}
+
+// Fills `out` from the kernel CSPRNG. An id built from weak randomness is
+// guessable, so when the kernel cannot supply entropy at all the process
+// stops rather than handing one out.
+void fillRandom(unsigned char* out, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::getrandom(out + done, size - done, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ENOSYS && readUrandom(out + done, size - done)) return;
+      std::abort();
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::string newUuidV7(Timestamp now) {
+  // 48-bit big-endian Unix milliseconds (RFC 9562 section 5.7); times before
+  // the epoch are not representable and are written as zero.
+  const std::int64_t ms_signed = now.time_since_epoch().count();
+  const std::uint64_t ms = ms_signed < 0 ? 0 : static_cast<std::uint64_t>(ms_signed);
+
+  unsigned char bytes[16];
+  for (int i = 0; i < 6; ++i) bytes[i] = static_cast<unsigned char>(ms >> (40 - 8 * i));
+  fillRandom(bytes + 6, 10);
+  bytes[6] = static_cast<unsigned char>(0x70 | (bytes[6] & 0x0F));  // version 7
+  bytes[8] = static_cast<unsigned char>(0x80 | (bytes[8] & 0x3F));  // variant 10
+
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 0x0F];
+  }
+  return out;
+}
+
+bool isUuid(std::string_view text) noexcept {
+  if (text.size() != 36) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace airlock

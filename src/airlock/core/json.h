@@ -4,20 +4,62 @@
 // * enums as the spec's upper-case names ("TIMEOUT", "CREATED"), EgressMode as
 //   "deny" / "allowlist";
 // * timestamps as RFC 3339 UTC with milliseconds ("2026-11-30T02:43:57.123Z");
-// * byte strings (stdout, stderr, stdin, FileChange.path) as a JSON string when
-//   they are valid UTF-8, otherwise as {"base64": "..."} so that every byte
-//   round-trips (bug-log B08);
-// * optional fields as null.
-// Decoding untrusted JSON never throws: use fromJson<T>(), which returns
-// ToolValidationError naming the offending field.
+// * byte strings (stdout, stderr, stdin, FileChange.path, and also argv
+//   elements, working_directory and environment values, which may carry
+//   host bytes) as a JSON string when they are valid UTF-8, otherwise as
+//   {"base64": "..."} so that every byte round-trips (bug-log B08);
+// * optional fields as null; on input a missing optional field is null.
+//
+// Field names:
+//   ResourceLimits   cpu_millicores, memory_bytes, pids_max, workspace_bytes,
+//                    inodes_max, wall_clock_seconds (all required)
+//   EgressPolicy     mode ("deny" | "allowlist"), destinations [{host, ports}]
+//                    (destinations may be omitted: empty)
+//   EnvironmentSpec  tenant_id, run_id, lease_epoch, image_digest, limits,
+//                    egress, environment (object), bridge (null or
+//                    {socket_path, token})
+//   EnvironmentHandle environment_id, tenant_id, run_id, lease_epoch,
+//                    created_at, expires_at
+//   ExecutionCommand argv, working_directory, timeout_seconds, stdin (null or
+//                    bytes), maximum_output_bytes
+//   ExecutionResult  exit_code, stdout, stderr, stdout_truncated,
+//                    stderr_truncated, timed_out, killed_by, files_changed,
+//                    files_changed_truncated (may be omitted: false),
+//                    duration_ms
+//   FileChange       path, change, size_bytes, sha256
+//
+// Decoding checks presence, JSON types, integer ranges and enum names, plus
+// the invariants the spec states as "exactly": exit_code is null exactly when
+// killed_by is set, timed_out is true exactly when killed_by is TIMEOUT, and
+// sha256 is null exactly for DELETED. Unknown object members are ignored.
+// from_json throws JsonFieldError; decoding untrusted JSON never throws when
+// done through fromJson<T>(), which returns ToolValidationError naming the
+// offending field ("field \"limits.memory_bytes\" is missing").
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 
 namespace airlock {
+
+// What from_json throws: the dotted path of the offending field ("" for the
+// value itself, "argv[2]", "limits.pids_max") and the problem in words.
+class JsonFieldError : public nlohmann::json::exception {
+ public:
+  JsonFieldError(std::string field, std::string problem);
+  const std::string& field() const noexcept { return field_; }
+  const std::string& problem() const noexcept { return problem_; }
+  // `field "argv[2]" must be a string`, or `value must be an object`.
+  std::string describe() const;
+
+ private:
+  std::string field_;
+  std::string problem_;
+};
 
 void to_json(nlohmann::json& j, const ResourceLimits& v);
 void from_json(const nlohmann::json& j, ResourceLimits& v);
@@ -38,30 +80,45 @@ void from_json(const nlohmann::json& j, KillReason& v);
 void to_json(nlohmann::json& j, ChangeKind v);
 void from_json(const nlohmann::json& j, ChangeKind& v);
 
-// Timestamps.
+// Timestamps. formatTimestamp always writes "YYYY-MM-DDTHH:MM:SS.mmmZ"; a
+// time outside years 0000..9999 (a caller bug) is clamped into that range.
+// parseTimestamp accepts RFC 3339 date-times for years 0000..9999: 'T' or
+// 't', optional fraction (any digits; kept to the millisecond, truncated),
+// and 'Z'/'z' or a numeric offset "+HH:MM"/"-HH:MM", converted to UTC. A leap
+// second (:60) is refused. ToolValidationError naming the text otherwise.
 std::string formatTimestamp(Timestamp t);
 Result<Timestamp> parseTimestamp(std::string_view text);
 
-// Bytes that may not be UTF-8.
+// Bytes that may not be UTF-8: a JSON string when valid UTF-8, otherwise
+// {"base64": "..."}. bytesFromJson accepts either form (strict base64).
 nlohmann::json bytesToJson(std::string_view bytes);
 Result<std::string> bytesFromJson(const nlohmann::json& j);
+
+namespace json_detail {
+// "[json.exception.parse_error.101] parse error at ..." -> "parse error at ...".
+std::string withoutExceptionTag(const char* what);
+}  // namespace json_detail
 
 // Parse text into T without throwing.
 template <class T>
 Result<T> fromJson(std::string_view text) {
-  auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) return fail(ErrorCode::kToolValidationError, "invalid JSON");
   try {
+    auto parsed = nlohmann::json::parse(text);
     return parsed.get<T>();
+  } catch (const JsonFieldError& e) {
+    return fail(ErrorCode::kToolValidationError, "invalid JSON: " + e.describe());
   } catch (const nlohmann::json::exception& e) {
-    return fail(ErrorCode::kToolValidationError, std::string("invalid JSON: ") + e.what());
+    return fail(ErrorCode::kToolValidationError,
+                "invalid JSON: " + json_detail::withoutExceptionTag(e.what()));
   }
 }
 
-// Serialize; never throws on non-UTF-8 bytes because bytes are encoded above.
+// Serialize. Never throws on non-UTF-8 bytes: byte fields are encoded above,
+// and any other text field that is not UTF-8 (a caller bug) is written with
+// U+FFFD replacements rather than throwing.
 template <class T>
 std::string toJsonText(const T& value, int indent = -1) {
-  return nlohmann::json(value).dump(indent);
+  return nlohmann::json(value).dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace airlock

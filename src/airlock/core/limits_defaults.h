@@ -9,24 +9,33 @@
 
 namespace airlock {
 
+// Highest value a ResourceLimits field may take. The spec fixes pids_max
+// (4096), inodes_max (1000000) and wall_clock_seconds (1800); it leaves cpu,
+// memory and workspace to the operator, and defaultCeilings() picks
+// generous values for those (64 CPUs, 64 GiB, 64 GiB) that settings may
+// lower or raise.
 struct LimitCeilings {
-  std::int64_t cpu_millicores;
-  std::int64_t memory_bytes;
+  std::int64_t cpu_millicores;      // default 64000 (operator)
+  std::int64_t memory_bytes;        // default 64 GiB (operator)
   std::int64_t pids_max;            // 4096
-  std::int64_t workspace_bytes;
+  std::int64_t workspace_bytes;     // default 64 GiB (operator)
   std::int64_t inodes_max;          // 1000000
   std::int64_t wall_clock_seconds;  // 1800
 };
 
-ResourceLimits defaultLimits() noexcept;     // 2000 m, 2 GiB, 512, 4 GiB, 100000, 300 s
-LimitCeilings defaultCeilings() noexcept;    // operator-adjustable where the spec says so
+ResourceLimits defaultLimits() noexcept;   // 2000 m, 2 GiB, 512, 4 GiB, 100000, 300 s
+LimitCeilings defaultCeilings() noexcept;  // see LimitCeilings
 inline constexpr std::int64_t kDefaultFilesChangedListing = 1000;
 inline constexpr std::int64_t kMaxFilesChangedListing = 10000;
 inline constexpr std::int64_t kDeclaredRunCommandTimeoutSeconds = 300;
 inline constexpr std::int64_t kDefaultMaximumOutputBytes = 1048576;
+// Cap on an argv: the sum over elements of (length + 1 for the terminating
+// NUL), the bytes execve(2) copies.
 inline constexpr std::int64_t kMaxArgvBytes = 64 * 1024;
 
-// ExecutionRejected naming the field when a limit is <= 0 or above its ceiling.
+// ExecutionRejected naming the field, the value and the ceiling when a limit
+// is <= 0 or above its ceiling ("limits.pids_max 5000 is above the operator
+// ceiling of 4096"). Fields are checked in declaration order.
 Result<void> checkLimits(const ResourceLimits& limits, const LimitCeilings& ceilings);
 
 }  // namespace airlock

@@ -22,9 +22,15 @@ struct TimeoutInputs {
   std::chrono::seconds minimum_floor{5};                     // default 5 s
 };
 
-// Returns the effective timeout (always > 0), or ExecutionRejected when the
-// remaining run budget is under the floor, or ToolValidationError when the
-// command timeout is not positive.
+// Returns the effective timeout (always > 0). Errors, checked in this order:
+// * ConfigurationError when service_hard_cap or tool_declared_timeout is not
+//   positive (operator settings);
+// * ExecutionRejected when spec_wall_clock is not positive;
+// * ToolValidationError when the command timeout is present and not positive;
+// * ExecutionRejected when the remaining run budget is present and under the
+//   floor (or not positive), naming both numbers.
+// An absent command timeout leaves the other three bounds; the declared
+// timeout only clamps a supplied command timeout.
 Result<std::chrono::seconds> effectiveTimeout(const TimeoutInputs& in);
 
 }  // namespace airlock

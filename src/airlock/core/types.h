@@ -33,8 +33,8 @@ struct ResourceLimits {
 // Spec 000 "The egress boundary". Issue 5 gives it a grammar; here it is data.
 enum class EgressMode { kDeny, kAllowlist };
 struct EgressDestination {
-  std::string host;            // a name or a one-leftmost-label wildcard
-  std::vector<int> ports;      // explicit, non-empty
+  std::string host;        // a name or a one-leftmost-label wildcard
+  std::vector<int> ports;  // explicit, non-empty
   bool operator==(const EgressDestination&) const = default;
 };
 struct EgressPolicy {
@@ -75,9 +75,9 @@ struct EnvironmentHandle {
 };
 
 struct ExecutionCommand {
-  std::vector<std::string> argv;       // argv[0] absolute or a bare name on the image PATH
-  std::string working_directory = ".";  // relative to /workspace
-  std::int64_t timeout_seconds = 0;     // already clamped to the tool's declared timeout
+  std::vector<std::string> argv;          // argv[0] absolute or a bare name on the image PATH
+  std::string working_directory = ".";    // relative to /workspace
+  std::int64_t timeout_seconds = 0;       // already clamped to the tool's declared timeout
   std::optional<std::string> stdin_data;  // bytes; nullopt means /dev/null
   std::int64_t maximum_output_bytes = 0;  // cap on stdout+stderr together
   bool operator==(const ExecutionCommand&) const = default;

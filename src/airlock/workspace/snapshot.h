@@ -7,7 +7,23 @@
 // A change is detected when any of (type, inode, size, mtime, ctime, mode)
 // differs; the new content is then hashed, and reported MODIFIED unless the
 // previous hash is known and equal. Identical size+mtime cannot hide a
-// rewrite because ctime and inode are compared too (bug-log B45).
+// rewrite because ctime and inode are compared too (bug-log B45); ctime
+// cannot be set from user space, and since Linux 6.13 (multigrain
+// timestamps) a change after our stat always gets a distinct ctime, so the
+// racy-git case of a rewrite within one clock tick is closed by the kernel.
+//
+// Consequences, documented for files_changed (B45):
+// * a mode-only change, or a delete-and-recreate with identical bytes, is
+//   MODIFIED when the previous hash is unknown (the first diff after
+//   takeSnapshot) and not reported once a diff has hashed the file (the
+//   `after` of one diff is the `before` of the next);
+// * a file replaced by a symlink (or back) is MODIFIED even when the bytes
+//   equal the link's target string;
+// * directories are not listed, so a file replaced by a directory is the
+//   file DELETED plus the directory's files CREATED.
+// Sizes are st_size (a sparse file reports its apparent size); hashing
+// streams fixed chunks, so memory is bounded for any size, though CPU time
+// is proportional to the apparent size (bug-log B32).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +56,14 @@ struct SnapshotLimits {
   int max_depth = 4096;                  // fd-relative, so depth is not bounded by PATH_MAX
 };
 
-// Walks the tree under root_dirfd with openat(O_NOFOLLOW|O_DIRECTORY) and
-// fstatat(AT_SYMLINK_NOFOLLOW). Hashes nothing.
+// Walks the tree under root_dirfd with openat(O_NOFOLLOW|O_DIRECTORY),
+// getdents64 and fstatat(AT_SYMLINK_NOFOLLOW). Hashes nothing. Names are raw
+// bytes. Everything is fd-relative, so paths longer than PATH_MAX are fine;
+// at most 64 directory fds are held whatever the depth (an ancestor's fd is
+// closed and re-reached through ".." with a (dev, ino) check), and the
+// process's RLIMIT_NOFILE is never changed. FIFOs, sockets and devices are
+// skipped. ExecutionUnavailable past max_entries or max_depth, or when the
+// tree changes under the walk (a listed directory vanishes or moves).
 Result<Snapshot> takeSnapshot(int root_dirfd, const SnapshotLimits& limits = {});
 
 struct Diff {
@@ -51,13 +73,22 @@ struct Diff {
 
 // Compares before and after (after is taken from root_dirfd), hashing created
 // and changed files through root_dirfd. Hashes it computes are stored into
-// `after` so the next diff can prove content unchanged.
+// `after` (with the metadata of the object actually hashed), and a known hash
+// of an unchanged entry is carried from `before` into `after`, so the next
+// diff can prove content unchanged. Each FileChange: CREATED / MODIFIED carry
+// the new size and sha256; DELETED carries the old size and no sha256. At
+// most max_listing changes (<= 0 means none) are listed, in byte order of the
+// path; truncated says more existed, and once it is known nothing further is
+// hashed. ExecutionUnavailable when a file to hash has gone, is no longer a
+// regular file (a FIFO is never opened blocking), or changes while hashed.
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,
                            std::int64_t max_listing);
 
 // SHA-256 (lowercase hex) of a regular file opened relative to dirfd with
-// O_NOFOLLOW; of the target string for a symlink.
-Result<std::string> sha256At(int dirfd, const std::string& relative_path,
-                             SnapshotEntry::Type type);
+// O_NOFOLLOW; of the target string for a symlink. No component of
+// relative_path is followed if it is a symlink; "", ".", ".." components and
+// absolute paths are WorkspaceEscape; paths beyond PATH_MAX are walked one
+// component at a time.
+Result<std::string> sha256At(int dirfd, const std::string& relative_path, SnapshotEntry::Type type);
 
 }  // namespace airlock::workspace

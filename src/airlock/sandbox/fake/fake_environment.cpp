@@ -1,1 +1,511 @@
-// placeholder
+#include "airlock/sandbox/fake/fake_environment.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/ids.h"
+#include "airlock/core/timeout_rule.h"
+
+namespace airlock::fake {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    // Only an OpenSSL misconfiguration gets here; it is a bug, not input.
+    std::abort();
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+// "" for a top-level name.
+std::string parentOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::string baseName(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Timestamp systemNow() {
+  return std::chrono::time_point_cast<milliseconds>(std::chrono::system_clock::now());
+}
+
+// The workspace of one sandbox: regular files by normalized relative path,
+// and the directories ("" is the root and is implicit).
+struct FakeWorkspace {
+  std::map<std::string, std::string> files;
+  std::set<std::string> dirs;
+
+  std::int64_t totalBytes() const {
+    std::int64_t total = 0;
+    for (const auto& [path, bytes] : files) total += static_cast<std::int64_t>(bytes.size());
+    return total;
+  }
+  // Root included, as tmpfs counts it.
+  std::int64_t inodes() const { return static_cast<std::int64_t>(files.size() + dirs.size()) + 1; }
+  bool isDir(const std::string& path) const { return path.empty() || dirs.count(path) > 0; }
+};
+
+struct Sandbox {
+  EnvironmentHandle handle;
+  ResourceLimits limits;
+  FakeWorkspace workspace;
+};
+
+// Directories that must be created so that `path` can exist (outermost
+// first), or an error when an ancestor is a regular file.
+Result<std::vector<std::string>> missingAncestors(const FakeWorkspace& ws,
+                                                  const std::string& path) {
+  std::vector<std::string> missing;
+  for (std::string dir = parentOf(path); !dir.empty(); dir = parentOf(dir)) {
+    if (ws.files.count(dir)) {
+      return fail(ErrorCode::kToolValidationError, "not a directory: " + dir);
+    }
+    if (!ws.dirs.count(dir)) missing.push_back(dir);
+  }
+  std::reverse(missing.begin(), missing.end());
+  return missing;
+}
+
+// Creates or replaces the file at a normalized path, with its parents,
+// within the sandbox's workspace limits. ExecutionRejected "workspace full"
+// when it does not fit; nothing is changed then.
+Result<void> putFile(Sandbox& sb, const std::string& path, std::string_view data) {
+  FakeWorkspace& ws = sb.workspace;
+  if (path.empty() || ws.dirs.count(path)) {
+    return fail(ErrorCode::kToolValidationError, "is a directory: " + (path.empty() ? "." : path));
+  }
+  auto missing = missingAncestors(ws, path);
+  if (!missing) return tl::unexpected(missing.error());
+  auto existing = ws.files.find(path);
+  std::int64_t old_size = existing == ws.files.end() ? 0 : existing->second.size();
+  std::int64_t new_bytes = ws.totalBytes() - old_size + static_cast<std::int64_t>(data.size());
+  std::int64_t new_inodes = ws.inodes() + static_cast<std::int64_t>(missing->size()) +
+                            (existing == ws.files.end() ? 1 : 0);
+  if (new_bytes > sb.limits.workspace_bytes || new_inodes > sb.limits.inodes_max) {
+    return fail(ErrorCode::kExecutionRejected, "workspace full writing " + path);
+  }
+  for (auto& dir : *missing) ws.dirs.insert(std::move(dir));
+  ws.files[path] = std::string(data);
+  return {};
+}
+
+struct DiffResult {
+  std::vector<FileChange> changes;
+  bool truncated = false;
+};
+
+DiffResult diffFiles(const std::map<std::string, std::string>& before,
+                     const std::map<std::string, std::string>& after, std::int64_t max_listing) {
+  DiffResult out;
+  auto add = [&](FileChange change) {
+    if (static_cast<std::int64_t>(out.changes.size()) >= max_listing) {
+      out.truncated = true;
+      return;
+    }
+    out.changes.push_back(std::move(change));
+  };
+  // Both maps are ordered by path, so one merge walk yields a sorted listing.
+  auto b = before.begin();
+  auto a = after.begin();
+  while (b != before.end() || a != after.end()) {
+    if (a == after.end() || (b != before.end() && b->first < a->first)) {
+      add(FileChange{b->first, ChangeKind::kDeleted, 0, std::nullopt});
+      ++b;
+    } else if (b == before.end() || a->first < b->first) {
+      add(FileChange{a->first, ChangeKind::kCreated, static_cast<std::int64_t>(a->second.size()),
+                     sha256Hex(a->second)});
+      ++a;
+    } else {
+      if (a->second != b->second) {
+        add(FileChange{a->first, ChangeKind::kModified, static_cast<std::int64_t>(a->second.size()),
+                       sha256Hex(a->second)});
+      }
+      ++a;
+      ++b;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct FakeEnvironment::State {
+  FakeOptions options;
+  mutable std::mutex mu;
+  std::map<std::vector<std::string>, ScriptedBehaviour> scripts;
+  ScriptFallback fallback;
+  std::vector<ExecutionCommand> history;
+  std::map<std::string, Sandbox> sandboxes;  // by environment_id
+
+  Timestamp now() const { return options.clock ? options.clock() : systemNow(); }
+
+  // The live sandbox named by handle's id, or ExecutionRejected. Caller holds mu.
+  Result<Sandbox*> live(const EnvironmentHandle& handle) {
+    auto it = sandboxes.find(handle.environment_id);
+    if (it == sandboxes.end()) {
+      return fail(ErrorCode::kExecutionRejected, "unknown or destroyed environment");
+    }
+    return &it->second;
+  }
+
+  // The owner check of execute and workspace: a handle whose tenant, run or
+  // epoch differs from the record is an invariant violation, and the sandbox
+  // is destroyed before the error is returned.
+  Result<Sandbox*> owned(const EnvironmentHandle& handle) {
+    auto sb = live(handle);
+    if (!sb) return sb;
+    const EnvironmentHandle& record = (*sb)->handle;
+    if (record.tenant_id != handle.tenant_id || record.run_id != handle.run_id ||
+        record.lease_epoch != handle.lease_epoch) {
+      destroyLocked(handle.environment_id);
+      return fail(ErrorCode::kSandboxEscapeSuspected,
+                  "handle does not match the sandbox's tenant, run or lease epoch; "
+                  "sandbox destroyed");
+    }
+    return sb;
+  }
+
+  // Destroyed means gone: the record and the workspace bytes are erased.
+  void destroyLocked(const std::string& environment_id) { sandboxes.erase(environment_id); }
+};
+
+namespace {
+
+class FakeWorkspaceHandle : public WorkspaceHandle {
+ public:
+  FakeWorkspaceHandle(std::shared_ptr<FakeEnvironment::State> state, EnvironmentHandle handle)
+      : state_(std::move(state)), handle_(std::move(handle)) {}
+
+  Result<std::string> read(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(state_->mu);
+    auto sb = state_->live(handle_);
+    if (!sb) return tl::unexpected(sb.error());
+    const FakeWorkspace& ws = (*sb)->workspace;
+    if (ws.isDir(*rel)) return fail(ErrorCode::kToolValidationError, "is a directory: " + path);
+    auto it = ws.files.find(*rel);
+    if (it == ws.files.end()) return fail(ErrorCode::kNotFound, "no such file: " + path);
+    return it->second;
+  }
+
+  Result<void> write(const std::string& path, std::string_view data) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(state_->mu);
+    auto sb = state_->live(handle_);
+    if (!sb) return tl::unexpected(sb.error());
+    return putFile(**sb, *rel, data);
+  }
+
+  Result<void> mkdir(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(state_->mu);
+    auto sb = state_->live(handle_);
+    if (!sb) return tl::unexpected(sb.error());
+    Sandbox& box = **sb;
+    FakeWorkspace& ws = box.workspace;
+    if (ws.isDir(*rel)) return {};
+    if (ws.files.count(*rel)) return fail(ErrorCode::kToolValidationError, "is a file: " + path);
+    auto missing = missingAncestors(ws, *rel);
+    if (!missing) return tl::unexpected(missing.error());
+    if (ws.inodes() + static_cast<std::int64_t>(missing->size()) + 1 > box.limits.inodes_max) {
+      return fail(ErrorCode::kExecutionRejected, "workspace full creating " + path);
+    }
+    for (auto& dir : *missing) ws.dirs.insert(std::move(dir));
+    ws.dirs.insert(*rel);
+    return {};
+  }
+
+  Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(state_->mu);
+    auto sb = state_->live(handle_);
+    if (!sb) return tl::unexpected(sb.error());
+    const FakeWorkspace& ws = (*sb)->workspace;
+    if (ws.files.count(*rel))
+      return fail(ErrorCode::kToolValidationError, "not a directory: " + path);
+    if (!ws.isDir(*rel)) return fail(ErrorCode::kNotFound, "no such directory: " + path);
+    std::vector<WorkspaceEntry> entries;
+    for (const auto& dir : ws.dirs) {
+      if (parentOf(dir) == *rel) {
+        entries.push_back({baseName(dir), WorkspaceEntry::Type::kDirectory, 0});
+      }
+    }
+    for (const auto& [file, bytes] : ws.files) {
+      if (parentOf(file) == *rel) {
+        entries.push_back(
+            {baseName(file), WorkspaceEntry::Type::kFile, static_cast<std::int64_t>(bytes.size())});
+      }
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const WorkspaceEntry& x, const WorkspaceEntry& y) { return x.name < y.name; });
+    return entries;
+  }
+
+ private:
+  std::shared_ptr<FakeEnvironment::State> state_;
+  EnvironmentHandle handle_;
+};
+
+}  // namespace
+
+std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command) {
+  const auto& argv = command.argv;
+  if (argv.empty()) return std::nullopt;
+  const std::string name = baseName(argv[0]);
+  ScriptedBehaviour b;
+  if (name == "true" && argv.size() == 1) return b;
+  if (name == "false" && argv.size() == 1) {
+    b.exit_code = 1;
+    return b;
+  }
+  if (name == "echo") {
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+      if (i > 1) b.stdout_data += ' ';
+      b.stdout_data += argv[i];
+    }
+    b.stdout_data += '\n';
+    return b;
+  }
+  if (name == "cat" && argv.size() == 1) {
+    b.echo_stdin_to_stdout = true;
+    return b;
+  }
+  if (name == "sleep" && argv.size() == 2) {
+    std::int64_t seconds = 0;
+    const std::string& text = argv[1];
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+    if (ec != std::errc() || end != text.data() + text.size() || seconds < 0 ||
+        seconds > 1'000'000) {
+      b.stderr_data = "sleep: invalid time interval '" + text + "'\n";
+      b.exit_code = 1;
+      return b;
+    }
+    b.runs_for = std::chrono::seconds(seconds);
+    return b;
+  }
+  return std::nullopt;
+}
+
+FakeEnvironment::FakeEnvironment(FakeOptions options) : state_(std::make_shared<State>()) {
+  state_->options = std::move(options);
+}
+
+FakeEnvironment::~FakeEnvironment() = default;
+
+void FakeEnvironment::script(std::vector<std::string> argv, ScriptedBehaviour behaviour) {
+  std::lock_guard lock(state_->mu);
+  state_->scripts[std::move(argv)] = std::move(behaviour);
+}
+
+void FakeEnvironment::setFallback(ScriptFallback fallback) {
+  std::lock_guard lock(state_->mu);
+  state_->fallback = std::move(fallback);
+}
+
+std::vector<ExecutionCommand> FakeEnvironment::history() const {
+  std::lock_guard lock(state_->mu);
+  return state_->history;
+}
+
+std::size_t FakeEnvironment::liveCount() const {
+  std::lock_guard lock(state_->mu);
+  return state_->sandboxes.size();
+}
+
+Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec) {
+  if (spec.image_digest != kFakeImageDigest) {
+    return fail(ErrorCode::kExecutionRejected, "unknown image digest: " + spec.image_digest);
+  }
+  if (spec.tenant_id.empty()) return fail(ErrorCode::kExecutionRejected, "tenant_id is empty");
+  if (spec.run_id.empty()) return fail(ErrorCode::kExecutionRejected, "run_id is empty");
+  std::lock_guard lock(state_->mu);
+  if (auto ok = checkLimits(spec.limits, state_->options.ceilings); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  Sandbox sb;
+  const Timestamp now = state_->now();
+  sb.handle.environment_id = newUuidV7(now);
+  sb.handle.tenant_id = spec.tenant_id;
+  sb.handle.run_id = spec.run_id;
+  sb.handle.lease_epoch = spec.lease_epoch;
+  sb.handle.created_at = now;
+  sb.handle.expires_at =
+      now + std::chrono::duration_cast<milliseconds>(state_->options.service_hard_cap);
+  sb.limits = spec.limits;
+  EnvironmentHandle handle = sb.handle;
+  state_->sandboxes.emplace(handle.environment_id, std::move(sb));
+  return handle;
+}
+
+Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle,
+                                                 const ExecutionCommand& command,
+                                                 const CancelToken* cancel) {
+  if (auto valid = validateCommand(command); !valid) return tl::unexpected(valid.error());
+  std::lock_guard lock(state_->mu);
+  auto found = state_->owned(handle);
+  if (!found) return tl::unexpected(found.error());
+  Sandbox& sb = **found;
+  const Timestamp now = state_->now();
+  if (now >= sb.handle.expires_at) {
+    state_->destroyLocked(handle.environment_id);
+    return fail(ErrorCode::kExecutionRejected, "environment expired");
+  }
+  auto workdir = checkRelativePath(command.working_directory);
+  if (!workdir) return tl::unexpected(workdir.error());
+  if (!sb.workspace.isDir(*workdir)) {
+    return fail(ErrorCode::kToolValidationError,
+                "working_directory does not exist in the workspace: " + command.working_directory);
+  }
+
+  // The port receives a command timeout already clamped to the tool's
+  // declared timeout, so at this layer the declared timeout is the hard cap.
+  auto timeout = effectiveTimeout(TimeoutInputs{
+      .service_hard_cap = state_->options.service_hard_cap,
+      .spec_wall_clock = std::chrono::seconds(sb.limits.wall_clock_seconds),
+      .remaining_run_budget = std::nullopt,
+      .command_timeout = std::chrono::seconds(command.timeout_seconds),
+      .tool_declared_timeout = state_->options.service_hard_cap,
+  });
+  if (!timeout) return tl::unexpected(timeout.error());
+
+  state_->history.push_back(command);
+
+  ExecutionResult result;
+  if (cancel != nullptr && cancel->cancelled()) {
+    result.killed_by = KillReason::kCancelled;
+    return result;
+  }
+
+  std::optional<ScriptedBehaviour> behaviour;
+  if (auto it = state_->scripts.find(command.argv); it != state_->scripts.end()) {
+    behaviour = it->second;
+  } else if (state_->fallback) {
+    behaviour = state_->fallback(command);
+  }
+  if (!behaviour) {
+    behaviour = ScriptedBehaviour{};
+    behaviour->stderr_data = "airlock-fake: " + command.argv[0] + ": command not found\n";
+    behaviour->exit_code = 127;
+  }
+
+  // Scripted paths are the script author's, not the sandbox's: one that
+  // fails containment is an error before anything happens.
+  std::vector<std::pair<std::string, const std::string*>> writes;
+  std::vector<std::string> deletes;
+  for (const auto& [path, bytes] : behaviour->writes) {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    writes.emplace_back(std::move(*rel), &bytes);
+  }
+  for (const auto& path : behaviour->deletes) {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    deletes.push_back(std::move(*rel));
+  }
+
+  const auto before = sb.workspace.files;
+
+  // Output: stdout then stderr against one shared cap.
+  std::int64_t room = command.maximum_output_bytes;
+  auto emit = [&room](const std::string& produced, std::string& kept, bool& truncated) {
+    const auto size = static_cast<std::int64_t>(produced.size());
+    if (size <= room) {
+      kept = produced;
+      room -= size;
+      return true;
+    }
+    kept = produced.substr(0, static_cast<std::size_t>(room));
+    room = 0;
+    truncated = true;
+    return false;
+  };
+  std::string produced_stdout =
+      (behaviour->echo_stdin_to_stdout ? command.stdin_data.value_or("") : std::string()) +
+      behaviour->stdout_data;
+  bool alive = emit(produced_stdout, result.stdout_data, result.stdout_truncated) &&
+               emit(behaviour->stderr_data, result.stderr_data, result.stderr_truncated);
+  if (!alive) result.killed_by = KillReason::kOutputLimit;
+
+  // Workspace effects, in order; a full workspace stops the command.
+  if (alive) {
+    for (const auto& [path, bytes] : writes) {
+      auto put = putFile(sb, path, *bytes);
+      if (!put) {
+        if (put.error().code != ErrorCode::kExecutionRejected) return tl::unexpected(put.error());
+        result.killed_by = KillReason::kDisk;
+        alive = false;
+        break;
+      }
+    }
+  }
+  if (alive) {
+    for (const auto& path : deletes) sb.workspace.files.erase(path);
+  }
+
+  bool expired = false;
+  if (alive) {
+    const milliseconds timeout_ms = *timeout;
+    const milliseconds life_ms = sb.handle.expires_at - now;
+    const milliseconds limit_ms = std::min(timeout_ms, life_ms);
+    if (behaviour->runs_for > limit_ms) {
+      if (timeout_ms <= life_ms) {
+        result.killed_by = KillReason::kTimeout;
+        result.timed_out = true;
+      } else {
+        result.killed_by = KillReason::kExpired;
+        expired = true;
+      }
+      result.duration_ms = limit_ms.count();
+    } else {
+      result.exit_code = behaviour->exit_code;
+      result.duration_ms = behaviour->runs_for.count();
+    }
+  }
+
+  DiffResult diff = diffFiles(before, sb.workspace.files, state_->options.files_changed_listing);
+  result.files_changed = std::move(diff.changes);
+  result.files_changed_truncated = diff.truncated;
+  if (expired) state_->destroyLocked(handle.environment_id);
+  return result;
+}
+
+Result<void> FakeEnvironment::destroy(const EnvironmentHandle& handle) {
+  std::lock_guard lock(state_->mu);
+  state_->destroyLocked(handle.environment_id);
+  return {};
+}
+
+Result<std::shared_ptr<WorkspaceHandle>> FakeEnvironment::workspace(
+    const EnvironmentHandle& handle) {
+  std::lock_guard lock(state_->mu);
+  auto sb = state_->owned(handle);
+  if (!sb) return tl::unexpected(sb.error());
+  return std::shared_ptr<WorkspaceHandle>(
+      std::make_shared<FakeWorkspaceHandle>(state_, (*sb)->handle));
+}
+
+}  // namespace airlock::fake

@@ -29,9 +29,9 @@ struct NamespaceKind {
 };
 
 constexpr NamespaceKind kNamespaces[] = {
-    {"user", "user", CLONE_NEWUSER}, {"pid", "pid", CLONE_NEWPID},
-    {"mount", "mnt", CLONE_NEWNS},   {"net", "net", CLONE_NEWNET},
-    {"ipc", "ipc", CLONE_NEWIPC},    {"uts", "uts", CLONE_NEWUTS},
+    {"user", "user", CLONE_NEWUSER},       {"pid", "pid", CLONE_NEWPID},
+    {"mount", "mnt", CLONE_NEWNS},         {"net", "net", CLONE_NEWNET},
+    {"ipc", "ipc", CLONE_NEWIPC},          {"uts", "uts", CLONE_NEWUTS},
     {"cgroup", "cgroup", CLONE_NEWCGROUP},
 };
 
@@ -104,8 +104,8 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 const std::set<std::string>& knownV1Controllers() {
   static const std::set<std::string> kControllers = {
-      "blkio",      "cpu",      "cpuacct", "cpuset", "devices", "freezer", "hugetlb",
-      "memory",     "net_cls",  "net_prio", "perf_event", "pids", "rdma",  "misc"};
+      "blkio",  "cpu",     "cpuacct",  "cpuset",     "devices", "freezer", "hugetlb",
+      "memory", "net_cls", "net_prio", "perf_event", "pids",    "rdma",    "misc"};
   return kControllers;
 }
 

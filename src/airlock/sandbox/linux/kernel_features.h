@@ -15,12 +15,12 @@
 namespace airlock::linux_jail {
 
 struct NamespaceFeature {
-  std::string name;         // "user", "pid", "mount", "net", "ipc", "uts", "cgroup"
-  bool present = false;     // /proc/self/ns/<entry> exists
-  bool can_unshare = false; // unshare() of it succeeded in a child
+  std::string name;          // "user", "pid", "mount", "net", "ipc", "uts", "cgroup"
+  bool present = false;      // /proc/self/ns/<entry> exists
+  bool can_unshare = false;  // unshare() of it succeeded in a child
   // Whether the unshare needed a new user namespace alongside (unprivileged).
   bool needs_user_namespace = false;
-  std::string detail;       // errno text when the probe failed
+  std::string detail;  // errno text when the probe failed
 };
 
 struct CgroupFeatures {

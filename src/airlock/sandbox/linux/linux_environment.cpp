@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -43,7 +44,6 @@ constexpr uid_t kSandboxUid = 1000;  // the command's uid inside the sandbox
 constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
-constexpr const char* kCgroupPrefix = "airlock-";
 constexpr auto kKillGrace = std::chrono::seconds(5);
 
 Timestamp nowMs() {
@@ -164,11 +164,44 @@ struct Sandbox {
   std::vector<char*> env_slots;
 };
 
+// What workspace() hands out: a view that stops working when the sandbox is
+// destroyed. The sandbox owns the real handle (and with it the workspace
+// fd); this holds only a weak reference, so nothing here keeps a destroyed
+// workspace alive.
+class SandboxWorkspace final : public WorkspaceHandle {
+ public:
+  SandboxWorkspace(std::weak_ptr<WorkspaceHandle> inner, std::string id)
+      : inner_(std::move(inner)), id_(std::move(id)) {}
+  Result<std::string> read(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.read(path); });
+  }
+  Result<void> write(const std::string& path, std::string_view data) override {
+    return with([&](WorkspaceHandle& w) { return w.write(path, data); });
+  }
+  Result<void> mkdir(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.mkdir(path); });
+  }
+  Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.listdir(path); });
+  }
+
+ private:
+  template <class F>
+  auto with(F&& f) -> decltype(f(std::declval<WorkspaceHandle&>())) {
+    auto live = inner_.lock();
+    if (!live) return fail(ErrorCode::kExecutionRejected, "environment " + id_ + " was destroyed");
+    return f(*live);
+  }
+  std::weak_ptr<WorkspaceHandle> inner_;
+  std::string id_;
+};
+
 class LinuxEnvironment final : public ExecutionEnvironment {
  public:
   LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
-      : options_(std::move(options)),
+      : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
+        options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         seccomp_(std::move(seccomp)),
         image_digest_(std::move(image_digest)) {}
@@ -191,7 +224,8 @@ class LinuxEnvironment final : public ExecutionEnvironment {
     if (!sb) return fail(ErrorCode::kExecutionRejected, "unknown or destroyed environment " + handle.environment_id);
     if (sb->handle.tenant_id != handle.tenant_id)
       return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
-    return sb->workspace;
+    return std::shared_ptr<WorkspaceHandle>(
+        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
   }
 
   // Destroys sandboxes whose owner process is gone (lock file not held).
@@ -206,6 +240,18 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   Result<void> startInit(Sandbox& sb);
   void teardown(Sandbox& sb);
 
+  // "airlock-<hash of the state directory>-": several services (or test
+  // processes) with their own state directories share one cgroup tree, and
+  // each sweeps only its own sandboxes.
+  static std::string cgroupPrefixFor(const std::string& state_dir) {
+    std::uint32_t h = 2166136261u;  // FNV-1a
+    for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08x", h);
+    return std::string("airlock-") + buf + "-";
+  }
+
+  std::string cgroup_prefix_;
   LinuxEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
@@ -235,7 +281,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   const Timestamp created = nowMs();
   sb->handle = EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id, spec.lease_epoch,
                                  created, created + options_.service_hard_cap};
-  sb->cgroup_name = kCgroupPrefix + sb->handle.environment_id;
+  sb->cgroup_name = cgroup_prefix_ + sb->handle.environment_id;
   sb->limits = spec.limits;
   sb->environment = spec.environment;
 
@@ -285,7 +331,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
 
   sb->workspace = workspace::makeLocalWorkspace(
       UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb->host_uid_base + kSandboxUid,
-      sb->host_uid_base + kSandboxUid);
+      sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
   guard.armed = false;
   std::lock_guard lk(mu_);
   sandboxes_[sb->handle.environment_id] = sb;
@@ -431,15 +477,15 @@ void LinuxEnvironment::sweepOrphans() {
         live_locked.push_back(id);  // its owner is alive
         continue;
       }
-      auto cg = cgroups_->attach(kCgroupPrefix + id);
+      auto cg = cgroups_->attach(cgroup_prefix_ + id);
       (void)cg->killAll();
       (void)cg->remove();
       ::unlink((dir + "/" + name).c_str());
     }
     ::closedir(d);
   }
-  for (const auto& name : cgroups_->list(kCgroupPrefix)) {
-    const std::string id = name.substr(std::strlen(kCgroupPrefix));
+  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
+    const std::string id = name.substr(cgroup_prefix_.size());
     if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
     if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;  // just created by a peer
     auto cg = cgroups_->attach(name);
@@ -665,9 +711,11 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   result.stdout_truncated = out.truncated;
   result.stderr_truncated = err.truncated;
 
-  if (!reason && wait_status && WIFSIGNALED(*wait_status) && WTERMSIG(*wait_status) == SIGKILL) {
-    // A SIGKILL we did not send: the memory cgroup's OOM killer, if its
-    // counter moved (the thing that enforced the limit reports it).
+  if (!reason) {
+    // The memory cgroup's OOM killer acted during this command if its
+    // counter moved: the thing that enforced the limit reports it. A victim
+    // anywhere in the command's tree counts (`sh -c 'python3 big.py'` exits
+    // 137 after its child was killed); the model learns MEMORY, not 137.
     auto counters_after = sb->cgroup->counters();
     if (counters_before && counters_after && counters_after->oom_kills > counters_before->oom_kills)
       reason = KillReason::kMemory;

@@ -1,0 +1,167 @@
+#include "airlock/cli/run_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <memory>
+
+#include "airlock/cli/exit_codes.h"
+#include "airlock/cli/summary.h"
+#include "airlock/core/json.h"
+#include "airlock/sandbox/cancel_token.h"
+#include "airlock/sandbox/fake/fake_environment.h"
+#include "airlock/sys/io.h"
+#include "airlock/workspace/local_workspace.h"
+#if AIRLOCK_HAVE_LINUX_MECHANISM
+#include "airlock/sandbox/linux/linux_environment.h"
+#endif
+
+namespace airlock::cli {
+namespace {
+
+// Upper bound of --stdin: the bytes are held in memory and sent whole.
+constexpr std::size_t kMaxStdinBytes = std::size_t{64} << 20;
+
+// The token the signal handler cancels. Set once before the handlers are
+// installed; the handler only calls CancelToken::cancel (one write(2)).
+std::atomic<const CancelToken*> g_cancel_token{nullptr};
+
+extern "C" void onTerminationSignal(int /*signo*/) {
+  const int saved_errno = errno;
+  if (const CancelToken* token = g_cancel_token.load()) token->cancel();
+  errno = saved_errno;
+}
+
+void installCancelHandlers(const CancelToken& token) {
+  g_cancel_token.store(&token);
+  struct sigaction action {};
+  action.sa_handler = onTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+void writeFd(int fd, std::string_view bytes) {
+  (void)sys::writeAll(fd, bytes.data(), bytes.size());
+}
+
+int reportError(const Error& error) {
+  writeFd(STDERR_FILENO, formatErrorLine(error.message()));
+  return exitStatusFor(error);
+}
+
+Result<std::string> readAllStdin() {
+  std::string data;
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = sys::readSome(STDIN_FILENO, buffer, sizeof buffer);
+    if (n < 0) return failErrno(ErrorCode::kToolValidationError, "--stdin: reading stdin", errno);
+    if (n == 0) return data;
+    if (data.size() + static_cast<std::size_t>(n) > kMaxStdinBytes) {
+      return fail(ErrorCode::kToolValidationError, "--stdin: more than 64 MiB on stdin");
+    }
+    data.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+struct Adapter {
+  std::unique_ptr<ExecutionEnvironment> env;
+  std::string image_digest;
+};
+
+Result<Adapter> createAdapter(Mechanism mechanism) {
+  if (mechanism == Mechanism::kFake) {
+    auto env = std::make_unique<fake::FakeEnvironment>();
+    env->setFallback(fake::basicCommands);
+    return Adapter{std::move(env), fake::kFakeImageDigest};
+  }
+#if AIRLOCK_HAVE_LINUX_MECHANISM
+  linux_jail::LinuxEnvironmentOptions options;
+  auto digest = linux_jail::computeImageDigest(options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = linux_jail::createLinuxEnvironment(options);
+  if (!env) return tl::unexpected(env.error());
+  return Adapter{std::move(*env), std::move(*digest)};
+#else
+  return fail(ErrorCode::kExecutionUnavailable,
+              "the linux mechanism is not built into this airlock; use --mechanism fake");
+#endif
+}
+
+// A newline before the summary when the command's output left the cursor
+// mid-line on the terminal the summary goes to.
+bool needsNewlineBeforeSummary(const ExecutionResult& result) {
+  if (!::isatty(STDERR_FILENO)) return false;
+  if (!result.stderr_data.empty()) return result.stderr_data.back() != '\n';
+  return ::isatty(STDOUT_FILENO) && !result.stdout_data.empty() &&
+         result.stdout_data.back() != '\n';
+}
+
+}  // namespace
+
+int executeRun(RunPlan plan) {
+  if (plan.read_stdin) {
+    auto data = readAllStdin();
+    if (!data) return reportError(data.error());
+    plan.command.stdin_data = std::move(*data);
+  }
+
+  auto token = CancelToken::create();
+  if (!token) return reportError(token.error());
+  installCancelHandlers(*token);
+
+  auto adapter = createAdapter(plan.mechanism);
+  if (!adapter) return reportError(adapter.error());
+  ExecutionEnvironment& env = *adapter->env;
+  plan.spec.image_digest = adapter->image_digest;
+
+  auto handle = env.provision(plan.spec);
+  if (!handle) return reportError(handle.error());
+
+  // From here on the sandbox exists and every path destroys it.
+  auto run = [&]() -> Result<ExecutionResult> {
+    if (plan.copy_in) {
+      auto ws = env.workspace(*handle);
+      if (!ws) return tl::unexpected(ws.error());
+      if (auto copied = workspace::copyInDirectory(*plan.copy_in, **ws); !copied) {
+        Error error = copied.error();
+        error.context = "--copy-in: " + error.context;
+        return tl::unexpected(std::move(error));
+      }
+    }
+    return env.execute(*handle, plan.command, &*token);
+  };
+  auto result = run();
+
+  // The sandbox's processes were started with default dispositions; from
+  // now on a closed stdout must be an error value, not a fatal signal that
+  // would skip destroy.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  int status = kExitAirlockError;
+  if (result) {
+    if (plan.json) {
+      writeFd(STDOUT_FILENO, toJsonText(*result, 2) + "\n");
+    } else {
+      writeFd(STDOUT_FILENO, result->stdout_data);
+      writeFd(STDERR_FILENO, result->stderr_data);
+      if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
+      writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
+    }
+    status = exitStatusFor(*result);
+  } else {
+    status = reportError(result.error());
+  }
+
+  if (auto destroyed = env.destroy(*handle); !destroyed) {
+    Error error = destroyed.error();
+    error.context = "destroying the sandbox: " + error.context;
+    return reportError(error);
+  }
+  return status;
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,192 @@
+#include "airlock/cli/run_plan.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/core/ids.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/core/units.h"
+
+namespace airlock::cli {
+namespace {
+
+// Prefixes an error's context with the flag it came from.
+tl::unexpected<Error> flagError(std::string_view flag, const Error& error) {
+  Error out = error;
+  out.context = std::string(flag) + ": " + error.context;
+  return tl::unexpected<Error>(std::move(out));
+}
+
+Result<std::int64_t> parseSizeFlag(std::string_view flag, const std::string& text) {
+  auto size = parseSize(text);
+  if (!size) return flagError(flag, size.error());
+  return *size;
+}
+
+Result<std::int64_t> parseCount(std::string_view flag, const std::string& text) {
+  std::int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return fail(ErrorCode::kToolValidationError,
+                std::string(flag) + ": expected a whole number, got \"" + text + "\"");
+  }
+  return value;
+}
+
+bool isShellSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+}  // namespace
+
+std::string shellQuote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv) {
+  if (argv.empty()) return std::nullopt;
+  const std::string& first = argv[0];
+  if (std::none_of(first.begin(), first.end(), isShellSpace)) return std::nullopt;
+  std::string whole = first;
+  for (std::size_t i = 1; i < argv.size(); ++i) whole += " " + argv[i];
+  return "the command \"" + first +
+         "\" is a shell string, but Airlock runs an argument vector and picks no shell for "
+         "you; to run it with a shell, say so: airlock run -- sh -c " +
+         shellQuote(whole);
+}
+
+Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
+  RunPlan plan;
+  plan.json = flags.json;
+  plan.read_stdin = flags.read_stdin;
+
+  // The command first: it is the most likely mistake and the cheapest check.
+  if (flags.argv.empty()) {
+    return fail(ErrorCode::kToolValidationError,
+                "no command given: write it after --, as in airlock run -- python3 script.py");
+  }
+  if (auto problem = shellStringProblem(flags.argv)) {
+    return fail(ErrorCode::kToolValidationError, *problem);
+  }
+
+  if (flags.mechanism == "linux") {
+    plan.mechanism = Mechanism::kLinux;
+  } else if (flags.mechanism == "fake") {
+    plan.mechanism = Mechanism::kFake;
+  } else {
+    return fail(ErrorCode::kToolValidationError,
+                "--mechanism: \"" + flags.mechanism + "\" is not one of linux, fake");
+  }
+
+  ResourceLimits limits = defaultLimits();
+  if (flags.memory) {
+    auto v = parseSizeFlag("--memory", *flags.memory);
+    if (!v) return tl::unexpected(v.error());
+    limits.memory_bytes = *v;
+  }
+  if (flags.cpus) {
+    auto v = parseCpus(*flags.cpus);
+    if (!v) return flagError("--cpus", v.error());
+    limits.cpu_millicores = *v;
+  }
+  if (flags.pids) {
+    auto v = parseCount("--pids", *flags.pids);
+    if (!v) return tl::unexpected(v.error());
+    limits.pids_max = *v;
+  }
+  if (flags.disk) {
+    auto v = parseSizeFlag("--disk", *flags.disk);
+    if (!v) return tl::unexpected(v.error());
+    limits.workspace_bytes = *v;
+  }
+  if (flags.inodes) {
+    auto v = parseCount("--inodes", *flags.inodes);
+    if (!v) return tl::unexpected(v.error());
+    limits.inodes_max = *v;
+  }
+  std::int64_t timeout_seconds = limits.wall_clock_seconds;
+  if (flags.timeout) {
+    auto v = parseDuration(*flags.timeout);
+    if (!v) return flagError("--timeout", v.error());
+    if (v->count() <= 0) {
+      return fail(ErrorCode::kToolValidationError, "--timeout: must be more than 0");
+    }
+    // Whole seconds, rounded up: a 500ms timeout is a 1 s timeout.
+    timeout_seconds = (v->count() + 999) / 1000;
+    limits.wall_clock_seconds = timeout_seconds;
+  }
+  if (auto ok = checkLimits(limits, defaultCeilings()); !ok) return tl::unexpected(ok.error());
+
+  std::int64_t max_output = kDefaultMaximumOutputBytes;
+  if (flags.max_output) {
+    auto v = parseSizeFlag("--max-output", *flags.max_output);
+    if (!v) return tl::unexpected(v.error());
+    if (*v <= 0 || *v > kMaxOutputCeiling) {
+      return fail(ErrorCode::kToolValidationError,
+                  "--max-output: must be between 1 byte and " + formatSize(kMaxOutputCeiling));
+    }
+    max_output = *v;
+  }
+
+  // Tier-1 pass-through: names only; values come from this environment.
+  for (const auto& name : flags.env_names) {
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      const std::string bare = name.substr(0, eq);
+      return fail(ErrorCode::kConfigurationError,
+                  "--env " + name +
+                      ": --env takes a NAME whose value is copied from your "
+                      "environment; set it there instead: " +
+                      name + " airlock run --env " + bare + " ...");
+    }
+  }
+  auto tier1 = validateTier1Names(flags.env_names);
+  if (!tier1) return flagError("--env", tier1.error());
+  BuiltEnvironment built = buildEnvironment(tier1, host_env, ".", std::nullopt);
+  if (built.tier1_error) return flagError("--env", *built.tier1_error);
+
+  if (flags.copy_in) {
+    struct stat st {};
+    if (::stat(flags.copy_in->c_str(), &st) != 0) {
+      return fail(ErrorCode::kToolValidationError,
+                  "--copy-in: " + *flags.copy_in + ": " + std::strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return fail(ErrorCode::kToolValidationError,
+                  "--copy-in: " + *flags.copy_in + ": not a directory");
+    }
+    plan.copy_in = *flags.copy_in;
+  }
+
+  plan.command.argv = flags.argv;
+  plan.command.working_directory = ".";
+  plan.command.timeout_seconds = timeout_seconds;
+  plan.command.maximum_output_bytes = max_output;
+  if (auto valid = validateCommand(plan.command); !valid) return tl::unexpected(valid.error());
+
+  const Timestamp now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  plan.spec.tenant_id = "local";
+  plan.spec.run_id = newUuidV7(now);
+  plan.spec.lease_epoch = 1;
+  plan.spec.limits = limits;
+  plan.spec.egress = EgressPolicy{};  // deny: no network
+  plan.spec.environment = std::move(built.variables);
+  return plan;
+}
+
+}  // namespace airlock::cli

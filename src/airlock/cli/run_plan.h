@@ -1,0 +1,65 @@
+// `airlock run`: from the flags as typed to a validated plan. Everything the
+// user can get wrong is found here, before any sandbox exists, so that bad
+// input leaves nothing behind (docs/cli.md).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+
+namespace airlock::cli {
+
+enum class Mechanism { kLinux, kFake };
+
+// The flags of `airlock run` as typed; nullopt means "not given" (the
+// configured default applies).
+struct RunFlags {
+  std::optional<std::string> memory;      // size: "512M"
+  std::optional<std::string> cpus;        // "1", "0.5"
+  std::optional<std::string> pids;        // whole number
+  std::optional<std::string> disk;        // size of /workspace
+  std::optional<std::string> inodes;      // whole number
+  std::optional<std::string> timeout;     // duration: "30s", "500ms", "2m"
+  std::optional<std::string> max_output;  // size: stdout+stderr cap
+  std::optional<std::string> copy_in;     // host directory
+  std::vector<std::string> env_names;     // tier-1 pass-through names
+  std::string mechanism = "linux";
+  bool json = false;
+  bool read_stdin = false;
+  std::vector<std::string> argv;
+};
+
+struct RunPlan {
+  Mechanism mechanism = Mechanism::kLinux;
+  EnvironmentSpec spec;      // image_digest is left for the chosen adapter
+  ExecutionCommand command;  // stdin_data is left for the caller (--stdin)
+  std::optional<std::string> copy_in;
+  bool json = false;
+  bool read_stdin = false;
+};
+
+// Returns a host environment variable's value, if set.
+using HostLookup = std::function<std::optional<std::string>(std::string_view)>;
+
+// Upper bound of --max-output: the whole output is held in memory.
+inline constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
+
+// Validates every flag and the argv. Errors are ToolValidationError or
+// ConfigurationError whose context is one line naming the flag or the
+// problem and, where one exists, the fix.
+Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env);
+
+// When argv looks like one shell string where a vector was expected (its
+// first element contains whitespace), the error message that teaches the
+// vector form: `... use: airlock run -- sh -c 'echo hi'`.
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv);
+
+// Quotes text for a POSIX shell with single quotes.
+std::string shellQuote(std::string_view text);
+
+}  // namespace airlock::cli

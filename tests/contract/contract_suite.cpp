@@ -1,0 +1,386 @@
+#include "contract_suite.h"
+
+#include <gmock/gmock.h>
+
+#include <algorithm>
+
+#include "airlock/core/ids.h"
+
+namespace airlock::contract {
+namespace {
+
+using ::testing::Optional;
+
+constexpr const char* kOutSha256 =
+    "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4";  // "hi\n"
+constexpr const char* kChangedSha256 =
+    "7f8b1dfc466b6249f06cbe55c9174df2578e7754da793fded244ef5cba2a38f1";  // "changed\n"
+
+const FileChange* findChange(const ExecutionResult& result, const std::string& path) {
+  auto it = std::find_if(result.files_changed.begin(), result.files_changed.end(),
+                         [&](const FileChange& c) { return c.path == path; });
+  return it == result.files_changed.end() ? nullptr : &*it;
+}
+
+// Checks that result failed with `code`, printing code names and the
+// adapter's message on failure.
+template <class T>
+::testing::AssertionResult failedWith(const Result<T>& result, ErrorCode code) {
+  if (result.has_value()) {
+    return ::testing::AssertionFailure() << "succeeded; expected " << errorCodeName(code);
+  }
+  if (result.error().code != code) {
+    return ::testing::AssertionFailure()
+           << "failed with " << errorCodeName(result.error().code) << " ("
+           << result.error().message() << "); expected " << errorCodeName(code);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+template <class T>
+::testing::AssertionResult succeeded(const Result<T>& result) {
+  if (result.has_value()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << errorCodeName(result.error().code) << ": " << result.error().message();
+}
+
+}  // namespace
+
+void PrintTo(const ContractParam& param, std::ostream* os) {
+  *os << param.name;
+}
+
+ExecutionCommand defaultCommand(Scenario scenario) {
+  ExecutionCommand command;
+  command.working_directory = ".";
+  command.timeout_seconds = 30;
+  command.maximum_output_bytes = 1 << 20;
+  switch (scenario) {
+    case Scenario::kEchoStdin:
+      command.argv = {"cat"};
+      command.stdin_data = kEchoStdinText;
+      break;
+    case Scenario::kSleep:
+      command.argv = {"sleep", "60"};
+      command.timeout_seconds = 1;
+      break;
+    case Scenario::kWriteFiles:
+      command.argv = {"sh", "-c",
+                      "printf 'hi\\n' > out.txt && printf 'changed\\n' > keep.txt && rm gone.txt"};
+      break;
+    case Scenario::kPrintBig:
+      // printf is a shell builtin: nothing but the shell is needed.
+      command.argv = {"sh", "-c",
+                      "i=0; while [ $i -lt 100 ]; do printf '%01000d' 0; i=$((i+1)); done"};
+      command.maximum_output_bytes = kBigOutputCap;
+      break;
+    case Scenario::kExitCode:
+      command.argv = {"sh", "-c", "exit 3"};
+      break;
+  }
+  return command;
+}
+
+std::string paramName(const ::testing::TestParamInfo<ContractParam>& info) {
+  return info.param.name;
+}
+
+void ExecutionEnvironmentContract::SetUp() {
+  adapter_ = GetParam().factory();
+  ASSERT_NE(adapter_, nullptr);
+  if (auto reason = adapter_->skipReason()) GTEST_SKIP() << *reason;
+  auto env = adapter_->make();
+  ASSERT_TRUE(succeeded(env));
+  env_ = std::move(*env);
+  ASSERT_NE(env_, nullptr);
+}
+
+void ExecutionEnvironmentContract::TearDown() {
+  if (env_ == nullptr) return;
+  for (const auto& handle : provisioned_) {
+    auto destroyed = env_->destroy(handle);
+    EXPECT_TRUE(succeeded(destroyed));
+  }
+}
+
+EnvironmentHandle ExecutionEnvironmentContract::provisionOrFail() {
+  return provisionOrFail(adapter_->spec());
+}
+
+EnvironmentHandle ExecutionEnvironmentContract::provisionOrFail(const EnvironmentSpec& spec) {
+  auto handle = env_->provision(spec);
+  EXPECT_TRUE(succeeded(handle));
+  if (!handle) return {};
+  provisioned_.push_back(*handle);
+  return *handle;
+}
+
+// --- provision -------------------------------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, ProvisionReturnsAnOpaqueHandleForTheSpec) {
+  const EnvironmentSpec spec = adapter_->spec();
+  const EnvironmentHandle handle = provisionOrFail(spec);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_TRUE(isUuid(handle.environment_id)) << handle.environment_id;
+  EXPECT_EQ(handle.tenant_id, spec.tenant_id);
+  EXPECT_EQ(handle.run_id, spec.run_id);
+  EXPECT_EQ(handle.lease_epoch, spec.lease_epoch);
+  EXPECT_LT(handle.created_at, handle.expires_at);
+}
+
+TEST_P(ExecutionEnvironmentContract, TwoProvisionsGetDistinctIds) {
+  const EnvironmentHandle a = provisionOrFail();
+  const EnvironmentHandle b = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NE(a.environment_id, b.environment_id);
+}
+
+TEST_P(ExecutionEnvironmentContract, UnknownImageDigestIsRejected) {
+  EnvironmentSpec spec = adapter_->spec();
+  spec.image_digest = "sha256:" + std::string(64, 'f');
+  auto handle = env_->provision(spec);
+  if (handle) provisioned_.push_back(*handle);
+  EXPECT_TRUE(failedWith(handle, ErrorCode::kExecutionRejected));
+}
+
+TEST_P(ExecutionEnvironmentContract, LimitAboveCeilingIsRejected) {
+  EnvironmentSpec spec = adapter_->spec();
+  spec.limits.pids_max = 1'000'000'000;
+  auto handle = env_->provision(spec);
+  if (handle) provisioned_.push_back(*handle);
+  EXPECT_TRUE(failedWith(handle, ErrorCode::kExecutionRejected));
+}
+
+// --- destroy ---------------------------------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, DestroyIsIdempotent) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto first = env_->destroy(handle);
+  EXPECT_TRUE(succeeded(first));
+  auto second = env_->destroy(handle);
+  EXPECT_TRUE(succeeded(second));
+}
+
+TEST_P(ExecutionEnvironmentContract, DestroyOfAHandleNeverProvisionedIsOk) {
+  EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  handle.environment_id = newUuidV7(handle.created_at);
+  auto destroyed = env_->destroy(handle);
+  EXPECT_TRUE(succeeded(destroyed));
+}
+
+TEST_P(ExecutionEnvironmentContract, ExecuteAgainstADestroyedHandleIsRejected) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kExecutionRejected));
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceOfADestroyedHandleIsRejected) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  auto again = env_->workspace(handle);
+  EXPECT_TRUE(failedWith(again, ErrorCode::kExecutionRejected));
+  // A workspace handle taken before destroy does not outlive the sandbox.
+  auto write = (*ws)->write("late.txt", "x");
+  EXPECT_TRUE(failedWith(write, ErrorCode::kExecutionRejected));
+}
+
+// --- handle checks ---------------------------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, ExecuteWithAnUnknownHandleIsRejected) {
+  EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  handle.environment_id = newUuidV7(handle.created_at);
+  auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kExecutionRejected));
+}
+
+TEST_P(ExecutionEnvironmentContract, AHandleOfAnotherTenantIsSuspectedAndDestroysTheSandbox) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  EnvironmentHandle foreign = handle;
+  foreign.tenant_id = handle.tenant_id + "-other";
+  auto result = env_->execute(foreign, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kSandboxEscapeSuspected));
+  // The spec: for this class the sandbox is destroyed.
+  auto after = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(after, ErrorCode::kExecutionRejected));
+}
+
+TEST_P(ExecutionEnvironmentContract, AHandleOfAnotherRunIsSuspected) {
+  EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  handle.run_id += "-other";
+  auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kSandboxEscapeSuspected));
+}
+
+TEST_P(ExecutionEnvironmentContract, AHandleWithAStaleLeaseEpochIsSuspected) {
+  EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  handle.lease_epoch += 1;
+  auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kSandboxEscapeSuspected));
+}
+
+TEST_P(ExecutionEnvironmentContract, AnInvalidCommandIsAToolValidationError) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  ExecutionCommand command = adapter_->command(Scenario::kExitCode);
+  command.argv.clear();
+  auto result = env_->execute(handle, command);
+  EXPECT_TRUE(failedWith(result, ErrorCode::kToolValidationError));
+}
+
+// --- execute ---------------------------------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, ExitCodePassesThrough) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_THAT(result->exit_code, Optional(kScenarioExitCode));
+  EXPECT_FALSE(result->killed_by.has_value());
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_TRUE(result->files_changed.empty());
+}
+
+TEST_P(ExecutionEnvironmentContract, StdinReachesTheProcess) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto result = env_->execute(handle, adapter_->command(Scenario::kEchoStdin));
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_THAT(result->exit_code, Optional(0));
+  EXPECT_EQ(result->stdout_data, kEchoStdinText);
+  EXPECT_FALSE(result->stdout_truncated);
+}
+
+TEST_P(ExecutionEnvironmentContract, ATimeoutSetsTimedOutAndKilledByWithNoExitCode) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  const ExecutionCommand command = adapter_->command(Scenario::kSleep);
+  auto result = env_->execute(handle, command);
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_TRUE(result->timed_out);
+  EXPECT_EQ(result->killed_by, KillReason::kTimeout);
+  EXPECT_EQ(result->exit_code, std::nullopt);
+  // Killed at its timeout, not after running its minute.
+  EXPECT_GE(result->duration_ms, command.timeout_seconds * 1000 - 100);
+  EXPECT_LT(result->duration_ms, 30'000);
+}
+
+TEST_P(ExecutionEnvironmentContract, ACancelledTokenEndsTheCommandAsCancelled) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto token = CancelToken::create();
+  ASSERT_TRUE(succeeded(token));
+  token->cancel();
+  ExecutionCommand command = adapter_->command(Scenario::kSleep);
+  command.timeout_seconds = 30;
+  auto result = env_->execute(handle, command, &*token);
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(result->exit_code, std::nullopt);
+  EXPECT_FALSE(result->timed_out);
+}
+
+TEST_P(ExecutionEnvironmentContract, OutputAboveTheCapIsTruncatedAndKilled) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  const ExecutionCommand command = adapter_->command(Scenario::kPrintBig);
+  ASSERT_LT(command.maximum_output_bytes, kBigOutputBytes);
+  auto result = env_->execute(handle, command);
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_TRUE(result->stdout_truncated);
+  EXPECT_EQ(result->killed_by, KillReason::kOutputLimit);
+  EXPECT_EQ(result->exit_code, std::nullopt);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_LE(static_cast<std::int64_t>(result->stdout_data.size() + result->stderr_data.size()),
+            command.maximum_output_bytes);
+}
+
+TEST_P(ExecutionEnvironmentContract, FilesChangedReportsCreatedModifiedAndDeleted) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("keep.txt", "keep\n")));
+  ASSERT_TRUE(succeeded((*ws)->write("gone.txt", "gone\n")));
+
+  auto result = env_->execute(handle, adapter_->command(Scenario::kWriteFiles));
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_THAT(result->exit_code, Optional(0)) << result->stderr_data;
+  EXPECT_FALSE(result->files_changed_truncated);
+  EXPECT_EQ(result->files_changed.size(), 3u);
+
+  const FileChange* out = findChange(*result, "out.txt");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->change, ChangeKind::kCreated);
+  EXPECT_EQ(out->size_bytes, 3);
+  EXPECT_THAT(out->sha256, Optional(std::string(kOutSha256)));
+
+  const FileChange* keep = findChange(*result, "keep.txt");
+  ASSERT_NE(keep, nullptr);
+  EXPECT_EQ(keep->change, ChangeKind::kModified);
+  EXPECT_EQ(keep->size_bytes, 8);
+  EXPECT_THAT(keep->sha256, Optional(std::string(kChangedSha256)));
+
+  const FileChange* gone = findChange(*result, "gone.txt");
+  ASSERT_NE(gone, nullptr);
+  EXPECT_EQ(gone->change, ChangeKind::kDeleted);
+  EXPECT_EQ(gone->sha256, std::nullopt);
+
+  // The workspace port sees what the command left.
+  auto read = (*ws)->read("out.txt");
+  ASSERT_TRUE(succeeded(read));
+  EXPECT_EQ(*read, "hi\n");
+  auto deleted = (*ws)->read("gone.txt");
+  EXPECT_TRUE(failedWith(deleted, ErrorCode::kNotFound));
+}
+
+TEST_P(ExecutionEnvironmentContract, ASecondRunListsOnlyItsOwnChanges) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("keep.txt", "keep\n")));
+  ASSERT_TRUE(succeeded((*ws)->write("gone.txt", "gone\n")));
+  auto first = env_->execute(handle, adapter_->command(Scenario::kWriteFiles));
+  ASSERT_TRUE(succeeded(first));
+
+  auto second = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  ASSERT_TRUE(succeeded(second));
+  EXPECT_TRUE(second->files_changed.empty());
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspacesOfTwoSandboxesAreSeparate) {
+  const EnvironmentHandle a = provisionOrFail();
+  const EnvironmentHandle b = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto wa = env_->workspace(a);
+  auto wb = env_->workspace(b);
+  ASSERT_TRUE(succeeded(wa));
+  ASSERT_TRUE(succeeded(wb));
+  ASSERT_TRUE(succeeded((*wa)->write("only-in-a.txt", "a")));
+  auto read = (*wb)->read("only-in-a.txt");
+  EXPECT_TRUE(failedWith(read, ErrorCode::kNotFound));
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceRefusesAnEscapingPath) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  auto write = (*ws)->write("../escape.txt", "x");
+  EXPECT_TRUE(failedWith(write, ErrorCode::kWorkspaceEscape));
+  auto read = (*ws)->read("/etc/passwd");
+  EXPECT_TRUE(failedWith(read, ErrorCode::kWorkspaceEscape));
+}
+
+}  // namespace airlock::contract

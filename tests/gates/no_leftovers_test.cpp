@@ -1,0 +1,52 @@
+// Runs after every test that starts sandboxes (CTest fixture cleanup) and
+// asserts that nothing is left behind: no airlock cgroup, no mount naming
+// airlock, no sandbox init process.
+#include <dirent.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+TEST(NoLeftovers, NoAirlockCgroupRemains) {
+  std::vector<std::string> found;
+  for (const auto& ctl : entries("/sys/fs/cgroup")) {
+    if (ctl == "." || ctl == "..") continue;
+    const std::string base = "/sys/fs/cgroup/" + ctl;
+    if (ctl.find("airlock") != std::string::npos) found.push_back(base);
+    for (const auto& child : entries(base))
+      if (child.find("airlock") != std::string::npos) found.push_back(base + "/" + child);
+  }
+  EXPECT_TRUE(found.empty()) << "leaked cgroup: " << found.front();
+}
+
+TEST(NoLeftovers, NoAirlockMountRemains) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) EXPECT_EQ(line.find("airlock"), std::string::npos) << line;
+}
+
+TEST(NoLeftovers, NoSandboxInitProcessRemains) {
+  for (const auto& pid : entries("/proc")) {
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm("/proc/" + pid + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    EXPECT_NE(name, "airlock-init") << "pid " << pid;
+  }
+}
+
+}  // namespace

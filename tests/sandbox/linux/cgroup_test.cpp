@@ -1,0 +1,155 @@
+// cgroup v1 and v2 writers and parsers against a fake cgroup filesystem
+// (this machine runs v1; production machines usually run v2).
+#include "airlock/sandbox/linux/cgroup.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace airlock::linux_jail {
+namespace {
+
+class FakeCgroupFs : public CgroupFs {
+ public:
+  std::set<std::string> dirs;
+  std::map<std::string, std::string> files;
+  Result<void> makeDir(const std::string& p) override {
+    dirs.insert(p);
+    // The kernel populates interface files on mkdir; model the ones we read.
+    for (const char* f : {"/cgroup.procs", "/memory.max", "/memory.swap.max", "/pids.max",
+                          "/cpu.max", "/memory.limit_in_bytes", "/pids.events", "/memory.events",
+                          "/cpu.cfs_period_us", "/cpu.cfs_quota_us", "/memory.oom_control", "/cgroup.kill"})
+      files.emplace(p + f, "");
+    return {};
+  }
+  Result<void> removeDir(const std::string& p) override {
+    if (!dirs.erase(p)) return fail(ErrorCode::kNotFound, p);
+    return {};
+  }
+  Result<void> write(const std::string& p, const std::string& t) override {
+    files[p] = t;
+    return {};
+  }
+  Result<std::string> read(const std::string& p) override {
+    auto it = files.find(p);
+    if (it == files.end()) return fail(ErrorCode::kNotFound, p);
+    return it->second;
+  }
+  bool exists(const std::string& p) override { return files.count(p) || dirs.count(p); }
+  std::vector<std::string> list(const std::string& dir) override {
+    std::vector<std::string> out;
+    for (const auto& d : dirs)
+      if (d.rfind(dir + "/", 0) == 0 && d.find('/', dir.size() + 1) == std::string::npos)
+        out.push_back(d.substr(dir.size() + 1));
+    return out;
+  }
+};
+
+ResourceLimits limits() { return {1500, 256 << 20, 64, 1 << 30, 1000, 30}; }
+
+TEST(CgroupDetection, HybridV1HostChoosesV1) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  fs->files["/sys/fs/cgroup/unified/cgroup.controllers"] = "\n";  // hybrid: no controllers
+  const std::string mountinfo =
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  auto mounts = parseCgroupMounts(mountinfo, *fs);
+  EXPECT_EQ(mounts.v1_controller_mounts.at("memory"), "/sys/fs/cgroup/memory");
+  auto driver = makeCgroupDriver(mounts, fs);
+  ASSERT_TRUE(driver) << driver.error().message();
+  EXPECT_EQ((*driver)->version(), "v1");
+}
+
+TEST(CgroupDetection, UnifiedHierarchyWithControllersChoosesV2) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  fs->files["/sys/fs/cgroup/cgroup.controllers"] = "cpuset cpu io memory hugetlb pids rdma misc\n";
+  auto mounts = parseCgroupMounts(
+      "25 1 0:22 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", *fs);
+  auto driver = makeCgroupDriver(mounts, fs);
+  ASSERT_TRUE(driver) << driver.error().message();
+  EXPECT_EQ((*driver)->version(), "v2");
+}
+
+TEST(CgroupDetection, NeitherHierarchyUsableNamesWhatIsMissing) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  auto mounts = parseCgroupMounts(
+      "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", *fs);
+  auto driver = makeCgroupDriver(mounts, fs);
+  ASSERT_FALSE(driver);
+  EXPECT_NE(driver.error().context.find("pids, cpu"), std::string::npos) << driver.error().context;
+}
+
+TEST(CgroupV2, CreateWritesEveryLimit) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  fs->files["/cg/cgroup.controllers"] = "cpu memory pids";
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  auto cg = (*driver)->create("airlock-x", limits());
+  ASSERT_TRUE(cg) << cg.error().message();
+  EXPECT_EQ(fs->files["/cg/cgroup.subtree_control"], "+memory +pids +cpu");
+  EXPECT_EQ(fs->files["/cg/airlock-x/memory.max"], std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/cg/airlock-x/memory.swap.max"], "0");
+  EXPECT_EQ(fs->files["/cg/airlock-x/pids.max"], "64");
+  EXPECT_EQ(fs->files["/cg/airlock-x/cpu.max"], "150000 100000");
+  ASSERT_TRUE((*cg)->addProcess(4242));
+  EXPECT_EQ(fs->files["/cg/airlock-x/cgroup.procs"], "4242");
+  ASSERT_TRUE((*cg)->killAll());
+  EXPECT_EQ(fs->files["/cg/airlock-x/cgroup.kill"], "1");
+  EXPECT_EQ((*driver)->list("airlock-"), std::vector<std::string>{"airlock-x"});
+  ASSERT_TRUE((*cg)->remove());
+  EXPECT_FALSE(fs->dirs.count("/cg/airlock-x"));
+}
+
+TEST(CgroupV2, CountersParseEventFiles) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  auto cg = (*driver)->create("airlock-y", limits());
+  ASSERT_TRUE(cg);
+  fs->files["/cg/airlock-y/memory.events"] = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
+  fs->files["/cg/airlock-y/pids.events"] = "max 7\n";
+  fs->files["/cg/airlock-y/memory.peak"] = "123456\n";
+  auto c = (*cg)->counters();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oom_kills, 1);
+  EXPECT_EQ(c->pids_max_events, 7);
+  EXPECT_EQ(c->memory_peak_bytes, 123456);
+}
+
+TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  EXPECT_EQ((*driver)->version(), "v1");
+  auto cg = (*driver)->create("airlock-z", limits());
+  ASSERT_TRUE(cg) << cg.error().message();
+  EXPECT_EQ(fs->files["/v1/memory/airlock-z/memory.limit_in_bytes"], std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/v1/pids/airlock-z/pids.max"], "64");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_quota_us"], "150000");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_period_us"], "100000");
+  fs->files["/v1/memory/airlock-z/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+  auto c = (*cg)->counters();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oom_kills, 3);
+  ASSERT_TRUE((*cg)->remove());
+  EXPECT_TRUE(fs->dirs.empty());
+}
+
+TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {
+  EXPECT_EQ(parseKeyedCounter("oom 5\noom_kill 2\n", "oom_kill"), 2);
+  EXPECT_EQ(parseKeyedCounter("oom_kill_disable 1\n", "oom_kill"), std::nullopt);
+  EXPECT_EQ(parseKeyedCounter("garbage\n\n", "max"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace airlock::linux_jail

@@ -1,0 +1,339 @@
+// The linux mechanism on the real kernel: isolation properties the foundation
+// issue names (non-root, loopback only, no route to the host, no credential),
+// real programs (gcc, CPython's regression tests), and lifecycle (timeouts
+// kill the whole tree, nothing survives a command or a destroy).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "airlock/sys/unique_fd.h"
+#include "linux_test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+class LinuxEnvironmentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+    options_ = testOptions(state_.path());
+    auto env = linux_jail::createLinuxEnvironment(options_);
+    ASSERT_TRUE(env) << env.error().message();
+    env_ = std::move(*env);
+    auto h = env_->provision(linuxSpec(options_));
+    ASSERT_TRUE(h) << h.error().message();
+    handle_ = *h;
+  }
+  void TearDown() override {
+    if (env_) EXPECT_TRUE(env_->destroy(handle_));
+  }
+  ExecutionResult run(const ExecutionCommand& c) {
+    auto r = env_->execute(handle_, c);
+    EXPECT_TRUE(r) << r.error().message();
+    return r ? *r : ExecutionResult{};
+  }
+
+  TempStateDir state_;
+  linux_jail::LinuxEnvironmentOptions options_;
+  std::unique_ptr<ExecutionEnvironment> env_;
+  EnvironmentHandle handle_;
+};
+
+TEST_F(LinuxEnvironmentTest, CommandRunsAsNonRootUser) {
+  auto r = run(shell("id -u; id -g"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, "1000\n1000\n");
+}
+
+TEST_F(LinuxEnvironmentTest, CommandHasNoCapabilitiesAndNoNewPrivs) {
+  auto r = run(shell("grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"));
+  EXPECT_NE(r.stdout_data.find("CapEff:\t0000000000000000"), std::string::npos) << r.stdout_data;
+  EXPECT_NE(r.stdout_data.find("CapBnd:\t0000000000000000"), std::string::npos);
+  EXPECT_NE(r.stdout_data.find("NoNewPrivs:\t1"), std::string::npos);
+  EXPECT_NE(r.stdout_data.find("Seccomp:\t2"), std::string::npos);
+}
+
+TEST_F(LinuxEnvironmentTest, OnlyLoopbackInterfaceExists) {
+  auto r = run(shell("cat /proc/net/dev"));
+  ASSERT_EQ(r.exit_code, 0);
+  std::istringstream in(r.stdout_data);
+  std::string line;
+  std::set<std::string> ifaces;
+  while (std::getline(in, line)) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos || line.find('|') != std::string::npos) continue;
+    auto name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    ifaces.insert(name);
+  }
+  EXPECT_EQ(ifaces, std::set<std::string>{"lo"});
+}
+
+// A listener on this host's own non-loopback address: the sandbox must not
+// reach it (its network namespace has only lo).
+TEST_F(LinuxEnvironmentTest, CannotConnectToHostNonLoopbackAddress) {
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(::getifaddrs(&list), 0);
+  std::string address;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    address = ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+    break;
+  }
+  ::freeifaddrs(list);
+  if (address.empty()) GTEST_SKIP() << "this host has no non-loopback IPv4 address to listen on";
+
+  sys::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ASSERT_EQ(::inet_pton(AF_INET, address.c_str(), &addr.sin_addr), 1);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener.get(), 8), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+
+  // The host side can reach its own listener (the probe is meaningful).
+  {
+    sys::UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_EQ(::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    sys::UniqueFd accepted(::accept(listener.get(), nullptr, nullptr));
+    ASSERT_TRUE(accepted.valid());
+  }
+
+  auto r = run(shell("exec python3 -c 'import socket,sys\n"
+                     "try:\n"
+                     "  socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
+                     "  print(\"connected\")\n"
+                     "except OSError as e:\n"
+                     "  print(\"refused\", e.errno)\n"
+                     "  sys.exit(1)' " + address + " " + std::to_string(port)));
+  EXPECT_EQ(r.exit_code, 1) << r.stdout_data << r.stderr_data;
+  EXPECT_EQ(r.stdout_data.find("connected"), std::string::npos);
+  sys::UniqueFd none(::accept(listener.get(), nullptr, nullptr));
+  EXPECT_FALSE(none.valid()) << "a connection from the sandbox reached the host listener";
+}
+
+TEST_F(LinuxEnvironmentTest, WallClockTimeoutKillsTheWholeTreeAndKeepsPartialOutput) {
+  auto c = shell("echo started; (setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' &); sleep 60", 2);
+  auto r = run(c);
+  EXPECT_EQ(r.killed_by, KillReason::kTimeout);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data, "started\n");
+  EXPECT_GE(r.duration_ms, 2000);
+  EXPECT_LT(r.duration_ms, 10000);
+  // Nothing from the killed command is left in the sandbox.
+  auto ps = run(shell("for p in /proc/[0-9]*; do cat $p/comm; done"));
+  EXPECT_EQ(ps.stdout_data.find("sleep"), std::string::npos) << ps.stdout_data;
+}
+
+TEST_F(LinuxEnvironmentTest, BackgroundProcessesDoNotOutliveTheirCommand) {
+  auto first = run(shell("setsid sleep 300 >/dev/null 2>&1 & echo spawned"));
+  EXPECT_EQ(first.exit_code, 0);
+  EXPECT_EQ(first.stdout_data, "spawned\n");
+  auto ps = run(shell("for p in /proc/[0-9]*; do cat $p/comm; done"));
+  EXPECT_EQ(ps.stdout_data.find("sleep"), std::string::npos) << ps.stdout_data;
+}
+
+TEST_F(LinuxEnvironmentTest, StdinIsDeliveredThenClosed) {
+  auto c = shell("wc -c");
+  c.stdin_data = std::string(1 << 20, 'x');
+  auto r = run(c);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, "1048576\n");
+}
+
+TEST_F(LinuxEnvironmentTest, NoStdinMeansImmediateEndOfFile) {
+  auto c = shell("cat; echo eof");
+  auto r = run(c);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, "eof\n");
+}
+
+TEST_F(LinuxEnvironmentTest, OutputPastTheCapIsTruncatedAndKilled) {
+  auto c = shell("head -c 100000 /dev/zero; sleep 60");
+  c.maximum_output_bytes = 4096;
+  auto r = run(c);
+  EXPECT_EQ(r.stdout_data.size(), 4096u);
+  EXPECT_TRUE(r.stdout_truncated);
+  EXPECT_EQ(r.killed_by, KillReason::kOutputLimit);
+  EXPECT_FALSE(r.exit_code.has_value());
+}
+
+TEST_F(LinuxEnvironmentTest, OutputExactlyAtTheCapIsNotTruncated) {
+  auto c = shell("head -c 4096 /dev/zero");
+  c.maximum_output_bytes = 4096;
+  auto r = run(c);
+  EXPECT_EQ(r.stdout_data.size(), 4096u);
+  EXPECT_FALSE(r.stdout_truncated);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(r.killed_by.has_value());
+}
+
+TEST_F(LinuxEnvironmentTest, CancelledTokenEndsTheCommandAsCancelled) {
+  auto token = CancelToken::create();
+  ASSERT_TRUE(token);
+  token->cancel();
+  auto r = env_->execute(handle_, shell("echo begun; sleep 60"), &*token);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->killed_by, KillReason::kCancelled);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_FALSE(r->exit_code.has_value());
+}
+
+TEST_F(LinuxEnvironmentTest, CompilesAndRunsACProgram) {
+  auto ws = env_->workspace(handle_);
+  ASSERT_TRUE(ws);
+  ASSERT_TRUE((*ws)->write("hello.c",
+                           "#include <stdio.h>\nint main(void){printf(\"hello from c %d\\n\", 6*7);return 0;}\n"));
+  auto r = run(shell("gcc -O0 -o hello hello.c && ./hello"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "hello from c 42\n");
+  bool saw_binary = false;
+  for (const auto& f : r.files_changed) saw_binary |= (f.path == "hello" && f.change == ChangeKind::kCreated);
+  EXPECT_TRUE(saw_binary);
+}
+
+TEST_F(LinuxEnvironmentTest, CPythonRegressionTestsPass) {
+  if (::access("/usr/lib/python3.11/test/test_json/__init__.py", F_OK) != 0)
+    GTEST_SKIP() << "libpython3.11-testsuite is not installed (scripts/bootstrap installs it)";
+  ExecutionCommand c;
+  c.argv = {"python3", "-m", "test", "test_json", "test_re"};
+  c.timeout_seconds = 600;
+  c.maximum_output_bytes = 4 << 20;
+  auto r = run(c);
+  EXPECT_EQ(r.exit_code, 0) << r.stdout_data.substr(r.stdout_data.size() > 4000 ? r.stdout_data.size() - 4000 : 0)
+                            << r.stderr_data;
+  EXPECT_NE(r.stdout_data.find("SUCCESS"), std::string::npos);
+}
+
+TEST_F(LinuxEnvironmentTest, Argv0IsNeverResolvedInTheWorkspace) {
+  auto ws = env_->workspace(handle_);
+  ASSERT_TRUE(ws);
+  ASSERT_TRUE((*ws)->write("python3", "#!/bin/sh\necho shadowed\n"));
+  auto r = run(shell("chmod +x python3 && exec python3 -c 'print(1)'"));
+  // sh -c itself finds python3 on PATH, which never contains the workspace.
+  EXPECT_EQ(r.stdout_data, "1\n");
+  ExecutionCommand direct;
+  direct.argv = {"python3", "-c", "print(2)"};
+  direct.timeout_seconds = 30;
+  direct.maximum_output_bytes = 1024;
+  EXPECT_EQ(run(direct).stdout_data, "2\n");
+}
+
+TEST_F(LinuxEnvironmentTest, UnknownProgramExits127) {
+  ExecutionCommand c;
+  c.argv = {"no-such-program-airlock"};
+  c.timeout_seconds = 10;
+  c.maximum_output_bytes = 1024;
+  auto r = run(c);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.stderr_data.find("no-such-program-airlock"), std::string::npos);
+}
+
+TEST_F(LinuxEnvironmentTest, NamespaceCreationIsRefused) {
+  auto r = run(shell("unshare -U true && echo escaped"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data.find("escaped"), std::string::npos);
+}
+
+TEST_F(LinuxEnvironmentTest, SandboxSeesItsOwnPidNamespaceOnly) {
+  auto r = run(shell("cat /proc/1/comm; ls /proc | grep -c '^[0-9]'"));
+  EXPECT_EQ(r.stdout_data.substr(0, r.stdout_data.find('\n')), "airlock-init");
+  // init, sh, ls and grep at most.
+  EXPECT_LE(std::stoi(r.stdout_data.substr(r.stdout_data.find('\n') + 1)), 5);
+}
+
+TEST_F(LinuxEnvironmentTest, RootFilesystemAndImageAreReadOnly) {
+  auto r = run(shell("touch /usr/airlock-probe 2>&1; touch /etc/airlock-probe 2>&1; touch /airlock-probe 2>&1; echo done"));
+  EXPECT_EQ(r.stdout_data.find("done"), r.stdout_data.size() - 5);
+  EXPECT_NE(::access("/usr/airlock-probe", F_OK), 0);
+}
+
+TEST_F(LinuxEnvironmentTest, MemoryLimitKillIsReportedAsMemory) {
+  ASSERT_TRUE(env_->destroy(handle_));
+  auto spec = linuxSpec(options_);
+  spec.limits.memory_bytes = 64 << 20;
+  auto h = env_->provision(spec);
+  ASSERT_TRUE(h) << h.error().message();
+  handle_ = *h;
+  auto r = run(shell("echo before; python3 -c 'x = bytearray(512 << 20); print(len(x))'"));
+  EXPECT_EQ(r.killed_by, KillReason::kMemory) << r.stderr_data;
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data, "before\n");
+}
+
+TEST(LinuxEnvironmentLifecycle, DestroyRemovesCgroupAndLockAndIsIdempotent) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env) << env.error().message();
+  auto h = (*env)->provision(linuxSpec(options));
+  ASSERT_TRUE(h) << h.error().message();
+  const std::string lock = state.path() + "/sandboxes/" + h->environment_id + ".lock";
+  EXPECT_EQ(::access(lock.c_str(), F_OK), 0);
+  ASSERT_TRUE((*env)->destroy(*h));
+  ASSERT_TRUE((*env)->destroy(*h));
+  EXPECT_NE(::access(lock.c_str(), F_OK), 0);
+  for (const auto& ctl : std::filesystem::directory_iterator("/sys/fs/cgroup")) {
+    if (!ctl.is_directory()) continue;
+    for (const auto& child : std::filesystem::directory_iterator(ctl.path()))
+      EXPECT_EQ(child.path().filename().string().find(h->environment_id), std::string::npos)
+          << "cgroup left behind: " << child.path();
+  }
+  auto r = (*env)->execute(*h, shell("true"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kExecutionRejected);
+}
+
+TEST(LinuxEnvironmentLifecycle, ForeignTenantHandleIsRefused) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env);
+  auto h = (*env)->provision(linuxSpec(options, "tenant-a"));
+  ASSERT_TRUE(h);
+  auto forged = *h;
+  forged.tenant_id = "tenant-b";
+  auto r = (*env)->execute(forged, shell("true"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kSandboxEscapeSuspected);
+  EXPECT_TRUE((*env)->destroy(*h));
+}
+
+TEST(LinuxEnvironmentLifecycle, BadImageDigestAndLimitsAreRejectedBeforeAnythingIsCreated) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env);
+  auto spec = linuxSpec(options);
+  spec.image_digest = "sha256:" + std::string(64, 'a');
+  auto r = (*env)->provision(spec);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kExecutionRejected);
+  spec = linuxSpec(options);
+  spec.limits.pids_max = 1'000'000;
+  r = (*env)->provision(spec);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_TRUE(std::filesystem::is_empty(state.path() + "/sandboxes"));
+}
+
+}  // namespace
+}  // namespace airlock::testing
