@@ -90,13 +90,25 @@ int main(int argc, char** argv) {
   auto provisioned = (*env)->provision(spec);
   if (!provisioned) return 1;
   const bool have_bwrap = ::access("/usr/bin/bwrap", X_OK) == 0;
+  // Phase times of the cold case, for "where the time goes".
+  std::vector<double> t_provision, t_execute, t_destroy;
+  auto since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
   std::vector<std::function<bool()>> cases = {
       [&] {
+        auto t0 = Clock::now();
         auto h = (*env)->provision(spec);
         if (!h) return false;
+        t_provision.push_back(since(t0));
+        t0 = Clock::now();
         auto r = (*env)->execute(*h, cmd);
+        t_execute.push_back(since(t0));
         bool ok = r && r->exit_code == 0;
-        return (*env)->destroy(*h).has_value() && ok;
+        t0 = Clock::now();
+        ok = (*env)->destroy(*h).has_value() && ok;
+        t_destroy.push_back(since(t0));
+        return ok;
       },
       [&] {
         auto r = (*env)->execute(*provisioned, cmd);
@@ -125,6 +137,17 @@ int main(int argc, char** argv) {
   if (have_bwrap)
     std::printf("  %-52s %7.2f / %7.2f\n", "bwrap --unshare-all /bin/true", bwrap.median_ms, bwrap.p90_ms);
   std::printf("  %-52s %7.2f / %7.2f\n", "fork/exec /bin/true", forkexec.median_ms, forkexec.p90_ms);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto p90 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() * 9 / 10];
+  };
+  std::printf("  cold phases (median / p90 ms): provision %.2f / %.2f, execute %.2f / %.2f, destroy %.2f / %.2f\n",
+              median(t_provision), p90(t_provision), median(t_execute), p90(t_execute),
+              median(t_destroy), p90(t_destroy));
   if (have_bwrap)
     std::printf("ratio airlock cold / bwrap:      %.2fx (target <= 2x)\n", cold.median_ms / bwrap.median_ms);
   std::printf("ratio airlock cold / fork-exec:  %.2fx\n", cold.median_ms / forkexec.median_ms);

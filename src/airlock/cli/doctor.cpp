@@ -5,6 +5,9 @@
 #include <string_view>
 
 #include "airlock/sys/io.h"
+#if AIRLOCK_HAVE_LINUX_MECHANISM
+#include "airlock/sandbox/linux/linux_environment.h"
+#endif
 
 namespace airlock::cli {
 namespace {
@@ -87,7 +90,14 @@ std::string formatDoctorReport(const linux_jail::KernelFeatures& f) {
 
 int runDoctor() {
   const auto features = linux_jail::detectKernelFeatures();
-  const std::string report = formatDoctorReport(features);
+  std::string report = formatDoctorReport(features);
+#if AIRLOCK_HAVE_LINUX_MECHANISM
+  // The image the linux mechanism runs: the host's /usr and the image-owned
+  // /etc entries, named by the digest of their canonical manifest.
+  linux_jail::LinuxEnvironmentOptions options;
+  auto digest = linux_jail::computeImageDigest(options);
+  report += "image: " + (digest ? *digest : "unavailable (" + digest.error().message() + ")") + "\n";
+#endif
   (void)sys::writeAll(STDOUT_FILENO, report.data(), report.size());
   return linux_jail::linuxMechanismBlockers(features).empty() ? 0 : 1;
 }

@@ -112,6 +112,8 @@ int main(int argc, char** argv) {
   run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default) or fake")
       ->type_name("NAME");
   run->add_flag("--json", flags.json, "Print the ExecutionResult as JSON on stdout, nothing else");
+  run->add_flag("-v,--verbose", flags.verbose,
+                "Log the image digest and the sandbox's lifecycle on stderr");
   run->add_flag("-i,--stdin", flags.read_stdin,
                 "Send this process's stdin to the command (read to the end first)");
   run->add_option("command", flags.argv, "The command and its arguments, after --")

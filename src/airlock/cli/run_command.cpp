@@ -118,8 +118,12 @@ int executeRun(RunPlan plan) {
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = adapter->image_digest;
 
+  if (plan.verbose)
+    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(plan.mechanism == Mechanism::kFake ? "fake" : "linux") +
+                               ", image " + adapter->image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
+  if (plan.verbose) writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
 
   // From here on the sandbox exists and every path destroys it.
   auto run = [&]() -> Result<ExecutionResult> {
@@ -161,6 +165,7 @@ int executeRun(RunPlan plan) {
     error.context = "destroying the sandbox: " + error.context;
     return reportError(error);
   }
+  if (plan.verbose) writeFd(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");
   return status;
 }
 

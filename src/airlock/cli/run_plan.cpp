@@ -73,6 +73,7 @@ std::optional<std::string> shellStringProblem(const std::vector<std::string>& ar
 Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   RunPlan plan;
   plan.json = flags.json;
+  plan.verbose = flags.verbose;
   plan.read_stdin = flags.read_stdin;
 
   // The command first: it is the most likely mistake and the cheapest check.

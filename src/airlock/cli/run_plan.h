@@ -30,6 +30,7 @@ struct RunFlags {
   std::vector<std::string> env_names;     // tier-1 pass-through names
   std::string mechanism = "linux";
   bool json = false;
+  bool verbose = false;
   bool read_stdin = false;
   std::vector<std::string> argv;
 };
@@ -40,6 +41,7 @@ struct RunPlan {
   ExecutionCommand command;  // stdin_data is left for the caller (--stdin)
   std::optional<std::string> copy_in;
   bool json = false;
+  bool verbose = false;
   bool read_stdin = false;
 };
 
