@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "airlock/core/encoding.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
 #include "airlock/sys/unique_fd.h"
 #include "airlock/workspace/dir_entries.h"
 #include "airlock/workspace/resolve.h"
@@ -198,49 +198,10 @@ class SnapshotWalk {
 
 // --- Hashing -------------------------------------------------------------
 
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
-};
-
-// Owner of one SHA-256 computation.
-class Sha256 {
- public:
-  static Result<Sha256> create() {
-    std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
-      return fail(ErrorCode::kExecutionUnavailable, "SHA-256 init failed");
-    }
-    return Sha256(std::move(ctx));
-  }
-  bool update(const void* data, std::size_t size) {
-    return EVP_DigestUpdate(ctx_.get(), data, size) == 1;
-  }
-  Result<std::string> finishHex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx_.get(), digest, &len) != 1) {
-      return fail(ErrorCode::kExecutionUnavailable, "SHA-256 final failed");
-    }
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(len * 2);
-    for (unsigned int i = 0; i < len; ++i) {
-      out.push_back(kHex[digest[i] >> 4]);
-      out.push_back(kHex[digest[i] & 0xf]);
-    }
-    return out;
-  }
-
- private:
-  explicit Sha256(std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx) : ctx_(std::move(ctx)) {}
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx_;
-};
-
 // Streams the file in fixed chunks: memory stays bounded for any size,
 // including a sparse file whose apparent size is far beyond its blocks.
 Result<std::string> hashFd(int fd, std::int64_t size_hint) {
-  auto sha = Sha256::create();
-  if (!sha) return tl::unexpected(sha.error());
+  sys::Sha256 sha;
   const std::size_t want =
       size_hint < 0
           ? kHashChunkBytes
@@ -250,21 +211,12 @@ Result<std::string> hashFd(int fd, std::int64_t size_hint) {
     ssize_t n = sys::readSome(fd, buf.data(), buf.size());
     if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read while hashing", errno);
     if (n == 0) break;
-    if (!sha->update(buf.data(), static_cast<std::size_t>(n))) {
-      return fail(ErrorCode::kExecutionUnavailable, "SHA-256 update failed");
-    }
+    sha.update(buf.data(), static_cast<std::size_t>(n));
   }
-  return sha->finishHex();
+  return sha.finishHex();
 }
 
-Result<std::string> hashBytes(std::string_view bytes) {
-  auto sha = Sha256::create();
-  if (!sha) return tl::unexpected(sha.error());
-  if (!sha->update(bytes.data(), bytes.size())) {
-    return fail(ErrorCode::kExecutionUnavailable, "SHA-256 update failed");
-  }
-  return sha->finishHex();
-}
+Result<std::string> hashBytes(std::string_view bytes) { return sys::sha256Hex(bytes); }
 
 // Parent directory of `relative` opened without following any symlink, and
 // the final name. A path from a snapshot can exceed PATH_MAX (deep trees), so

@@ -1,6 +1,7 @@
 #include "airlock/sandbox/fake/fake_environment.h"
 
-#include <openssl/evp.h>
+#include "airlock/sys/sha256.h"
+
 
 #include <algorithm>
 #include <charconv>
@@ -11,28 +12,14 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/timeout_rule.h"
+#include "airlock/sys/sha256.h"
 
 namespace airlock::fake {
 namespace {
 
 using std::chrono::milliseconds;
 
-std::string sha256Hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    // Only an OpenSSL misconfiguration gets here; it is a bug, not input.
-    std::abort();
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(length * 2);
-  for (unsigned int i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
-}
+using sys::sha256Hex;
 
 // "" for a top-level name.
 std::string parentOf(const std::string& path) {

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/sched.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/file.h>
@@ -31,6 +30,7 @@
 #include "airlock/sandbox/linux/jail_plan.h"
 #include "airlock/sandbox/linux/seccomp_policy.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/snapshot.h"
 
@@ -48,16 +48,6 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 
 Timestamp nowMs() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-}
-
-std::string hexDigest(const unsigned char* md, unsigned len) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
 }
 
 // flock-held lock file: held while a sandbox lives, so a crashed owner's
@@ -748,25 +738,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
 
 // ---- image digest --------------------------------------------------------------
 
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void update(std::string_view s) { EVP_DigestUpdate(ctx_, s.data(), s.size()); }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    EVP_DigestFinal_ex(ctx_, md, &len);
-    return hexDigest(md, len);
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
-
-void manifestTree(Sha256& h, const std::string& path, int depth) {
+void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
   if (depth > 32) return;
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) return;
@@ -797,7 +769,7 @@ Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
   std::lock_guard lk(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
 
-  Sha256 h;
+  sys::Sha256 h;
   h.update("airlock-image-manifest v1\n");
   h.update(key);
   // Packaged content: the dpkg database names every installed package and
@@ -830,7 +802,7 @@ Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
   }
   // Unpackaged content: /usr/local by stat manifest.
   manifestTree(h, "/usr/local", 0);
-  std::string digest = "sha256:" + h.hex();
+  std::string digest = "sha256:" + h.finishHex();
   cache[key] = digest;
   return digest;
 }
