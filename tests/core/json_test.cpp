@@ -367,9 +367,8 @@ TEST(JsonDecode, InvariantsStatedAsExactlyAreEnforced) {
   EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("files_changed[1].sha256"),
             std::string::npos);
   result = sampleResult();
-  result["files_changed"][0]["sha256"] = nullptr;
-  EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("files_changed[0].sha256"),
-            std::string::npos);
+  result["files_changed"][0]["sha256"] = nullptr;  // a file too large to hash (sparse)
+  EXPECT_TRUE(fromJson<ExecutionResult>(result.dump()).has_value());
   result = sampleResult();
   result["duration_ms"] = -1;
   EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("must not be negative"),

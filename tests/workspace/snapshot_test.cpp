@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "airlock/sys/unique_fd.h"
 #include "test_tree.h"
 
 namespace airlock::workspace {
@@ -383,6 +384,43 @@ TEST_F(SnapshotTest, FifoInPlaceOfAFileDoesNotHang) {
   ASSERT_EQ(::mkfifoat(root(), "p", 0644), 0);
   auto d = diffSnapshots(before, after, root(), 10);
   EXPECT_FALSE(d.has_value());
+}
+
+}  // namespace
+}  // namespace airlock::workspace
+
+namespace airlock::workspace {
+namespace {
+
+// Bug-log B32: a terabyte sparse file is listed without reading its holes.
+TEST(SnapshotHashBudget, FileBeyondTheBudgetIsListedUnhashed) {
+  char tmpl[] = "/tmp/airlock-budget-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  sys::UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  auto before = takeSnapshot(root.get());
+  ASSERT_TRUE(before);
+  {
+    sys::UniqueFd f(::openat(root.get(), "sparse.bin", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(f.valid());
+    ASSERT_EQ(::ftruncate(f.get(), std::int64_t{1} << 40), 0);  // 1 TiB apparent, no data
+    sys::UniqueFd g(::openat(root.get(), "small.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_EQ(::write(g.get(), "hi\n", 3), 3);
+  }
+  auto after = takeSnapshot(root.get());
+  ASSERT_TRUE(after);
+  auto d = diffSnapshots(*before, *after, root.get(), 100, /*hash_budget_bytes=*/1 << 20);
+  ASSERT_TRUE(d) << d.error().message();
+  ASSERT_EQ(d->changes.size(), 2u);
+  EXPECT_EQ(d->changes[0].path, "small.txt");
+  EXPECT_EQ(d->changes[0].sha256, "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4");
+  EXPECT_EQ(d->changes[1].path, "sparse.bin");
+  EXPECT_EQ(d->changes[1].size_bytes, std::int64_t{1} << 40);
+  EXPECT_FALSE(d->changes[1].sha256.has_value());
+  ::unlinkat(root.get(), "sparse.bin", 0);
+  ::unlinkat(root.get(), "small.txt", 0);
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

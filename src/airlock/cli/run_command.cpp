@@ -132,6 +132,8 @@ int executeRun(RunPlan plan) {
       if (!ws) return tl::unexpected(ws.error());
       if (auto copied = workspace::copyInDirectory(*plan.copy_in, **ws); !copied) {
         Error error = copied.error();
+        // The workspace layer already says "copy-in: ..."; make it the flag.
+        if (error.context.rfind("copy-in: ", 0) == 0) error.context.erase(0, 9);
         error.context = "--copy-in: " + error.context;
         return tl::unexpected(std::move(error));
       }

@@ -131,7 +131,19 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     timeout_seconds = (v->count() + 999) / 1000;
     limits.wall_clock_seconds = timeout_seconds;
   }
-  if (auto ok = checkLimits(limits, defaultCeilings()); !ok) return tl::unexpected(ok.error());
+  if (auto ok = checkLimits(limits, defaultCeilings()); !ok) {
+    // Name the flag the user typed, not the spec's field.
+    Error error = ok.error();
+    for (auto [field, flag] : {std::pair{"limits.cpu_millicores", "--cpus (millicores)"},
+                               {"limits.memory_bytes", "--memory"}, {"limits.pids_max", "--pids"},
+                               {"limits.workspace_bytes", "--disk"}, {"limits.inodes_max", "--inodes"},
+                               {"limits.wall_clock_seconds", "--timeout (seconds)"}}) {
+      if (auto at = error.context.find(field); at != std::string::npos)
+        error.context.replace(at, std::string_view(field).size(), flag);
+    }
+    error.code = ErrorCode::kToolValidationError;
+    return tl::unexpected(std::move(error));
+  }
 
   std::int64_t max_output = kDefaultMaximumOutputBytes;
   if (flags.max_output) {

@@ -100,7 +100,7 @@ Result<std::vector<std::string>> validateTier1Names(std::span<const std::string>
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
     const std::string where =
-        "tier-1 environment name #" + std::to_string(i + 1) + " " + quoteForMessage(name);
+        "environment name #" + std::to_string(i + 1) + " " + quoteForMessage(name);
     if (!isValidEnvName(name)) {
       return fail(ErrorCode::kConfigurationError,
                   where +
@@ -110,14 +110,14 @@ Result<std::vector<std::string>> validateTier1Names(std::span<const std::string>
     if (isTier0Name(name)) {
       return fail(ErrorCode::kConfigurationError,
                   where +
-                      " is a platform or provider credential (tier 0) and can never be "
-                      "passed to a sandbox; remove it from the list");
+                      " names a credential; credentials never reach a sandbox (tier 0), so it "
+                      "cannot be passed through");
     }
     if (isTier2Name(name)) {
       return fail(ErrorCode::kConfigurationError,
                   where +
-                      " is set by the platform inside every sandbox (tier 2) and cannot "
-                      "be overridden; remove it from the list");
+                      " is set by Airlock itself inside every sandbox (tier 2) and cannot "
+                      "be passed through");
     }
     if (!seen.insert(name).second) {
       return fail(ErrorCode::kConfigurationError, where + " is listed twice");

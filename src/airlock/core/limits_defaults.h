@@ -23,6 +23,20 @@ struct LimitCeilings {
   std::int64_t wall_clock_seconds;  // 1800
 };
 
+// The smallest values a sandbox can start with: below them init itself
+// cannot set up (memory), nothing can fork (pids), or the kernel refuses the
+// CFS quota (cpu: 1 ms per 100 ms period). Workspace bytes and inodes may be
+// tiny (a full workspace is a DISK result, not a start failure).
+struct LimitMinimums {
+  std::int64_t cpu_millicores;      // 10
+  std::int64_t memory_bytes;        // 8 MiB
+  std::int64_t pids_max;            // 8
+  std::int64_t workspace_bytes;     // 1
+  std::int64_t inodes_max;          // 1 (the workspace root is one)
+  std::int64_t wall_clock_seconds;  // 1
+};
+LimitMinimums minimumLimits() noexcept;
+
 ResourceLimits defaultLimits() noexcept;   // 2000 m, 2 GiB, 512, 4 GiB, 100000, 300 s
 LimitCeilings defaultCeilings() noexcept;  // see LimitCeilings
 inline constexpr std::int64_t kDefaultFilesChangedListing = 1000;

@@ -108,7 +108,10 @@ struct FileChange {
   std::string path;
   ChangeKind change = ChangeKind::kCreated;
   std::int64_t size_bytes = 0;
-  std::optional<std::string> sha256;  // lowercase hex; nullopt exactly for DELETED
+  // Lowercase hex. nullopt for DELETED, and for a file too large to hash
+  // within the diff's budget (a sparse file whose apparent size exceeds the
+  // workspace's byte limit; bug-log B32).
+  std::optional<std::string> sha256;
   bool operator==(const FileChange&) const = default;
 };
 

@@ -377,8 +377,18 @@ Result<std::string> sha256At(int dirfd, const std::string& relative_path,
 }
 
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,
-                           std::int64_t max_listing) {
+                           std::int64_t max_listing, std::int64_t hash_budget_bytes) {
   Diff diff;
+  std::int64_t budget = hash_budget_bytes;
+  // Hashes `entry` when it fits in the remaining budget; otherwise leaves its
+  // sha256 unknown. Symlinks (a target string) always fit.
+  auto hashWithinBudget = [&](const std::string& path, SnapshotEntry& entry) -> Result<void> {
+    if (entry.type == SnapshotEntry::Type::kFile) {
+      if (entry.size_bytes > budget) return {};
+      budget -= entry.size_bytes;
+    }
+    return hashEntry(root_dirfd, path, entry);
+  };
   const std::size_t cap = max_listing > 0 ? static_cast<std::size_t>(max_listing) : 0;
   auto report = [&](FileChange change) {
     if (diff.changes.size() < cap) {
@@ -402,8 +412,7 @@ Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dir
     }
     if (b == before.end() || a->first < b->first) {
       if (!diff.truncated) {
-        if (auto r = hashEntry(root_dirfd, a->first, a->second); !r)
-          return tl::unexpected(r.error());
+        if (auto r = hashWithinBudget(a->first, a->second); !r) return tl::unexpected(r.error());
         report(FileChange{a->first, ChangeKind::kCreated, a->second.size_bytes, a->second.sha256});
       }
       ++a;
@@ -414,7 +423,7 @@ Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dir
     if (sameMetadata(old_entry, new_entry)) {
       if (!new_entry.sha256) new_entry.sha256 = old_entry.sha256;
     } else if (!diff.truncated) {
-      if (auto r = hashEntry(root_dirfd, a->first, new_entry); !r) return tl::unexpected(r.error());
+      if (auto r = hashWithinBudget(a->first, new_entry); !r) return tl::unexpected(r.error());
       const bool proven_same = old_entry.sha256.has_value() && old_entry.type == new_entry.type &&
                                *old_entry.sha256 == *new_entry.sha256;
       if (!proven_same) {

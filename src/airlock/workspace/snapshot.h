@@ -81,8 +81,16 @@ struct Diff {
 // path; truncated says more existed, and once it is known nothing further is
 // hashed. ExecutionUnavailable when a file to hash has gone, is no longer a
 // regular file (a FIFO is never opened blocking), or changes while hashed.
+//
+// hash_budget_bytes bounds the bytes hashed by one diff (bug-log B32): a
+// sparse file's apparent size can be exabytes while it holds no data, and
+// SHA-256 cannot skip holes. A file that does not fit in what is left of
+// the budget is listed with sha256 null (and hashed by no later diff unless
+// it changes); callers pass a multiple of the workspace's byte limit, which
+// real data cannot exceed.
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,
-                           std::int64_t max_listing);
+                           std::int64_t max_listing,
+                           std::int64_t hash_budget_bytes = INT64_MAX);
 
 // SHA-256 (lowercase hex) of a regular file opened relative to dirfd with
 // O_NOFOLLOW; of the target string for a symlink. No component of

@@ -337,3 +337,38 @@ TEST(LinuxEnvironmentLifecycle, BadImageDigestAndLimitsAreRejectedBeforeAnything
 
 }  // namespace
 }  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// Bug-log B32: an exabyte sparse file is listed without hashing its holes,
+// and the command's result comes back promptly.
+TEST_F(LinuxEnvironmentTest, SparseFileIsListedWithoutReadingItsHoles) {
+  auto r = run(shell("truncate -s 4E sparse.bin && echo hi > small.txt", 20));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  ASSERT_EQ(r.files_changed.size(), 2u);
+  EXPECT_EQ(r.files_changed[0].path, "small.txt");
+  EXPECT_TRUE(r.files_changed[0].sha256.has_value());
+  EXPECT_EQ(r.files_changed[1].path, "sparse.bin");
+  EXPECT_EQ(r.files_changed[1].size_bytes, std::int64_t{4} << 60);
+  EXPECT_FALSE(r.files_changed[1].sha256.has_value());
+}
+
+// The pids limit bounds a command's tree; what a command leaves is killed
+// when it ends, so the next command starts with the whole budget.
+TEST_F(LinuxEnvironmentTest, PidsBudgetIsFreshForEachCommand) {
+  ASSERT_TRUE(env_->destroy(handle_));
+  auto spec = linuxSpec(options_);
+  spec.limits.pids_max = 8;
+  auto h = env_->provision(spec);
+  ASSERT_TRUE(h) << h.error().message();
+  handle_ = *h;
+  auto r = run(shell("i=0; while [ $i -lt 20 ]; do sleep 30 2>/dev/null & i=$((i+1)); done; echo spawned", 5));
+  EXPECT_NE(r.stderr_data.find("fork"), std::string::npos) << r.stderr_data;
+  auto after = run(shell("sleep 0 & sleep 0 & sleep 0 & wait; echo still usable"));
+  EXPECT_EQ(after.exit_code, 0) << after.stderr_data;
+  EXPECT_EQ(after.stdout_data, "still usable\n");
+}
+
+}  // namespace
+}  // namespace airlock::testing

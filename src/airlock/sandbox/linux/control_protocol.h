@@ -11,6 +11,8 @@
 //   kSetupFailed  step index + errno; init exits.
 //   kExited    wait status of the command, after every other process in the
 //              sandbox has been killed and reaped.
+//   kRunFailed the command could not be started (status = errno: fork
+//              refused at the pids limit, or a malformed request).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ enum class MessageType : std::uint32_t {
   kReady = 10,
   kSetupFailed = 11,
   kExited = 12,
+  kRunFailed = 13,
 };
 
 struct MessageHeader {

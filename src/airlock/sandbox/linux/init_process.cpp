@@ -296,6 +296,7 @@ void closeIf(int fd) noexcept {
         continue;
       }
       RunRequest req{};
+      int start_errno = EINVAL;
       const int want = h.has_stdin ? 3 : 2;
       bool ok = npassed == want &&
                 parseRun(ctx, h, ctx.recv_buffer, static_cast<std::size_t>(n) - sizeof h, req);
@@ -305,10 +306,14 @@ void closeIf(int fd) noexcept {
         req.stderr_fd = passed[want - 1];
         pid_t child = ::fork();
         if (child == 0) execCommand(ctx, req);
+        if (child < 0) start_errno = errno;
         command = child;
       }
       for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
-      if (!ok || command < 0) sendHeader(ctl, MessageType::kExited, (125 << 8), 0);
+      if (!ok || command < 0) {
+        command = -1;
+        sendHeader(ctl, MessageType::kRunFailed, start_errno, 0);
+      }
     }
   }
 }

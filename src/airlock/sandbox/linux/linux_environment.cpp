@@ -115,8 +115,13 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
     n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
+  if (n < 0 && errno == ECONNRESET)
+    return fail(ErrorCode::kExecutionUnavailable,
+                "sandbox init exited (its memory limit may be too small to start it)");
   if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "receive from sandbox init", errno);
-  if (n == 0) return fail(ErrorCode::kExecutionUnavailable, "sandbox init exited");
+  if (n == 0)
+    return fail(ErrorCode::kExecutionUnavailable,
+                "sandbox init exited (its memory limit may be too small to start it)");
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int fd;
@@ -604,6 +609,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   std::optional<KillReason> reason;
   std::optional<Clock::time_point> kill_sent;
   std::optional<int> wait_status;
+  std::optional<int> start_errno;
   bool init_lost = false;
   std::size_t stdin_off = 0;
   const std::int64_t cap = command.maximum_output_bytes;
@@ -683,15 +689,27 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       if (*reply && (*reply)->header.type == MessageType::kExited) {
         wait_status = (*reply)->header.status;
         in_w.reset();
+      } else if (*reply && (*reply)->header.type == MessageType::kRunFailed) {
+        start_errno = (*reply)->header.status;
+        break;
       }
     }
   }
   const auto finished = Clock::now();
+  if (start_errno) {
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     *start_errno == EAGAIN
+                         ? "the command could not be started: the sandbox's process limit (pids " +
+                               std::to_string(sb->limits.pids_max) + ") is reached"
+                         : std::string("the command could not be started in the sandbox"),
+                     *start_errno);
+  }
 
   if (init_lost) {
     sb->init_dead = true;
     if (!reason)
-      return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init died during the command");
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the sandbox's init died during the command (killed by its memory limit?)");
   }
 
   ExecutionResult result;
@@ -722,8 +740,11 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   if (!init_lost) {
     auto after = workspace::takeSnapshot(sb->workspace_fd.get());
     if (!after) return tl::unexpected(after.error());
+    // Real data in the workspace cannot exceed its byte limit; anything
+    // beyond twice that is sparse holes and is not hashed (bug-log B32).
     auto diff = workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
-                                         options_.files_changed_listing);
+                                         options_.files_changed_listing,
+                                         2 * sb->limits.workspace_bytes);
     if (!diff) return tl::unexpected(diff.error());
     result.files_changed = std::move(diff->changes);
     result.files_changed_truncated = diff->truncated;
