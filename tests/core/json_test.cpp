@@ -43,6 +43,8 @@ ExecutionResult sampleResult() {
       {"old.txt", ChangeKind::kDeleted, 0, std::nullopt},
   };
   r.duration_ms = 1840;
+  r.peak_memory_bytes = 52428800;
+  r.cpu_time_ms = 1700;
   return r;
 }
 
@@ -145,10 +147,11 @@ TEST(JsonRoundTrip, ExecutionResultUsesTheSpecFieldNames) {
   const json j = r;
   for (const char* name :
        {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "timed_out",
-        "killed_by", "files_changed", "files_changed_truncated", "duration_ms"}) {
+        "killed_by", "files_changed", "files_changed_truncated", "duration_ms",
+        "peak_memory_bytes", "cpu_time_ms"}) {
     EXPECT_TRUE(j.contains(name)) << name;
   }
-  EXPECT_EQ(j.size(), 10u);
+  EXPECT_EQ(j.size(), 12u);
   EXPECT_EQ(j.at("stdout"), "hello\n");
   EXPECT_TRUE(j.at("killed_by").is_null());
   EXPECT_EQ(j.at("files_changed")[0].at("change"), "CREATED");

@@ -514,7 +514,9 @@ void to_json(json& j, const ExecutionResult& v) {
            {"killed_by", v.killed_by ? json(*v.killed_by) : json(nullptr)},
            {"files_changed", v.files_changed},
            {"files_changed_truncated", v.files_changed_truncated},
-           {"duration_ms", v.duration_ms}};
+           {"duration_ms", v.duration_ms},
+           {"peak_memory_bytes", v.peak_memory_bytes ? json(*v.peak_memory_bytes) : json(nullptr)},
+           {"cpu_time_ms", v.cpu_time_ms ? json(*v.cpu_time_ms) : json(nullptr)}};
 }
 
 void from_json(const json& j, ExecutionResult& v) {
@@ -542,6 +544,12 @@ void from_json(const json& j, ExecutionResult& v) {
     v.files_changed_truncated = boolField(j, "files_changed_truncated");
   }
   v.duration_ms = nonNegativeField(j, "duration_ms");
+  v.peak_memory_bytes.reset();
+  if (const json* peak = optionalMember(j, "peak_memory_bytes"); peak && !peak->is_null())
+    v.peak_memory_bytes = nonNegativeField(j, "peak_memory_bytes");
+  v.cpu_time_ms.reset();
+  if (const json* cpu = optionalMember(j, "cpu_time_ms"); cpu && !cpu->is_null())
+    v.cpu_time_ms = nonNegativeField(j, "cpu_time_ms");
 
   if (v.exit_code.has_value() == v.killed_by.has_value()) {
     fieldError("exit_code", v.killed_by ? "must be null when killed_by is set"

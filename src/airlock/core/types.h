@@ -125,7 +125,13 @@ struct ExecutionResult {
   std::optional<KillReason> killed_by;
   std::vector<FileChange> files_changed;
   bool files_changed_truncated = false;  // listing capped (spec: files_changed listing)
-  std::int64_t duration_ms = 0;
+  std::int64_t duration_ms = 0;  // wall time of the command
+  // Accounting beyond the spec, for this execution only (nothing carries
+  // over from a previous command): the sandbox's peak memory while the
+  // command ran, and the CPU time (user + system) of every process it
+  // started. nullopt where the mechanism cannot measure it.
+  std::optional<std::int64_t> peak_memory_bytes;
+  std::optional<std::int64_t> cpu_time_ms;
   bool operator==(const ExecutionResult&) const = default;
 };
 

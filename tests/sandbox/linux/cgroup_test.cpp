@@ -37,6 +37,7 @@ class FakeCgroupFs : public CgroupFs {
     return it->second;
   }
   bool exists(const std::string& p) override { return files.count(p) || dirs.count(p); }
+  Result<sys::UniqueFd> open(const std::string& p) override { return fail(ErrorCode::kNotFound, p); }
   std::vector<std::string> list(const std::string& dir) override {
     std::vector<std::string> out;
     for (const auto& d : dirs)
@@ -141,6 +142,9 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 3);
+  fs->files["/v1/memory/airlock-z/memory.max_usage_in_bytes"] = "999999";
+  (*cg)->beginExecution();
+  EXPECT_EQ(fs->files["/v1/memory/airlock-z/memory.max_usage_in_bytes"], "0");
   ASSERT_TRUE((*cg)->remove());
   EXPECT_TRUE(fs->dirs.empty());
 }

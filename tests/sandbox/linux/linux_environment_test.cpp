@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -368,6 +369,74 @@ TEST_F(LinuxEnvironmentTest, PidsBudgetIsFreshForEachCommand) {
   auto after = run(shell("sleep 0 & sleep 0 & sleep 0 & wait; echo still usable"));
   EXPECT_EQ(after.exit_code, 0) << after.stderr_data;
   EXPECT_EQ(after.stdout_data, "still usable\n");
+}
+
+}  // namespace
+}  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// Each limit is reported by the thing that enforced it (issue 3 groundwork).
+class LinuxLimitsTest : public LinuxEnvironmentTest {
+ protected:
+  void reprovision(const std::function<void(ResourceLimits&)>& tweak) {
+    ASSERT_TRUE(env_->destroy(handle_));
+    auto spec = linuxSpec(options_);
+    tweak(spec.limits);
+    auto h = env_->provision(spec);
+    ASSERT_TRUE(h) << h.error().message();
+    handle_ = *h;
+  }
+};
+
+TEST_F(LinuxLimitsTest, ForkBombIsKilledWithPids) {
+  reprovision([](ResourceLimits& l) { l.pids_max = 32; });
+  auto r = run(shell("echo bomb; f(){ f | f & }; f; sleep 20", 30));
+  EXPECT_EQ(r.killed_by, KillReason::kPids) << r.stderr_data;
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data, "bomb\n");
+  EXPECT_LT(r.duration_ms, 20000);
+}
+
+TEST_F(LinuxLimitsTest, DiskFillerIsKilledWithDisk) {
+  reprovision([](ResourceLimits& l) { l.workspace_bytes = 8 << 20; });
+  auto r = run(shell("echo filling; yes > f; sleep 20", 30));
+  EXPECT_EQ(r.killed_by, KillReason::kDisk) << r.stderr_data;
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data, "filling\n");
+  ASSERT_EQ(r.files_changed.size(), 1u);
+  EXPECT_EQ(r.files_changed[0].size_bytes, 8 << 20);
+}
+
+TEST_F(LinuxLimitsTest, FileCountFillerIsKilledWithDisk) {
+  reprovision([](ResourceLimits& l) { l.inodes_max = 200; });
+  auto r = run(shell("i=0; while touch f$i 2>/dev/null; do i=$((i+1)); done; sleep 20", 30));
+  EXPECT_EQ(r.killed_by, KillReason::kDisk) << r.stderr_data;
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.files_changed.size(), 199u);  // the workspace root is one inode
+}
+
+TEST_F(LinuxLimitsTest, TmpFillerIsKilledWithDisk) {
+  reprovision([](ResourceLimits& l) { l.workspace_bytes = 8 << 20; });
+  auto r = run(shell("yes > /tmp/f; sleep 20", 30));
+  EXPECT_EQ(r.killed_by, KillReason::kDisk) << r.stderr_data;
+}
+
+TEST_F(LinuxLimitsTest, AccountingIsPerExecution) {
+  auto big = run(shell("exec python3 -c 'b = bytearray(200 << 20); print(len(b))'"));
+  ASSERT_EQ(big.exit_code, 0) << big.stderr_data;
+  ASSERT_TRUE(big.peak_memory_bytes.has_value());
+  EXPECT_GE(*big.peak_memory_bytes, 200 << 20);
+  ASSERT_TRUE(big.cpu_time_ms.has_value());
+  auto spin = run(shell("exec python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t < 0.3: pass'"));
+  ASSERT_TRUE(spin.cpu_time_ms.has_value());
+  EXPECT_GE(*spin.cpu_time_ms, 300);
+  auto small = run(shell("true"));
+  ASSERT_TRUE(small.peak_memory_bytes.has_value());
+  EXPECT_LT(*small.peak_memory_bytes, 64 << 20) << "the previous command's peak carried over";
+  ASSERT_TRUE(small.cpu_time_ms.has_value());
+  EXPECT_LT(*small.cpu_time_ms, 300) << "the previous command's CPU time carried over";
 }
 
 }  // namespace

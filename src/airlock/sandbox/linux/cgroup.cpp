@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <sstream>
 
 #include "airlock/sys/io.h"
@@ -33,6 +34,9 @@ class RealCgroupFs final : public CgroupFs {
     return sys::readFile(AT_FDCWD, path.c_str());
   }
   bool exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+  Result<sys::UniqueFd> open(const std::string& path) override {
+    return sys::openAt(AT_FDCWD, path.c_str(), O_RDWR);
+  }
   std::vector<std::string> list(const std::string& dir) override {
     std::vector<std::string> out;
     DIR* d = ::opendir(dir.c_str());
@@ -68,13 +72,16 @@ class CgroupV2 final : public Cgroup {
       c.oom_kills = parseKeyedCounter(*ev, "oom_kill").value_or(0);
     if (auto ev = fs_->read(dir_ + "/pids.events"))
       c.pids_max_events = parseKeyedCounter(*ev, "max").value_or(0);
-    if (auto peak = fs_->read(dir_ + "/memory.peak")) {
-      try {
-        c.memory_peak_bytes = std::stoll(*peak);
-      } catch (...) {
-      }
-    }
+    c.memory_peak_bytes = readPeak();
     return c;
+  }
+  void beginExecution() override {
+    // memory.peak (5.19+) is the cgroup's lifetime peak; since 6.12 a write
+    // resets it for reads through the same fd, which is what we hold.
+    if (!peak_fd_.valid()) {
+      if (auto fd = fs_->open(dir_ + "/memory.peak")) peak_fd_ = std::move(*fd);
+    }
+    if (peak_fd_.valid()) peak_reset_ = ::pwrite(peak_fd_.get(), "reset\n", 6, 0) == 6;
   }
   Result<void> killAll() override {
     if (fs_->exists(dir_ + "/cgroup.kill")) return fs_->write(dir_ + "/cgroup.kill", "1");
@@ -83,11 +90,32 @@ class CgroupV2 final : public Cgroup {
     for (pid_t p : parsePids(*procs)) ::kill(p, SIGKILL);
     return {};
   }
-  Result<void> remove() override { return fs_->removeDir(dir_); }
+  Result<void> remove() override {
+    peak_fd_.reset();
+    return fs_->removeDir(dir_);
+  }
 
  private:
+  std::optional<std::int64_t> readPeak() {
+    std::string text;
+    if (peak_fd_.valid() && peak_reset_) {
+      char buf[64];
+      ssize_t n = ::pread(peak_fd_.get(), buf, sizeof buf - 1, 0);
+      if (n > 0) text.assign(buf, static_cast<std::size_t>(n));
+    } else if (auto peak = fs_->read(dir_ + "/memory.peak")) {
+      text = *peak;  // lifetime peak: may include earlier commands (kernel < 6.12)
+    }
+    try {
+      if (!text.empty()) return std::stoll(text);
+    } catch (...) {
+    }
+    return std::nullopt;
+  }
+
   std::shared_ptr<CgroupFs> fs_;
   std::string dir_;
+  sys::UniqueFd peak_fd_;
+  bool peak_reset_ = false;
 };
 
 class DriverV2 final : public CgroupDriver {
@@ -162,6 +190,10 @@ class CgroupV1 final : public Cgroup {
       }
     }
     return c;
+  }
+  void beginExecution() override {
+    // Writing 0 resets the v1 high-water mark to the current usage.
+    (void)fs_->write(dirs_.at("memory") + "/memory.max_usage_in_bytes", "0");
   }
   Result<void> killAll() override {
     for (const auto& [ctl, dir] : dirs_) {

@@ -24,6 +24,7 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock::linux_jail {
 
@@ -37,6 +38,9 @@ class CgroupFs {
   virtual Result<std::string> read(const std::string& path) = 0;
   virtual bool exists(const std::string& path) = 0;
   virtual std::vector<std::string> list(const std::string& dir) = 0;  // subdirectory names
+  // An fd on a control file, for files whose state is per open file
+  // (v2 memory.peak resets per fd). NotFound where unsupported.
+  virtual Result<sys::UniqueFd> open(const std::string& path) = 0;
 };
 std::unique_ptr<CgroupFs> makeRealCgroupFs();
 
@@ -51,6 +55,9 @@ class Cgroup {
   virtual ~Cgroup() = default;
   virtual Result<void> addProcess(pid_t pid) = 0;
   virtual Result<CgroupCounters> counters() = 0;
+  // Starts a new execution's accounting: the memory peak is reset so that
+  // nothing carries over from the previous command (bug-log B34).
+  virtual void beginExecution() = 0;
   // SIGKILL every process in the cgroup (v2 cgroup.kill; v1 per pid).
   virtual Result<void> killAll() = 0;
   // rmdir; the cgroup must be empty.

@@ -7,7 +7,8 @@
 //              [stdin read end (only if has_stdin), stdout write, stderr write].
 //   kKill      kill every process in the sandbox except init (kill(-1)).
 // Init -> service:
-//   kReady     setup done; SCM_RIGHTS [workspace directory fd].
+//   kReady     setup done; SCM_RIGHTS [/workspace, /tmp, /dev/shm directory fds]
+//              (the service watches them fill up: DISK).
 //   kSetupFailed  step index + errno; init exits.
 //   kExited    wait status of the command, after every other process in the
 //              sandbox has been killed and reaped.
@@ -38,6 +39,7 @@ struct MessageHeader {
   std::int32_t status = 0;     // kExited: wait status; kSetupFailed: errno
   std::int32_t step = 0;       // kSetupFailed: index into the setup plan
   std::int32_t reserved = 0;
+  std::int64_t cpu_usec = 0;   // kExited: user+system CPU of everything the command ran
 };
 
 // Largest kRun payload (argv is capped at 64 KiB by validation; environment

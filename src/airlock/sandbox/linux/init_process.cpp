@@ -44,24 +44,26 @@ void writeStr(int fd, const char* s) noexcept {
   }
 }
 
-void sendHeader(int fd, MessageType type, int status, int step, int pass_fd = -1) noexcept {
+void sendHeader(int fd, MessageType type, int status, int step, const int* pass_fds = nullptr,
+                int npass = 0, std::int64_t cpu_usec = 0) noexcept {
   MessageHeader h{};
   h.type = type;
   h.status = status;
   h.step = step;
+  h.cpu_usec = cpu_usec;
   iovec iov{&h, sizeof h};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pass_fd >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
+  if (npass > 0) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(npass) * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(npass) * sizeof(int));
+    std::memcpy(CMSG_DATA(c), pass_fds, static_cast<std::size_t>(npass) * sizeof(int));
   }
   while (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
@@ -94,6 +96,16 @@ void resetSignalDispositions() noexcept {
 }
 
 void killAllButInit() noexcept { ::kill(-1, SIGKILL); }
+
+// User + system CPU of every child init has reaped, in microseconds. The
+// command and everything it started end up reaped by init (orphans are
+// re-parented to it), so the delta across a command is the command's CPU.
+std::int64_t reapedChildrenCpuUsec() noexcept {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return (static_cast<std::int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000 +
+         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
 
 // Reaps every child; returns when none is left.
 void reapAll() noexcept {
@@ -236,6 +248,7 @@ void closeIf(int fd) noexcept {
 [[noreturn]] void serve(const InitContext& ctx, int sigfd) noexcept {
   const int ctl = ctx.control_fd;
   pid_t command = -1;
+  std::int64_t cpu_before = 0;
   for (;;) {
     pollfd fds[2] = {{ctl, POLLIN, 0}, {sigfd, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -255,7 +268,8 @@ void closeIf(int fd) noexcept {
           killAllButInit();
           reapAll();
           command = -1;
-          sendHeader(ctl, MessageType::kExited, status, 0);
+          sendHeader(ctl, MessageType::kExited, status, 0, nullptr, 0,
+                     reapedChildrenCpuUsec() - cpu_before);
         }
       }
     }
@@ -304,6 +318,7 @@ void closeIf(int fd) noexcept {
         req.stdin_fd = h.has_stdin ? passed[0] : -1;
         req.stdout_fd = passed[want - 2];
         req.stderr_fd = passed[want - 1];
+        cpu_before = reapedChildrenCpuUsec();
         pid_t child = ::fork();
         if (child == 0) execCommand(ctx, req);
         if (child < 0) start_errno = errno;
@@ -366,10 +381,14 @@ void closeIf(int fd) noexcept {
   int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) failSetup(ctl, -5, errno);
 
-  int ws = ::open("/workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (ws < 0) failSetup(ctl, -6, errno);
-  sendHeader(ctl, MessageType::kReady, 0, 0, ws);
-  ::close(ws);
+  int dirs[3];
+  const char* names[3] = {"/workspace", "/tmp", "/dev/shm"};
+  for (int i = 0; i < 3; ++i) {
+    dirs[i] = ::open(names[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirs[i] < 0) failSetup(ctl, -6, errno);
+  }
+  sendHeader(ctl, MessageType::kReady, 0, 0, dirs, 3);
+  for (int fd : dirs) ::close(fd);
   serve(ctx, sigfd);
 }
 

@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,16 @@ constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
 constexpr auto kKillGrace = std::chrono::seconds(5);
+// How often a running command's enforcers are read (cgroup event counters,
+// filesystem fullness). Each check is two small reads and three fstatfs.
+constexpr auto kWatchInterval = std::chrono::milliseconds(10);
+
+// True when a filesystem has no byte or no inode left (tmpfs reports both).
+bool filesystemFull(int fd) {
+  struct statfs st {};
+  if (fd < 0 || ::fstatfs(fd, &st) != 0) return false;
+  return st.f_bavail == 0 || (st.f_files > 0 && st.f_ffree == 0);
+}
 
 Timestamp nowMs() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
@@ -96,10 +107,10 @@ bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::st
   }
 }
 
-// Receives one header (and at most one fd) from init.
+// Receives one header (and up to three fds) from init.
 struct InitReply {
   MessageHeader header{};
-  UniqueFd fd;
+  std::vector<UniqueFd> fds;
 };
 Result<std::optional<InitReply>> receiveReply(int sock) {
   InitReply r;
@@ -107,7 +118,7 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t n;
@@ -124,9 +135,12 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
                 "sandbox init exited (its memory limit may be too small to start it)");
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      r.fd.reset(fd);
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        r.fds.emplace_back(fd);
+      }
     }
   }
   if (static_cast<std::size_t>(n) != sizeof r.header)
@@ -148,6 +162,8 @@ struct Sandbox {
   pid_t init_pid = -1;
   UniqueFd control;
   UniqueFd workspace_fd;
+  UniqueFd tmp_fd;  // /tmp and /dev/shm, watched for DISK
+  UniqueFd shm_fd;
   std::shared_ptr<WorkspaceHandle> workspace;
   workspace::Snapshot last_snapshot;
   bool init_dead = false;
@@ -404,8 +420,10 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "sandbox setup failed at step '" + stepName(sb.plan, r.header.step) + "'",
                        r.header.status);
-    if (r.header.type == MessageType::kReady && r.fd.valid()) {
-      sb.workspace_fd = std::move(r.fd);
+    if (r.header.type == MessageType::kReady && r.fds.size() == 3) {
+      sb.workspace_fd = std::move(r.fds[0]);
+      sb.tmp_fd = std::move(r.fds[1]);
+      sb.shm_fd = std::move(r.fds[2]);
       return {};
     }
     return fail(ErrorCode::kExecutionUnavailable, "unexpected message from sandbox init");
@@ -424,6 +442,8 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
   sb.control.reset();
   sb.workspace.reset();
   sb.workspace_fd.reset();
+  sb.tmp_fd.reset();
+  sb.shm_fd.reset();
   if (sb.cgroup) {
     // When the pid namespace's init is reaped the kernel has killed and
     // reaped every process in it, so the cgroup is empty; retry briefly for
@@ -543,7 +563,13 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     prev.sha256.reset();
     if (prev == entry) entry.sha256 = it->second.sha256;
   }
+  sb->cgroup->beginExecution();
   const auto counters_before = sb->cgroup->counters();
+  // Which filesystems were already full when the command started: only a
+  // filesystem this command fills is its DISK kill.
+  const int watched_fs[3] = {sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()};
+  bool full_at_start[3];
+  for (int i = 0; i < 3; ++i) full_at_start[i] = filesystemFull(watched_fs[i]);
 
   // Pipes; our ends are non-blocking.
   auto makePipe = [](UniqueFd& r, UniqueFd& w) -> bool {
@@ -623,10 +649,29 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     k.type = MessageType::kKill;
     if (!sendWithFds(sb->control.get(), &k, sizeof k, {}, nullptr, 0)) init_lost = true;
   };
+  // The enforcers' own signals: the memory cgroup's OOM-kill counter, the
+  // pids cgroup's refused-fork counter, and a filesystem at its size or
+  // inode limit. Each is the thing that enforced the limit, never a guess
+  // from how the process died.
+  std::optional<std::int64_t> cpu_usec;
+  auto limitHit = [&]() -> std::optional<KillReason> {
+    if (auto now_counters = sb->cgroup->counters(); now_counters && counters_before) {
+      if (now_counters->oom_kills > counters_before->oom_kills) return KillReason::kMemory;
+      if (now_counters->pids_max_events > counters_before->pids_max_events) return KillReason::kPids;
+    }
+    for (int i = 0; i < 3; ++i)
+      if (!full_at_start[i] && filesystemFull(watched_fs[i])) return KillReason::kDisk;
+    return std::nullopt;
+  };
+  auto next_watch = Clock::now() + kWatchInterval;
 
   while (!init_lost && (!wait_status || out.fd.valid() || err.fd.valid())) {
     const auto now = Clock::now();
     if (!reason && now >= deadline) requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
+    if (!reason && !wait_status && now >= next_watch) {
+      if (auto hit = limitHit()) requestKill(*hit);
+      next_watch = now + kWatchInterval;
+    }
     if (kill_sent && now >= *kill_sent + kKillGrace && !wait_status) {
       // Init did not answer: kill the whole sandbox.
       ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
@@ -642,7 +687,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     if (err.fd.valid()) { p[n] = {err.fd.get(), POLLIN, 0}; i_err = n++; }
     if (in_w.valid()) { p[n] = {in_w.get(), POLLOUT, 0}; i_in = n++; }
     if (cancel != nullptr && !reason) { p[n] = {cancel->pollFd(), POLLIN, 0}; i_cancel = n++; }
-    auto wake = reason ? *kill_sent + kKillGrace : deadline;
+    auto wake = reason ? *kill_sent + kKillGrace : std::min(deadline, next_watch);
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     int rc = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
     if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
@@ -688,6 +733,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       }
       if (*reply && (*reply)->header.type == MessageType::kExited) {
         wait_status = (*reply)->header.status;
+        cpu_usec = (*reply)->header.cpu_usec;
         in_w.reset();
       } else if (*reply && (*reply)->header.type == MessageType::kRunFailed) {
         start_errno = (*reply)->header.status;
@@ -720,14 +766,15 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   result.stderr_truncated = err.truncated;
 
   if (!reason) {
-    // The memory cgroup's OOM killer acted during this command if its
-    // counter moved: the thing that enforced the limit reports it. A victim
-    // anywhere in the command's tree counts (`sh -c 'python3 big.py'` exits
-    // 137 after its child was killed); the model learns MEMORY, not 137.
-    auto counters_after = sb->cgroup->counters();
-    if (counters_before && counters_after && counters_after->oom_kills > counters_before->oom_kills)
-      reason = KillReason::kMemory;
+    // A limit hit between the last watch and the exit still counts: a fork
+    // bomb that gives up, a writer that stops at ENOSPC, a child the OOM
+    // killer took (`sh -c 'python3 big.py'` exits 137 after its child was
+    // killed; the model learns MEMORY, not 137).
+    reason = limitHit();
   }
+  if (auto counters_after = sb->cgroup->counters(); counters_after)
+    result.peak_memory_bytes = counters_after->memory_peak_bytes;
+  if (cpu_usec) result.cpu_time_ms = *cpu_usec / 1000;
   if (reason) {
     result.killed_by = reason;
     result.timed_out = *reason == KillReason::kTimeout;
