@@ -44,6 +44,7 @@ SnapshotEntry entryFromStat(const struct stat& st) {
   e.type = S_ISLNK(st.st_mode) ? SnapshotEntry::Type::kSymlink : SnapshotEntry::Type::kFile;
   e.inode = st.st_ino;
   e.size_bytes = st.st_size;
+  e.allocated_bytes = static_cast<std::int64_t>(st.st_blocks) * 512;
   e.mtime_ns = toNs(st.st_mtim);
   e.ctime_ns = toNs(st.st_ctim);
   e.mode = st.st_mode;
@@ -376,6 +377,12 @@ Result<std::string> sha256At(int dirfd, const std::string& relative_path,
   return hashFd(fd->get(), -1);
 }
 
+// A file over 1 MiB with less than half of its apparent size allocated:
+// hashing it would mostly read zeros the kernel makes up for holes.
+bool isMostlyHoles(const SnapshotEntry& e) {
+  return e.size_bytes > (std::int64_t{1} << 20) && e.allocated_bytes * 2 < e.size_bytes;
+}
+
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,
                            std::int64_t max_listing, std::int64_t hash_budget_bytes) {
   Diff diff;
@@ -384,7 +391,7 @@ Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dir
   // sha256 unknown. Symlinks (a target string) always fit.
   auto hashWithinBudget = [&](const std::string& path, SnapshotEntry& entry) -> Result<void> {
     if (entry.type == SnapshotEntry::Type::kFile) {
-      if (entry.size_bytes > budget) return {};
+      if (entry.size_bytes > budget || isMostlyHoles(entry)) return {};
       budget -= entry.size_bytes;
     }
     return hashEntry(root_dirfd, path, entry);

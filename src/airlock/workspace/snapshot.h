@@ -41,6 +41,7 @@ struct SnapshotEntry {
   enum class Type { kFile, kSymlink } type = Type::kFile;
   std::uint64_t inode = 0;
   std::int64_t size_bytes = 0;
+  std::int64_t allocated_bytes = 0;  // st_blocks * 512
   std::int64_t mtime_ns = 0;
   std::int64_t ctime_ns = 0;
   std::uint32_t mode = 0;
@@ -85,7 +86,8 @@ struct Diff {
 // hash_budget_bytes bounds the bytes hashed by one diff (bug-log B32): a
 // sparse file's apparent size can be exabytes while it holds no data, and
 // SHA-256 cannot skip holes. A file that does not fit in what is left of
-// the budget is listed with sha256 null (and hashed by no later diff unless
+// the budget, or that is mostly holes (over 1 MiB with under half of it
+// allocated), is listed with sha256 null (and hashed by no later diff unless
 // it changes); callers pass a multiple of the workspace's byte limit, which
 // real data cannot exceed.
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,

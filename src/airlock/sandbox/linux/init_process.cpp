@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/keyctl.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -16,6 +18,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 #include "airlock/sandbox/linux/control_protocol.h"
@@ -74,13 +77,20 @@ void sendHeader(int fd, MessageType type, int status, int step, const int* pass_
   ::_exit(1);
 }
 
-// The service's environment and argv are in init's memory because init is a
-// clone of the service; /proc/1/environ would show them (bug-log B24). Wipe
-// them: the pages are copy-on-write, the service keeps its own.
-void scrubInheritedStrings() noexcept {
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::memset(*e, 0, cstrlen(*e));
+// The service's argv and environment are in init's memory because init is
+// a clone of the service; /proc/1/cmdline and /proc/1/environ show those
+// areas (bug-log B22, B24, B26). Wipe them (the pages are copy-on-write,
+// the service keeps its own) and leave the name "airlock-init" in argv.
+void scrubInheritedStrings(const InitContext& ctx) noexcept {
+  if (ctx.env_start != nullptr && ctx.env_end > ctx.env_start)
+    std::memset(ctx.env_start, 0, static_cast<std::size_t>(ctx.env_end - ctx.env_start));
+  if (ctx.arg_start != nullptr && ctx.arg_end > ctx.arg_start) {
+    const std::size_t len = static_cast<std::size_t>(ctx.arg_end - ctx.arg_start);
+    std::memset(ctx.arg_start, 0, len);
+    static constexpr char kName[] = "airlock-init";
+    if (len > sizeof kName) std::memcpy(ctx.arg_start, kName, sizeof kName);
   }
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) std::memset(*e, 0, cstrlen(*e));
 }
 
 // Every signal back to its default action: the service may ignore SIGPIPE or
@@ -164,9 +174,12 @@ struct RunRequest {
   const struct rlimit no_core {0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
 
-  if (::chdir("/workspace") != 0 || (req.cwd[0] != '\0' && ::chdir(req.cwd) != 0)) {
-    writeStr(2, "airlock: working directory does not exist in /workspace\n");
-    ::_exit(125);
+  // nofile: enough for builds, bounded for the host.
+  struct rlimit nofile {};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_max > 4096) nofile.rlim_max = 4096;
+    if (nofile.rlim_cur > nofile.rlim_max) nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
   }
 
   // Drop every capability: bounding set first (needs CAP_SETPCAP), then the
@@ -175,6 +188,24 @@ struct RunRequest {
   if (::setgroups(0, nullptr) != 0 || ::setresgid(ctx.sandbox_gid, ctx.sandbox_gid, ctx.sandbox_gid) != 0 ||
       ::setresuid(ctx.sandbox_uid, ctx.sandbox_uid, ctx.sandbox_uid) != 0)
     ::_exit(125);
+  // The working directory, resolved as the sandbox user and beneath
+  // /workspace: a symlink the sandbox planted cannot move it out (B12).
+  {
+    int ws = ::open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int dir = ws;
+    if (ws >= 0 && req.cwd[0] != '\0') {
+      struct open_how how {};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+      dir = static_cast<int>(::syscall(SYS_openat2, ws, req.cwd, &how, sizeof how));
+    }
+    if (dir < 0 || ::fchdir(dir) != 0) {
+      writeStr(2, "airlock: the working directory is not a directory inside /workspace\n");
+      ::_exit(125);
+    }
+    if (dir != ws) ::close(dir);
+    ::close(ws);
+  }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
   if (ctx.seccomp != nullptr && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctx.seccomp) != 0)
     ::_exit(125);
@@ -335,6 +366,32 @@ void closeIf(int fd) noexcept {
 
 }  // namespace
 
+void locateInheritedStrings(InitContext& ctx) {
+  // /proc/self/stat fields 48-51: arg_start arg_end env_start env_end. The
+  // command name (field 2) may contain spaces and parentheses: skip to the
+  // last ')'.
+  char buf[4096];
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  buf[n] = '\0';
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return;
+  int field = 2;
+  unsigned long long values[4] = {};
+  for (char* tok = std::strtok(p + 1, " "); tok != nullptr; tok = std::strtok(nullptr, " ")) {
+    ++field;
+    if (field >= 48 && field <= 51) values[field - 48] = std::strtoull(tok, nullptr, 10);
+  }
+  if (field < 51) return;
+  ctx.arg_start = reinterpret_cast<char*>(values[0]);
+  ctx.arg_end = reinterpret_cast<char*>(values[1]);
+  ctx.env_start = reinterpret_cast<char*>(values[2]);
+  ctx.env_end = reinterpret_cast<char*>(values[3]);
+}
+
 [[noreturn]] void runInit(const InitContext& ctx) noexcept {
   const int ctl = ctx.control_fd;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -353,7 +410,7 @@ void closeIf(int fd) noexcept {
   }
   ::setsid();
   resetSignalDispositions();
-  scrubInheritedStrings();
+  scrubInheritedStrings(ctx);
 
   // Wait for the service to write our uid/gid maps and cgroup membership.
   MessageHeader go{};
@@ -366,6 +423,10 @@ void closeIf(int fd) noexcept {
   if (::setresgid(0, 0, 0) != 0) failSetup(ctl, -1, errno);
   if (::setgroups(0, nullptr) != 0) failSetup(ctl, -2, errno);
   if (::setresuid(0, 0, 0) != 0) failSetup(ctl, -3, errno);
+  // A credential change cleared the parent-death signal: set it again.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // A fresh, empty session keyring instead of the service's (B21).
+  ::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr);
   if (::unshare(CLONE_NEWCGROUP) != 0) failSetup(ctl, -4, errno);
 
   const auto& plan = *ctx.plan;

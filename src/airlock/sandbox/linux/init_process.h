@@ -31,7 +31,16 @@ struct InitContext {
   std::size_t recv_buffer_size = 0;
   char** arg_slots = nullptr;  // kMaxArgs + 1 entries
   char** env_slots = nullptr;  // kMaxArgs + 1 entries
+  // The service's argv and environ areas (from /proc/self/stat), which
+  // /proc/1/cmdline and /proc/1/environ would show; init wipes them.
+  char* arg_start = nullptr;
+  char* arg_end = nullptr;
+  char* env_start = nullptr;
+  char* env_end = nullptr;
 };
+
+// Reads the argv/environ area addresses of this process into ctx.
+void locateInheritedStrings(InitContext& ctx);
 
 // Entry point in the cloned child. Never returns.
 [[noreturn]] void runInit(const InitContext& ctx) noexcept;

@@ -33,6 +33,7 @@
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
+#include "airlock/workspace/resolve.h"
 #include "airlock/workspace/snapshot.h"
 
 namespace airlock::linux_jail {
@@ -63,8 +64,10 @@ Timestamp nowMs() {
 
 // flock-held lock file: held while a sandbox lives, so a crashed owner's
 // sandboxes are recognisable (their lock can be taken).
-Result<UniqueFd> lockFile(const std::string& path, bool create_exclusive, bool wait) {
-  int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (create_exclusive ? O_EXCL : 0);
+enum class LockOpen { kCreate, kExisting };
+Result<UniqueFd> lockFile(const std::string& path, LockOpen how, bool wait) {
+  int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  if (how == LockOpen::kCreate) flags |= O_CREAT;
   auto fd = sys::openAt(AT_FDCWD, path.c_str(), flags, 0600);
   if (!fd) return fd;
   if (::flock(fd->get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
@@ -306,16 +309,26 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     }
   } guard{this, sb.get()};
 
+  // The lock file is created unnamed (O_TMPFILE), locked, and only then
+  // linked into place: a sweeper in another process never sees an unlocked
+  // lock file of a live sandbox.
   sb->lock_path = options_.state_dir + "/sandboxes/" + sb->handle.environment_id + ".lock";
-  auto lock = lockFile(sb->lock_path, /*create_exclusive=*/true, /*wait=*/false);
-  if (!lock) return tl::unexpected(lock.error());
-  sb->lock = std::move(*lock);
+  {
+    const std::string dir = options_.state_dir + "/sandboxes";
+    UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
+        ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "lock " + sb->lock_path, errno);
+    sb->lock = std::move(fd);
+  }
 
   // A host uid range of our own, so no two sandboxes share a uid.
   std::mt19937 rng(std::random_device{}());
   for (int attempt = 0; attempt < 64 && !sb->uid_lock.valid(); ++attempt) {
     int slot = 1 + static_cast<int>(rng() % (kUidSlots - 1));
-    auto l = lockFile(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock", false, false);
+    auto l = lockFile(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock",
+                      LockOpen::kCreate, false);
     if (l) {
       sb->uid_lock = std::move(*l);
       sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
@@ -374,6 +387,7 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   ctx.recv_buffer_size = sb.recv_buffer.size();
   ctx.arg_slots = sb.arg_slots.data();
   ctx.env_slots = sb.env_slots.data();
+  locateInheritedStrings(ctx);
 
   int pidfd = -1;
   clone_args args{};
@@ -485,17 +499,24 @@ void LinuxEnvironment::sweepOrphans() {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       std::string name = e->d_name;
+      const std::string path = dir + "/" + name;
       if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
       const std::string id = name.substr(0, name.size() - 5);
-      auto l = lockFile(dir + "/" + name, false, false);
+      auto l = lockFile(path, LockOpen::kExisting, false);
       if (!l) {
-        live_locked.push_back(id);  // its owner is alive
+        if (l.error().sys_errno != ENOENT) live_locked.push_back(id);  // its owner is alive
         continue;
       }
+      // Still the file we locked? (Its owner may have destroyed the sandbox
+      // and unlinked it while we opened it.)
+      struct stat by_path {}, by_fd {};
+      if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l->get(), &by_fd) != 0 ||
+          by_path.st_ino != by_fd.st_ino || by_path.st_dev != by_fd.st_dev)
+        continue;
       auto cg = cgroups_->attach(cgroup_prefix_ + id);
       (void)cg->killAll();
       (void)cg->remove();
-      ::unlink((dir + "/" + name).c_str());
+      ::unlink(path.c_str());
     }
     ::closedir(d);
   }
@@ -547,6 +568,16 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     return fail(ErrorCode::kExecutionRejected, "environment " + handle.environment_id + " has expired");
   }
 
+  // working_directory passes the containment function on the service side
+  // before anything runs (spec: sandbox.run_command validation).
+  if (!cwd->empty()) {
+    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
+    if (!dir)
+      return fail(ErrorCode::kToolValidationError,
+                  "working_directory \"" + *cwd + "\" is not a directory inside the workspace (" +
+                      dir.error().message() + ")");
+  }
+
   auto effective = effectiveTimeout(TimeoutInputs{
       options_.service_hard_cap, std::chrono::seconds(sb->limits.wall_clock_seconds), std::nullopt,
       std::chrono::seconds(command.timeout_seconds), options_.service_hard_cap,
@@ -554,9 +585,10 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   if (!effective) return tl::unexpected(effective.error());
 
   // Snapshot before, carrying known hashes forward for unchanged files.
+  // A workspace the walk cannot take (deeper than its bounds) does not stop
+  // the command: the result then carries no listing and says so.
   auto before = workspace::takeSnapshot(sb->workspace_fd.get());
-  if (!before) return tl::unexpected(before.error());
-  for (auto& [path, entry] : *before) {
+  for (auto& [path, entry] : before ? *before : workspace::Snapshot{}) {
     auto it = sb->last_snapshot.find(path);
     if (it == sb->last_snapshot.end() || !it->second.sha256) continue;
     auto prev = it->second;
@@ -665,8 +697,16 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   };
   auto next_watch = Clock::now() + kWatchInterval;
 
+  std::optional<Clock::time_point> exited_at;
   while (!init_lost && (!wait_status || out.fd.valid() || err.fd.valid())) {
     const auto now = Clock::now();
+    if (exited_at && now >= *exited_at + kKillGrace) {
+      // Init reported the exit after killing everything, so the pipes must
+      // close; if they do not, stop waiting rather than hang.
+      out.fd.reset();
+      err.fd.reset();
+      break;
+    }
     if (!reason && now >= deadline) requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
     if (!reason && !wait_status && now >= next_watch) {
       if (auto hit = limitHit()) requestKill(*hit);
@@ -687,7 +727,9 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     if (err.fd.valid()) { p[n] = {err.fd.get(), POLLIN, 0}; i_err = n++; }
     if (in_w.valid()) { p[n] = {in_w.get(), POLLOUT, 0}; i_in = n++; }
     if (cancel != nullptr && !reason) { p[n] = {cancel->pollFd(), POLLIN, 0}; i_cancel = n++; }
-    auto wake = reason ? *kill_sent + kKillGrace : std::min(deadline, next_watch);
+    auto wake = exited_at ? *exited_at + kKillGrace
+                : reason  ? *kill_sent + kKillGrace
+                          : std::min(deadline, next_watch);
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     int rc = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
     if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
@@ -711,6 +753,10 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
         // Past the cap: keep what fits, stop reading, kill (bug-log B35, B36).
         c.data.append(buf, static_cast<std::size_t>(room));
         c.truncated = true;
+        // The other stream is closed before its end too: whatever its writer
+        // still had is lost, so it is marked truncated as well.
+        for (Capture* other : {&out, &err})
+          if (other->fd.valid()) other->truncated = true;
         out.fd.reset();
         err.fd.reset();
         requestKill(KillReason::kOutputLimit);
@@ -734,6 +780,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       if (*reply && (*reply)->header.type == MessageType::kExited) {
         wait_status = (*reply)->header.status;
         cpu_usec = (*reply)->header.cpu_usec;
+        exited_at = Clock::now();
         in_w.reset();
       } else if (*reply && (*reply)->header.type == MessageType::kRunFailed) {
         start_errno = (*reply)->header.status;
@@ -785,17 +832,26 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   }
 
   if (!init_lost) {
+    // Real data in the workspace cannot exceed its byte limit; a budget of
+    // twice that bounds hashing, and sparse files are not read (B32). If a
+    // snapshot cannot be taken the command's result still comes back, with
+    // files_changed_truncated set and no listing.
     auto after = workspace::takeSnapshot(sb->workspace_fd.get());
-    if (!after) return tl::unexpected(after.error());
-    // Real data in the workspace cannot exceed its byte limit; anything
-    // beyond twice that is sparse holes and is not hashed (bug-log B32).
-    auto diff = workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
-                                         options_.files_changed_listing,
-                                         2 * sb->limits.workspace_bytes);
-    if (!diff) return tl::unexpected(diff.error());
-    result.files_changed = std::move(diff->changes);
-    result.files_changed_truncated = diff->truncated;
-    sb->last_snapshot = std::move(*after);
+    std::optional<workspace::Diff> diff;
+    if (before && after) {
+      auto d = workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
+                                        options_.files_changed_listing,
+                                        2 * sb->limits.workspace_bytes);
+      if (d) diff = std::move(*d);
+    }
+    if (diff) {
+      result.files_changed = std::move(diff->changes);
+      result.files_changed_truncated = diff->truncated;
+      sb->last_snapshot = std::move(*after);
+    } else {
+      result.files_changed_truncated = true;
+      sb->last_snapshot.clear();
+    }
   }
   if (reason == KillReason::kExpired) {
     exec.unlock();

@@ -4,6 +4,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,7 +30,7 @@ constexpr const char* kDenied[] = {
     "finit_module", "delete_module", "swapon", "swapoff", "reboot", "acct", "quotactl",
     "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "syslog",
     "personality", "uselib", "vhangup", "nfsservctl", "fanotify_init",
-    "landlock_create_ruleset",
+    "landlock_create_ruleset", "pidfd_getfd",
 };
 
 }  // namespace
@@ -52,6 +53,22 @@ Result<SeccompProgram> buildSeccompProgram() {
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
         rc < 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "seccomp clone rule", -rc);
+  }
+  // Socket families: only AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK, which
+  // the network namespace confines. Others (AF_VSOCK reaches the
+  // hypervisor, AF_PACKET, AF_BLUETOOTH, ...) are not namespaced or not
+  // needed. Values with high bits set are above AF_NETLINK and refused too.
+  const auto no_family = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  for (int nr : {SCMP_SYS(socket), SCMP_SYS(socketpair)}) {
+    if (int rc = seccomp_rule_add(ctx.get(), no_family, nr, 1, SCMP_A0(SCMP_CMP_GT, AF_NETLINK));
+        rc < 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "seccomp socket rule", -rc);
+    for (scmp_datum_t family = 0; family < AF_NETLINK; ++family) {
+      if (family == AF_UNIX || family == AF_INET || family == AF_INET6) continue;
+      if (int rc = seccomp_rule_add(ctx.get(), no_family, nr, 1, SCMP_A0(SCMP_CMP_EQ, family));
+          rc < 0)
+        return failErrno(ErrorCode::kExecutionUnavailable, "seccomp socket rule", -rc);
+    }
   }
   int clone3 = seccomp_syscall_resolve_name("clone3");
   if (clone3 != __NR_SCMP_ERROR)

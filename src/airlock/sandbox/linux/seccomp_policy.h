@@ -8,6 +8,8 @@
 // keyctl/add_key/request_key, bpf, perf_event_open, userfaultfd, io_uring_*,
 // ptrace, process_vm_readv/writev, kcmp, kexec_*, module loading, swapon/off,
 // reboot, acct, quotactl, open_by_handle_at, ioctl TIOCSTI and TIOCLINUX.
+// socket/socketpair outside AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK get
+// EAFNOSUPPORT (AF_VSOCK is not confined by the network namespace).
 // clone3 returns ENOSYS (libc falls back to clone, whose flags can be
 // checked). Other architectures' syscall tables are killed.
 #pragma once

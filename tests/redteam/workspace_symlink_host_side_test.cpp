@@ -1,0 +1,172 @@
+// Red-team regression: the service's own reads and writes in a workspace
+// never follow a link a command planted (bug-log B01 symlink where the host
+// side writes, B04 upload into a symlinked directory, B05 reading an output
+// file that is a symlink, B10 hard links across the boundary).
+//
+// A host canary directory is made under /tmp on the host; a command plants
+// links to it (absolute and ../ relative) in its workspace; then the
+// WorkspaceHandle API is used on those names. The canary must not change,
+// nothing may appear beside it, and no host byte may come back.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "../sandbox/linux/linux_test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+constexpr const char* kCanaryText = "host canary bytes 5be1\n";
+
+class RedteamWorkspaceLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+    char tmpl[] = "/tmp/airlock-rt-canary-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    canary_dir_ = tmpl;
+    canary_file_ = canary_dir_ + "/canary";
+    std::ofstream(canary_file_) << kCanaryText;
+    ASSERT_EQ(::stat(canary_file_.c_str(), &before_), 0);
+
+    options_ = testOptions(state_.path());
+    auto env = linux_jail::createLinuxEnvironment(options_);
+    ASSERT_TRUE(env) << env.error().message();
+    env_ = std::move(*env);
+    auto h = env_->provision(linuxSpec(options_));
+    ASSERT_TRUE(h) << h.error().message();
+    handle_ = *h;
+    auto ws = env_->workspace(handle_);
+    ASSERT_TRUE(ws) << ws.error().message();
+    ws_ = *ws;
+  }
+  void TearDown() override {
+    if (env_) EXPECT_TRUE(env_->destroy(handle_));
+    if (!canary_dir_.empty()) {
+      // The canary itself is untouched and nothing new appeared beside it.
+      struct stat after {};
+      EXPECT_EQ(::stat(canary_file_.c_str(), &after), 0);
+      EXPECT_EQ(after.st_ino, before_.st_ino);
+      EXPECT_EQ(after.st_size, before_.st_size);
+      EXPECT_EQ(after.st_uid, before_.st_uid);
+      EXPECT_EQ(after.st_mode, before_.st_mode);
+      EXPECT_EQ(after.st_mtim.tv_sec, before_.st_mtim.tv_sec);
+      EXPECT_EQ(after.st_mtim.tv_nsec, before_.st_mtim.tv_nsec);
+      std::ifstream in(canary_file_);
+      std::stringstream text;
+      text << in.rdbuf();
+      EXPECT_EQ(text.str(), kCanaryText);
+      std::size_t entries = 0;
+      for (const auto& e : std::filesystem::directory_iterator(canary_dir_)) {
+        ++entries;
+        EXPECT_EQ(e.path().filename(), "canary") << "the service wrote beside the canary: " << e.path();
+      }
+      EXPECT_EQ(entries, 1u);
+      std::error_code ec;
+      std::filesystem::remove_all(canary_dir_, ec);
+    }
+  }
+  ExecutionResult run(const std::string& script) {
+    auto r = env_->execute(handle_, shell(script));
+    EXPECT_TRUE(r) << r.error().message();
+    return r ? *r : ExecutionResult{};
+  }
+  // Plants links to the host canary: absolute, and relative with enough ../
+  // to leave any workspace.
+  void plant() {
+    const std::string up = "../../../../../../../../..";
+    auto r = run("ln -s " + canary_file_ + " abs_file && ln -s " + up + canary_file_ + " rel_file && "
+                 "ln -s " + canary_dir_ + " abs_dir && ln -s " + up + canary_dir_ + " rel_dir && "
+                 "mkdir -p out && ln -s /proc/self/environ out/report.txt && ln -s loop loop && "
+                 "ln -s /etc/hostname result.json && echo planted");
+    ASSERT_EQ(r.stdout_data, "planted\n") << r.stderr_data;
+  }
+
+  std::string canary_dir_, canary_file_;
+  struct stat before_ {};
+  TempStateDir state_;
+  linux_jail::LinuxEnvironmentOptions options_;
+  std::unique_ptr<ExecutionEnvironment> env_;
+  EnvironmentHandle handle_;
+  std::shared_ptr<WorkspaceHandle> ws_;
+};
+
+// B01: a write to a name that is a planted link replaces the link with a
+// regular file in the workspace; it never writes through it.
+TEST_F(RedteamWorkspaceLinkTest, WriteOverAPlantedLinkReplacesTheLink) {
+  plant();
+  for (const char* name : {"abs_file", "rel_file"}) {
+    auto w = ws_->write(name, "written by the service\n");
+    if (w) {
+      auto check = run(std::string("test -L ") + name + " && echo link || cat " + name);
+      EXPECT_EQ(check.stdout_data, "written by the service\n") << name;
+    } else {
+      EXPECT_EQ(w.error().code, ErrorCode::kWorkspaceEscape) << name << ": " << w.error().message();
+    }
+  }
+}
+
+// B04: writes, mkdirs and listings through a linked directory are refused.
+TEST_F(RedteamWorkspaceLinkTest, NothingIsCreatedThroughALinkedDirectory) {
+  plant();
+  for (const char* dir : {"abs_dir", "rel_dir"}) {
+    const std::string d = dir;
+    auto w = ws_->write(d + "/f.txt", "x");
+    ASSERT_FALSE(w) << d << "/f.txt was written";
+    EXPECT_EQ(w.error().code, ErrorCode::kWorkspaceEscape) << w.error().message();
+    auto m = ws_->mkdir(d + "/newdir");
+    ASSERT_FALSE(m) << d << "/newdir was created";
+    EXPECT_EQ(m.error().code, ErrorCode::kWorkspaceEscape) << m.error().message();
+    auto l = ws_->listdir(d);
+    ASSERT_FALSE(l) << d << " was listed";
+    EXPECT_EQ(l.error().code, ErrorCode::kWorkspaceEscape) << l.error().message();
+  }
+}
+
+// B05: reading a planted link returns an error, never the target's bytes.
+TEST_F(RedteamWorkspaceLinkTest, ReadingAPlantedLinkReturnsNoHostBytes) {
+  plant();
+  for (const char* name : {"abs_file", "rel_file", "abs_dir/canary", "rel_dir/canary", "out/report.txt",
+                           "result.json", "loop"}) {
+    auto r = ws_->read(name);
+    ASSERT_FALSE(r) << name << " was read: " << *r;
+    EXPECT_EQ(r.error().code, ErrorCode::kWorkspaceEscape) << name << ": " << r.error().message();
+  }
+  // A listing shows the links as links.
+  auto l = ws_->listdir(".");
+  ASSERT_TRUE(l) << l.error().message();
+  for (const auto& e : *l) {
+    if (e.name == "abs_file" || e.name == "rel_dir" || e.name == "loop")
+      EXPECT_EQ(e.type, WorkspaceEntry::Type::kSymlink) << e.name;
+  }
+}
+
+// B05, B10: files_changed reports a planted link by its target string only,
+// and hard links to image or /tmp files cannot be made in the workspace.
+TEST_F(RedteamWorkspaceLinkTest, FilesChangedHashesLinkTextAndHardLinksCannotCross) {
+  auto r = run("ln -s " + canary_file_ + " abs_file; "
+               "ln /usr/bin/python3 h1 2>/dev/null && echo linked-image; "
+               "echo x > /tmp/t; ln /tmp/t h2 2>/dev/null && echo linked-tmp; echo done");
+  EXPECT_EQ(r.stdout_data, "done\n") << "a hard link crossed into the workspace";
+  bool seen = false;
+  for (const auto& f : r.files_changed) {
+    if (f.path != "abs_file") continue;
+    seen = true;
+    EXPECT_EQ(f.size_bytes, static_cast<std::int64_t>(canary_file_.size()));
+    // sha256 of the link text, not of the canary's bytes.
+    auto text_hash = run("printf %s '" + canary_file_ + "' | sha256sum | cut -d' ' -f1");
+    ASSERT_TRUE(f.sha256.has_value());
+    EXPECT_EQ(*f.sha256 + "\n", text_hash.stdout_data);
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace airlock::testing
