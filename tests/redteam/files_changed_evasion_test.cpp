@@ -13,26 +13,8 @@
 namespace airlock::testing {
 namespace {
 
-class RedteamFilesChangedTest : public ::testing::Test {
+class RedteamFilesChangedTest : public SandboxTest {
  protected:
-  void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-  }
-  ExecutionResult run(const ExecutionCommand& c) {
-    auto r = env_->execute(handle_, c);
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
   static std::map<std::string, FileChange> byPath(const ExecutionResult& r) {
     std::map<std::string, FileChange> m;
     for (const auto& f : r.files_changed) {
@@ -40,11 +22,6 @@ class RedteamFilesChangedTest : public ::testing::Test {
     }
     return m;
   }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
 };
 
 // The first command creates the files (so their hashes are known); the second

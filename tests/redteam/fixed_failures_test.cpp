@@ -19,32 +19,7 @@
 namespace airlock::testing {
 namespace {
 
-class RedteamFixed : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-  }
-  ExecutionResult run(const ExecutionCommand& c) {
-    auto r = env_->execute(handle_, c);
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
-};
+class RedteamFixed : public SandboxTest {};
 
 // FAIL-1 (network denied by default; B49-B51 class): AF_VSOCK is not covered
 // by the network namespace. A sandbox can bind host vsock ports (the host then

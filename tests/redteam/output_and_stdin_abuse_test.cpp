@@ -16,57 +16,7 @@
 namespace airlock::testing {
 namespace {
 
-class RedteamOutputStdinTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-  }
-  // execute() with a watchdog: if it has not returned after `limit`, the
-  // sandbox is destroyed (which kills its init and so ends execute) and the
-  // test fails, instead of hanging when a regression leaves a process holding
-  // the output pipes.
-  ExecutionResult run(const ExecutionCommand& c, const CancelToken* cancel = nullptr,
-                      std::chrono::seconds limit = std::chrono::seconds(30)) {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    bool fired = false;
-    std::thread watchdog([&] {
-      std::unique_lock lk(mu);
-      if (!cv.wait_for(lk, limit, [&] { return done; })) {
-        fired = true;
-        lk.unlock();
-        (void)env_->destroy(handle_);
-      }
-    });
-    auto r = env_->execute(handle_, c, cancel);
-    {
-      std::lock_guard lk(mu);
-      done = true;
-    }
-    cv.notify_all();
-    watchdog.join();
-    EXPECT_FALSE(fired) << "execute did not return within " << limit.count()
-                        << " s: something of the command outlived it";
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
-};
+class RedteamOutputStdinTest : public SandboxTest {};
 
 // B35: eight threads flooding stdout and stderr at once. The command is
 // killed as OUTPUT_LIMIT promptly, and stdout + stderr hold exactly the cap.

@@ -34,38 +34,21 @@ ExecutionCommand python3Probe() {
   return c;
 }
 
-class RedteamProcEnvTest : public ::testing::Test {
+class RedteamProcEnvTest : public SandboxTest {
  protected:
+  static constexpr const char* kNames[] = {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN",
+                                           "AIRLOCK_SERVICE_TOKEN", "KUBECONFIG", "DOCKER_HOST",
+                                           "SSH_AUTH_SOCK", "HTTP_PROXY"};
   void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
     // Credentials a service might hold, set before init is cloned from us.
-    for (const char* name : {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN", "AIRLOCK_SERVICE_TOKEN",
-                             "KUBECONFIG", "DOCKER_HOST", "SSH_AUTH_SOCK", "HTTP_PROXY"})
+    for (const char* name : kNames)
       ASSERT_EQ(::setenv(name, (std::string(kCanary) + "-" + name).c_str(), 1), 0);
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
+    SandboxTest::SetUp();
   }
   void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-    for (const char* name : {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN", "AIRLOCK_SERVICE_TOKEN",
-                             "KUBECONFIG", "DOCKER_HOST", "SSH_AUTH_SOCK", "HTTP_PROXY"})
-      ::unsetenv(name);
+    SandboxTest::TearDown();
+    for (const char* name : kNames) ::unsetenv(name);
   }
-  ExecutionResult run(const ExecutionCommand& c) {
-    auto r = env_->execute(handle_, c);
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
 };
 
 // B23, B24: no canary in the command's environment, nor in any environ or

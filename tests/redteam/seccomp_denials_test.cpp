@@ -82,26 +82,8 @@ std::map<std::string, std::pair<long, int>> parse(const std::string& out) {
   return m;
 }
 
-class RedteamSeccompTest : public ::testing::Test {
+class RedteamSeccompTest : public SandboxTest {
  protected:
-  void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-  }
-  ExecutionResult run(const ExecutionCommand& c) {
-    auto r = env_->execute(handle_, c);
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
   void expectAllRefused(const ExecutionResult& r, const char* which) {
     ASSERT_EQ(r.exit_code, 0) << which << ": " << r.stderr_data;
     auto m = parse(r.stdout_data);
@@ -119,11 +101,6 @@ class RedteamSeccompTest : public ::testing::Test {
       }
     }
   }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
 };
 
 ExecutionCommand probe() {

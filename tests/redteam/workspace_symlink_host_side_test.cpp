@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* kCanaryText = "host canary bytes 5be1\n";
 
-class RedteamWorkspaceLinkTest : public ::testing::Test {
+class RedteamWorkspaceLinkTest : public SandboxTest {
  protected:
   void SetUp() override {
     if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
@@ -35,20 +35,14 @@ class RedteamWorkspaceLinkTest : public ::testing::Test {
     canary_file_ = canary_dir_ + "/canary";
     std::ofstream(canary_file_) << kCanaryText;
     ASSERT_EQ(::stat(canary_file_.c_str(), &before_), 0);
-
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
+    SandboxTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     auto ws = env_->workspace(handle_);
     ASSERT_TRUE(ws) << ws.error().message();
     ws_ = *ws;
   }
   void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
+    SandboxTest::TearDown();
     if (!canary_dir_.empty()) {
       // The canary itself is untouched and nothing new appeared beside it.
       struct stat after {};
@@ -91,10 +85,6 @@ class RedteamWorkspaceLinkTest : public ::testing::Test {
 
   std::string canary_dir_, canary_file_;
   struct stat before_ {};
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
   std::shared_ptr<WorkspaceHandle> ws_;
 };
 

@@ -22,32 +22,7 @@
 namespace airlock::testing {
 namespace {
 
-class LinuxEnvironmentTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-    options_ = testOptions(state_.path());
-    auto env = linux_jail::createLinuxEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(linuxSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
-  }
-  ExecutionResult run(const ExecutionCommand& c) {
-    auto r = env_->execute(handle_, c);
-    EXPECT_TRUE(r) << r.error().message();
-    return r ? *r : ExecutionResult{};
-  }
-
-  TempStateDir state_;
-  linux_jail::LinuxEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
-};
+class LinuxEnvironmentTest : public SandboxTest {};
 
 TEST_F(LinuxEnvironmentTest, CommandRunsAsNonRootUser) {
   auto r = run(shell("id -u; id -g"));
@@ -378,17 +353,7 @@ namespace airlock::testing {
 namespace {
 
 // Each limit is reported by the thing that enforced it (issue 3 groundwork).
-class LinuxLimitsTest : public LinuxEnvironmentTest {
- protected:
-  void reprovision(const std::function<void(ResourceLimits&)>& tweak) {
-    ASSERT_TRUE(env_->destroy(handle_));
-    auto spec = linuxSpec(options_);
-    tweak(spec.limits);
-    auto h = env_->provision(spec);
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-};
+class LinuxLimitsTest : public LinuxEnvironmentTest {};
 
 TEST_F(LinuxLimitsTest, ForkBombIsKilledWithPids) {
   reprovision([](ResourceLimits& l) { l.pids_max = 32; });

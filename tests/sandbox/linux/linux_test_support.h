@@ -7,8 +7,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 
@@ -71,5 +76,66 @@ inline ExecutionCommand shell(std::string script, std::int64_t timeout_seconds =
   c.maximum_output_bytes = 1 << 20;
   return c;
 }
+
+// A fixture with one provisioned sandbox (skipped with the reason where the
+// jail cannot run). run() executes with a watchdog: if execute has not
+// returned after `limit`, the sandbox is destroyed (its init dies, which
+// ends execute) and the test fails instead of hanging.
+class SandboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+    options_ = testOptions(state_.path());
+    auto env = linux_jail::createLinuxEnvironment(options_);
+    ASSERT_TRUE(env) << env.error().message();
+    env_ = std::move(*env);
+    auto h = env_->provision(linuxSpec(options_));
+    ASSERT_TRUE(h) << h.error().message();
+    handle_ = *h;
+  }
+  void TearDown() override {
+    if (env_) EXPECT_TRUE(env_->destroy(handle_));
+  }
+  // Replaces the sandbox with one whose limits `tweak` changed.
+  void reprovision(const std::function<void(ResourceLimits&)>& tweak) {
+    ASSERT_TRUE(env_->destroy(handle_));
+    auto spec = linuxSpec(options_);
+    tweak(spec.limits);
+    auto h = env_->provision(spec);
+    ASSERT_TRUE(h) << h.error().message();
+    handle_ = *h;
+  }
+  ExecutionResult run(const ExecutionCommand& c, const CancelToken* cancel = nullptr,
+                      std::chrono::seconds limit = std::chrono::seconds(60)) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool fired = false;
+    std::thread watchdog([&] {
+      std::unique_lock lk(mu);
+      if (!cv.wait_for(lk, limit, [&] { return done; })) {
+        fired = true;
+        lk.unlock();
+        (void)env_->destroy(handle_);
+      }
+    });
+    auto r = env_->execute(handle_, c, cancel);
+    {
+      std::lock_guard lk(mu);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    EXPECT_FALSE(fired) << "execute did not return within " << limit.count()
+                        << " s: something of the command outlived it";
+    EXPECT_TRUE(r) << r.error().message();
+    return r ? *r : ExecutionResult{};
+  }
+
+  TempStateDir state_;
+  linux_jail::LinuxEnvironmentOptions options_;
+  std::unique_ptr<ExecutionEnvironment> env_;
+  EnvironmentHandle handle_;
+};
 
 }  // namespace airlock::testing
