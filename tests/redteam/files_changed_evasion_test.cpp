@@ -26,7 +26,7 @@ class RedteamFilesChangedTest : public SandboxTest {
 
 // The first command creates the files (so their hashes are known); the second
 // changes content while keeping size, mtime and inode where it can.
-TEST_F(RedteamFilesChangedTest, ContentChangesHiddenBehindMetadataAreReported) {
+TEST_F(RedteamFilesChangedTest, B45_ContentChangesHiddenBehindMetadataAreReported) {
   auto setup = run(shell(
       "printf AAAA > a.txt; printf BBBB > b.txt; printf CCCC > b2.txt; touch -d @1000000 b.txt b2.txt; "
       "ln -s target1 s; printf CCCC > c; head -c 8192 /dev/urandom > m.bin; "
@@ -86,7 +86,7 @@ os._exit(0)
 
 // B08: names with newlines, invalid UTF-8, control characters and maximum
 // length each appear exactly once, byte for byte.
-TEST_F(RedteamFilesChangedTest, PathologicalNamesAreListedOnceAndLosslessly) {
+TEST_F(RedteamFilesChangedTest, B08_PathologicalNamesAreListedOnceAndLosslessly) {
   ExecutionCommand c;
   c.argv = {"python3", "-c", R"PY(
 import os

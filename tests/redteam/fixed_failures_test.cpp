@@ -25,7 +25,7 @@ class RedteamFixed : public SandboxTest {};
 // by the network namespace. A sandbox can bind host vsock ports (the host then
 // gets EADDRINUSE) and can dial the hypervisor (CID 2). Fix: seccomp allowlist
 // of socket()/socketpair() families (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK).
-TEST_F(RedteamFixed, VsockSocketsAreRefused) {
+TEST_F(RedteamFixed, NetworkDenied_VsockSocketsAreRefused) {
   ExecutionCommand c;
   c.argv = {"python3", "-c",
             "import socket\n"
@@ -46,7 +46,7 @@ TEST_F(RedteamFixed, VsockSocketsAreRefused) {
 // --copy-in host paths, any flag values) to every command. Fix: scrub the
 // [arg_start, arg_end) range in runInit as scrubInheritedStrings does for
 // environ (addresses read from /proc/self/stat before clone).
-TEST_F(RedteamFixed, InitDoesNotShowTheServiceCommandLine) {
+TEST_F(RedteamFixed, B22_B26_InitDoesNotShowTheServiceCommandLine) {
   std::ifstream self("/proc/self/cmdline");
   std::string argv0;
   std::getline(self, argv0, '\0');
@@ -62,7 +62,7 @@ TEST_F(RedteamFixed, InitDoesNotShowTheServiceCommandLine) {
 // every later execute in the sandbox fails at the "before" snapshot. Required:
 // the result is returned with files_changed_truncated (or a SNAPSHOT_TOO_LARGE
 // flag), and later commands still run.
-TEST_F(RedteamFixed, DeepTreeDoesNotLoseTheResult) {
+TEST_F(RedteamFixed, B09_B33_DeepTreeDoesNotLoseTheResult) {
   auto c = shell("python3 -c 'import os\nfor i in range(4200):\n    os.mkdir(\"d\"); os.chdir(\"d\")'; "
                  "echo visible; exit 9");
   auto r = env_->execute(handle_, c);
@@ -81,7 +81,7 @@ TEST_F(RedteamFixed, DeepTreeDoesNotLoseTheResult) {
 // 3 ms command. Required: cost bounded by allocated data (charge st_blocks,
 // or leave files whose st_blocks*512 is far below st_size unhashed), and
 // hashing that honours the cancel token and a deadline.
-TEST_F(RedteamFixed, SparseFileDoesNotStallTheService) {
+TEST_F(RedteamFixed, B32_SparseFileDoesNotStallTheService) {
   ASSERT_TRUE(env_->destroy(handle_));
   auto spec = linuxSpec(options_);
   spec.limits.workspace_bytes = std::int64_t{16} << 30;  // hash budget 32 GiB
@@ -103,7 +103,7 @@ TEST_F(RedteamFixed, SparseFileDoesNotStallTheService) {
 // workspace symlinks, so a planted "w -> /" starts the next command outside
 // /workspace. Required: cwd resolves beneath /workspace (openat2
 // RESOLVE_BENEATH on a /workspace fd + fchdir, after dropping privileges).
-TEST_F(RedteamFixed, WorkingDirectoryStaysInsideTheWorkspace) {
+TEST_F(RedteamFixed, B12_WorkingDirectoryStaysInsideTheWorkspace) {
   ASSERT_EQ(run(shell("ln -s / w; ln -s ../.. up; echo ok")).stdout_data, "ok\n");
   for (const char* wd : {"w", "up"}) {
     auto c = shell("pwd -P");
@@ -118,7 +118,7 @@ TEST_F(RedteamFixed, WorkingDirectoryStaysInsideTheWorkspace) {
 // with data still unread but stderr_truncated stays false, so a cut stderr is
 // indistinguishable from a complete one. Required: every stream closed early
 // is marked truncated (and, Issue 3, bytes_total / bytes_dropped reported).
-TEST_F(RedteamFixed, BothStreamsCutAreMarkedTruncated) {
+TEST_F(RedteamFixed, B36_BothStreamsCutAreMarkedTruncated) {
   auto c = shell("(while :; do echo eeeeeeeeeeeeeeeeeeee >&2; done) & while :; do echo oooooooooooooooooooo; done");
   c.maximum_output_bytes = 1 << 16;
   auto r = run(c);
@@ -139,7 +139,7 @@ TEST_F(RedteamFixed, BothStreamsCutAreMarkedTruncated) {
 // in 600 provision+execute cycles with 6 concurrent services. Fix: create the
 // lock under a temporary name, flock it, then link() it into place; the
 // sweeper re-checks (fstat vs stat, st_nlink) before acting.
-TEST(RedteamFixedLifecycle, ConcurrentServicesOnOneStateDirDoNotSweepEachOther) {
+TEST(RedteamFixedLifecycle, B42_ConcurrentServicesOnOneStateDirDoNotSweepEachOther) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
   TempStateDir state;
   constexpr int kWorkers = 6;

@@ -20,7 +20,7 @@ class RedteamOutputStdinTest : public SandboxTest {};
 
 // B35: eight threads flooding stdout and stderr at once. The command is
 // killed as OUTPUT_LIMIT promptly, and stdout + stderr hold exactly the cap.
-TEST_F(RedteamOutputStdinTest, ConcurrentFloodOnBothStreamsStopsExactlyAtTheCap) {
+TEST_F(RedteamOutputStdinTest, B35_ConcurrentFloodOnBothStreamsStopsExactlyAtTheCap) {
   ExecutionCommand c;
   c.argv = {"python3", "-c",
             "import os, threading, time\n"
@@ -40,7 +40,7 @@ TEST_F(RedteamOutputStdinTest, ConcurrentFloodOnBothStreamsStopsExactlyAtTheCap)
 }
 
 // B36: one byte over the cap trips it, every time, with the same reason.
-TEST_F(RedteamOutputStdinTest, OneByteOverTheCapTripsItConsistently) {
+TEST_F(RedteamOutputStdinTest, B36_OneByteOverTheCapTripsItConsistently) {
   for (int i = 0; i < 5; ++i) {
     auto c = shell("head -c 4097 /dev/zero");
     c.maximum_output_bytes = 4096;
@@ -53,7 +53,7 @@ TEST_F(RedteamOutputStdinTest, OneByteOverTheCapTripsItConsistently) {
 
 // B38: with stdin the command never reads, the service neither blocks nor
 // waits for the timeout; a reader gets every byte.
-TEST_F(RedteamOutputStdinTest, UnreadStdinNeverBlocksAndReadStdinIsExact) {
+TEST_F(RedteamOutputStdinTest, B38_UnreadStdinNeverBlocksAndReadStdinIsExact) {
   auto sleeper = shell("sleep 1; exit 0", 60);
   sleeper.stdin_data = std::string(32u << 20, 'z');
   auto started = std::chrono::steady_clock::now();
@@ -79,7 +79,7 @@ TEST_F(RedteamOutputStdinTest, UnreadStdinNeverBlocksAndReadStdinIsExact) {
 
 // B40 (c): cancel while the command and its children ignore every catchable
 // signal: the command still ends, as CANCELLED, well inside the grace period.
-TEST_F(RedteamOutputStdinTest, CancelEndsACommandThatIgnoresSignals) {
+TEST_F(RedteamOutputStdinTest, B40_CancelEndsACommandThatIgnoresSignals) {
   auto token = CancelToken::create();
   ASSERT_TRUE(token);
   std::thread canceller([&] {

@@ -53,7 +53,7 @@ class RedteamProcEnvTest : public SandboxTest {
 
 // B23, B24: no canary in the command's environment, nor in any environ or
 // cmdline under /proc (every process, every thread), nor through python.
-TEST_F(RedteamProcEnvTest, NoServiceEnvironmentReachesTheCommand) {
+TEST_F(RedteamProcEnvTest, B23_NoServiceEnvironmentReachesTheCommand) {
   auto r = run(shell(
       "env; cat /proc/self/environ; "
       "for f in /proc/[0-9]*/environ /proc/[0-9]*/task/*/environ /proc/[0-9]*/cmdline; do "
@@ -69,7 +69,7 @@ TEST_F(RedteamProcEnvTest, NoServiceEnvironmentReachesTheCommand) {
 
 // B24, B13, B14: the sandbox's init (a clone of the service) cannot be read
 // or entered by the command: environ, mem, exe, root, cwd and fd all refuse.
-TEST_F(RedteamProcEnvTest, InitIsOpaqueToTheCommand) {
+TEST_F(RedteamProcEnvTest, B13_B14_B24_InitIsOpaqueToTheCommand) {
   auto r = run(python3Probe());
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   for (const char* entry : {"environ", "mem", "exe", "root", "cwd", "fd", "maps", "auxv"}) {
@@ -82,7 +82,7 @@ TEST_F(RedteamProcEnvTest, InitIsOpaqueToTheCommand) {
 // B12: the command holds exactly fds 0-2 (no host directory, no control
 // socket, no workspace fd), and no fd or cwd reaches a host path. The command
 // is python3 itself (no shell, whose pipelines hold fds of their own).
-TEST_F(RedteamProcEnvTest, CommandHoldsOnlyStdioAndNoHostDirectory) {
+TEST_F(RedteamProcEnvTest, B12_CommandHoldsOnlyStdioAndNoHostDirectory) {
   ExecutionCommand c;
   c.argv = {"python3", "-c",
             "import os\n"
@@ -117,7 +117,7 @@ TEST_F(RedteamProcEnvTest, CommandHoldsOnlyStdioAndNoHostDirectory) {
 
 // B12: working directories that name a host handle are rejected before
 // anything runs.
-TEST_F(RedteamProcEnvTest, WorkingDirectoryCannotNameAHostHandle) {
+TEST_F(RedteamProcEnvTest, B12_WorkingDirectoryCannotNameAHostHandle) {
   for (const char* wd : {"/proc/self/fd/3", "/proc/1/cwd", "/proc/self/root/..", "../..", "a/../..", "/"}) {
     auto c = shell("pwd");
     c.working_directory = wd;
@@ -130,7 +130,7 @@ TEST_F(RedteamProcEnvTest, WorkingDirectoryCannotNameAHostHandle) {
 }
 
 // B22: the command sees its own pid namespace, cgroup namespace and hostname.
-TEST_F(RedteamProcEnvTest, ProcShowsOnlyTheSandbox) {
+TEST_F(RedteamProcEnvTest, B22_ProcShowsOnlyTheSandbox) {
   auto r = run(shell(
       "cat /proc/self/cgroup | cut -d: -f3 | sort -u | tr '\\n' ' '; echo; "
       "cat /proc/sys/kernel/hostname; "

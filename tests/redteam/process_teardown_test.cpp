@@ -61,7 +61,7 @@ time.sleep(1000)
 
 // B39: after a TIMEOUT, the hidden grandchild no longer writes, no process of
 // the command remains, and the port it held is free for the next command.
-TEST_F(RedteamTeardownTest, HiddenDescendantsDieWithTheirCommand) {
+TEST_F(RedteamTeardownTest, B39_HiddenDescendantsDieWithTheirCommand) {
   provision(64);
   auto r = run(python(kHider, 2));
   EXPECT_EQ(r.killed_by, KillReason::kTimeout);
@@ -84,7 +84,7 @@ TEST_F(RedteamTeardownTest, HiddenDescendantsDieWithTheirCommand) {
 
 // B39 for a command that exits on its own (no kill reason): its detached
 // descendants are killed before the result is returned.
-TEST_F(RedteamTeardownTest, DetachedDescendantsOfANormalExitAreKilled) {
+TEST_F(RedteamTeardownTest, B39_DetachedDescendantsOfANormalExitAreKilled) {
   provision(64);
   auto r = run(shell(
       "(setsid sh -c 'trap \"\" HUP TERM INT; exec 0<&- 1>&- 2>&-; "
@@ -102,7 +102,7 @@ TEST_F(RedteamTeardownTest, DetachedDescendantsOfANormalExitAreKilled) {
 // B43: 500 orphaned grandchildren under pids=64. Each is reaped by init, so
 // fork never fails, zombies never pile up, and the command's own exit status
 // (7) is reported, not hidden by init.
-TEST_F(RedteamTeardownTest, OrphansAreReapedSoThePidLimitIsNotExhausted) {
+TEST_F(RedteamTeardownTest, B43_OrphansAreReapedSoThePidLimitIsNotExhausted) {
   provision(64);
   auto r = run(python(R"PY(
 import os, sys, time

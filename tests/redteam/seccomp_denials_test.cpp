@@ -112,11 +112,11 @@ ExecutionCommand probe() {
 }
 
 // B14, B17, B19, B20, B21: every listed primitive is refused.
-TEST_F(RedteamSeccompTest, DangerousSyscallsAreRefused) { expectAllRefused(run(probe()), "first exec"); }
+TEST_F(RedteamSeccompTest, B17_B19_B20_DangerousSyscallsAreRefused) { expectAllRefused(run(probe()), "first exec"); }
 
 // B16: a command that tries to tamper with whatever policy it can find does
 // not weaken the filter of the next command in the same sandbox.
-TEST_F(RedteamSeccompTest, FilterStillAppliesToALaterCommandAfterTampering) {
+TEST_F(RedteamSeccompTest, B16_FilterStillAppliesToALaterCommandAfterTampering) {
   // Everything the sandbox can see except the read-only image and /proc:
   // try to empty any file that looks like policy, a filter or a helper.
   auto tamper = run(shell(
@@ -132,7 +132,7 @@ TEST_F(RedteamSeccompTest, FilterStillAppliesToALaterCommandAfterTampering) {
 
 // B21: a canary key in the service's own session keyring is neither listed
 // in the sandbox's /proc/keys nor changed by the sandbox.
-TEST_F(RedteamSeccompTest, ServiceKeyringCanaryIsInvisibleAndUnchanged) {
+TEST_F(RedteamSeccompTest, B21_ServiceKeyringCanaryIsInvisibleAndUnchanged) {
   // A fresh session keyring for this test process only, then the canary.
   ASSERT_GE(::syscall(SYS_keyctl, 1 /*JOIN_SESSION_KEYRING*/, "airlock-redteam"), 0);
   const long key = ::syscall(SYS_add_key, "user", "airlock-redteam-canary", "canary-payload", 14,

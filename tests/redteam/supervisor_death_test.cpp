@@ -102,7 +102,7 @@ class RedteamSupervisorDeathTest : public ::testing::Test {
   std::vector<std::string> lock_ids_;
 };
 
-TEST_F(RedteamSupervisorDeathTest, WorkloadDiesWithItsServiceMidRun) {
+TEST_F(RedteamSupervisorDeathTest, B42_WorkloadDiesWithItsServiceMidRun) {
   const std::string marker = newMarker();
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -128,7 +128,7 @@ TEST_F(RedteamSupervisorDeathTest, WorkloadDiesWithItsServiceMidRun) {
   expectSweptByNextService();
 }
 
-TEST_F(RedteamSupervisorDeathTest, WorkloadNeverRunsWhenTheServiceDiesDuringSetup) {
+TEST_F(RedteamSupervisorDeathTest, B42_WorkloadNeverRunsWhenTheServiceDiesDuringSetup) {
   const std::string marker = newMarker();
   std::mt19937 rng(std::random_device{}());
   for (int i = 0; i < 25; ++i) {

@@ -90,7 +90,7 @@ class RedteamWorkspaceLinkTest : public SandboxTest {
 
 // B01: a write to a name that is a planted link replaces the link with a
 // regular file in the workspace; it never writes through it.
-TEST_F(RedteamWorkspaceLinkTest, WriteOverAPlantedLinkReplacesTheLink) {
+TEST_F(RedteamWorkspaceLinkTest, B01_WriteOverAPlantedLinkReplacesTheLink) {
   plant();
   for (const char* name : {"abs_file", "rel_file"}) {
     auto w = ws_->write(name, "written by the service\n");
@@ -104,7 +104,7 @@ TEST_F(RedteamWorkspaceLinkTest, WriteOverAPlantedLinkReplacesTheLink) {
 }
 
 // B04: writes, mkdirs and listings through a linked directory are refused.
-TEST_F(RedteamWorkspaceLinkTest, NothingIsCreatedThroughALinkedDirectory) {
+TEST_F(RedteamWorkspaceLinkTest, B04_NothingIsCreatedThroughALinkedDirectory) {
   plant();
   for (const char* dir : {"abs_dir", "rel_dir"}) {
     const std::string d = dir;
@@ -121,7 +121,7 @@ TEST_F(RedteamWorkspaceLinkTest, NothingIsCreatedThroughALinkedDirectory) {
 }
 
 // B05: reading a planted link returns an error, never the target's bytes.
-TEST_F(RedteamWorkspaceLinkTest, ReadingAPlantedLinkReturnsNoHostBytes) {
+TEST_F(RedteamWorkspaceLinkTest, B05_ReadingAPlantedLinkReturnsNoHostBytes) {
   plant();
   for (const char* name : {"abs_file", "rel_file", "abs_dir/canary", "rel_dir/canary", "out/report.txt",
                            "result.json", "loop"}) {
@@ -140,7 +140,7 @@ TEST_F(RedteamWorkspaceLinkTest, ReadingAPlantedLinkReturnsNoHostBytes) {
 
 // B05, B10: files_changed reports a planted link by its target string only,
 // and hard links to image or /tmp files cannot be made in the workspace.
-TEST_F(RedteamWorkspaceLinkTest, FilesChangedHashesLinkTextAndHardLinksCannotCross) {
+TEST_F(RedteamWorkspaceLinkTest, B10_FilesChangedHashesLinkTextAndHardLinksCannotCross) {
   auto r = run("ln -s " + canary_file_ + " abs_file; "
                "ln /usr/bin/python3 h1 2>/dev/null && echo linked-image; "
                "echo x > /tmp/t; ln /tmp/t h2 2>/dev/null && echo linked-tmp; echo done");

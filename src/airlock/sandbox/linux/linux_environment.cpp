@@ -235,7 +235,7 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     auto sb = find(handle.environment_id);
-    if (!sb) return fail(ErrorCode::kExecutionRejected, "unknown or destroyed environment " + handle.environment_id);
+    if (!sb) return tl::unexpected(goneError(handle.environment_id));
     if (sb->handle.tenant_id != handle.tenant_id)
       return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
     return std::shared_ptr<WorkspaceHandle>(
@@ -270,8 +270,24 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   std::unique_ptr<CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
   std::string image_digest_;
+  // Destroys a sandbox because it reached expires_at, and remembers that,
+  // so later calls say "expired" rather than "unknown" (bug-log B41).
+  void expire(const EnvironmentHandle& handle) {
+    (void)destroy(handle);
+    std::lock_guard lk(mu_);
+    expired_.push_back(handle.environment_id);
+    if (expired_.size() > 4096) expired_.erase(expired_.begin());
+  }
+  Error goneError(const std::string& id) {
+    std::lock_guard lk(mu_);
+    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
+      return Error{ErrorCode::kExecutionRejected, 0, "environment " + id + " has expired"};
+    return Error{ErrorCode::kExecutionRejected, 0, "unknown or destroyed environment " + id};
+  }
+
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::vector<std::string> expired_;  // most recent last, bounded
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
@@ -545,9 +561,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   auto sb = find(handle.environment_id);
-  if (!sb)
-    return fail(ErrorCode::kExecutionRejected,
-                "unknown or destroyed environment " + handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
   if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
       sb->handle.lease_epoch != handle.lease_epoch) {
     (void)destroy(sb->handle);
@@ -564,7 +578,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   const auto expires_in = sb->handle.expires_at - nowMs();
   if (expires_in.count() <= 0) {
     exec.unlock();
-    (void)destroy(sb->handle);
+    expire(sb->handle);
     return fail(ErrorCode::kExecutionRejected, "environment " + handle.environment_id + " has expired");
   }
 
@@ -855,7 +869,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   }
   if (reason == KillReason::kExpired) {
     exec.unlock();
-    (void)destroy(sb->handle);
+    expire(sb->handle);
   }
   return result;
 }

@@ -1,0 +1,103 @@
+// Bug-log section D and F cases about limits and lifetimes, each named
+// after its case: the limit holds and the result names the enforcer.
+#include <gtest/gtest.h>
+
+#include "../sandbox/linux/linux_test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+class RedteamLimits : public SandboxTest {};
+
+// B27: a command that sleeps or blocks instead of spinning is still bounded
+// by the wall clock, not only by CPU time.
+TEST_F(RedteamLimits, B27_SleepingIsBoundedByTheWallClock) {
+  auto r = run(shell("echo waiting; sleep 600", 2));
+  EXPECT_EQ(r.killed_by, KillReason::kTimeout);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.stdout_data, "waiting\n");
+  EXPECT_LT(r.duration_ms, 10000);
+  ASSERT_TRUE(r.cpu_time_ms.has_value());
+  EXPECT_LT(*r.cpu_time_ms, 1000);
+}
+
+// B28: an out-of-memory kill is reported as MEMORY, also when the victim is
+// a child and the parent shell survives it.
+TEST_F(RedteamLimits, B28_OutOfMemoryIsReportedAsMemory) {
+  reprovision([](ResourceLimits& l) { l.memory_bytes = 48 << 20; });
+  auto r = run(shell("echo before; python3 -c 'b = b\"x\" * (400 << 20)'; echo survived"));
+  EXPECT_EQ(r.killed_by, KillReason::kMemory) << r.stderr_data;
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data.rfind("before\n", 0), 0u);
+}
+
+// B30: /dev/shm and /tmp are tmpfs with their own size limits, charged to
+// the sandbox: filling them is a kill, not growth on the host.
+TEST_F(RedteamLimits, B30_DevShmCannotGetRoundTheLimits) {
+  reprovision([](ResourceLimits& l) {
+    l.workspace_bytes = 16 << 20;
+    l.memory_bytes = 256 << 20;
+  });
+  auto r = run(shell("head -c 100M /dev/zero > /dev/shm/fill; sleep 30", 30));
+  ASSERT_TRUE(r.killed_by.has_value()) << r.stderr_data;
+  EXPECT_TRUE(*r.killed_by == KillReason::kDisk || *r.killed_by == KillReason::kMemory);
+  auto df = run(shell("df -k /dev/shm | tail -1"));
+  EXPECT_NE(df.stdout_data.find("16384"), std::string::npos) << df.stdout_data;
+}
+
+// B31: a fork bomb meets pids.max and is reported as PIDS; the sandbox is
+// usable afterwards.
+TEST_F(RedteamLimits, B31_ForkBombIsReportedAsPids) {
+  reprovision([](ResourceLimits& l) { l.pids_max = 48; });
+  auto r = run(shell("f(){ f | f & }; f; sleep 30", 30));
+  EXPECT_EQ(r.killed_by, KillReason::kPids);
+  EXPECT_EQ(run(shell("echo alive")).stdout_data, "alive\n");
+}
+
+// B34: accounting does not carry from one command to the next.
+TEST_F(RedteamLimits, B34_AccountingStartsFreshForEachCommand) {
+  auto heavy = run(shell("python3 -c 'b = bytearray(150 << 20); b[::4096] = b\"x\" * len(b[::4096])'"));
+  ASSERT_EQ(heavy.exit_code, 0) << heavy.stderr_data;
+  ASSERT_TRUE(heavy.peak_memory_bytes.has_value());
+  EXPECT_GE(*heavy.peak_memory_bytes, 150 << 20);
+  auto light = run(shell("true"));
+  ASSERT_TRUE(light.peak_memory_bytes.has_value());
+  EXPECT_LT(*light.peak_memory_bytes, 32 << 20);
+}
+
+// B41: a sandbox that reaches expires_at while a command runs ends it with
+// EXPIRED and is destroyed; later calls get a clear rejection.
+TEST(RedteamLifetime, B41_ExpiryEndsTheCommandAndTheSandbox) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  options.service_hard_cap = std::chrono::seconds(2);
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env) << env.error().message();
+  auto spec = linuxSpec(options);
+  spec.limits.wall_clock_seconds = 1;  // within the 2 s cap
+  auto h = (*env)->provision(spec);
+  ASSERT_TRUE(h) << h.error().message();
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(h->expires_at - h->created_at).count(), 2);
+  // One command that uses its second, then one that outlives the sandbox.
+  auto first = (*env)->execute(*h, shell("sleep 5", 1));
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(first->killed_by, KillReason::kTimeout);
+  auto second = (*env)->execute(*h, shell("echo late; sleep 5", 1));
+  if (second) {
+    EXPECT_TRUE(second->killed_by == KillReason::kExpired || second->killed_by == KillReason::kTimeout);
+  }
+  // Past expires_at the sandbox is gone and says so.
+  while (std::chrono::system_clock::now() < h->expires_at) {
+    auto r = (*env)->execute(*h, shell("sleep 5", 1));
+    if (!r) break;
+  }
+  auto after = (*env)->execute(*h, shell("true"));
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_NE(after.error().context.find("expired"), std::string::npos) << after.error().context;
+  EXPECT_TRUE((*env)->destroy(*h));
+}
+
+}  // namespace
+}  // namespace airlock::testing
