@@ -224,9 +224,12 @@ INSTANTIATE_TEST_SUITE_P(
             "MissingCopyIn",
             {"run", "--mechanism", "fake", "--copy-in", "/nonexistent/airlock-dir", "--", "true"},
             "--copy-in: /nonexistent/airlock-dir"},
-        BadInput{"CopyInIsAFile",
+        BadInput{"CopyInIsAFileButNotAnArchive",
                  {"run", "--mechanism", "fake", "--copy-in", "/proc/version", "--", "true"},
-                 "not a directory"},
+                 "is not a readable tar or zip archive"},
+        BadInput{"CopyInIsADevice",
+                 {"run", "--mechanism", "fake", "--copy-in", "/dev/null", "--", "true"},
+                 "neither a directory nor a tar or zip archive"},
         BadInput{"UnknownMechanism", {"run", "--mechanism", "docker", "--", "true"}, "--mechanism"},
         BadInput{
             "RelativeProgram", {"run", "--mechanism", "fake", "--", "./script.sh"}, "./script.sh"},
@@ -323,6 +326,57 @@ TEST(CliRun, CopyInSeedsTheWorkspace) {
   EXPECT_EQ(outcome.status, 0) << outcome.err;
   // Copied-in files are the starting point, not changes the command made.
   EXPECT_THAT(outcome.err, Not(HasSubstr("CREATED")));
+}
+
+// A minimal ustar archive of regular files, written by hand so the names
+// are exactly what the test says (a real tar strips "../").
+std::string ustar(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string out;
+  for (const auto& [name, data] : files) {
+    std::string header(512, '\0');
+    auto put = [&](std::size_t at, const std::string& field) { header.replace(at, field.size(), field); };
+    auto octal = [](std::uint64_t v, int width) {
+      std::string digits(static_cast<std::size_t>(width - 1), '0');
+      for (int i = width - 2; i >= 0 && v != 0; --i, v >>= 3) digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + (v & 7));
+      return digits;
+    };
+    put(0, name);
+    put(100, octal(0644, 8));
+    put(108, octal(0, 8));
+    put(116, octal(0, 8));
+    put(124, octal(data.size(), 12));
+    put(136, octal(0, 12));
+    put(148, std::string(8, ' '));
+    header[156] = '0';
+    put(257, std::string("ustar\0", 6) + "00");
+    unsigned sum = 0;
+    for (unsigned char c : header) sum += c;
+    put(148, octal(sum, 7) + std::string(1, '\0'));
+    out += header;
+    out += data;
+    out.append((512 - data.size() % 512) % 512, '\0');
+  }
+  out.append(1024, '\0');
+  return out;
+}
+
+TEST(CliRun, CopyInExtractsATarAndRefusesTraversal) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("airlock-cli-copy-in-tar-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "good.tar", std::ios::binary) << ustar({{"sub/data.txt", "seed"}});
+  std::ofstream(dir / "evil.tar", std::ios::binary)
+      << ustar({{"ok.txt", "fine"}, {"../evil", "escaped"}});
+  Outcome good = runAirlock(
+      {"run", "--mechanism", "fake", "--copy-in", (dir / "good.tar").string(), "--", "true"});
+  Outcome evil = runAirlock(
+      {"run", "--mechanism", "fake", "--copy-in", (dir / "evil.tar").string(), "--", "true"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(good.status, 0) << good.err;
+  EXPECT_THAT(good.err, Not(HasSubstr("CREATED")));
+  EXPECT_NE(evil.status, 0);
+  EXPECT_THAT(evil.err, HasSubstr("--copy-in: archive member \"../evil\" leaves the workspace"));
 }
 
 // --- other subcommands -------------------------------------------------------

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
   text(
       "--max-output", flags.max_output, "SIZE",
       "Cap on stdout and stderr together (default " + formatSize(kDefaultMaximumOutputBytes) + ")");
-  text("--copy-in", flags.copy_in, "DIR", "Copy this directory's files into /workspace first");
+  text("--copy-in", flags.copy_in, "DIR|ARCHIVE",
+       "Copy a directory, or extract a tar/zip archive, into /workspace first");
   run->add_option("--env", flags.env_names,
                   "Pass this variable from your environment through (repeatable; "
                   "credentials are refused)")

@@ -1,6 +1,7 @@
 #include "airlock/cli/run_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -130,7 +131,13 @@ int executeRun(RunPlan plan) {
     if (plan.copy_in) {
       auto ws = env.workspace(*handle);
       if (!ws) return tl::unexpected(ws.error());
-      if (auto copied = workspace::copyInDirectory(*plan.copy_in, **ws); !copied) {
+      // A directory is copied; any other path is read as a tar or zip
+      // archive (libarchive decides, and says so when it is neither).
+      struct stat st {};
+      const bool is_dir = ::stat(plan.copy_in->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      auto copied = is_dir ? workspace::copyInDirectory(*plan.copy_in, **ws)
+                           : workspace::copyInArchive(*plan.copy_in, **ws);
+      if (!copied) {
         Error error = copied.error();
         // The workspace layer already says "copy-in: ..."; make it the flag.
         if (error.context.rfind("copy-in: ", 0) == 0) error.context.erase(0, 9);

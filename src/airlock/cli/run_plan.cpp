@@ -178,9 +178,12 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
       return fail(ErrorCode::kToolValidationError,
                   "--copy-in: " + *flags.copy_in + ": " + std::strerror(errno));
     }
-    if (!S_ISDIR(st.st_mode)) {
+    // A directory is copied; a regular file must be a tar or zip archive
+    // (checked when it is read: libarchive decides).
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
       return fail(ErrorCode::kToolValidationError,
-                  "--copy-in: " + *flags.copy_in + ": not a directory");
+                  "--copy-in: " + *flags.copy_in +
+                      ": neither a directory nor a tar or zip archive");
     }
     plan.copy_in = *flags.copy_in;
   }

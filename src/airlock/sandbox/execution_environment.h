@@ -23,18 +23,45 @@ struct WorkspaceEntry {
   bool operator==(const WorkspaceEntry&) const = default;
 };
 
+// Who put a file where it is (spec 000, "Provenance, and why the handle
+// answers it"). TOOL_WRITTEN: the handle's own write. SANDBOX_WRITTEN: a
+// command created or modified it. UNKNOWN: anything else (copy-in, archive
+// extraction, a path never seen, a record that was lost); it is the safe
+// answer, the same as untrusted.
+enum class WorkspaceProvenance { kUnknown, kToolWritten, kSandboxWritten };
+
+constexpr const char* workspaceProvenanceName(WorkspaceProvenance p) {
+  switch (p) {
+    case WorkspaceProvenance::kToolWritten:
+      return "tool_written";
+    case WorkspaceProvenance::kSandboxWritten:
+      return "sandbox_written";
+    case WorkspaceProvenance::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 // Narrow file access to one sandbox's workspace (spec 000, "WorkspaceHandle").
 // Paths are relative to /workspace and pass the containment rules; errors:
 // WorkspaceEscape (path refused), NotFound, ExecutionRejected (handle gone).
-// Issue 4 adds provenance; this is the part the CLI needs for --copy-in.
+// provenance() answers from an in-memory record held beside the volume
+// (no syscalls, no existence check): a path it has no record for is UNKNOWN.
 class WorkspaceHandle {
  public:
   virtual ~WorkspaceHandle() = default;
   virtual Result<std::string> read(const std::string& path) = 0;
   // Creates or replaces a regular file; creates missing parent directories.
   virtual Result<void> write(const std::string& path, std::string_view data) = 0;
+  // Writes like write, but the path's provenance becomes UNKNOWN: for bytes
+  // the platform did not produce (copy-in, archive extraction). Only write
+  // records TOOL_WRITTEN.
+  virtual Result<void> placeFile(const std::string& path, std::string_view data) = 0;
   virtual Result<void> mkdir(const std::string& path) = 0;
   virtual Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) = 0;
+  // The path passes the same lexical check as the other methods
+  // (WorkspaceEscape when refused); ExecutionRejected when the handle is gone.
+  virtual Result<WorkspaceProvenance> provenance(const std::string& path) = 0;
 };
 
 class ExecutionEnvironment {

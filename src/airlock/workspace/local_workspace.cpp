@@ -6,8 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <archive.h>
+#include <archive_entry.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -85,7 +91,7 @@ class FsIdScope {
   gid_t old_gid_ = 0;
 };
 
-class LocalWorkspace final : public WorkspaceHandle {
+class LocalWorkspace final : public LocalWorkspaceHandle {
  public:
   LocalWorkspace(sys::UniqueFd root, uid_t owner_uid, gid_t owner_gid, CreateAs create_as)
       : root_(std::move(root)), uid_(owner_uid), gid_(owner_gid), as_owner_(create_as == CreateAs::kOwner) {}
@@ -142,9 +148,20 @@ class LocalWorkspace final : public WorkspaceHandle {
   }
 
   Result<void> write(const std::string& path, std::string_view data) override {
+    return writeFile(path, data, /*tool_written=*/true);
+  }
+
+  Result<void> placeFile(const std::string& path, std::string_view data) override {
+    return writeFile(path, data, /*tool_written=*/false);
+  }
+
+  Result<void> writeFile(const std::string& path, std::string_view data, bool tool_written) {
     FsIdScope ids(as_owner_, uid_, gid_);
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
+    // Held for the whole write, so a command's begin/end cannot fall between
+    // the bytes landing and the record being updated.
+    std::lock_guard record_lock(record_mu_);
     if (rel->empty()) {
       return fail(ErrorCode::kToolValidationError, "write: the workspace root is a directory");
     }
@@ -178,6 +195,8 @@ class LocalWorkspace final : public WorkspaceHandle {
     if (::fchown(fd.get(), uid_, gid_) != 0) return discard("fchown", errno);
     if (::fchmod(fd.get(), 0644) != 0) return discard("fchmod", errno);
     if (!sys::writeAll(fd.get(), data.data(), data.size())) return discard("write", errno);
+    struct stat written {};
+    if (::fstat(fd.get(), &written) != 0) return discard("fstat", errno);
     if (::close(fd.release()) != 0) return discard("close", errno);
     if (::renameat(dfd, tmp->c_str(), dfd, name.c_str()) != 0) {
       int err = errno;
@@ -188,7 +207,53 @@ class LocalWorkspace final : public WorkspaceHandle {
       return failErrno(ErrorCode::kExecutionUnavailable, "write " + quoted(*rel) + ": renameat",
                        err);
     }
+    // TOOL_WRITTEN only when no command is running and `rel` names the
+    // inode just written without passing through a symlink; otherwise the
+    // record cannot vouch for what a later read of `rel` returns.
+    if (tool_written && !command_running_ &&
+        namesInode(*rel, written.st_dev, written.st_ino)) {
+      record_[*rel] = WorkspaceProvenance::kToolWritten;
+    } else {
+      record_.erase(*rel);
+    }
     return {};
+  }
+
+  Result<WorkspaceProvenance> provenance(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard record_lock(record_mu_);
+    auto it = record_.find(*rel);
+    return it == record_.end() ? WorkspaceProvenance::kUnknown : it->second;
+  }
+
+  void beginSandboxCommand() override {
+    std::lock_guard record_lock(record_mu_);
+    command_running_ = true;
+  }
+
+  void recordSandboxChanges(const std::vector<FileChange>& changes, bool complete) override {
+    std::lock_guard record_lock(record_mu_);
+    command_running_ = false;
+    for (const auto& change : changes) {
+      // Whatever was recorded below a path that is now (or was) a file or a
+      // symlink no longer names the bytes it was recorded for.
+      const std::string below = change.path + "/";
+      for (auto it = record_.lower_bound(below);
+           it != record_.end() && it->first.compare(0, below.size(), below) == 0;) {
+        it = record_.erase(it);
+      }
+      if (change.change == ChangeKind::kDeleted) {
+        record_.erase(change.path);
+      } else {
+        record_[change.path] = WorkspaceProvenance::kSandboxWritten;
+      }
+    }
+    if (!complete) {
+      std::erase_if(record_, [](const auto& entry) {
+        return entry.second == WorkspaceProvenance::kToolWritten;
+      });
+    }
   }
 
   Result<void> mkdir(const std::string& path) override {
@@ -286,6 +351,27 @@ class LocalWorkspace final : public WorkspaceHandle {
     return cur;
   }
 
+  // True when walking `rel` from the root without following any symlink
+  // reaches a regular file that is (dev, ino).
+  bool namesInode(const std::string& rel, dev_t dev, ino_t ino) {
+    auto cur = openBeneath(root_.get(), "", O_PATH | O_DIRECTORY);
+    if (!cur) return false;
+    sys::UniqueFd dir = std::move(*cur);
+    std::size_t pos = 0;
+    for (;;) {
+      std::size_t slash = rel.find('/', pos);
+      if (slash == std::string::npos) break;
+      const std::string comp = rel.substr(pos, slash - pos);
+      pos = slash + 1;
+      int raw = openatNoIntr(dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      if (raw < 0) return false;
+      dir = sys::UniqueFd(raw);
+    }
+    struct stat st {};
+    if (::fstatat(dir.get(), rel.c_str() + pos, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+    return S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino;
+  }
+
   static bool isMissing(const Error& e) {
     return e.code == ErrorCode::kNotFound && e.sys_errno == ENOENT;
   }
@@ -329,6 +415,9 @@ class LocalWorkspace final : public WorkspaceHandle {
   uid_t uid_;
   gid_t gid_;
   bool as_owner_;
+  std::mutex record_mu_;
+  std::map<std::string, WorkspaceProvenance> record_;  // guarded by record_mu_
+  bool command_running_ = false;                       // guarded by record_mu_
 };
 
 // --- copy-in -------------------------------------------------------------
@@ -405,14 +494,14 @@ Result<void> copyTree(int dirfd, const std::string& rel, WorkspaceHandle& worksp
     }
     auto bytes = readWhole(file.get(), member);
     if (!bytes) return tl::unexpected(bytes.error());
-    if (auto r = workspace.write(member, *bytes); !r) return r;
+    if (auto r = workspace.placeFile(member, *bytes); !r) return r;
   }
   return {};
 }
 
 }  // namespace
 
-std::shared_ptr<WorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
+std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
                                                     gid_t owner_gid, CreateAs create_as) {
   return std::make_shared<LocalWorkspace>(std::move(root_dirfd), owner_uid, owner_gid, create_as);
 }
@@ -444,6 +533,233 @@ Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& wor
                      errno);
   }
   return copyTree(top.get(), "", workspace, CopyPass::kCopy);
+}
+
+
+// --- archive copy-in ------------------------------------------------------
+
+namespace {
+
+// One member is read into memory whole, because WorkspaceHandle::write
+// takes the file's bytes at once; this cap bounds that memory. Streaming
+// writes through the handle are future work.
+constexpr std::int64_t kMaxArchiveMemberBytes = std::int64_t{64} << 20;
+constexpr std::int64_t kMaxArchiveMembers = 1'000'000;
+
+struct ArchiveFree {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<struct archive, ArchiveFree>;
+
+std::string archiveError(struct archive* a) {
+  const char* text = archive_error_string(a);
+  return text != nullptr ? quoteForMessage(text, 256) : std::string("unknown libarchive error");
+}
+
+// Reads the archive open on `fd` from its start. Only the tar and zip
+// formats are enabled (with every decompression filter libarchive has).
+Result<ArchivePtr> openArchive(int fd, const std::string& archive_path) {
+  if (::lseek(fd, 0, SEEK_SET) != 0) {
+    return failErrno(ErrorCode::kToolValidationError, "copy-in: rewind " + quoted(archive_path),
+                     errno);
+  }
+  ArchivePtr a(archive_read_new());
+  if (!a) return fail(ErrorCode::kExecutionUnavailable, "copy-in: archive_read_new failed");
+  archive_read_support_format_tar(a.get());
+  archive_read_support_format_zip(a.get());
+  // Only filters libarchive implements itself: filter_all would also run
+  // external programs (lrzip, lzop, grzip) when a build lacks them.
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_filter_bzip2(a.get());
+  archive_read_support_filter_xz(a.get());
+  archive_read_support_filter_zstd(a.get());
+  archive_read_support_filter_lz4(a.get());
+  if (archive_read_open_fd(a.get(), fd, 64 * 1024) != ARCHIVE_OK) {
+    return fail(ErrorCode::kToolValidationError,
+                "copy-in: " + quoted(archive_path) + " is not a readable tar or zip archive (" +
+                    archiveError(a.get()) + ")");
+  }
+  return a;
+}
+
+enum class MemberKind { kFile, kDirectory, kRoot };
+
+struct CheckedMember {
+  std::string name;  // workspace-relative, checked
+  MemberKind kind = MemberKind::kFile;
+};
+
+// The member's workspace path, or ToolValidationError naming it as the
+// archive spells it.
+Result<CheckedMember> checkMember(struct archive_entry* entry) {
+  const char* raw_name = archive_entry_pathname(entry);
+  if (raw_name == nullptr) raw_name = archive_entry_pathname_utf8(entry);
+  if (raw_name == nullptr) {
+    return fail(ErrorCode::kToolValidationError, "copy-in: an archive member has no readable name");
+  }
+  const std::string spelled = raw_name;
+  auto refuse = [&](const std::string& why) {
+    return fail(ErrorCode::kToolValidationError,
+                "copy-in: archive member " + quoted(spelled) + " " + why);
+  };
+  if (archive_entry_hardlink(entry) != nullptr) {
+    return refuse("is a hard link; only regular files and directories are copied");
+  }
+  const auto type = archive_entry_filetype(entry);
+  CheckedMember out;
+  switch (type) {
+    case AE_IFREG:
+      out.kind = MemberKind::kFile;
+      break;
+    case AE_IFDIR:
+      out.kind = MemberKind::kDirectory;
+      break;
+    case AE_IFLNK:
+      return refuse("is a symlink; only regular files and directories are copied");
+    case AE_IFCHR:
+    case AE_IFBLK:
+      return refuse("is a device; only regular files and directories are copied");
+    case AE_IFIFO:
+      return refuse("is a FIFO; only regular files and directories are copied");
+    case AE_IFSOCK:
+      return refuse("is a socket; only regular files and directories are copied");
+    default:
+      return refuse("is not a regular file or directory");
+  }
+  if (!spelled.empty() && spelled.front() == '/') {
+    return refuse("leaves the workspace (absolute path)");
+  }
+  // Exactly one leading "./" and one trailing "/" are removed; nothing else
+  // is normalized: whatever checkRelativePath refuses is refused.
+  std::string name = spelled;
+  if (name.rfind("./", 0) == 0) name.erase(0, 2);
+  if (!name.empty() && name.back() == '/') name.pop_back();
+  if (name.empty()) {
+    if (out.kind == MemberKind::kDirectory && !spelled.empty()) {
+      out.kind = MemberKind::kRoot;  // "./": the workspace itself, nothing to create
+      return out;
+    }
+    return refuse("has an empty name");
+  }
+  auto rel = checkRelativePath(name);
+  if (!rel) return refuse("leaves the workspace (" + rel.error().context + ")");
+  if (rel->empty()) return refuse("has an empty name");
+  out.name = std::move(*rel);
+  if (out.kind == MemberKind::kFile && archive_entry_size_is_set(entry) &&
+      archive_entry_size(entry) > kMaxArchiveMemberBytes) {
+    return refuse("is larger than the 64 MiB per-member limit");
+  }
+  return out;
+}
+
+// Reads the current member's data, at most kMaxArchiveMemberBytes.
+Result<std::string> readMember(struct archive* a, const std::string& spelled) {
+  std::string data;
+  char buf[64 * 1024];
+  for (;;) {
+    la_ssize_t n = archive_read_data(a, buf, sizeof buf);
+    if (n == 0) return data;
+    if (n < 0) {
+      return fail(ErrorCode::kToolValidationError,
+                  "copy-in: archive member " + quoted(spelled) + " cannot be read (" +
+                      archiveError(a) + ")");
+    }
+    if (static_cast<std::int64_t>(data.size()) + n > kMaxArchiveMemberBytes) {
+      return fail(ErrorCode::kToolValidationError, "copy-in: archive member " + quoted(spelled) +
+                                                       " is larger than the 64 MiB per-member limit");
+    }
+    data.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// One pass over the archive: the check pass validates every member (and
+// that no member lies below one that is a file); the copy pass validates
+// again (the file can change between passes) and extracts.
+Result<void> archivePass(int fd, const std::string& archive_path, WorkspaceHandle* workspace) {
+  auto a = openArchive(fd, archive_path);
+  if (!a) return tl::unexpected(a.error());
+  std::map<std::string, MemberKind> seen;
+  std::int64_t count = 0;
+  for (;;) {
+    struct archive_entry* entry = nullptr;
+    int rc = archive_read_next_header(a->get(), &entry);
+    if (rc == ARCHIVE_EOF) break;
+    if (rc == ARCHIVE_FATAL || (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)) {
+      return fail(ErrorCode::kToolValidationError,
+                  "copy-in: " + quoted(archive_path) + " is not a readable tar or zip archive (" +
+                      archiveError(a->get()) + ")");
+    }
+    if (++count > kMaxArchiveMembers) {
+      return fail(ErrorCode::kToolValidationError,
+                  "copy-in: " + quoted(archive_path) + " has more than 1000000 members");
+    }
+    auto member = checkMember(entry);
+    if (!member) return tl::unexpected(member.error());
+    if (member->kind == MemberKind::kRoot) continue;
+    const char* raw_name = archive_entry_pathname(entry);
+    if (raw_name == nullptr) raw_name = archive_entry_pathname_utf8(entry);
+    const std::string spelled = raw_name != nullptr ? raw_name : "";
+    if (workspace == nullptr) {
+      // Every ancestor must be (implicitly) a directory, and a name must
+      // not be both a file and a directory.
+      for (std::size_t slash = member->name.find('/'); slash != std::string::npos;
+           slash = member->name.find('/', slash + 1)) {
+        auto it = seen.find(member->name.substr(0, slash));
+        if (it != seen.end() && it->second == MemberKind::kFile) {
+          return fail(ErrorCode::kToolValidationError,
+                      "copy-in: archive member " + quoted(spelled) + " lies below a file member");
+        }
+        seen.emplace(member->name.substr(0, slash), MemberKind::kDirectory);
+      }
+      auto [it, inserted] = seen.emplace(member->name, member->kind);
+      if (!inserted && it->second != member->kind) {
+        return fail(ErrorCode::kToolValidationError,
+                    "copy-in: archive member " + quoted(spelled) +
+                        " is both a file and a directory in the archive");
+      }
+      continue;
+    }
+    if (member->kind == MemberKind::kDirectory) {
+      if (auto r = workspace->mkdir(member->name); !r) return r;
+      continue;
+    }
+    auto data = readMember(a->get(), spelled);
+    if (!data) return tl::unexpected(data.error());
+    if (auto r = workspace->placeFile(member->name, *data); !r) return r;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& workspace) {
+  int raw = -1;
+  for (;;) {
+    raw = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (raw >= 0 || errno != EINTR) break;
+  }
+  if (raw < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return fail(ErrorCode::kToolValidationError,
+                  "copy-in: archive " + quoted(archive_path) + " does not exist");
+    }
+    return failErrno(ErrorCode::kToolValidationError,
+                     "copy-in: cannot open " + quoted(archive_path), err);
+  }
+  sys::UniqueFd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return failErrno(ErrorCode::kToolValidationError, "copy-in: stat " + quoted(archive_path),
+                     errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return fail(ErrorCode::kToolValidationError,
+                "copy-in: " + quoted(archive_path) + " is not a regular file");
+  }
+  // Both passes read the same open file (same inode), from its start.
+  if (auto r = archivePass(fd.get(), archive_path, nullptr); !r) return r;
+  return archivePass(fd.get(), archive_path, &workspace);
 }
 
 }  // namespace airlock::workspace

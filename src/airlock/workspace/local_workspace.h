@@ -40,8 +40,40 @@ namespace airlock::workspace {
 // mechanism's tmpfs), where host root has no mapping and the kernel refuses
 // to create its inodes (EOVERFLOW). It also means the service can create
 // only what the sandbox user could.
+//
+// Provenance (spec 000, "Provenance, and why the handle answers it"): the
+// record is a map (relative path -> provenance) held in this object, so it
+// dies with it. write records TOOL_WRITTEN; placeFile (what copy-in and
+// archive extraction use) writes the same way and leaves the path UNKNOWN;
+// the adapter that runs commands
+// against the directory reports what they changed through the methods
+// below; every other path is UNKNOWN. provenance() makes no syscalls.
+// Where the record cannot be sure the bytes at a path are the tool's, it
+// says UNKNOWN rather than TOOL_WRITTEN (the safe direction):
+// * a write through a symlinked component is not recorded (the record is
+//   keyed by path, and the bytes live under another name);
+// * a write made while a command runs (between beginSandboxCommand and
+//   recordSandboxChanges) is not recorded: the command can move things
+//   around it in ways a before/after diff does not show;
+// * when the adapter's listing was incomplete, every TOOL_WRITTEN entry is
+//   dropped.
 enum class CreateAs { kService, kOwner };
-std::shared_ptr<WorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
+
+// The internal side of a local workspace, for the adapter that owns it (the
+// linux mechanism). Not part of the WorkspaceHandle port.
+class LocalWorkspaceHandle : public WorkspaceHandle {
+ public:
+  // Called before a command can touch the workspace.
+  virtual void beginSandboxCommand() = 0;
+  // Called once the command's processes are gone, with its files_changed.
+  // CREATED and MODIFIED paths become SANDBOX_WRITTEN; DELETED paths are
+  // dropped; anything recorded below a changed path ("p/...") is dropped.
+  // complete=false (listing truncated, or no diff could be taken) also
+  // drops every TOOL_WRITTEN entry. Ends what beginSandboxCommand began.
+  virtual void recordSandboxChanges(const std::vector<FileChange>& changes, bool complete) = 0;
+};
+
+std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
                                                     gid_t owner_gid,
                                                     CreateAs create_as = CreateAs::kService);
 
@@ -55,5 +87,20 @@ std::shared_ptr<WorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, ui
 // unchanged. source_dir itself may be a symlink to a directory (it is the
 // caller's own argument); nothing below it is followed.
 Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& workspace);
+
+// Extracts a tar (any compression libarchive reads) or zip archive, the
+// caller's own file, into a workspace through the handle: regular files via
+// write, directories via mkdir. libarchive only parses; it never touches the
+// filesystem (no archive_write_disk). Every member is checked in a first
+// pass and the archive is read again to extract, so a refusal writes
+// nothing. Refused, with ToolValidationError naming the member as the
+// archive spells it (bug-log B07): symlinks, hard links, devices, FIFOs,
+// sockets; names checkRelativePath refuses (absolute, "..", empty or "."
+// components), after removing one leading "./" and one trailing "/", e.g.
+// `copy-in: archive member "../x" leaves the workspace (...)`; a member
+// below a member that is a file; a member over 64 MiB; more than 1,000,000
+// members. A file that libarchive cannot read as tar or zip is
+// ToolValidationError naming archive_path.
+Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& workspace);
 
 }  // namespace airlock::workspace

@@ -406,3 +406,66 @@ TEST_F(LinuxLimitsTest, AccountingIsPerExecution) {
 
 }  // namespace
 }  // namespace airlock::testing
+
+// (Included here, beside the one test that needs them.)
+#include <fstream>
+
+#include "airlock/workspace/local_workspace.h"
+
+namespace airlock::testing {
+namespace {
+
+// Issue 4: the workspace's provenance record. The handle's own write is
+// TOOL_WRITTEN; what a command creates or modifies is SANDBOX_WRITTEN
+// (learned from files_changed); copy-in and unseen paths are UNKNOWN.
+TEST_F(LinuxEnvironmentTest, ProvenanceFollowsWhoWroteTheFile) {
+  auto ws = env_->workspace(handle_);
+  ASSERT_TRUE(ws) << ws.error().message();
+  WorkspaceHandle& w = **ws;
+
+  const auto seed = std::filesystem::temp_directory_path() /
+                    ("airlock-provenance-seed-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(seed);
+  std::filesystem::create_directories(seed / "in");
+  { std::ofstream(seed / "in" / "seed.txt") << "seed"; }
+  auto copied = workspace::copyInDirectory(seed.string(), w);
+  std::filesystem::remove_all(seed);
+  ASSERT_TRUE(copied) << copied.error().message();
+
+  ASSERT_TRUE(w.write("a.txt", "tool\n"));
+  ASSERT_TRUE(w.write("kept.txt", "tool\n"));
+  EXPECT_EQ(*w.provenance("a.txt"), WorkspaceProvenance::kToolWritten);
+
+  auto r = run(shell("echo x > b.txt; echo y >> a.txt"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(*w.provenance("b.txt"), WorkspaceProvenance::kSandboxWritten);
+  EXPECT_EQ(*w.provenance("a.txt"), WorkspaceProvenance::kSandboxWritten);
+  EXPECT_EQ(*w.read("a.txt"), "tool\ny\n");
+  EXPECT_EQ(*w.provenance("kept.txt"), WorkspaceProvenance::kToolWritten);
+  EXPECT_EQ(*w.provenance("c.txt"), WorkspaceProvenance::kUnknown);
+  EXPECT_EQ(*w.provenance("in/seed.txt"), WorkspaceProvenance::kUnknown);
+  EXPECT_STREQ(workspaceProvenanceName(*w.provenance("b.txt")), "sandbox_written");
+
+  // Deleted by a command: the record is dropped. A write through a
+  // symlink the sandbox planted is not TOOL_WRITTEN under the link's name.
+  auto del = run(shell("rm kept.txt; mkdir real; ln -s real link"));
+  ASSERT_EQ(del.exit_code, 0) << del.stderr_data;
+  EXPECT_EQ(*w.provenance("kept.txt"), WorkspaceProvenance::kUnknown);
+  ASSERT_TRUE(w.write("link/t.txt", "tool\n"));
+  EXPECT_EQ(*w.provenance("link/t.txt"), WorkspaceProvenance::kUnknown);
+
+  auto escape = w.provenance("../etc/passwd");
+  ASSERT_FALSE(escape);
+  EXPECT_EQ(escape.error().code, ErrorCode::kWorkspaceEscape);
+
+  ASSERT_TRUE(env_->destroy(handle_));
+  auto gone = w.provenance("a.txt");
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kExecutionRejected);
+  auto h = env_->provision(linuxSpec(options_));
+  ASSERT_TRUE(h) << h.error().message();
+  handle_ = *h;
+}
+
+}  // namespace
+}  // namespace airlock::testing

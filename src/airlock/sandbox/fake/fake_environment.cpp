@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -56,6 +58,10 @@ struct Sandbox {
   EnvironmentHandle handle;
   ResourceLimits limits;
   FakeWorkspace workspace;
+  // Provenance record beside the workspace (same rules as the local
+  // workspace): write -> TOOL_WRITTEN, created or modified by a command ->
+  // SANDBOX_WRITTEN, deleted -> dropped, anything else UNKNOWN.
+  std::map<std::string, WorkspaceProvenance> provenance;
 };
 
 // Directories that must be created so that `path` can exist (outermost
@@ -197,12 +203,37 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
   }
 
   Result<void> write(const std::string& path, std::string_view data) override {
+    return writeFile(path, data, /*tool_written=*/true);
+  }
+
+  Result<void> placeFile(const std::string& path, std::string_view data) override {
+    return writeFile(path, data, /*tool_written=*/false);
+  }
+
+  Result<void> writeFile(const std::string& path, std::string_view data, bool tool_written) {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
     auto sb = state_->live(handle_);
     if (!sb) return tl::unexpected(sb.error());
-    return putFile(**sb, *rel, data);
+    auto put = putFile(**sb, *rel, data);
+    if (!put) return put;
+    if (tool_written) {
+      (*sb)->provenance[*rel] = WorkspaceProvenance::kToolWritten;
+    } else {
+      (*sb)->provenance.erase(*rel);
+    }
+    return put;
+  }
+
+  Result<WorkspaceProvenance> provenance(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(state_->mu);
+    auto sb = state_->live(handle_);
+    if (!sb) return tl::unexpected(sb.error());
+    auto it = (*sb)->provenance.find(*rel);
+    return it == (*sb)->provenance.end() ? WorkspaceProvenance::kUnknown : it->second;
   }
 
   Result<void> mkdir(const std::string& path) override {
@@ -415,6 +446,18 @@ Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle
   }
 
   const auto before = sb.workspace.files;
+  // The record learns every change, not only the listed (possibly
+  // truncated) ones: the fake sees its whole workspace.
+  auto recordProvenance = [&] {
+    for (const auto& change :
+         diffFiles(before, sb.workspace.files, std::numeric_limits<std::int64_t>::max()).changes) {
+      if (change.change == ChangeKind::kDeleted) {
+        sb.provenance.erase(change.path);
+      } else {
+        sb.provenance[change.path] = WorkspaceProvenance::kSandboxWritten;
+      }
+    }
+  };
 
   // Output: stdout then stderr against one shared cap.
   std::int64_t room = command.maximum_output_bytes;
@@ -442,7 +485,10 @@ Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle
     for (const auto& [path, bytes] : writes) {
       auto put = putFile(sb, path, *bytes);
       if (!put) {
-        if (put.error().code != ErrorCode::kExecutionRejected) return tl::unexpected(put.error());
+        if (put.error().code != ErrorCode::kExecutionRejected) {
+          recordProvenance();
+          return tl::unexpected(put.error());
+        }
         result.killed_by = KillReason::kDisk;
         alive = false;
         break;
@@ -473,6 +519,7 @@ Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle
     }
   }
 
+  recordProvenance();
   DiffResult diff = diffFiles(before, sb.workspace.files, state_->options.files_changed_listing);
   result.files_changed = std::move(diff.changes);
   result.files_changed_truncated = diff.truncated;

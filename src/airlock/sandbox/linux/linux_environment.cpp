@@ -167,7 +167,7 @@ struct Sandbox {
   UniqueFd workspace_fd;
   UniqueFd tmp_fd;  // /tmp and /dev/shm, watched for DISK
   UniqueFd shm_fd;
-  std::shared_ptr<WorkspaceHandle> workspace;
+  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
   workspace::Snapshot last_snapshot;
   bool init_dead = false;
   std::mutex exec_mutex;
@@ -192,11 +192,17 @@ class SandboxWorkspace final : public WorkspaceHandle {
   Result<void> write(const std::string& path, std::string_view data) override {
     return with([&](WorkspaceHandle& w) { return w.write(path, data); });
   }
+  Result<void> placeFile(const std::string& path, std::string_view data) override {
+    return with([&](WorkspaceHandle& w) { return w.placeFile(path, data); });
+  }
   Result<void> mkdir(const std::string& path) override {
     return with([&](WorkspaceHandle& w) { return w.mkdir(path); });
   }
   Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
     return with([&](WorkspaceHandle& w) { return w.listdir(path); });
+  }
+  Result<WorkspaceProvenance> provenance(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.provenance(path); });
   }
 
  private:
@@ -601,6 +607,22 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   // Snapshot before, carrying known hashes forward for unchanged files.
   // A workspace the walk cannot take (deeper than its bounds) does not stop
   // the command: the result then carries no listing and says so.
+  // Provenance: from here until the command's processes are gone, tool
+  // writes are not recorded as TOOL_WRITTEN; on every way out the record
+  // learns what the command changed (all of it, or "not sure": then no
+  // TOOL_WRITTEN entry survives).
+  sb->workspace->beginSandboxCommand();
+  struct ProvenanceUpdate {
+    workspace::LocalWorkspaceHandle& ws;
+    bool done = false;
+    void record(const std::vector<FileChange>& changes, bool complete) {
+      ws.recordSandboxChanges(changes, complete);
+      done = true;
+    }
+    ~ProvenanceUpdate() {
+      if (!done) ws.recordSandboxChanges({}, false);
+    }
+  } provenance_update{*sb->workspace};
   auto before = workspace::takeSnapshot(sb->workspace_fd.get());
   for (auto& [path, entry] : before ? *before : workspace::Snapshot{}) {
     auto it = sb->last_snapshot.find(path);
@@ -867,6 +889,9 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       sb->last_snapshot.clear();
     }
   }
+  // Init killed every process of the command before reporting its exit, so
+  // nothing can change the workspace after the `after` snapshot.
+  provenance_update.record(result.files_changed, !init_lost && !result.files_changed_truncated);
   if (reason == KillReason::kExpired) {
     exec.unlock();
     expire(sb->handle);
