@@ -1,5 +1,8 @@
 // Bug-log section D and F cases about limits and lifetimes, each named
 // after its case: the limit holds and the result names the enforcer.
+#include <optional>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
@@ -97,6 +100,34 @@ TEST(RedteamLifetime, B41_ExpiryEndsTheCommandAndTheSandbox) {
   EXPECT_EQ(after.error().code, ErrorCode::kExecutionRejected);
   EXPECT_NE(after.error().context.find("expired"), std::string::npos) << after.error().context;
   EXPECT_TRUE((*env)->destroy(*h));
+}
+
+}  // namespace
+}  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// SERVICE_SHUTDOWN: a command running when the service stops ends with that
+// reason and its partial output; afterwards nothing new starts.
+TEST_F(RedteamLimits, ServiceShutdownEndsTheRunningCommand) {
+  std::optional<Result<ExecutionResult>> result;
+  std::thread runner([&] { result = env_->execute(handle_, shell("echo started > ready; echo partial; sleep 60", 120)); });
+  // Wait (bounded) until the command has visibly started, then stop.
+  auto ws = env_->workspace(handle_);
+  ASSERT_TRUE(ws);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!(*ws)->read("ready") && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  env_->shutdown();
+  runner.join();
+  ASSERT_TRUE(result.has_value());
+  ASSERT_TRUE(*result) << (*result).error().message();
+  EXPECT_EQ((*result)->killed_by, KillReason::kServiceShutdown);
+  EXPECT_FALSE((*result)->exit_code.has_value());
+  EXPECT_EQ((*result)->stdout_data, "partial\n");
+  auto refused = env_->execute(handle_, shell("true"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kExecutionUnavailable);
 }
 
 }  // namespace

@@ -89,6 +89,13 @@ class ExecutionEnvironment {
 
   // The workspace port of a live sandbox. ExecutionRejected when gone.
   virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
+
+  // The service is stopping: every running command ends with killed_by
+  // SERVICE_SHUTDOWN (partial output returned), and provision/execute fail
+  // with ExecutionUnavailable from now on. Callers then destroy what they
+  // hold. Thread-safe and async-signal-safe in the linux adapter. The
+  // default (an adapter whose commands complete instantly) only refuses.
+  virtual void shutdown() noexcept {}
 };
 
 }  // namespace airlock

@@ -157,3 +157,62 @@ TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {
 
 }  // namespace
 }  // namespace airlock::linux_jail
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace airlock::linux_jail {
+namespace {
+
+// The real kernel path: the memory controller's OOM notification fd fires
+// when a process in the cgroup is OOM-killed, and the counter says so.
+TEST(RealCgroup, MemoryEventFdFiresOnAnOomKill) {
+  if (::geteuid() != 0) GTEST_SKIP() << "creating cgroups needs root";
+  std::ifstream in("/proc/self/mountinfo");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::shared_ptr<CgroupFs> fs = makeRealCgroupFs();
+  auto driver = makeCgroupDriver(parseCgroupMounts(text.str(), *fs), fs);
+  if (!driver) GTEST_SKIP() << driver.error().message();
+  ResourceLimits l{1000, 32 << 20, 16, 1 << 20, 16, 10};
+  auto cg = (*driver)->create("airlock-test-oom-" + std::to_string(::getpid()), l);
+  ASSERT_TRUE(cg) << cg.error().message();
+  (*cg)->beginExecution();
+  ASSERT_GE((*cg)->memoryEventFd(), 0) << "no OOM notification on this cgroup version";
+
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(2);
+    const std::size_t n = 256u << 20;
+    volatile char* p = static_cast<volatile char*>(std::malloc(n));
+    if (p != nullptr)
+      for (std::size_t i = 0; i < n; i += 4096) p[i] = 1;  // touch every page: over the limit
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  ASSERT_TRUE((*cg)->addProcess(child));
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  ::close(go[1]);
+  pollfd p{(*cg)->memoryEventFd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 10000), 1) << "no OOM event within 10 s";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  auto c = (*cg)->counters();
+  ASSERT_TRUE(c);
+  EXPECT_GE(c->oom_kills, 1);
+  ASSERT_TRUE((*cg)->remove());
+}
+
+}  // namespace
+}  // namespace airlock::linux_jail

@@ -355,6 +355,8 @@ std::size_t FakeEnvironment::liveCount() const {
 }
 
 Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   if (spec.image_digest != kFakeImageDigest) {
     return fail(ErrorCode::kExecutionRejected, "unknown image digest: " + spec.image_digest);
   }
@@ -382,6 +384,8 @@ Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec
 Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle,
                                                  const ExecutionCommand& command,
                                                  const CancelToken* cancel) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   if (auto valid = validateCommand(command); !valid) return tl::unexpected(valid.error());
   std::lock_guard lock(state_->mu);
   auto found = state_->owned(handle);

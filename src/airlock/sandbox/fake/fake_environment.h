@@ -34,6 +34,7 @@
 // directory, which must exist in the workspace.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -110,11 +111,15 @@ class FakeEnvironment : public ExecutionEnvironment {
   // accepts an existing directory; a write past workspace_bytes / inodes_max
   // is ExecutionRejected ("workspace full").
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
+  // Commands here complete instantly, so none is ever mid-run: shutdown
+  // only makes provision and execute refuse (ExecutionUnavailable).
+  void shutdown() noexcept override { shutting_down_.store(true); }
 
   struct State;  // internal; public only so the workspace handle can name it
 
  private:
   std::shared_ptr<State> state_;
+  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace airlock::fake

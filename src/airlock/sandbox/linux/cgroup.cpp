@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,7 +77,19 @@ class CgroupV2 final : public Cgroup {
     c.memory_peak_bytes = readPeak();
     return c;
   }
+  int memoryEventFd() noexcept override { return events_.get(); }
+  void drainMemoryEvents() noexcept override {
+    char buf[4096];
+    while (::read(events_.get(), buf, sizeof buf) > 0) {
+    }
+  }
   void beginExecution() override {
+    if (!events_.valid()) {
+      // memory.events raises a modify event when oom / oom_kill change.
+      sys::UniqueFd fd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+      if (fd.valid() && ::inotify_add_watch(fd.get(), (dir_ + "/memory.events").c_str(), IN_MODIFY) >= 0)
+        events_ = std::move(fd);
+    }
     // memory.peak (5.19+) is the cgroup's lifetime peak; since 6.12 a write
     // resets it for reads through the same fd, which is what we hold.
     if (!peak_fd_.valid()) {
@@ -114,6 +128,7 @@ class CgroupV2 final : public Cgroup {
 
   std::shared_ptr<CgroupFs> fs_;
   std::string dir_;
+  sys::UniqueFd events_;
   sys::UniqueFd peak_fd_;
   bool peak_reset_ = false;
 };
@@ -194,6 +209,13 @@ class CgroupV1 final : public Cgroup {
   void beginExecution() override {
     // Writing 0 resets the v1 high-water mark to the current usage.
     (void)fs_->write(dirs_.at("memory") + "/memory.max_usage_in_bytes", "0");
+    if (!oom_event_.valid()) registerOomEvent();
+  }
+  int memoryEventFd() noexcept override { return oom_event_.get(); }
+  void drainMemoryEvents() noexcept override {
+    std::uint64_t count;
+    while (::read(oom_event_.get(), &count, sizeof count) == sizeof count) {
+    }
   }
   Result<void> killAll() override {
     for (const auto& [ctl, dir] : dirs_) {
@@ -213,8 +235,22 @@ class CgroupV1 final : public Cgroup {
   }
 
  private:
+  // v1 OOM notification: "<eventfd> <fd of memory.oom_control>" written to
+  // cgroup.event_control. Best effort: without it the counters are polled.
+  void registerOomEvent() {
+    const std::string& mem = dirs_.at("memory");
+    auto control = fs_->open(mem + "/memory.oom_control");
+    if (!control) return;
+    sys::UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!efd.valid()) return;
+    if (fs_->write(mem + "/cgroup.event_control",
+                   std::to_string(efd.get()) + " " + std::to_string(control->get())))
+      oom_event_ = std::move(efd);
+  }
+
   std::shared_ptr<CgroupFs> fs_;
   std::map<std::string, std::string> dirs_;  // controller -> directory
+  sys::UniqueFd oom_event_;
 };
 
 class DriverV1 final : public CgroupDriver {

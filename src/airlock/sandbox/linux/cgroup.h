@@ -58,6 +58,13 @@ class Cgroup {
   // Starts a new execution's accounting: the memory peak is reset so that
   // nothing carries over from the previous command (bug-log B34).
   virtual void beginExecution() = 0;
+  // An fd that becomes readable when the memory controller reports an OOM
+  // (v1: an eventfd registered on memory.oom_control through
+  // cgroup.event_control; v2: inotify on memory.events), or -1 where not
+  // available. Readers drain it and then read counters(); owned by the cgroup.
+  virtual int memoryEventFd() noexcept { return -1; }
+  // Drains a readable memoryEventFd().
+  virtual void drainMemoryEvents() noexcept {}
   // SIGKILL every process in the cgroup (v2 cgroup.kill; v1 per pid).
   virtual Result<void> killAll() = 0;
   // rmdir; the cgroup must be empty.

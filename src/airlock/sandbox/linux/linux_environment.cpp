@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -251,6 +253,17 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   // Destroys sandboxes whose owner process is gone (lock file not held).
   void sweepOrphans();
 
+  void shutdown() noexcept override {
+    shutting_down_.store(true);
+    std::uint64_t one = 1;
+    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
+  }
+  Result<void> initShutdownEvent() {
+    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!shutdown_event_.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
+    return {};
+  }
+
  private:
   std::shared_ptr<Sandbox> find(const std::string& id) {
     std::lock_guard lk(mu_);
@@ -291,6 +304,8 @@ class LinuxEnvironment final : public ExecutionEnvironment {
     return Error{ErrorCode::kExecutionRejected, 0, "unknown or destroyed environment " + id};
   }
 
+  std::atomic<bool> shutting_down_{false};
+  UniqueFd shutdown_event_;  // readable once shutdown() ran; polled by every execute
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::vector<std::string> expired_;  // most recent last, bounded
@@ -306,6 +321,8 @@ std::string stepName(const std::vector<SetupStep>& plan, int step) {
 }
 
 Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spec) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   if (spec.image_digest != image_digest_)
     return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
                                                    " (this service runs " + image_digest_ + ")");
@@ -566,6 +583,8 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   auto sb = find(handle.environment_id);
   if (!sb) return tl::unexpected(goneError(handle.environment_id));
   if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
@@ -754,15 +773,20 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       init_lost = true;
       break;
     }
-    pollfd p[5];
+    pollfd p[7];
     int n = 0;
-    int i_ctl = -1, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1;
+    int i_ctl = -1, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1, i_stop = -1, i_mem = -1;
     p[n] = {sb->control.get(), POLLIN, 0};
     i_ctl = n++;
     if (out.fd.valid()) { p[n] = {out.fd.get(), POLLIN, 0}; i_out = n++; }
     if (err.fd.valid()) { p[n] = {err.fd.get(), POLLIN, 0}; i_err = n++; }
     if (in_w.valid()) { p[n] = {in_w.get(), POLLOUT, 0}; i_in = n++; }
     if (cancel != nullptr && !reason) { p[n] = {cancel->pollFd(), POLLIN, 0}; i_cancel = n++; }
+    if (!reason) { p[n] = {shutdown_event_.get(), POLLIN, 0}; i_stop = n++; }
+    if (!reason && sb->cgroup->memoryEventFd() >= 0) {
+      p[n] = {sb->cgroup->memoryEventFd(), POLLIN, 0};
+      i_mem = n++;
+    }
     auto wake = exited_at ? *exited_at + kKillGrace
                 : reason  ? *kill_sent + kKillGrace
                           : std::min(deadline, next_watch);
@@ -772,6 +796,13 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
     if (rc <= 0) continue;
 
     if (i_cancel >= 0 && (p[i_cancel].revents & POLLIN)) requestKill(KillReason::kCancelled);
+    if (i_stop >= 0 && (p[i_stop].revents & POLLIN)) requestKill(KillReason::kServiceShutdown);
+    if (i_mem >= 0 && (p[i_mem].revents & POLLIN)) {
+      // The memory controller says an OOM happened: read its counters now
+      // rather than at the next watch tick.
+      sb->cgroup->drainMemoryEvents();
+      if (auto hit = limitHit()) requestKill(*hit);
+    }
     for (auto [idx, cap_ptr] : {std::pair{i_out, &out}, std::pair{i_err, &err}}) {
       if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Capture& c = *cap_ptr;
@@ -998,6 +1029,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   if (!digest) return tl::unexpected(digest.error());
   auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
                                                 std::move(*digest));
+  if (auto r = env->initShutdownEvent(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return std::unique_ptr<ExecutionEnvironment>(std::move(env));
 }
