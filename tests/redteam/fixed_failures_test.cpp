@@ -123,8 +123,11 @@ TEST_F(RedteamFixed, B36_BothStreamsCutAreMarkedTruncated) {
   c.maximum_output_bytes = 1 << 16;
   auto r = run(c);
   ASSERT_EQ(r.killed_by, KillReason::kOutputLimit);
-  ASSERT_FALSE(r.stderr_data.empty());
-  ASSERT_FALSE(r.stdout_data.empty());
+  // Which stream crossed the cap first depends on scheduling, and the other
+  // may have had nothing read yet; either way both were cut while their
+  // writers still ran, so both are marked truncated, and together they hold
+  // exactly the cap.
+  EXPECT_EQ(r.stdout_data.size() + r.stderr_data.size(), std::size_t{1} << 16);
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_TRUE(r.stderr_truncated);
 }
