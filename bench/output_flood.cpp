@@ -15,9 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "airlock/core/environment_tiers.h"
-#include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/linux/linux_environment.h"
+#include "bench_support.h"
 
 extern char** environ;
 
@@ -54,23 +52,11 @@ long long drainPeer(const char* const* argv) {
 int main(int argc, char** argv) {
   using namespace airlock;
   const std::int64_t cap = argc > 1 ? std::atoll(argv[1]) : (1 << 20);
-  linux_jail::LinuxEnvironmentOptions options;
-  options.state_dir = "/run/airlock-bench";
-  auto env = linux_jail::createLinuxEnvironment(options);
-  if (!env) {
-    std::fprintf(stderr, "linux mechanism unavailable: %s\n", env.error().message().c_str());
-    return 1;
-  }
-  EnvironmentSpec spec;
-  spec.tenant_id = "bench";
-  spec.run_id = "bench";
-  spec.image_digest = *linux_jail::computeImageDigest(options);
-  spec.limits = defaultLimits();
-  spec.environment = buildEnvironment(std::vector<std::string>{},
-                                      [](std::string_view) { return std::optional<std::string>{}; },
-                                      ".", std::nullopt)
-                         .variables;
-  auto h = (*env)->provision(spec);
+  auto bench_env = bench::makeBenchEnvironment();
+  if (!bench_env) return 1;
+  auto& env = bench_env->env;  // used as env-> below, like a Result
+  const EnvironmentSpec& spec = bench_env->spec;
+  auto h = env->provision(spec);
   if (!h) return 1;
   ExecutionCommand cmd;
   cmd.argv = {"head", "-c", "10G", "/dev/zero"};
@@ -79,10 +65,10 @@ int main(int argc, char** argv) {
 
   const long rss_before = maxRssKiB();
   auto t0 = Clock::now();
-  auto r = (*env)->execute(*h, cmd);
+  auto r = env->execute(*h, cmd);
   const double airlock_s = std::chrono::duration<double>(Clock::now() - t0).count();
   const long rss_after = maxRssKiB();
-  (void)(*env)->destroy(*h);
+  (void)env->destroy(*h);
   if (!r) {
     std::fprintf(stderr, "execute failed: %s\n", r.error().message().c_str());
     return 1;

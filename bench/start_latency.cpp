@@ -14,9 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "airlock/core/environment_tiers.h"
-#include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/linux/linux_environment.h"
+#include "bench_support.h"
 
 extern char** environ;
 
@@ -66,28 +64,16 @@ bool spawnAndWait(std::vector<const char*> argv) {
 int main(int argc, char** argv) {
   using namespace airlock;
   const int n = argc > 1 ? std::atoi(argv[1]) : 200;
-  linux_jail::LinuxEnvironmentOptions options;
-  options.state_dir = "/run/airlock-bench";
-  auto env = linux_jail::createLinuxEnvironment(options);
-  if (!env) {
-    std::fprintf(stderr, "linux mechanism unavailable: %s\n", env.error().message().c_str());
-    return 1;
-  }
-  EnvironmentSpec spec;
-  spec.tenant_id = "bench";
-  spec.run_id = "bench";
-  spec.image_digest = *linux_jail::computeImageDigest(options);
-  spec.limits = defaultLimits();
-  spec.environment = buildEnvironment(std::vector<std::string>{},
-                                      [](std::string_view) { return std::optional<std::string>{}; },
-                                      ".", std::nullopt)
-                         .variables;
+  auto bench_env = bench::makeBenchEnvironment();
+  if (!bench_env) return 1;
+  auto& env = bench_env->env;  // used as env-> below, like a Result
+  const EnvironmentSpec& spec = bench_env->spec;
   ExecutionCommand cmd;
   cmd.argv = {"/bin/true"};
   cmd.timeout_seconds = 10;
   cmd.maximum_output_bytes = 1 << 16;
 
-  auto provisioned = (*env)->provision(spec);
+  auto provisioned = env->provision(spec);
   if (!provisioned) return 1;
   const bool have_bwrap = ::access("/usr/bin/bwrap", X_OK) == 0;
   // Phase times of the cold case, for "where the time goes".
@@ -98,20 +84,20 @@ int main(int argc, char** argv) {
   std::vector<std::function<bool()>> cases = {
       [&] {
         auto t0 = Clock::now();
-        auto h = (*env)->provision(spec);
+        auto h = env->provision(spec);
         if (!h) return false;
         t_provision.push_back(since(t0));
         t0 = Clock::now();
-        auto r = (*env)->execute(*h, cmd);
+        auto r = env->execute(*h, cmd);
         t_execute.push_back(since(t0));
         bool ok = r && r->exit_code == 0;
         t0 = Clock::now();
-        ok = (*env)->destroy(*h).has_value() && ok;
+        ok = env->destroy(*h).has_value() && ok;
         t_destroy.push_back(since(t0));
         return ok;
       },
       [&] {
-        auto r = (*env)->execute(*provisioned, cmd);
+        auto r = env->execute(*provisioned, cmd);
         return r && r->exit_code == 0;
       },
       [] { return spawnAndWait({"/bin/true"}); },
@@ -125,7 +111,7 @@ int main(int argc, char** argv) {
     });
   }
   auto stats = measureInterleaved(n, cases);
-  (void)(*env)->destroy(*provisioned);
+  (void)env->destroy(*provisioned);
   const Stats cold = stats[0], warm = stats[1], forkexec = stats[2];
   const Stats bwrap = have_bwrap ? stats[3] : Stats{0, 0};
 
