@@ -142,3 +142,62 @@ TEST(ContainmentProperty, BothResolversAgreeOnCheckedPaths) {
 
 }  // namespace
 }  // namespace airlock::workspace
+
+#include <linux/fs.h>
+#include <sys/syscall.h>
+
+#include <atomic>
+#include <thread>
+
+namespace airlock::workspace {
+namespace {
+
+// Gate workspace_containment, the race half (bug-log B03): while another
+// thread keeps exchanging a directory on the path with a symlink that leads
+// out of the root (renameat2 RENAME_EXCHANGE, so the name is never missing),
+// every open through either resolver lands under the root or fails.
+TEST(GateWorkspaceContainment, SymlinkSwappedBetweenCheckAndUseNeverEscapes) {
+  TempDir root;
+  TempDir outside;
+  const int r = root.fd();
+  ASSERT_TRUE(testing::mkdirs(r, "a/b"));
+  ASSERT_TRUE(testing::writeFileAt(r, "a/b/c.txt", "inside"));
+  ASSERT_TRUE(testing::mkdirs(outside.fd(), "b"));
+  ASSERT_TRUE(testing::writeFileAt(outside.fd(), "b/c.txt", "outside"));
+  ASSERT_TRUE(testing::symlinkAt(r, outside.path() + "/b", "a/swap"));
+
+  std::atomic<bool> stop{false};
+  std::atomic<long> swaps{0};
+  std::thread swapper([&] {
+    while (!stop.load()) {
+      if (::syscall(SYS_renameat2, r, "a/b", r, "a/swap", RENAME_EXCHANGE) == 0) ++swaps;
+    }
+  });
+  long opened = 0, refused = 0;
+  bool escaped = false;
+  std::string where;
+  for (int i = 0; i < 20000 && !escaped; ++i) {
+    for (ResolverKind kind : kinds()) {
+      auto fd = openBeneath(r, "a/b/c.txt", O_RDONLY, 0, kind);
+      if (!fd) {
+        ++refused;
+        continue;
+      }
+      ++opened;
+      const std::string real = testing::fdPath(fd->get());
+      if (!(real == root.path() || real.rfind(root.path() + "/", 0) == 0)) {
+        escaped = true;
+        where = real;
+      }
+    }
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_FALSE(escaped) << "opened " << where << " outside the root";
+  EXPECT_GT(swaps.load(), 0) << "the swap never happened: the race was not exercised";
+  EXPECT_GT(opened, 0) << "no open succeeded: the test would pass vacuously";
+  EXPECT_GT(refused, 0) << "no open met the swapped symlink";
+}
+
+}  // namespace
+}  // namespace airlock::workspace
