@@ -20,6 +20,8 @@ struct LimitCase {
   KillReason expected;
 };
 
+void PrintTo(const LimitCase& c, std::ostream* os) { *os << c.name; }
+
 class GateLimitsEnforced : public ::testing::TestWithParam<LimitCase> {};
 
 TEST_P(GateLimitsEnforced, KilledWithTheMatchingReasonAndPartialOutput) {
@@ -52,8 +54,14 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"Allocator", [](ResourceLimits& l) { l.memory_bytes = 64 << 20; },
                   "exec python3 -c 'b = bytearray(256 << 20); b[::4096] = b\"x\" * len(b[::4096])'",
                   60, 1 << 20, KillReason::kMemory},
+        // The shell that starts the bomb exits at once; the bomb keeps the
+        // command alive (it holds stdout) until it meets pids.max.
         LimitCase{"ForkBomb", [](ResourceLimits& l) { l.pids_max = 32; },
-                  "f(){ f | f & }; f; sleep 30", 60, 1 << 20, KillReason::kPids},
+                  "f(){ f | f & }; f", 60, 1 << 20, KillReason::kPids},
+        // The classic bash spelling (POSIX sh, dash included, refuses `:` as
+        // a function name, so it goes through bash).
+        LimitCase{"ForkBombBash", [](ResourceLimits& l) { l.pids_max = 32; },
+                  "bash -c ':(){ :|:& };:'", 60, 1 << 20, KillReason::kPids},
         LimitCase{"DiskFiller", [](ResourceLimits& l) { l.workspace_bytes = 8 << 20; },
                   "yes > filler; sleep 30", 60, 1 << 20, KillReason::kDisk},
         LimitCase{"FileCountFiller", [](ResourceLimits& l) { l.inodes_max = 500; },

@@ -48,14 +48,43 @@ TEST_F(RedteamLimits, B30_DevShmCannotGetRoundTheLimits) {
   EXPECT_NE(df.stdout_data.find("16384"), std::string::npos) << df.stdout_data;
 }
 
-// B31: a fork bomb meets pids.max and is reported as PIDS; the sandbox is
-// usable afterwards.
-TEST_F(RedteamLimits, B31_ForkBombIsReportedAsPids) {
-  reprovision([](ResourceLimits& l) { l.pids_max = 48; });
-  auto r = run(shell("f(){ f | f & }; f; sleep 30", 30));
-  EXPECT_EQ(r.killed_by, KillReason::kPids);
-  EXPECT_EQ(run(shell("echo alive")).stdout_data, "alive\n");
+// B31: each of the case's three bombs (a shell function piping into itself
+// in the background, a fork loop whose children pause, a thread bomb) meets
+// pids.max: fork fails with EAGAIN inside, the run is reported as PIDS, and
+// the sandbox is usable afterwards with its whole pids budget.
+struct BombCase {
+  const char* name;
+  const char* script;
+};
+void PrintTo(const BombCase& c, std::ostream* os) { *os << c.name; }
+class RedteamForkBomb : public SandboxTest, public ::testing::WithParamInterface<BombCase> {};
+
+TEST_P(RedteamForkBomb, B31_ForkBombIsReportedAsPids) {
+  reprovision([](ResourceLimits& l) { l.pids_max = 64; });
+  auto r = run(shell(GetParam().script, 30));
+  EXPECT_EQ(r.killed_by, KillReason::kPids) << r.stderr_data.substr(0, 300);
+  EXPECT_FALSE(r.exit_code.has_value());
+  // Nothing of the bomb is left: 50 processes can be started again.
+  auto again = run(shell("for i in $(seq 50); do sleep 30 >/dev/null 2>&1 & done; echo started"));
+  EXPECT_EQ(again.stdout_data, "started\n") << again.stderr_data.substr(0, 300);
+  EXPECT_FALSE(again.killed_by.has_value());
+  EXPECT_EQ(again.stderr_data, "");
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Bombs, RedteamForkBomb,
+    ::testing::Values(
+        BombCase{"ShellFunctionPipingIntoItself", "f(){ f | f & }; f"},
+        BombCase{"ForkLoopWithPausingChildren",
+                 "exec python3 -c 'import os, signal\n"
+                 "while True:\n"
+                 "    if os.fork() == 0:\n"
+                 "        signal.pause()'"},
+        BombCase{"ThreadBomb",
+                 "exec python3 -c 'import threading, time\n"
+                 "while True:\n"
+                 "    threading.Thread(target=time.sleep, args=(300,), daemon=True).start()'"}),
+    [](const ::testing::TestParamInfo<BombCase>& info) { return std::string(info.param.name); });
 
 // B34: accounting does not carry from one command to the next.
 TEST_F(RedteamLimits, B34_AccountingStartsFreshForEachCommand) {

@@ -124,6 +124,29 @@ TEST_F(LinuxEnvironmentTest, BackgroundProcessesDoNotOutliveTheirCommand) {
   EXPECT_EQ(ps.stdout_data.find("sleep"), std::string::npos) << ps.stdout_data;
 }
 
+// The command ends when its main process has exited and stdout and stderr
+// are at end-of-file: output a background job writes after the shell has
+// exited is part of the result, not lost.
+TEST_F(LinuxEnvironmentTest, OutputOfABackgroundJobAfterTheMainProcessExitedIsKept) {
+  auto r = run(shell("echo early; (sleep 0.3; echo late) & exit 3"));
+  EXPECT_EQ(r.exit_code, 3) << "the main process's exit status is the result";
+  EXPECT_FALSE(r.killed_by.has_value());
+  EXPECT_EQ(r.stdout_data, "early\nlate\n");
+}
+
+// A background process that keeps stdout open keeps the command running: it
+// meets the timeout (exit_code null even though the shell exited 0), and
+// nothing of it survives.
+TEST_F(LinuxEnvironmentTest, BackgroundProcessHoldingStdoutRunsIntoTheTimeout) {
+  auto r = run(shell("echo started; sleep 300 & exit 0", 1));
+  EXPECT_EQ(r.killed_by, KillReason::kTimeout);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_FALSE(r.exit_code.has_value());
+  EXPECT_EQ(r.stdout_data, "started\n");
+  auto ps = run(shell("for p in /proc/[0-9]*; do cat $p/comm; done"));
+  EXPECT_EQ(ps.stdout_data.find("sleep"), std::string::npos) << ps.stdout_data;
+}
+
 TEST_F(LinuxEnvironmentTest, StdinIsDeliveredThenClosed) {
   auto c = shell("wc -c");
   c.stdin_data = std::string(1 << 20, 'x');

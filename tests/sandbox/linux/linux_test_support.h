@@ -94,7 +94,9 @@ class SandboxTest : public ::testing::Test {
     handle_ = *h;
   }
   void TearDown() override {
-    if (env_) EXPECT_TRUE(env_->destroy(handle_));
+    if (env_) {
+      EXPECT_TRUE(env_->destroy(handle_));
+    }
   }
   // Replaces the sandbox with one whose limits `tweak` changed.
   void reprovision(const std::function<void(ResourceLimits&)>& tweak) {

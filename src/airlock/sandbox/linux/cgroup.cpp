@@ -18,6 +18,9 @@
 namespace airlock::linux_jail {
 namespace {
 
+// Rounds of read-and-kill in the v1 kill-all before giving up.
+constexpr int kKillRounds = 100;
+
 class RealCgroupFs final : public CgroupFs {
  public:
   Result<void> makeDir(const std::string& path) override {
@@ -217,11 +220,23 @@ class CgroupV1 final : public Cgroup {
     while (::read(oom_event_.get(), &count, sizeof count) == sizeof count) {
     }
   }
+  // v1 has no cgroup.kill: SIGKILL every member, and repeat while members
+  // remain, so a process forked between the read and the kill is met by the
+  // next round. (A sandbox's processes all live in one pid namespace whose
+  // init is a member too: once init dies the kernel kills the rest of the
+  // namespace at once, so a round or two suffices.)
   Result<void> killAll() override {
-    for (const auto& [ctl, dir] : dirs_) {
-      auto procs = fs_->read(dir + "/cgroup.procs");
-      if (!procs) continue;
-      for (pid_t p : parsePids(*procs)) ::kill(p, SIGKILL);
+    for (int round = 0; round < kKillRounds; ++round) {
+      bool any = false;
+      for (const auto& [ctl, dir] : dirs_) {
+        auto procs = fs_->read(dir + "/cgroup.procs");
+        if (!procs) continue;
+        for (pid_t p : parsePids(*procs)) {
+          any = true;
+          ::kill(p, SIGKILL);
+        }
+      }
+      if (!any) return {};
     }
     return {};
   }

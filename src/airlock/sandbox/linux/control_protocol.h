@@ -5,13 +5,21 @@
 //   kGo        after uid/gid maps and cgroup membership are in place.
 //   kRun       header + payload "cwd\0argv0\0...envp0\0..." and SCM_RIGHTS
 //              [stdin read end (only if has_stdin), stdout write, stderr write].
-//   kKill      kill every process in the sandbox except init (kill(-1)).
+//   kEnd       end the command: kill every process in the sandbox except init
+//              (kill(-1) from the pid namespace's init: one whole-unit kill,
+//              a fork cannot slip past it), reap them all, answer kExited.
+//              Sent at a limit, a timeout or a cancel, and in the normal case
+//              once the main process has exited and stdout and stderr have
+//              reached end-of-file (every holder closed them).
 // Init -> service:
 //   kReady     setup done; SCM_RIGHTS [/workspace, /tmp, /dev/shm directory fds]
 //              (the service watches them fill up: DISK).
 //   kSetupFailed  step index + errno; init exits.
-//   kExited    wait status of the command, after every other process in the
-//              sandbox has been killed and reaped.
+//   kMainExited  wait status of the command's main process; the processes it
+//              started keep running until the service sends kEnd.
+//   kExited    answer to kEnd, once every process but init is gone: the main
+//              process's wait status (reaped in the kill if it was still
+//              running) and the CPU of everything the command ran.
 //   kRunFailed the command could not be started (status = errno: fork
 //              refused at the pids limit, or a malformed request).
 #pragma once
@@ -23,11 +31,12 @@ namespace airlock::linux_jail {
 enum class MessageType : std::uint32_t {
   kGo = 1,
   kRun = 2,
-  kKill = 3,
+  kEnd = 3,
   kReady = 10,
   kSetupFailed = 11,
   kExited = 12,
   kRunFailed = 13,
+  kMainExited = 14,
 };
 
 struct MessageHeader {

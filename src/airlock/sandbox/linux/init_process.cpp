@@ -118,12 +118,14 @@ std::int64_t reapedChildrenCpuUsec() noexcept {
 }
 
 // Reaps every child; returns when none is left.
-void reapAll() noexcept {
+// If `main` is among them, its wait status lands in *main_status.
+void reapAll(pid_t main, int* main_status) noexcept {
   for (;;) {
     int status = 0;
     pid_t p = ::waitpid(-1, &status, __WALL);
     if (p < 0 && errno == EINTR) continue;
     if (p < 0) return;
+    if (p == main) *main_status = status;
   }
 }
 
@@ -278,7 +280,11 @@ void closeIf(int fd) noexcept {
 // destroyed the sandbox): then init exits and the kernel kills the rest.
 [[noreturn]] void serve(const InitContext& ctx, int sigfd) noexcept {
   const int ctl = ctx.control_fd;
-  pid_t command = -1;
+  // A command is active from kRun until init answers kEnd with kExited; its
+  // main process may exit earlier (kMainExited) while what it started runs on.
+  bool active = false;
+  pid_t command = -1;  // the main process while it runs
+  int main_status = 0;
   std::int64_t cpu_before = 0;
   for (;;) {
     pollfd fds[2] = {{ctl, POLLIN, 0}, {sigfd, POLLIN, 0}};
@@ -295,12 +301,9 @@ void closeIf(int fd) noexcept {
         pid_t p = ::waitpid(-1, &status, WNOHANG | __WALL);
         if (p <= 0) break;
         if (p == command) {
-          // The command is done: nothing it started may outlive it.
-          killAllButInit();
-          reapAll();
           command = -1;
-          sendHeader(ctl, MessageType::kExited, status, 0, nullptr, 0,
-                     reapedChildrenCpuUsec() - cpu_before);
+          main_status = status;
+          sendHeader(ctl, MessageType::kMainExited, status, 0);
         }
       }
     }
@@ -332,11 +335,19 @@ void closeIf(int fd) noexcept {
         for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
         continue;
       }
-      if (h.type == MessageType::kKill) {
-        killAllButInit();
+      if (h.type == MessageType::kEnd) {
+        if (active) {
+          // Nothing the command started may outlive it.
+          killAllButInit();
+          reapAll(command, &main_status);
+          command = -1;
+          active = false;
+          sendHeader(ctl, MessageType::kExited, main_status, 0, nullptr, 0,
+                     reapedChildrenCpuUsec() - cpu_before);
+        }
         continue;
       }
-      if (h.type != MessageType::kRun || command > 0) {
+      if (h.type != MessageType::kRun || active) {
         for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
         continue;
       }
@@ -350,6 +361,7 @@ void closeIf(int fd) noexcept {
         req.stdout_fd = passed[want - 2];
         req.stderr_fd = passed[want - 1];
         cpu_before = reapedChildrenCpuUsec();
+        main_status = 0;
         pid_t child = ::fork();
         if (child == 0) execCommand(ctx, req);
         if (child < 0) start_errno = errno;
@@ -359,6 +371,8 @@ void closeIf(int fd) noexcept {
       if (!ok || command < 0) {
         command = -1;
         sendHeader(ctl, MessageType::kRunFailed, start_errno, 0);
+      } else {
+        active = true;
       }
     }
   }

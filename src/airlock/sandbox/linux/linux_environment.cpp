@@ -715,12 +715,17 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   out_w.reset();
   err_w.reset();
 
-  // Event loop: drain output under the cap, feed stdin, watch the deadline
-  // and the cancel token, until init reports the exit and both pipes close.
+  // Event loop: drain output under the cap, feed stdin, watch the deadline,
+  // the limits and the cancel token. The command ends when its main process
+  // has exited and stdout and stderr have reached end-of-file (so output of
+  // background jobs is not lost, and a fork bomb that outlives its shell is
+  // still met by its limit), or at a limit, timeout or cancel; then init
+  // kills whatever is left and reports the main process's exit status.
   const auto deadline = started + std::min<Clock::duration>(*effective, expires_in);
   const bool expiry_first = expires_in < *effective;
   std::optional<KillReason> reason;
-  std::optional<Clock::time_point> kill_sent;
+  std::optional<Clock::time_point> end_sent;
+  bool main_exited = false;
   std::optional<int> wait_status;
   std::optional<int> start_errno;
   bool init_lost = false;
@@ -728,13 +733,17 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
   const std::int64_t cap = command.maximum_output_bytes;
   char buf[65536];
 
-  auto requestKill = [&](KillReason why) {
-    if (reason) return;
-    reason = why;
-    kill_sent = Clock::now();
+  auto sendEnd = [&] {
+    if (end_sent) return;
+    end_sent = Clock::now();
     MessageHeader k{};
-    k.type = MessageType::kKill;
+    k.type = MessageType::kEnd;
     if (!sendWithFds(sb->control.get(), &k, sizeof k, {}, nullptr, 0)) init_lost = true;
+  };
+  auto requestKill = [&](KillReason why) {
+    if (reason || wait_status) return;
+    reason = why;
+    sendEnd();
   };
   // The enforcers' own signals: the memory cgroup's OOM-kill counter, the
   // pids cgroup's refused-fork counter, and a filesystem at its size or
@@ -762,12 +771,13 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       err.fd.reset();
       break;
     }
+    if (main_exited && !out.fd.valid() && !err.fd.valid()) sendEnd();
     if (!reason && now >= deadline) requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
     if (!reason && !wait_status && now >= next_watch) {
       if (auto hit = limitHit()) requestKill(*hit);
       next_watch = now + kWatchInterval;
     }
-    if (kill_sent && now >= *kill_sent + kKillGrace && !wait_status) {
+    if (end_sent && now >= *end_sent + kKillGrace && !wait_status) {
       // Init did not answer: kill the whole sandbox.
       ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
       init_lost = true;
@@ -788,7 +798,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       i_mem = n++;
     }
     auto wake = exited_at ? *exited_at + kKillGrace
-                : reason  ? *kill_sent + kKillGrace
+                : end_sent ? *end_sent + kKillGrace
                           : std::min(deadline, next_watch);
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     int rc = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
@@ -844,7 +854,10 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
         init_lost = true;
         break;
       }
-      if (*reply && (*reply)->header.type == MessageType::kExited) {
+      if (*reply && (*reply)->header.type == MessageType::kMainExited) {
+        main_exited = true;
+        in_w.reset();
+      } else if (*reply && (*reply)->header.type == MessageType::kExited) {
         wait_status = (*reply)->header.status;
         cpu_usec = (*reply)->header.cpu_usec;
         exited_at = Clock::now();
@@ -920,7 +933,7 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       sb->last_snapshot.clear();
     }
   }
-  // Init killed every process of the command before reporting its exit, so
+  // Init killed every process of the command before reporting kExited, so
   // nothing can change the workspace after the `after` snapshot.
   provenance_update.record(result.files_changed, !init_lost && !result.files_changed_truncated);
   if (reason == KillReason::kExpired) {
