@@ -46,7 +46,7 @@ TEST_F(RedteamFixed, NetworkDenied_VsockSocketsAreRefused) {
 // --copy-in host paths, any flag values) to every command. Fix: scrub the
 // [arg_start, arg_end) range in runInit as scrubInheritedStrings does for
 // environ (addresses read from /proc/self/stat before clone).
-TEST_F(RedteamFixed, B22_B26_InitDoesNotShowTheServiceCommandLine) {
+TEST_F(RedteamFixed, B26_InitDoesNotShowTheServiceCommandLine) {
   std::ifstream self("/proc/self/cmdline");
   std::string argv0;
   std::getline(self, argv0, '\0');
@@ -62,7 +62,7 @@ TEST_F(RedteamFixed, B22_B26_InitDoesNotShowTheServiceCommandLine) {
 // every later execute in the sandbox fails at the "before" snapshot. Required:
 // the result is returned with files_changed_truncated (or a SNAPSHOT_TOO_LARGE
 // flag), and later commands still run.
-TEST_F(RedteamFixed, B09_B33_DeepTreeDoesNotLoseTheResult) {
+TEST_F(RedteamFixed, B09_DeepTreeDoesNotLoseTheResult) {
   auto c = shell("python3 -c 'import os\nfor i in range(4200):\n    os.mkdir(\"d\"); os.chdir(\"d\")'; "
                  "echo visible; exit 9");
   auto r = env_->execute(handle_, c);

@@ -1,6 +1,8 @@
 // Bug-log section D and F cases about limits and lifetimes, each named
 // after its case: the limit holds and the result names the enforcer.
+#include <cerrno>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -85,6 +87,41 @@ INSTANTIATE_TEST_SUITE_P(
                  "while True:\n"
                  "    threading.Thread(target=time.sleep, args=(300,), daemon=True).start()'"}),
     [](const ::testing::TestParamInfo<BombCase>& info) { return std::string(info.param.name); });
+
+// B33: a command that makes small files until it cannot stops at the inode
+// cap with ENOSPC and is reported as DISK; the snapshot and diff of 20,000
+// new files finish and come back as a capped listing, and the next sandbox
+// (and the host) can still create files.
+TEST_F(RedteamLimits, B33_InodeExhaustionStopsAtTheCapAndTheDiffFinishes) {
+  reprovision([](ResourceLimits& l) { l.inodes_max = 20000; });
+  auto r = run(shell("exec python3 -c 'import os\n"
+                     "i = 0\n"
+                     "try:\n"
+                     "    while True:\n"
+                     "        open(\"f%d\" % i, \"w\").close()\n"
+                     "        i += 1\n"
+                     "except OSError as e:\n"
+                     "    print(e.errno, i)'",
+                     60));
+  EXPECT_EQ(r.killed_by, KillReason::kDisk) << r.stderr_data;
+  std::istringstream out(r.stdout_data);
+  int err = 0;
+  long made = 0;
+  out >> err >> made;
+  EXPECT_EQ(err, ENOSPC) << r.stdout_data;
+  EXPECT_GT(made, 19000) << r.stdout_data;
+  EXPECT_LT(made, 20000) << r.stdout_data;
+  EXPECT_TRUE(r.files_changed_truncated);
+  EXPECT_LE(static_cast<std::int64_t>(r.files_changed.size()), options_.files_changed_listing);
+  EXPECT_FALSE(r.files_changed.empty());
+  // Another sandbox is unaffected.
+  auto other = env_->provision(linuxSpec(options_));
+  ASSERT_TRUE(other) << other.error().message();
+  auto o = env_->execute(*other, shell("touch a b c && ls | wc -l"));
+  EXPECT_TRUE(env_->destroy(*other));
+  ASSERT_TRUE(o) << o.error().message();
+  EXPECT_EQ(o->stdout_data, "3\n") << o->stderr_data;
+}
 
 // B34: accounting does not carry from one command to the next.
 TEST_F(RedteamLimits, B34_AccountingStartsFreshForEachCommand) {
