@@ -1,7 +1,9 @@
 // Red-team regression: the service's own reads and writes in a workspace
 // never follow a link a command planted (bug-log B01 symlink where the host
-// side writes, B04 upload into a symlinked directory, B05 reading an output
-// file that is a symlink, B10 hard links across the boundary).
+// side writes, B02 metadata operations, B03 a link swapped in during a call,
+// B04 upload into a symlinked directory, B05 reading an output file that is
+// a symlink, B10 hard links across the boundary, B11 code loaded from the
+// sandbox root).
 //
 // A host canary directory is made under /tmp on the host; a command plants
 // links to it (absolute and ../ relative) in its workspace; then the
@@ -11,10 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -156,6 +161,126 @@ TEST_F(RedteamWorkspaceLinkTest, B10_FilesChangedHashesLinkTextAndHardLinksCanno
     EXPECT_EQ(*f.sha256 + "\n", text_hash.stdout_data);
   }
   EXPECT_TRUE(seen);
+}
+
+// B02: nothing the service does to workspace metadata follows a planted
+// link: placing files (copy-in sets owner and mode on what it creates),
+// writing, making directories, listing, provenance and the snapshot of a
+// command. The canary file's owner, mode and times are checked in TearDown;
+// its directory's are checked here.
+TEST_F(RedteamWorkspaceLinkTest, B02_MetadataOperationsNeverFollowAPlantedLink) {
+  struct stat dir_before {};
+  ASSERT_EQ(::stat(canary_dir_.c_str(), &dir_before), 0);
+  plant();
+  for (const char* name : {"abs_file", "rel_file"}) {
+    (void)ws_->placeFile(name, "placed\n");
+    (void)ws_->provenance(name);
+  }
+  for (const char* dir : {"abs_dir", "rel_dir"}) {
+    const std::string d = dir;
+    EXPECT_FALSE(ws_->placeFile(d + "/placed", "x")) << d;
+    EXPECT_FALSE(ws_->mkdir(d + "/made")) << d;
+    EXPECT_FALSE(ws_->write(d + "/canary", "x")) << d;
+  }
+  EXPECT_TRUE(ws_->listdir("."));
+  auto r = run("chmod 777 abs_dir rel_dir 2>/dev/null; touch -h abs_file; echo ran");
+  EXPECT_EQ(r.stdout_data, "ran\n") << r.stderr_data;
+  struct stat dir_after {};
+  ASSERT_EQ(::stat(canary_dir_.c_str(), &dir_after), 0);
+  EXPECT_EQ(dir_after.st_mode, dir_before.st_mode);
+  EXPECT_EQ(dir_after.st_uid, dir_before.st_uid);
+  EXPECT_EQ(dir_after.st_gid, dir_before.st_gid);
+  EXPECT_EQ(dir_after.st_mtim.tv_sec, dir_before.st_mtim.tv_sec);
+  EXPECT_EQ(dir_after.st_mtim.tv_nsec, dir_before.st_mtim.tv_nsec);
+}
+
+// B03: while a command keeps exchanging a real directory `data` with a link
+// to `/` (renameat2 RENAME_EXCHANGE in a tight loop), thousands of reads,
+// listings and writes through `data/` return workspace content or an error,
+// never host bytes, and create nothing on the host.
+TEST_F(RedteamWorkspaceLinkTest, B03_SymlinkExchangeRaceNeverReachesTheHost) {
+  // The workspace's own copy of the canary path, with different bytes.
+  const std::string inner = "data" + canary_file_;
+  auto setup = run("mkdir -p data" + canary_dir_ + " && printf inside > " + inner +
+                   " && echo secret > data/secret.txt && ln -s / swap && echo ok");
+  ASSERT_EQ(setup.stdout_data, "ok\n") << setup.stderr_data;
+  std::atomic<bool> swapper_done{false};
+  std::optional<ExecutionResult> swapper;
+  std::thread t([&] {
+    auto c = shell(
+        "exec python3 -c 'import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "open(\"started\", \"w\").close()\n"
+        "n = 0\n"
+        "while True:\n"
+        "    libc.syscall(316, -100, b\"data\", -100, b\"swap\", 2)\n"
+        "    n += 1\n"
+        "    if n % 256 == 0 and os.path.exists(\"stop\"):\n"
+        "        break\n"
+        "print(n)'",
+        120);
+    auto r = env_->execute(handle_, c);
+    if (r) swapper = *r;
+    swapper_done = true;
+  });
+  // Wait for the swapper to run (a condition, bounded by its own timeout).
+  while (!swapper_done && !ws_->read("started")) std::this_thread::yield();
+  int escaped = 0, contained = 0;
+  for (int i = 0; i < 2500 && !swapper_done; ++i) {
+    if (auto r = ws_->read(inner)) {
+      ++contained;
+      if (*r != "inside") ++escaped;
+    }
+    if (auto r = ws_->read("data/secret.txt"); r && *r != "secret\n") ++escaped;
+    if (auto l = ws_->listdir("data")) {
+      for (const auto& e : *l)
+        if (e.name != "secret.txt" && e.name != "tmp" && e.name != "x") ++escaped;
+    }
+    (void)ws_->write("data" + canary_dir_ + "/x", "x");
+    (void)ws_->write("data/x", "x");
+  }
+  EXPECT_TRUE(ws_->write("stop", ""));
+  t.join();
+  ASSERT_TRUE(swapper.has_value()) << "the swapper command failed";
+  EXPECT_EQ(swapper->exit_code, 0) << swapper->stderr_data;
+  EXPECT_GT(std::atol(swapper->stdout_data.c_str()), 1000) << "the race never ran";
+  EXPECT_EQ(escaped, 0) << "a call through data/ reached the host";
+  std::printf("B03: %d reads returned workspace bytes during %ld exchanges\n", contained,
+              std::atol(swapper->stdout_data.c_str()));
+}
+
+// B11: the service never loads code from a sandbox's root. It never calls
+// the name-service functions that dlopen libnss_* (so it reports numeric
+// ids), checked on the binary's imports; and a command that plants its own
+// libnss_files.so.2 and nsswitch.conf, and files with unusual owners, sees
+// no marker appear on the host while the service lists, reads and snapshots.
+TEST_F(RedteamWorkspaceLinkTest, B11_NoCodeFromTheSandboxRootRunsInTheService) {
+  FILE* nm = ::popen("nm -D --undefined-only " AIRLOCK_BINARY " 2>&1", "r");
+  ASSERT_NE(nm, nullptr);
+  std::string imports;
+  char line[512];
+  while (std::fgets(line, sizeof line, nm) != nullptr) imports += line;
+  ASSERT_EQ(::pclose(nm), 0) << imports;
+  ASSERT_NE(imports.find("read"), std::string::npos) << "nm listed nothing: " << imports;
+  for (const char* fn : {"getpwnam", "getpwuid", "getgrnam", "getgrgid", "getpwent", "getgrent",
+                         "initgroups", "getgrouplist", "getspnam"}) {
+    EXPECT_EQ(imports.find(std::string(" ") + fn), std::string::npos) << "the binary imports " << fn;
+  }
+  const std::string marker = canary_dir_ + "/nss-pwned";
+  auto r = run(
+      "mkdir -p lib etc && printf '#include <stdio.h>\\n"
+      "__attribute__((constructor)) static void p(void) { FILE* f = fopen(\"" + marker +
+      "\", \"w\"); if (f) fclose(f); }\\n' > nss.c && "
+      "gcc -shared -fPIC -o lib/libnss_files.so.2 nss.c && cp lib/libnss_files.so.2 lib/libnss_dns.so.2 && "
+      "printf 'passwd: files\\ngroup: files\\nhosts: dns\\n' > etc/nsswitch.conf && "
+      "echo planted");
+  ASSERT_EQ(r.stdout_data, "planted\n") << r.stderr_data;
+  EXPECT_TRUE(ws_->listdir("lib"));
+  EXPECT_TRUE(ws_->read("etc/nsswitch.conf"));
+  EXPECT_TRUE(ws_->provenance("lib/libnss_files.so.2"));
+  auto again = run("ls -ln lib > /dev/null; echo done");
+  EXPECT_EQ(again.stdout_data, "done\n");
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "code from the sandbox ran on the host";
 }
 
 }  // namespace

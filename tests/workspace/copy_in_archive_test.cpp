@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,45 @@ TEST_F(CopyInArchiveTest, RefusesNamesThatLeaveTheWorkspace) {
                     "archive member \"" + std::string(name) + "\" leaves the workspace");
     }
   }
+}
+
+// B07: every member of the case, in tar and zip. Traversing names, links
+// (including a link followed by a file below it, and a link whose long
+// target ends in ".."), hard links, devices and FIFOs are refused naming the
+// member and nothing is written; a backslash is an ordinary byte of a Linux
+// name, so "..\..\x" is one file in the workspace root and nothing appears
+// outside it. (A NUL cannot be inside a member name: tar and zip names end
+// at the first NUL, so such a name is its prefix. Oversized members and
+// many members meet the workspace's own limits: redteam B07 tests.)
+TEST_F(CopyInArchiveTest, B07_ArchiveSlipLinkAndSpecialMembersAreRefused) {
+  for (Format format : {Format::kTar, Format::kZip}) {
+    SCOPED_TRACE(format == Format::kTar ? "tar" : "zip");
+    for (const char* name : {"../../x", "/abs/x", "a/../../x"})
+      expectRefused(format, file(name, "evil"), "archive member \"" + std::string(name) + "\" leaves the workspace");
+    expectRefused(format, {Member::kSymlink, "lnk", {}, "/"}, "archive member \"lnk\" is a symlink");
+    expectRefused(format, {Member::kSymlink, "long", {}, std::string(1100, 'a') + "/../../../../etc"},
+                  "archive member \"long\" is a symlink");
+    // The link, then a file below it: refused at the link, before the file.
+    const std::string path = build(format, {{Member::kSymlink, "lnk", {}, "/"}, file("lnk/etc/cron.d/x", "evil")});
+    auto r = copyInArchive(path, *ws_);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_NE(r.error().context.find("archive member \"lnk\" is a symlink"), std::string::npos) << r.error().context;
+    expectEmpty();
+  }
+  expectRefused(Format::kTar, {Member::kHardlink, "hl", {}, "/etc/passwd"}, "archive member \"hl\" is a hard link");
+  expectRefused(Format::kTar, {Member::kCharDevice, "null", {}, {}}, "archive member \"null\" is a device");
+  expectRefused(Format::kTar, {Member::kFifo, "fifo", {}, {}}, "archive member \"fifo\" is a FIFO");
+
+  // Backslashes: one ordinary name inside the workspace, nothing outside.
+  const std::string outside = dest_.path() + "/../x";
+  ASSERT_FALSE(std::filesystem::exists(outside));
+  auto ok = copyInArchive(build(Format::kTar, {file("..\\..\\x", "data")}), *ws_);
+  ASSERT_TRUE(ok.has_value()) << ok.error().message();
+  auto list = ws_->listdir(".");
+  ASSERT_TRUE(list.has_value());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].name, "..\\..\\x");
+  EXPECT_FALSE(std::filesystem::exists(outside));
 }
 
 TEST_F(CopyInArchiveTest, RefusesAMemberBelowAFileMember) {

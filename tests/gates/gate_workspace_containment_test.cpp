@@ -1,5 +1,5 @@
-// The containment property (spec 000 gate workspace_containment; bug-log
-// B03, B09): for generated paths over a tree with planted outward symlinks,
+// Gate workspace_containment (spec 000; bug-log B03, B09), both resolution
+// implementations (openat2 and the O_NOFOLLOW walk): for generated paths over a tree with planted outward symlinks,
 // openBeneath never yields an fd whose real path is outside the root, and
 // resolve (checkRelativePath then openBeneath) yields an fd under the root
 // or WorkspaceEscape / NotFound, never anything else.
@@ -49,14 +49,23 @@ class ContainmentTree {
   bool ok_ = false;
 };
 
+// Generated paths: components of the planted tree, dot segments, empty
+// components (doubled separators), encoded and look-alike dots ("%2e%2e",
+// overlong UTF-8, backslashes), NUL, components at and over the 255-byte
+// limit, and arbitrary bytes; joined by '/', sometimes made absolute.
 rc::Gen<std::string> genPath() {
   static const std::vector<std::string> kParts = {
       "a",       "b",       "c.txt",   "up",     "inner", "deep_up", "dir",  "f",
       "out_abs", "out_rel", "out_tmp", "proc",   "loop",  "self",    "file", "chain",
       "sneaky",  "etc",     "passwd",  "secret", "..",    ".",       ""};
-  auto component = rc::gen::weightedOneOf<std::string>(
-      {{8, rc::gen::elementOf(kParts)}, {1, rc::gen::arbitrary<std::string>()}});
-  return rc::gen::mapcat(rc::gen::inRange(0, 9), [component](int n) {
+  static const std::vector<std::string> kHostile = {
+      "%2e%2e", "%2f", "\xc0\xae\xc0\xae", "\xe2\x80\xa4\xe2\x80\xa4", "..\\..", "\\",
+      std::string("a\0b", 3), std::string("\0", 1), std::string(255, 'n'), std::string(256, 'o'),
+      "...", " ..", ".. "};
+  auto component = rc::gen::weightedOneOf<std::string>({{8, rc::gen::elementOf(kParts)},
+                                                         {2, rc::gen::elementOf(kHostile)},
+                                                         {1, rc::gen::arbitrary<std::string>()}});
+  auto relative = rc::gen::mapcat(rc::gen::inRange(0, 9), [component](int n) {
     return rc::gen::map(rc::gen::container<std::vector<std::string>>(n, component),
                         [](const std::vector<std::string>& parts) {
                           std::string out;
@@ -67,6 +76,10 @@ rc::Gen<std::string> genPath() {
                           return out;
                         });
   });
+  return rc::gen::weightedOneOf<std::string>(
+      {{6, relative},
+       {1, rc::gen::map(relative, [](std::string p) { return "/" + p; })},
+       {1, rc::gen::map(relative, [](std::string p) { return "//" + p + "/"; })}});
 }
 
 std::vector<ResolverKind> kinds() {
@@ -75,7 +88,7 @@ std::vector<ResolverKind> kinds() {
   return out;
 }
 
-TEST(ContainmentProperty, OpenBeneathNeverReturnsAnFdOutsideTheRoot) {
+TEST(GateWorkspaceContainment, OpenBeneathNeverReturnsAnFdOutsideTheRoot) {
   ContainmentTree tree;
   ASSERT_TRUE(tree.ok());
   EXPECT_TRUE(rc::check("openBeneath stays under the root", [&] {
@@ -92,7 +105,7 @@ TEST(ContainmentProperty, OpenBeneathNeverReturnsAnFdOutsideTheRoot) {
   }));
 }
 
-TEST(ContainmentProperty, ResolveIsUnderRootOrWorkspaceEscapeOrNotFound) {
+TEST(GateWorkspaceContainment, ResolveIsUnderRootOrWorkspaceEscapeOrNotFound) {
   ContainmentTree tree;
   ASSERT_TRUE(tree.ok());
   EXPECT_TRUE(rc::check("resolve gives under-root, WorkspaceEscape or NotFound", [&] {
@@ -116,7 +129,7 @@ TEST(ContainmentProperty, ResolveIsUnderRootOrWorkspaceEscapeOrNotFound) {
 
 // The two implementations are interchangeable: on lexically valid paths they
 // open the same object or fail with the same code.
-TEST(ContainmentProperty, BothResolversAgreeOnCheckedPaths) {
+TEST(GateWorkspaceContainment, BothResolversAgreeOnCheckedPaths) {
   if (detectResolver() != ResolverKind::kOpenat2) GTEST_SKIP() << "kernel has no openat2";
   ContainmentTree tree;
   ASSERT_TRUE(tree.ok());
