@@ -1,4 +1,4 @@
-// The `airlock` command (DESIGN.md 1 and 3): `run`, `doctor`, `version`.
+// The `airlock` command (DESIGN.md 1 and 3): `run`, `serve`, `doctor`, `version`.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_command.h"
 #include "airlock/cli/run_plan.h"
+#include "airlock/cli/serve_command.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/units.h"
@@ -124,6 +125,13 @@ int main(int argc, char** argv) {
                      "Report what this machine offers the linux mechanism; exit 1 if it "
                      "cannot run.");
   app.add_subcommand("version", "Print the version.");
+  std::optional<std::string> serve_config;
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Serve the HTTP API (settings: --config FILE and AIRLOCK_* variables; docs/cli.md).");
+  serve->add_option_function<std::string>(
+           "--config", [&serve_config](const std::string& value) { serve_config = value; },
+           "YAML settings file")
+      ->type_name("FILE");
 
   try {
     app.parse(argc, argv);
@@ -139,9 +147,9 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty()) {
       if (argc > 1 && argv[1][0] != '-') {
         return usageError(std::string("unknown command \"") + argv[1] +
-                          "\": use run, doctor or version (see airlock --help)");
+                          "\": use run, serve, doctor or version (see airlock --help)");
       }
-      return usageError("a subcommand is required: run, doctor or version (see airlock --help)");
+      return usageError("a subcommand is required: run, serve, doctor or version (see airlock --help)");
     }
     return usageError(e.what());
   }
@@ -151,6 +159,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.got_subcommand("doctor")) return cli::runDoctor();
+  if (app.got_subcommand("serve")) return cli::executeServe(serve_config);
 
   auto host_env = [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());

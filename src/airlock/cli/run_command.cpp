@@ -1,5 +1,7 @@
 #include "airlock/cli/run_command.h"
 
+#include "airlock/cli/adapters.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,12 +14,8 @@
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
 #include "airlock/sandbox/cancel_token.h"
-#include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
-#if AIRLOCK_HAVE_LINUX_MECHANISM
-#include "airlock/sandbox/linux/linux_environment.h"
-#endif
 
 namespace airlock::cli {
 namespace {
@@ -68,30 +66,6 @@ Result<std::string> readAllStdin() {
   }
 }
 
-struct Adapter {
-  std::unique_ptr<ExecutionEnvironment> env;
-  std::string image_digest;
-};
-
-Result<Adapter> createAdapter(Mechanism mechanism) {
-  if (mechanism == Mechanism::kFake) {
-    auto env = std::make_unique<fake::FakeEnvironment>();
-    env->setFallback(fake::basicCommands);
-    return Adapter{std::move(env), fake::kFakeImageDigest};
-  }
-#if AIRLOCK_HAVE_LINUX_MECHANISM
-  linux_jail::LinuxEnvironmentOptions options;
-  auto digest = linux_jail::computeImageDigest(options);
-  if (!digest) return tl::unexpected(digest.error());
-  auto env = linux_jail::createLinuxEnvironment(options);
-  if (!env) return tl::unexpected(env.error());
-  return Adapter{std::move(*env), std::move(*digest)};
-#else
-  return fail(ErrorCode::kExecutionUnavailable,
-              "the linux mechanism is not built into this airlock; use --mechanism fake");
-#endif
-}
-
 // A newline before the summary when the command's output left the cursor
 // mid-line on the terminal the summary goes to.
 bool needsNewlineBeforeSummary(const ExecutionResult& result) {
@@ -114,7 +88,7 @@ int executeRun(RunPlan plan) {
   if (!token) return reportError(token.error());
   installCancelHandlers(*token);
 
-  auto adapter = createAdapter(plan.mechanism);
+  auto adapter = createAdapter(plan.mechanism == Mechanism::kFake ? "fake" : "linux");
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = adapter->image_digest;

@@ -1,0 +1,77 @@
+#include "airlock/cli/serve_command.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "airlock/cli/adapters.h"
+#include "airlock/cli/exit_codes.h"
+#include "airlock/cli/summary.h"
+#include "airlock/service/api.h"
+#include "airlock/service/http_server.h"
+#include "airlock/service/metrics.h"
+#include "airlock/service/settings.h"
+#include "airlock/sys/io.h"
+
+namespace airlock::cli {
+namespace {
+
+int refuse(const Error& error) {
+  const std::string line = formatErrorLine(error.message());
+  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+  return kExitAirlockError;
+}
+
+// dev auth without a configured token: a random one, written 0600 to
+// <state_dir>/service-token for local clients to read.
+Result<std::string> makeDevToken(const std::string& state_dir) {
+  unsigned char raw[24];
+  if (RAND_bytes(raw, sizeof raw) != 1) return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : raw) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
+    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
+  const std::string path = state_dir + "/service-token";
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
+  const std::string text = token + "\n";
+  const bool ok = sys::writeAll(fd, text.data(), text.size());
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
+  return token;
+}
+
+}  // namespace
+
+int executeServe(const std::optional<std::string>& config_path) {
+  auto settings = service::loadSettings(config_path, service::processEnvironment());
+  if (!settings) return refuse(settings.error());
+  if (auto r = service::checkStartup(*settings); !r) return refuse(r.error());
+  if (settings->service_token.empty()) {
+    auto token = makeDevToken(settings->state_dir);
+    if (!token) return refuse(token.error());
+    settings->service_token = *token;
+    const std::string note = "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
+    (void)sys::writeAll(STDERR_FILENO, note.data(), note.size());
+  }
+  AdapterOptions options;
+  options.state_dir = settings->state_dir;
+  auto adapter = createAdapter(service::mechanismName(settings->sandbox), options);
+  if (!adapter) return refuse(adapter.error());
+  service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));
+  service::Api api(*settings, *adapter->env, adapter->image_digest, metrics);
+  auto server = service::HttpServer::create(*settings, api, *adapter->env);
+  if (!server) return refuse(server.error());
+  (*server)->run();
+  return 0;
+}
+
+}  // namespace airlock::cli

@@ -1,0 +1,524 @@
+#include "airlock/service/api.h"
+
+#include <openssl/crypto.h>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/core/json.h"
+#include "airlock/core/limits_defaults.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Largest output a caller may ask for: the result holds all of it.
+constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
+constexpr std::size_t kMaxIdBytes = 128;
+
+int statusFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kToolValidationError:
+    case ErrorCode::kWorkspaceEscape:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kExecutionRejected:
+    case ErrorCode::kSandboxEscapeSuspected:
+      return 409;
+    case ErrorCode::kArtifactIntegrityError:
+      return 422;
+    case ErrorCode::kExecutionUnavailable:
+      return 503;
+    case ErrorCode::kConfigurationError:
+      return 500;
+  }
+  return 500;
+}
+
+HttpResponse jsonResponse(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+Error badRequest(std::string message) { return Error{ErrorCode::kToolValidationError, 0, std::move(message)}; }
+
+// Platform identifiers (tenant, run): 1..128 bytes of [A-Za-z0-9._:-].
+Result<std::string> identifier(const json& body, const char* field) {
+  auto it = body.find(field);
+  if (it == body.end() || !it->is_string())
+    return tl::unexpected(badRequest(std::string(field) + " is required and must be a string"));
+  const std::string v = it->get<std::string>();
+  if (v.empty() || v.size() > kMaxIdBytes ||
+      v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != std::string::npos)
+    return tl::unexpected(badRequest(std::string(field) + " must be 1-128 characters of A-Z a-z 0-9 . _ : -"));
+  return v;
+}
+
+Result<std::int64_t> integer(const json& body, const char* field, std::optional<std::int64_t> fallback) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return tl::unexpected(badRequest(std::string(field) + " is required"));
+  }
+  if (!it->is_number_integer())
+    return tl::unexpected(badRequest(std::string(field) + " must be a whole number"));
+  return it->get<std::int64_t>();
+}
+
+Result<json> parseBody(const std::string& body) {
+  if (body.empty()) return json::object();
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return tl::unexpected(badRequest("the request body is not valid JSON"));
+  if (!j.is_object()) return tl::unexpected(badRequest("the request body must be a JSON object"));
+  return j;
+}
+
+Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
+  ResourceLimits limits = settings.limit_defaults;
+  auto it = body.find("limits");
+  if (it == body.end() || it->is_null()) return limits;
+  if (!it->is_object()) return tl::unexpected(badRequest("limits must be an object"));
+  for (const auto& [key, value] : it->items()) {
+    std::int64_t* field = key == "cpu_millicores"       ? &limits.cpu_millicores
+                          : key == "memory_bytes"       ? &limits.memory_bytes
+                          : key == "pids_max"           ? &limits.pids_max
+                          : key == "workspace_bytes"    ? &limits.workspace_bytes
+                          : key == "inodes_max"         ? &limits.inodes_max
+                          : key == "wall_clock_seconds" ? &limits.wall_clock_seconds
+                                                        : nullptr;
+    if (field == nullptr) return tl::unexpected(badRequest("limits." + key + " is not a limit"));
+    if (!value.is_number_integer()) return tl::unexpected(badRequest("limits." + key + " must be a whole number"));
+    *field = value.get<std::int64_t>();
+  }
+  if (auto r = checkLimits(limits, settings.limit_ceilings); !r) return tl::unexpected(r.error());
+  const LimitMinimums least = minimumLimits();
+  if (limits.memory_bytes < least.memory_bytes || limits.pids_max < least.pids_max ||
+      limits.cpu_millicores < least.cpu_millicores)
+    return tl::unexpected(Error{ErrorCode::kExecutionRejected, 0,
+                                "limits below the minimum a sandbox can start with (memory_bytes " +
+                                    std::to_string(least.memory_bytes) + ", pids_max " +
+                                    std::to_string(least.pids_max) + ", cpu_millicores " +
+                                    std::to_string(least.cpu_millicores) + ")"});
+  return limits;
+}
+
+Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
+  std::map<std::string, std::string> vars =
+      buildEnvironment(std::vector<std::string>{}, [](std::string_view) { return std::nullopt; }, "", std::nullopt)
+          .variables;
+  auto it = body.find("environment");
+  if (it == body.end() || it->is_null()) return vars;
+  if (!it->is_object()) return tl::unexpected(badRequest("environment must be an object of strings"));
+  for (const auto& [name, value] : it->items()) {
+    if (!isValidEnvName(name))
+      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) + " is not a valid name"));
+    if (isTier0Name(name))
+      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) +
+                                       " is a credential name and never enters a sandbox"));
+    if (isTier2Name(name))
+      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) + " is set by Airlock itself"));
+    if (!value.is_string() || value.get<std::string>().find('\0') != std::string::npos)
+      return tl::unexpected(badRequest("environment value of " + name + " must be a string without NUL"));
+    vars[name] = value.get<std::string>();
+  }
+  return vars;
+}
+
+Result<ExecutionCommand> commandFrom(const json& body) {
+  ExecutionCommand c;
+  auto argv = body.find("argv");
+  if (argv == body.end() || !argv->is_array() || argv->empty())
+    return tl::unexpected(badRequest("argv is required and must be a non-empty array of strings"));
+  for (const auto& a : *argv) {
+    if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
+    c.argv.push_back(a.get<std::string>());
+  }
+  if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
+    if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
+    c.working_directory = wd->get<std::string>();
+  }
+  auto timeout = integer(body, "timeout_seconds", kDeclaredRunCommandTimeoutSeconds);
+  if (!timeout) return tl::unexpected(timeout.error());
+  c.timeout_seconds = *timeout;
+  auto cap = integer(body, "maximum_output_bytes", kDefaultMaximumOutputBytes);
+  if (!cap) return tl::unexpected(cap.error());
+  if (*cap <= 0 || *cap > kMaxOutputCeiling)
+    return tl::unexpected(badRequest("maximum_output_bytes must be between 1 and " + std::to_string(kMaxOutputCeiling)));
+  c.maximum_output_bytes = *cap;
+  if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
+    auto bytes = bytesFromJson(*in);
+    if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
+    c.stdin_data = std::move(*bytes);
+  }
+  return c;
+}
+
+const char* entryType(WorkspaceEntry::Type t) {
+  switch (t) {
+    case WorkspaceEntry::Type::kFile: return "file";
+    case WorkspaceEntry::Type::kDirectory: return "directory";
+    case WorkspaceEntry::Type::kSymlink: return "symlink";
+    case WorkspaceEntry::Type::kOther: return "other";
+  }
+  return "other";
+}
+
+const char* provenanceName(WorkspaceProvenance p) {
+  switch (p) {
+    case WorkspaceProvenance::kToolWritten: return "TOOL_WRITTEN";
+    case WorkspaceProvenance::kSandboxWritten: return "SANDBOX_WRITTEN";
+    case WorkspaceProvenance::kUnknown: return "UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+std::vector<std::string> splitPath(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.emplace_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+HttpResponse errorResponse(int status, std::string_view code, std::string_view message) {
+  return jsonResponse(status, json{{"error", {{"code", code}, {"message", message}}}});
+}
+
+HttpResponse errorResponse(const Error& error) {
+  return errorResponse(statusFor(error.code), errorCodeName(error.code), error.message());
+}
+
+std::optional<std::string> queryParam(const std::string& query, const std::string& name) {
+  std::size_t i = 0;
+  while (i <= query.size()) {
+    std::size_t amp = query.find('&', i);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string_view item(query.data() + i, amp - i);
+    const std::size_t eq = item.find('=');
+    if (item.substr(0, eq) == name) {
+      const std::string_view raw = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+      std::string out;
+      for (std::size_t k = 0; k < raw.size(); ++k) {
+        if (raw[k] == '%') {
+          if (k + 2 >= raw.size()) return std::nullopt;
+          const int hi = hexValue(raw[k + 1]), lo = hexValue(raw[k + 2]);
+          if (hi < 0 || lo < 0) return std::nullopt;
+          out.push_back(static_cast<char>(hi * 16 + lo));
+          k += 2;
+        } else if (raw[k] == '+') {
+          out.push_back(' ');
+        } else {
+          out.push_back(raw[k]);
+        }
+      }
+      return out;
+    }
+    i = amp + 1;
+  }
+  return std::nullopt;
+}
+
+std::int64_t LeaseBook::renew(const std::string& run_id, std::int64_t epoch) {
+  std::lock_guard lk(mu_);
+  auto [it, inserted] = epochs_.emplace(run_id, epoch);
+  if (!inserted && epoch > it->second) it->second = epoch;
+  return it->second;
+}
+
+std::optional<std::int64_t> LeaseBook::current(const std::string& run_id) const {
+  std::lock_guard lk(mu_);
+  auto it = epochs_.find(run_id);
+  if (it == epochs_.end()) return std::nullopt;
+  return it->second;
+}
+
+Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest, Metrics& metrics,
+         std::function<Timestamp()> clock)
+    : settings_(settings), env_(env), image_digest_(std::move(image_digest)), metrics_(metrics), clock_(std::move(clock)) {
+  if (!clock_)
+    clock_ = [] { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); };
+}
+
+bool Api::authorized(const HttpRequest& request) const {
+  const std::string expected = "Bearer " + settings_.service_token;
+  if (settings_.service_token.empty()) return false;
+  return request.authorization.size() == expected.size() &&
+         CRYPTO_memcmp(request.authorization.data(), expected.data(), expected.size()) == 0;
+}
+
+HttpResponse Api::handle(const HttpRequest& request) {
+  try {
+    return route(request);
+  } catch (const std::exception& e) {
+    // A bug, not the caller's input: nothing of the request is echoed.
+    return errorResponse(500, "internal", "internal error");
+  }
+}
+
+HttpResponse Api::route(const HttpRequest& request) {
+  const std::size_t q = request.target.find('?');
+  const std::string path = request.target.substr(0, q);
+  const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
+  const auto parts = splitPath(path);
+  const std::string& m = request.method;
+  auto methodNotAllowed = [] { return errorResponse(405, "method_not_allowed", "method not allowed on this route"); };
+
+  if (path == "/healthz") {
+    if (m != "GET") return methodNotAllowed();
+    return jsonResponse(200, json{{"status", "ok"}});
+  }
+  if (!authorized(request))
+    return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
+  if (path == "/metrics") {
+    if (m != "GET") return methodNotAllowed();
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics_.render();
+    return r;
+  }
+  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "environments") {
+    if (parts.size() == 2) {
+      if (m == "POST") return provision(request);
+      if (m == "GET") return listEnvironments();
+      return methodNotAllowed();
+    }
+    const std::string& id = parts[2];
+    if (parts.size() == 3) {
+      if (m == "GET") return getEnvironment(id);
+      if (m == "DELETE") return destroyEnvironment(id);
+      return methodNotAllowed();
+    }
+    if (parts.size() == 4 && parts[3] == "execute") {
+      if (m != "POST") return methodNotAllowed();
+      return execute(id, request);
+    }
+    if (parts.size() == 4 && (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
+      return workspaceCall(id, parts[3], m, query, request);
+  }
+  if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "runs" && parts[3] == "lease") {
+    if (m != "PUT") return methodNotAllowed();
+    return renewLease(parts[2], request);
+  }
+  return errorResponse(404, "not_found", "no such route");
+}
+
+HttpResponse Api::provision(const HttpRequest& request) {
+  auto body = parseBody(request.body);
+  if (!body) return errorResponse(body.error());
+  EnvironmentSpec spec;
+  auto tenant = identifier(*body, "tenant_id");
+  if (!tenant) return errorResponse(tenant.error());
+  auto run = identifier(*body, "run_id");
+  if (!run) return errorResponse(run.error());
+  auto epoch = integer(*body, "lease_epoch", 0);
+  if (!epoch) return errorResponse(epoch.error());
+  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
+  auto limits = limitsFrom(*body, settings_);
+  if (!limits) return errorResponse(limits.error());
+  auto vars = environmentFrom(*body);
+  if (!vars) return errorResponse(vars.error());
+  if (auto current = leases_.current(*run); current && *epoch < *current)
+    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                               "lease_epoch " + std::to_string(*epoch) + " is older than run " + *run +
+                                   "'s current epoch " + std::to_string(*current)});
+  spec.tenant_id = *tenant;
+  spec.run_id = *run;
+  spec.lease_epoch = *epoch;
+  spec.image_digest = image_digest_;
+  spec.limits = *limits;
+  spec.environment = std::move(*vars);
+
+  const auto started = Clock::now();
+  auto handle = env_.provision(spec);
+  if (!handle) return errorResponse(handle.error());
+  metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
+  {
+    std::lock_guard lk(mu_);
+    live_[handle->environment_id] = LiveEnvironment{*handle, Clock::now(), {}, 0};
+    metrics_.liveSandboxes(static_cast<double>(live_.size()));
+  }
+  return jsonResponse(201, json(*handle));
+}
+
+HttpResponse Api::listEnvironments() {
+  json out = json::array();
+  std::lock_guard lk(mu_);
+  for (const auto& [id, live] : live_) out.push_back(json(live.handle));
+  return jsonResponse(200, json{{"environments", out}});
+}
+
+std::optional<LiveEnvironment> Api::find(const std::string& id) const {
+  std::lock_guard lk(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return std::nullopt;
+  return it->second;
+}
+
+HttpResponse Api::getEnvironment(const std::string& id) {
+  auto live = find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  return jsonResponse(200, json(live->handle));
+}
+
+Result<void> Api::destroyTracked(const std::string& id, const char* why) {
+  auto live = find(id);
+  if (!live) return {};
+  auto r = env_.destroy(live->handle);
+  std::lock_guard lk(mu_);
+  auto it = live_.find(id);
+  if (!r) {
+    if (it != live_.end()) ++it->second.destroy_failures;
+    metrics_.destroyFailed();
+    return r;
+  }
+  if (it != live_.end()) {
+    metrics_.destroyed(std::chrono::duration<double>(Clock::now() - it->second.provisioned_at).count());
+    live_.erase(it);
+  }
+  if (why != nullptr) metrics_.orphanReaped(why);
+  metrics_.liveSandboxes(static_cast<double>(live_.size()));
+  return {};
+}
+
+HttpResponse Api::destroyEnvironment(const std::string& id) {
+  // Idempotent: an unknown or already destroyed id is success.
+  if (auto r = destroyTracked(id, nullptr); !r) return errorResponse(r.error());
+  HttpResponse resp;
+  resp.status = 204;
+  resp.content_type.clear();
+  return resp;
+}
+
+HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
+  auto live = find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  auto body = parseBody(request.body);
+  if (!body) return errorResponse(body.error());
+  auto command = commandFrom(*body);
+  if (!command) return errorResponse(command.error());
+  const auto started = Clock::now();
+  auto result = env_.execute(live->handle, *command);
+  const auto busy = Clock::now() - started;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
+  }
+  if (!result) {
+    // An expired or foreign handle is gone from the adapter: forget it too.
+    if (result.error().code == ErrorCode::kExecutionRejected ||
+        result.error().code == ErrorCode::kSandboxEscapeSuspected)
+      (void)destroyTracked(id, nullptr);
+    return errorResponse(result.error());
+  }
+  metrics_.executed(std::chrono::duration<double>(busy).count(),
+                    result->killed_by ? json(*result->killed_by).get<std::string>() : "none");
+  if (result->killed_by == KillReason::kExpired) (void)destroyTracked(id, "expired");
+  return jsonResponse(200, json(*result));
+}
+
+HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, const std::string& method,
+                                const std::string& query, const HttpRequest& request) {
+  auto live = find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  auto path = queryParam(query, "path");
+  if (!path) return errorResponse(badRequest("the path query parameter is required (percent-encoded)"));
+  auto ws = env_.workspace(live->handle);
+  if (!ws) return errorResponse(ws.error());
+  if (op == "files" && method == "GET") {
+    auto data = (*ws)->read(*path);
+    if (!data) return errorResponse(data.error());
+    HttpResponse r;
+    r.content_type = "application/octet-stream";
+    r.body = std::move(*data);
+    return r;
+  }
+  if (op == "files" && method == "PUT") {
+    if (auto w = (*ws)->write(*path, request.body); !w) return errorResponse(w.error());
+    HttpResponse r;
+    r.status = 204;
+    r.content_type.clear();
+    return r;
+  }
+  if (op == "list" && method == "GET") {
+    auto entries = (*ws)->listdir(*path);
+    if (!entries) return errorResponse(entries.error());
+    json out = json::array();
+    for (const auto& e : *entries)
+      out.push_back(json{{"name", bytesToJson(e.name)}, {"type", entryType(e.type)}, {"size_bytes", e.size_bytes}});
+    return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"entries", out}});
+  }
+  if (op == "provenance" && method == "GET") {
+    auto p = (*ws)->provenance(*path);
+    if (!p) return errorResponse(p.error());
+    return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"provenance", provenanceName(*p)}});
+  }
+  return errorResponse(405, "method_not_allowed", "method not allowed on this route");
+}
+
+HttpResponse Api::renewLease(const std::string& run_id, const HttpRequest& request) {
+  auto body = parseBody(request.body);
+  if (!body) return errorResponse(body.error());
+  json probe = {{"run_id", run_id}};
+  if (auto ok = identifier(probe, "run_id"); !ok) return errorResponse(ok.error());
+  auto epoch = integer(*body, "lease_epoch", std::nullopt);
+  if (!epoch) return errorResponse(epoch.error());
+  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
+  const std::int64_t current = leases_.renew(run_id, *epoch);
+  return jsonResponse(200, json{{"run_id", run_id}, {"lease_epoch", current}});
+}
+
+int Api::reap() {
+  std::vector<std::pair<std::string, const char*>> doomed;
+  const Timestamp now = clock_();
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, live] : live_) {
+      if (live.destroy_failures > 0) {
+        doomed.emplace_back(id, "retried");
+      } else if (live.handle.expires_at <= now) {
+        doomed.emplace_back(id, "expired");
+      } else if (auto current = leases_.current(live.handle.run_id); current && *current > live.handle.lease_epoch) {
+        doomed.emplace_back(id, "stale_lease");
+      }
+    }
+  }
+  int destroyed = 0;
+  for (const auto& [id, why] : doomed)
+    if (destroyTracked(id, why)) ++destroyed;
+  return destroyed;
+}
+
+void Api::destroyAll() {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [id, live] : live_) ids.push_back(id);
+  }
+  for (const auto& id : ids) (void)destroyTracked(id, nullptr);
+}
+
+std::size_t Api::liveCount() const {
+  std::lock_guard lk(mu_);
+  return live_.size();
+}
+
+}  // namespace airlock::service

@@ -1,0 +1,135 @@
+// The HTTP/JSON API of `airlock serve` under /v1 (DESIGN.md 5.8), as a
+// transport-independent handler: a request in, a response out. The Beast
+// server (http_server.h) only moves bytes; everything a caller can get
+// wrong is decided here, so it is tested without sockets.
+//
+// Routes (JSON bodies; errors are {"error": {"code", "message"}} with the
+// stable lower_snake_case codes of core/error.h plus "unauthorized",
+// "not_found", "method_not_allowed", "bad_request", "payload_too_large"):
+//   GET    /healthz                                   no authentication
+//   GET    /metrics                                   Prometheus text
+//   POST   /v1/environments                           provision -> 201 handle
+//   GET    /v1/environments                           live environments
+//   GET    /v1/environments/{id}                      handle
+//   DELETE /v1/environments/{id}                      destroy (idempotent) -> 204
+//   POST   /v1/environments/{id}/execute              ExecutionResult
+//   GET    /v1/environments/{id}/files?path=P         file bytes (octet-stream)
+//   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
+//   GET    /v1/environments/{id}/list?path=P          directory entries
+//   GET    /v1/environments/{id}/provenance?path=P    TOOL_WRITTEN / ...
+//   PUT    /v1/runs/{run_id}/lease                    {"lease_epoch": n}: the run's current epoch
+// Every route but /healthz needs "Authorization: Bearer <service token>".
+// Paths in errors are the workspace paths as given, never host paths.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/sandbox/execution_environment.h"
+#include "airlock/service/metrics.h"
+#include "airlock/service/settings.h"
+
+namespace airlock::service {
+
+struct HttpRequest {
+  std::string method;         // "GET", "POST", ...
+  std::string target;         // "/v1/environments/abc/files?path=a%20b"
+  std::string authorization;  // the Authorization header's value, or empty
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+// The response for an Error: its HTTP status and JSON body.
+HttpResponse errorResponse(const Error& error);
+HttpResponse errorResponse(int status, std::string_view code, std::string_view message);
+
+// Current lease epochs by run, as the platform last reported them (PUT
+// /v1/runs/{run_id}/lease). An environment whose epoch is older than its
+// run's current epoch is stale and the reaper destroys it.
+class LeaseBook {
+ public:
+  // Raises the run's current epoch; a lower epoch than the known one is
+  // ignored (leases move forward). Returns the current epoch.
+  std::int64_t renew(const std::string& run_id, std::int64_t epoch);
+  std::optional<std::int64_t> current(const std::string& run_id) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::int64_t> epochs_;
+};
+
+// What the API knows about one live environment.
+struct LiveEnvironment {
+  EnvironmentHandle handle;
+  std::chrono::steady_clock::time_point provisioned_at;
+  std::chrono::nanoseconds busy{0};  // time inside execute (utilization)
+  int destroy_failures = 0;
+};
+
+// Owns the registry of environments it provisioned, the lease book and the
+// metrics; borrows the port. Thread-safe: handle() is called concurrently
+// from the server's worker threads; execute on one environment at a time is
+// refused by the adapter ("another command is running").
+class Api {
+ public:
+  // `clock` is the wall clock the reaper compares expires_at with (the
+  // adapter's; empty: system_clock).
+  Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest, Metrics& metrics,
+      std::function<Timestamp()> clock = {});
+
+  HttpResponse handle(const HttpRequest& request);
+
+  // One reaper pass: destroys environments past expires_at, with a stale
+  // lease epoch, or whose earlier destroy failed (retried). Returns how many
+  // were destroyed. Called on an interval by the server.
+  int reap();
+  // Destroys every environment (service shutdown).
+  void destroyAll();
+  std::size_t liveCount() const;
+  LeaseBook& leases() { return leases_; }
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  HttpResponse route(const HttpRequest& request);
+  HttpResponse provision(const HttpRequest& request);
+  HttpResponse listEnvironments();
+  HttpResponse getEnvironment(const std::string& id);
+  HttpResponse destroyEnvironment(const std::string& id);
+  HttpResponse execute(const std::string& id, const HttpRequest& request);
+  HttpResponse workspaceCall(const std::string& id, const std::string& op, const std::string& method,
+                             const std::string& query, const HttpRequest& request);
+  HttpResponse renewLease(const std::string& run_id, const HttpRequest& request);
+  std::optional<LiveEnvironment> find(const std::string& id) const;
+  Result<void> destroyTracked(const std::string& id, const char* why);
+  bool authorized(const HttpRequest& request) const;
+
+  const Settings& settings_;
+  ExecutionEnvironment& env_;
+  const std::string image_digest_;
+  Metrics& metrics_;
+  std::function<Timestamp()> clock_;
+  LeaseBook leases_;
+  mutable std::mutex mu_;
+  std::map<std::string, LiveEnvironment> live_;
+};
+
+// Percent-decodes a query parameter's value; nullopt when malformed.
+std::optional<std::string> queryParam(const std::string& query, const std::string& name);
+
+}  // namespace airlock::service

@@ -1,0 +1,240 @@
+#include "airlock/service/http_server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+
+#include "airlock/core/json.h"
+
+namespace airlock::service {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+constexpr auto kNoThrow = asio::experimental::as_tuple(asio::use_awaitable);
+
+void logLine(const nlohmann::json& fields) {
+  nlohmann::json line = {{"time", formatTimestamp(std::chrono::time_point_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now()))}};
+  line.update(fields);
+  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+class BeastServer final : public HttpServer {
+ public:
+  BeastServer(const Settings& settings, Api& api, ExecutionEnvironment& env)
+      : settings_(settings),
+        api_(api),
+        env_(env),
+        pool_(static_cast<std::size_t>(settings.max_concurrent_executions)),
+        acceptor_(ioc_),
+        signals_(ioc_, SIGINT, SIGTERM),
+        reaper_timer_(ioc_) {}
+
+  Result<void> bind() {
+    const std::string& listen = settings_.listen;
+    const auto colon = listen.rfind(':');
+    std::string host = listen.substr(0, colon);
+    if (host == "localhost") host = "127.0.0.1";
+    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    beast::error_code ec;
+    const auto address = asio::ip::make_address(host, ec);
+    if (ec) return fail(ErrorCode::kConfigurationError, "listen \"" + listen + "\": " + ec.message());
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(std::stoi(listen.substr(colon + 1))));
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      return fail(ErrorCode::kExecutionUnavailable, "cannot listen on " + listen + ": " + ec.message());
+    return {};
+  }
+
+  std::uint16_t port() const override { return acceptor_.local_endpoint().port(); }
+
+  void run() override {
+    asio::co_spawn(ioc_, accept(), asio::detached);
+    asio::co_spawn(ioc_, reaper(), asio::detached);
+    signals_.async_wait([this](const beast::error_code& ec, int) {
+      if (!ec) beginStop();
+    });
+    logLine({{"level", "info"}, {"event", "listening"}, {"address", settings_.listen}, {"port", port()}});
+    ioc_.run();
+    // Shutdown: running commands ended with SERVICE_SHUTDOWN and their
+    // responses went out (beginStop waited for them); now every environment
+    // is destroyed.
+    env_.shutdown();
+    pool_.join();
+    api_.destroyAll();
+    logLine({{"level", "info"}, {"event", "stopped"}});
+  }
+
+  void stop() override { asio::post(ioc_, [this] { beginStop(); }); }
+
+ private:
+  void beginStop() {
+    if (stopping_.exchange(true)) return;
+    beast::error_code ec;
+    acceptor_.close(ec);
+    signals_.cancel(ec);
+    reaper_timer_.cancel();
+    // Running commands end now (SERVICE_SHUTDOWN); the loop stops once the
+    // last in-flight response is written (see session()).
+    env_.shutdown();
+    if (inflight_ == 0) ioc_.stop();
+  }
+
+  asio::awaitable<void> accept() {
+    while (!stopping_) {
+      auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
+      if (ec) {
+        if (stopping_) co_return;
+        continue;
+      }
+      asio::co_spawn(ioc_, session(beast::tcp_stream(std::move(socket))), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> reaper() {
+    while (!stopping_) {
+      reaper_timer_.expires_after(settings_.reaper_interval);
+      auto [ec] = co_await reaper_timer_.async_wait(kNoThrow);
+      if (ec || stopping_) co_return;
+      const int n = co_await asio::co_spawn(pool_, [this]() -> asio::awaitable<int> { co_return api_.reap(); },
+                                            asio::use_awaitable);
+      if (n > 0) logLine({{"level", "info"}, {"event", "reaped"}, {"environments", n}});
+    }
+  }
+
+  template <class Body>
+  asio::awaitable<bool> send(beast::tcp_stream& stream, http::response<Body>& response) {
+    stream.expires_after(settings_.request_timeout);
+    auto [ec, n] = co_await http::async_write(stream, response, kNoThrow);
+    co_return !ec;
+  }
+
+  asio::awaitable<void> session(beast::tcp_stream stream) {
+    beast::flat_buffer buffer;
+    for (;;) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(settings_.max_header_bytes));
+      parser.body_limit(static_cast<std::uint64_t>(settings_.max_body_bytes));
+      stream.expires_after(settings_.request_timeout);
+      auto [ec, n] = co_await http::async_read(stream, buffer, parser, kNoThrow);
+      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || stopping_)
+        break;
+      if (ec) {
+        HttpResponse err = ec == http::error::body_limit     ? errorResponse(413, "payload_too_large",
+                                                                             "the request body is larger than " +
+                                                                                 std::to_string(settings_.max_body_bytes) +
+                                                                                 " bytes")
+                           : ec == http::error::header_limit ? errorResponse(431, "bad_request",
+                                                                             "the request headers are too large")
+                                                             : errorResponse(400, "bad_request",
+                                                                             "malformed HTTP request");
+        http::response<http::string_body> res{static_cast<http::status>(err.status), 11};
+        res.set(http::field::content_type, err.content_type);
+        res.set(http::field::connection, "close");
+        res.body() = std::move(err.body);
+        res.prepare_payload();
+        co_await send(stream, res);
+        break;
+      }
+      auto request = parser.release();
+      HttpRequest req;
+      req.method = std::string(request.method_string());
+      req.target = std::string(request.target());
+      if (auto it = request.find(http::field::authorization); it != request.end())
+        req.authorization = std::string(it->value());
+      req.body = std::move(request.body());
+      const bool keep_alive = request.keep_alive();
+
+      const auto started = std::chrono::steady_clock::now();
+      stream.expires_never();  // an execute runs as long as its own timeout
+      ++inflight_;  // only touched on the loop's thread
+      HttpResponse out = co_await asio::co_spawn(
+          pool_, [this, &req]() -> asio::awaitable<HttpResponse> { co_return api_.handle(req); },
+          asio::use_awaitable);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
+      api_.metrics().request(route, out.status, seconds);
+      logLine({{"level", out.status >= 500 ? "error" : "info"},
+               {"event", "request"},
+               {"method", req.method},
+               {"route", route},
+               {"status", out.status},
+               {"ms", static_cast<std::int64_t>(seconds * 1000)}});
+
+      http::response<http::string_body> res{static_cast<http::status>(out.status), request.version()};
+      if (!out.content_type.empty()) res.set(http::field::content_type, out.content_type);
+      for (const auto& [k, v] : out.headers) res.set(k, v);
+      res.keep_alive(keep_alive && !stopping_);
+      res.body() = std::move(out.body);
+      res.prepare_payload();
+      const bool sent = co_await send(stream, res);
+      if (--inflight_ == 0 && stopping_) ioc_.stop();
+      if (!sent || !res.keep_alive()) break;
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  const Settings& settings_;
+  Api& api_;
+  ExecutionEnvironment& env_;
+  asio::io_context ioc_;
+  asio::thread_pool pool_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer reaper_timer_;
+  std::atomic<bool> stopping_{false};
+  int inflight_ = 0;
+};
+
+}  // namespace
+
+std::string routeLabel(std::string_view path) {
+  // Segments after "environments" and "runs" are ids.
+  std::string out;
+  std::size_t i = 0;
+  std::string previous;
+  while (i < path.size()) {
+    std::size_t j = path.find('/', i + 1);
+    if (j == std::string_view::npos) j = path.size();
+    std::string segment(path.substr(i, j - i));  // includes the leading '/'
+    const std::string name = segment.size() > 1 ? segment.substr(1) : "";
+    out += (previous == "environments" || previous == "runs") ? "/{id}" : segment;
+    previous = name;
+    i = j;
+  }
+  return out.empty() ? "/" : out;
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings, Api& api,
+                                                       ExecutionEnvironment& env) {
+  auto server = std::make_unique<BeastServer>(settings, api, env);
+  if (auto r = server->bind(); !r) return tl::unexpected(r.error());
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+}  // namespace airlock::service

@@ -1,0 +1,98 @@
+// Settings of `airlock serve` and the startup check (spec 000, "Development,
+// production, and the refusal in between"; DESIGN.md 5.8).
+//
+// Sources, later wins: built-in defaults, a YAML file, environment variables
+// `AIRLOCK_<NAME>` for the top-level scalar settings (AIRLOCK_DEPLOYMENT_MODE,
+// AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX, AIRLOCK_STATE_DIR, AIRLOCK_LISTEN,
+// AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY).
+// Every value is validated when loaded; an error is ConfigurationError whose
+// message names the setting (and, for the file, its line and column) and the
+// value, e.g.
+//   settings file line 4, column 10: sandbox "dockr" is not one of linux,
+//   gvisor, microvm, fake
+// Unknown keys are errors, not ignored: a misspelt ceiling must not silently
+// leave the default in force.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "airlock/core/error.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/core/types.h"
+
+namespace airlock::service {
+
+enum class DeploymentMode { kDevelopment, kProduction };
+enum class AuthMode { kDev, kToken };
+// The SandboxMechanism setting. `linux` is the shared-kernel jail (the
+// spec's development fallback, in the place of its "docker"); `fake`
+// executes nothing. Only gvisor and microvm isolate the kernel.
+enum class Mechanism { kLinux, kGvisor, kMicrovm, kFake };
+
+// Every value of Mechanism, so that checks and tests iterate the complement
+// of the allowed set instead of naming values (a new mechanism inherits the
+// refusal).
+std::span<const Mechanism> allMechanisms() noexcept;
+std::string_view mechanismName(Mechanism m) noexcept;
+std::string_view deploymentModeName(DeploymentMode m) noexcept;
+std::string_view authModeName(AuthMode m) noexcept;
+// True for the mechanisms that isolate the kernel: gvisor, microvm.
+bool isolatesKernel(Mechanism m) noexcept;
+
+struct ArtifactSettings {
+  std::int64_t retention_days = 30;
+  std::int64_t tenant_byte_cap = std::int64_t{10} << 30;  // bytes per tenant
+  std::int64_t max_artifact_bytes = std::int64_t{512} << 20;
+};
+
+struct Settings {
+  DeploymentMode deployment_mode = DeploymentMode::kDevelopment;
+  AuthMode auth_mode = AuthMode::kDev;
+  Mechanism sandbox = Mechanism::kLinux;
+  std::string state_dir = "/run/airlock";
+  // "host:port"; host is an IPv4 literal, a bracketed IPv6 literal or
+  // "localhost". Port 0 lets the kernel choose (tests).
+  std::string listen = "127.0.0.1:8420";
+  // Bearer token callers present ("Authorization: Bearer <token>"). Empty
+  // in dev auth mode means `serve` makes a random one at start and writes
+  // it to <state_dir>/service-token (0600). Never logged.
+  std::string service_token;
+  std::string egress_policy_path;  // empty: no egress (deny)
+  ResourceLimits limit_defaults = defaultLimits();
+  LimitCeilings limit_ceilings = defaultCeilings();
+  ArtifactSettings artifacts;
+  std::chrono::seconds reaper_interval{60};
+  // Request bounds.
+  std::int64_t max_header_bytes = 16 * 1024;
+  std::int64_t max_body_bytes = std::int64_t{64} << 20;
+  std::chrono::seconds request_timeout{30};  // reading a request; execute adds its own timeout
+  std::int64_t max_concurrent_executions = 64;
+};
+
+// Returns an environment variable's value, if set (injectable for tests).
+using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
+EnvLookup processEnvironment();
+
+// Parses YAML text (`source` names it in messages, e.g. the file path as
+// given) over the defaults. An empty document gives the defaults.
+Result<Settings> parseSettings(std::string_view yaml, std::string_view source);
+// Applies AIRLOCK_* environment variables over `settings`.
+Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env);
+// The defaults, then the file at `path` (if given), then the environment.
+Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvLookup& env);
+
+// The startup check, one check with two conditions: production, or any
+// auth_mode other than dev, requires a mechanism that isolates the kernel.
+// A refusal is ConfigurationError naming both settings and their values:
+//   "refusing to start: deployment_mode=production requires sandbox gvisor
+//    or microvm, but sandbox=linux ..."
+// Also checks that the defaults are within the ceilings.
+Result<void> checkStartup(const Settings& settings);
+
+}  // namespace airlock::service

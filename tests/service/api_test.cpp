@@ -1,0 +1,183 @@
+// The HTTP API as a handler (no sockets): authentication, routes, request
+// validation with errors that name the field, workspace calls that never
+// echo a host path, leases and the reaper. Runs on the fake mechanism.
+#include "airlock/service/api.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/sandbox/fake/fake_environment.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kToken = "0123456789abcdef0123456789";
+
+class ApiTest : public ::testing::Test {
+ protected:
+  ApiTest() {
+    settings_.service_token = kToken;
+    fake::FakeOptions options;
+    options.clock = [this] { return now_; };
+    env_ = std::make_unique<fake::FakeEnvironment>(options);
+    env_->setFallback(fake::basicCommands);
+    api_ = std::make_unique<Api>(settings_, *env_, fake::kFakeImageDigest, metrics_, [this] { return now_; });
+  }
+  HttpResponse call(std::string method, std::string target, std::string body = "",
+                    std::string auth = std::string("Bearer ") + kToken) {
+    return api_->handle(HttpRequest{std::move(method), std::move(target), std::move(auth), std::move(body)});
+  }
+  std::string provision(const json& body = {{"tenant_id", "t1"}, {"run_id", "r1"}, {"lease_epoch", 1}}) {
+    auto r = call("POST", "/v1/environments", body.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    return json::parse(r.body).value("environment_id", "");
+  }
+  static std::string code(const HttpResponse& r) { return json::parse(r.body)["error"]["code"]; }
+  static std::string message(const HttpResponse& r) { return json::parse(r.body)["error"]["message"]; }
+
+  Timestamp now_ = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  Settings settings_;
+  Metrics metrics_{"fake"};
+  std::unique_ptr<fake::FakeEnvironment> env_;
+  std::unique_ptr<Api> api_;
+};
+
+TEST_F(ApiTest, HealthNeedsNoTokenAndEverythingElseDoes) {
+  EXPECT_EQ(call("GET", "/healthz", "", "").status, 200);
+  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/metrics"}, {"POST", "/v1/environments"}, {"GET", "/v1/environments"},
+           {"DELETE", "/v1/environments/x"}, {"PUT", "/v1/runs/r1/lease"}}) {
+    for (const std::string& auth : std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
+                                   std::string("Bearer ") + kToken + "x", std::string("bearer ") + kToken}) {
+      auto r = call(method, target, "{}", auth);
+      EXPECT_EQ(r.status, 401) << method << " " << target << " with '" << auth << "'";
+      EXPECT_EQ(code(r), "unauthorized");
+    }
+  }
+}
+
+TEST_F(ApiTest, ProvisionExecuteReadAndDestroy) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  auto exec = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "hello"]})");
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  auto result = json::parse(exec.body);
+  EXPECT_EQ(result["stdout"], "hello\n");
+  EXPECT_EQ(result["exit_code"], 0);
+
+  EXPECT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=dir%2Fa%20b.txt", "bytes\n").status, 204);
+  auto read = call("GET", "/v1/environments/" + id + "/files?path=dir/a+b.txt");
+  EXPECT_EQ(read.status, 200);
+  EXPECT_EQ(read.content_type, "application/octet-stream");
+  EXPECT_EQ(read.body, "bytes\n");
+  auto list = call("GET", "/v1/environments/" + id + "/list?path=dir");
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(json::parse(list.body)["entries"][0]["name"], "a b.txt");
+  auto prov = call("GET", "/v1/environments/" + id + "/provenance?path=dir/a%20b.txt");
+  EXPECT_EQ(json::parse(prov.body)["provenance"], "TOOL_WRITTEN");
+
+  EXPECT_EQ(call("DELETE", "/v1/environments/" + id).status, 204);
+  EXPECT_EQ(call("DELETE", "/v1/environments/" + id).status, 204) << "destroy is idempotent";
+  EXPECT_EQ(env_->liveCount(), 0u);
+  auto gone = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})");
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(code(gone), "not_found");
+}
+
+TEST_F(ApiTest, BadRequestsNameTheField) {
+  struct Case {
+    std::string body;
+    std::string message_part;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"not json", "not valid JSON"},
+           {"[1]", "must be a JSON object"},
+           {R"({"run_id": "r"})", "tenant_id is required"},
+           {R"({"tenant_id": "t/../x", "run_id": "r"})", "tenant_id must be"},
+           {R"({"tenant_id": "t", "run_id": "r", "lease_epoch": "1"})", "lease_epoch must be a whole number"},
+           {R"({"tenant_id": "t", "run_id": "r", "limits": {"memory": 1}})", "limits.memory is not a limit"},
+           {R"({"tenant_id": "t", "run_id": "r", "limits": {"pids_max": 100000}})", "pids_max"},
+           {R"({"tenant_id": "t", "run_id": "r", "environment": {"AWS_SECRET_ACCESS_KEY": "x"}})",
+            "is a credential name"},
+           {R"({"tenant_id": "t", "run_id": "r", "environment": {"HOME": "/"}})", "is set by Airlock itself"},
+       }) {
+    auto r = call("POST", "/v1/environments", c.body);
+    EXPECT_GE(r.status, 400) << c.body;
+    EXPECT_LT(r.status, 500) << c.body;
+    EXPECT_NE(message(r).find(c.message_part), std::string::npos) << c.body << " -> " << r.body;
+  }
+  const std::string id = provision();
+  for (const auto& c : std::vector<Case>{
+           {R"({})", "argv is required"},
+           {R"({"argv": "ls -la"})", "argv is required and must be a non-empty array"},
+           {R"({"argv": ["ls", 1]})", "argv must be an array of strings"},
+           {R"({"argv": ["true"], "timeout_seconds": 1.5})", "timeout_seconds must be a whole number"},
+           {R"({"argv": ["true"], "maximum_output_bytes": 0})", "maximum_output_bytes must be between"},
+       }) {
+    auto r = call("POST", "/v1/environments/" + id + "/execute", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_NE(message(r).find(c.message_part), std::string::npos) << c.body << " -> " << r.body;
+  }
+  auto escape = call("GET", "/v1/environments/" + id + "/files?path=../../etc/passwd");
+  EXPECT_EQ(escape.status, 400);
+  EXPECT_EQ(code(escape), "workspace_escape");
+  EXPECT_EQ(call("GET", "/v1/environments/" + id + "/files").status, 400) << "path is required";
+  EXPECT_EQ(call("GET", "/v1/environments/" + id + "/files?path=%zz").status, 400);
+  EXPECT_EQ(call("GET", "/v1/environments/" + id + "/files?path=missing.txt").status, 404);
+  EXPECT_EQ(call("PATCH", "/v1/environments/" + id).status, 405);
+  EXPECT_EQ(call("GET", "/v2/anything").status, 404);
+}
+
+TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {
+  const std::string current = provision({{"tenant_id", "t1"}, {"run_id", "run-a"}, {"lease_epoch", 3}});
+  const std::string other = provision({{"tenant_id", "t1"}, {"run_id", "run-b"}, {"lease_epoch", 1}});
+  EXPECT_EQ(api_->reap(), 0);
+  // The platform moves run-a to epoch 4: its epoch-3 sandbox is stale.
+  auto renew = call("PUT", "/v1/runs/run-a/lease", R"({"lease_epoch": 4})");
+  ASSERT_EQ(renew.status, 200) << renew.body;
+  EXPECT_EQ(json::parse(renew.body)["lease_epoch"], 4);
+  EXPECT_EQ(json::parse(call("PUT", "/v1/runs/run-a/lease", R"({"lease_epoch": 2})").body)["lease_epoch"], 4)
+      << "leases only move forward";
+  EXPECT_EQ(api_->reap(), 1);
+  EXPECT_EQ(call("GET", "/v1/environments/" + current).status, 404);
+  EXPECT_EQ(call("GET", "/v1/environments/" + other).status, 200);
+  // A stale epoch cannot provision again.
+  auto old = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "run-a", "lease_epoch": 3})");
+  EXPECT_EQ(old.status, 409);
+  // Past expires_at the reaper destroys it even with a current lease.
+  now_ += std::chrono::hours(1);
+  EXPECT_EQ(api_->reap(), 1);
+  EXPECT_EQ(env_->liveCount(), 0u);
+  EXPECT_EQ(api_->liveCount(), 0u);
+  const std::string text = metrics_.render();
+  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"stale_lease\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"expired\"} 1"), std::string::npos) << text;
+}
+
+TEST_F(ApiTest, MetricsCountKillReasonsAndRequestsNeverLeakTheToken) {
+  const std::string id = provision();
+  call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["sleep", "10"], "timeout_seconds": 1})");
+  call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})");
+  auto r = call("GET", "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("airlock_executions_total{killed_by=\"TIMEOUT\"} 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("airlock_executions_total{killed_by=\"none\"} 1"), std::string::npos);
+  EXPECT_NE(r.body.find("airlock_provision_seconds_count{mechanism=\"fake\"} 1"), std::string::npos);
+  EXPECT_EQ(r.body.find(kToken), std::string::npos);
+}
+
+TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
+  EXPECT_EQ(queryParam("path=a%2Fb&x=1", "path"), "a/b");
+  EXPECT_EQ(queryParam("x=1&path=a+b", "path"), "a b");
+  EXPECT_EQ(queryParam("path=", "path"), "");
+  EXPECT_EQ(queryParam("path=%00", "path"), std::string(1, '\0'));
+  EXPECT_EQ(queryParam("other=1", "path"), std::nullopt);
+  EXPECT_EQ(queryParam("path=%4", "path"), std::nullopt);
+  EXPECT_EQ(queryParam("path=%g0", "path"), std::nullopt);
+  EXPECT_EQ(queryParam("path=abc%", "path"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace airlock::service

@@ -1,0 +1,147 @@
+// Settings of `airlock serve`: YAML, environment overrides, and messages that
+// name the setting, its value and where it was written.
+#include "airlock/service/settings.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace airlock::service {
+namespace {
+
+EnvLookup envOf(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string errorOf(std::string_view yaml) {
+  auto s = parseSettings(yaml, "settings.yaml");
+  EXPECT_FALSE(s.has_value()) << yaml;
+  if (s) return "";
+  EXPECT_EQ(s.error().code, ErrorCode::kConfigurationError);
+  return s.error().context;
+}
+
+TEST(Settings, EmptyDocumentGivesTheDefaults) {
+  auto s = parseSettings("", "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->deployment_mode, DeploymentMode::kDevelopment);
+  EXPECT_EQ(s->auth_mode, AuthMode::kDev);
+  EXPECT_EQ(s->sandbox, Mechanism::kLinux);
+  EXPECT_EQ(s->listen, "127.0.0.1:8420");
+  EXPECT_EQ(s->reaper_interval, std::chrono::seconds(60));
+  EXPECT_EQ(s->limit_defaults, defaultLimits());
+  EXPECT_EQ(s->artifacts.retention_days, 30);
+  EXPECT_TRUE(checkStartup(*s));
+}
+
+TEST(Settings, ParsesEveryKind) {
+  auto s = parseSettings(R"(
+deployment_mode: production
+auth_mode: token
+sandbox: gvisor
+service_token: 0123456789abcdef0123
+state_dir: /var/lib/airlock
+listen: "[::1]:9000"
+reaper_interval: 2m
+limits:
+  defaults:
+    memory_bytes: 512M
+    wall_clock_seconds: 60
+  ceilings:
+    memory_bytes: 8G
+    pids_max: 1024
+artifacts:
+  retention_days: 7
+  tenant_byte_cap: 1G
+)",
+                         "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->deployment_mode, DeploymentMode::kProduction);
+  EXPECT_EQ(s->auth_mode, AuthMode::kToken);
+  EXPECT_EQ(s->sandbox, Mechanism::kGvisor);
+  EXPECT_EQ(s->state_dir, "/var/lib/airlock");
+  EXPECT_EQ(s->listen, "[::1]:9000");
+  EXPECT_EQ(s->reaper_interval, std::chrono::seconds(120));
+  EXPECT_EQ(s->limit_defaults.memory_bytes, 512 << 20);
+  EXPECT_EQ(s->limit_defaults.wall_clock_seconds, 60);
+  EXPECT_EQ(s->limit_ceilings.memory_bytes, std::int64_t{8} << 30);
+  EXPECT_EQ(s->limit_ceilings.pids_max, 1024);
+  EXPECT_EQ(s->artifacts.retention_days, 7);
+  EXPECT_EQ(s->artifacts.tenant_byte_cap, 1 << 30);
+  EXPECT_TRUE(checkStartup(*s)) << checkStartup(*s).error().message();
+}
+
+TEST(Settings, ErrorsNameTheSettingTheValueAndTheLine) {
+  EXPECT_EQ(errorOf("deployment_mode: development\nsandbox: dockr\n"),
+            "settings.yaml line 2, column 10: sandbox \"dockr\" is not one of linux, gvisor, microvm, fake");
+  EXPECT_EQ(errorOf("auth_mode: oauth\n"),
+            "settings.yaml line 1, column 12: auth_mode \"oauth\" is not one of dev, token");
+  EXPECT_EQ(errorOf("sandbox_mode: linux\n"), "settings.yaml line 1, column 15: unknown setting \"sandbox_mode\"");
+  EXPECT_EQ(errorOf("limits:\n  defaults:\n    memory: 1G\n"),
+            "settings.yaml line 3, column 13: unknown setting \"limits.defaults.memory\"");
+  EXPECT_NE(errorOf("limits:\n  defaults:\n    memory_bytes: lots\n").find("limits.defaults.memory_bytes"),
+            std::string::npos);
+  EXPECT_NE(errorOf("listen: example.com:80\n").find("listen \"example.com:80\" needs an IP address"),
+            std::string::npos);
+  EXPECT_NE(errorOf("listen: 127.0.0.1:99999\n").find("no valid port"), std::string::npos);
+  EXPECT_NE(errorOf("state_dir: relative/dir\n").find("state_dir \"relative/dir\" must be an absolute path"),
+            std::string::npos);
+  EXPECT_NE(errorOf("reaper_interval: 500ms\n").find("reaper_interval"), std::string::npos);
+  EXPECT_NE(errorOf("sandbox: [linux]\n").find("must be a single value"), std::string::npos);
+  EXPECT_NE(errorOf("a: b: c\n").find("not valid YAML"), std::string::npos);
+  EXPECT_NE(errorOf("- just\n- a list\n").find("must be a mapping"), std::string::npos);
+  EXPECT_NE(errorOf("service_token: short\n").find("service_token must be at least 16"), std::string::npos);
+}
+
+TEST(Settings, EnvironmentOverridesTheFileAndNamesTheVariable) {
+  auto file = parseSettings("sandbox: fake\nlisten: 127.0.0.1:1\n", "settings.yaml");
+  ASSERT_TRUE(file);
+  auto s = applyEnvironment(*file, envOf({{"AIRLOCK_SANDBOX", "linux"}, {"AIRLOCK_LISTEN", "0.0.0.0:8080"}}));
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->sandbox, Mechanism::kLinux);
+  EXPECT_EQ(s->listen, "0.0.0.0:8080");
+  auto bad = applyEnvironment(*file, envOf({{"AIRLOCK_DEPLOYMENT_MODE", "prod"}}));
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().context,
+            "environment variable AIRLOCK_DEPLOYMENT_MODE: deployment_mode \"prod\" is not one of development, "
+            "production");
+}
+
+TEST(Settings, MissingFileIsNamed) {
+  auto s = loadSettings(std::string("/nonexistent/airlock.yaml"), envOf({}));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().context, "settings file \"/nonexistent/airlock.yaml\" cannot be read");
+}
+
+TEST(Settings, LimitDefaultsAboveTheirCeilingsAreRefusedAtStart) {
+  auto s = parseSettings("limits:\n  defaults:\n    memory_bytes: 4G\n  ceilings:\n    memory_bytes: 1G\n",
+                         "settings.yaml");
+  ASSERT_TRUE(s);
+  auto r = checkStartup(*s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().context.find("limits.defaults: limits.memory_bytes"), std::string::npos)
+      << r.error().context;
+  auto raised = parseSettings("limits:\n  ceilings:\n    pids_max: 10000\n", "settings.yaml");
+  ASSERT_TRUE(raised);
+  auto r2 = checkStartup(*raised);
+  ASSERT_FALSE(r2);
+  EXPECT_NE(r2.error().context.find("limits.ceilings.pids_max 10000 is above the spec's fixed ceiling of 4096"),
+            std::string::npos)
+      << r2.error().context;
+}
+
+TEST(Settings, TokenAuthNeedsAToken) {
+  Settings s;
+  s.sandbox = Mechanism::kGvisor;
+  s.auth_mode = AuthMode::kToken;
+  auto r = checkStartup(s);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().context.find("requires service_token"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace airlock::service
