@@ -1,0 +1,68 @@
+#include "airlock/artifacts/memory_repository.h"
+
+#include <algorithm>
+
+namespace airlock::artifacts {
+
+std::int64_t MemoryArtifactRepository::tenantBytesLocked(const TenantId& tenant_id) const {
+  std::int64_t total = 0;
+  for (const auto& [id, row] : rows_)
+    if (row.metadata.tenant_id == tenant_id) total += row.metadata.size_bytes;
+  return total;
+}
+
+Result<void> MemoryArtifactRepository::insert(const StoredArtifact& artifact,
+                                              std::optional<std::int64_t> tenant_byte_cap) {
+  std::lock_guard lock(mutex_);
+  if (rows_.count(artifact.artifact_id))
+    return fail(ErrorCode::kExecutionRejected, "artifact id already exists");
+  if (tenant_byte_cap &&
+      tenantBytesLocked(artifact.metadata.tenant_id) + artifact.metadata.size_bytes >
+          *tenant_byte_cap)
+    return fail(ErrorCode::kExecutionRejected, "tenant artifact byte cap reached");
+  rows_.emplace(artifact.artifact_id, artifact);
+  return {};
+}
+
+Result<StoredArtifact> MemoryArtifactRepository::find(const ArtifactId& artifact_id) {
+  std::lock_guard lock(mutex_);
+  auto it = rows_.find(artifact_id);
+  if (it == rows_.end()) return fail(ErrorCode::kNotFound, "artifact " + artifact_id.str());
+  return it->second;
+}
+
+Result<bool> MemoryArtifactRepository::remove(const ArtifactId& artifact_id) {
+  std::lock_guard lock(mutex_);
+  return rows_.erase(artifact_id) > 0;
+}
+
+Result<std::vector<StoredArtifact>> MemoryArtifactRepository::listExpired(Timestamp now,
+                                                                          std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<StoredArtifact> out;
+  for (const auto& [id, row] : rows_)
+    if (row.metadata.expires_at && *row.metadata.expires_at <= now) out.push_back(row);
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return *a.metadata.expires_at < *b.metadata.expires_at;
+  });
+  if (out.size() > limit) out.erase(out.begin() + static_cast<std::ptrdiff_t>(limit), out.end());
+  return out;
+}
+
+Result<std::vector<StoredArtifact>> MemoryArtifactRepository::listForTenant(
+    const TenantId& tenant_id, std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<StoredArtifact> out;
+  for (const auto& [id, row] : rows_) {
+    if (out.size() >= limit) break;
+    if (row.metadata.tenant_id == tenant_id) out.push_back(row);
+  }
+  return out;
+}
+
+Result<std::int64_t> MemoryArtifactRepository::tenantBytes(const TenantId& tenant_id) {
+  std::lock_guard lock(mutex_);
+  return tenantBytesLocked(tenant_id);
+}
+
+}  // namespace airlock::artifacts

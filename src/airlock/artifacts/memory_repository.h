@@ -1,0 +1,29 @@
+// The in-memory fake of ArtifactRepository (for tests of code above the
+// repository). Same semantics as the database adapters; thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+
+#include "airlock/artifacts/metadata_repository.h"
+
+namespace airlock::artifacts {
+
+class MemoryArtifactRepository final : public ArtifactRepository {
+ public:
+  Result<void> insert(const StoredArtifact& artifact,
+                      std::optional<std::int64_t> tenant_byte_cap) override;
+  Result<StoredArtifact> find(const ArtifactId& artifact_id) override;
+  Result<bool> remove(const ArtifactId& artifact_id) override;
+  Result<std::vector<StoredArtifact>> listExpired(Timestamp now, std::size_t limit) override;
+  Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
+                                                    std::size_t limit) override;
+  Result<std::int64_t> tenantBytes(const TenantId& tenant_id) override;
+
+ private:
+  std::int64_t tenantBytesLocked(const TenantId& tenant_id) const;
+  std::mutex mutex_;
+  std::map<ArtifactId, StoredArtifact> rows_;
+};
+
+}  // namespace airlock::artifacts
