@@ -222,7 +222,7 @@ class LinuxEnvironment final : public ExecutionEnvironment {
  public:
   LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
-      : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
+      : cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         seccomp_(std::move(seccomp)),
@@ -272,17 +272,6 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   }
   Result<void> startInit(Sandbox& sb);
   void teardown(Sandbox& sb);
-
-  // "airlock-<hash of the state directory>-": several services (or test
-  // processes) with their own state directories share one cgroup tree, and
-  // each sweeps only its own sandboxes.
-  static std::string cgroupPrefixFor(const std::string& state_dir) {
-    std::uint32_t h = 2166136261u;  // FNV-1a
-    for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%08x", h);
-    return std::string("airlock-") + buf + "-";
-  }
 
   std::string cgroup_prefix_;
   LinuxEnvironmentOptions options_;
@@ -966,6 +955,14 @@ void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
 }
 
 }  // namespace
+
+std::string cgroupNamePrefix(const std::string& state_dir) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return std::string("airlock-") + buf + "-";
+}
 
 Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
   static std::mutex mu;

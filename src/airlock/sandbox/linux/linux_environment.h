@@ -50,4 +50,10 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
 // list of bound directories. Cheap enough to compute at every start.
 Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options);
 
+// "airlock-<FNV-1a of state_dir, 8 hex>-": the name prefix of every cgroup
+// of the sandboxes a service with this state directory creates. Several
+// services (or test processes) share one cgroup tree and each sweeps only
+// its own; tests use it to look for leftovers of one service.
+std::string cgroupNamePrefix(const std::string& state_dir);
+
 }  // namespace airlock::linux_jail

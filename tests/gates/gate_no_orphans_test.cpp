@@ -1,0 +1,104 @@
+// Gate "nothing outlives its lease" (spec 000, hard gates; gate.sandbox.
+// no_orphans). `airlock serve` is killed with SIGKILL while a command runs
+// in one of its sandboxes; after a restart on the same state directory,
+// within two reaper intervals (here: by the time it listens, since the
+// restart sweeps before serving), no sandbox, process, cgroup, lock or mount
+// of the killed service remains and no environment lives with a stale
+// epoch. Then a clean SIGTERM leaves nothing either.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "../sandbox/linux/linux_test_support.h"
+#include "../service/serve_process.h"
+#include "airlock/sandbox/linux/linux_environment.h"
+
+namespace airlock::testing {
+namespace {
+
+constexpr const char* kToken = "gate-no-orphans-0123456789abcdef";
+
+std::vector<std::string> list(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+// Every trace of the service with this state directory on the machine.
+std::vector<std::string> leftovers(const std::string& state_dir) {
+  std::vector<std::string> found;
+  const std::string prefix = linux_jail::cgroupNamePrefix(state_dir);
+  for (const auto& ctl : list("/sys/fs/cgroup"))
+    for (const auto& child : list("/sys/fs/cgroup/" + ctl))
+      if (child.rfind(prefix, 0) == 0) found.push_back("cgroup " + ctl + "/" + child);
+  for (const auto& pid : list("/proc")) {
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cg("/proc/" + pid + "/cgroup");
+    std::string text((std::istreambuf_iterator<char>(cg)), std::istreambuf_iterator<char>());
+    if (text.find(prefix) != std::string::npos) found.push_back("process " + pid);
+  }
+  for (const auto& lock : list(state_dir + "/sandboxes")) found.push_back("lock " + lock);
+  std::ifstream mounts("/proc/self/mountinfo");
+  for (std::string line; std::getline(mounts, line);)
+    if (line.find(state_dir) != std::string::npos) found.push_back("mount " + line);
+  return found;
+}
+
+std::vector<std::string> serveEnv(const std::string& state_dir) {
+  return {"AIRLOCK_STATE_DIR=" + state_dir, "AIRLOCK_LISTEN=127.0.0.1:0", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
+          "AIRLOCK_REAPER_INTERVAL=1s", "PATH=/usr/bin:/bin"};
+}
+
+TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  {
+    ServeProcess first(serveEnv(state.path()));
+    ASSERT_GT(first.port(), 0) << first.log();
+    std::vector<std::string> ids;
+    for (int i = 0; i < 2; ++i) {
+      auto r = first.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1})", kToken);
+      ASSERT_EQ(r.status, 201) << r.body;
+      ids.push_back(r.json()["environment_id"]);
+    }
+    // A command that says it started, then runs on.
+    std::thread running([&] {
+      (void)first.request("POST", "/v1/environments/" + ids[0] + "/execute",
+                          R"({"argv": ["sh", "-c", "touch started; exec sleep 300"], "timeout_seconds": 300})", kToken,
+                          30);
+    });
+    HttpReply seen;
+    for (int i = 0; i < 100000 && seen.status != 200; ++i)
+      seen = first.request("GET", "/v1/environments/" + ids[0] + "/files?path=started", "", kToken);
+    ASSERT_EQ(seen.status, 200) << "the command never started";
+    EXPECT_FALSE(leftovers(state.path()).empty()) << "nothing to orphan: the test would pass vacuously";
+    const int status = first.signalAndWait(SIGKILL);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    running.join();
+  }
+  ServeProcess second(serveEnv(state.path()));
+  ASSERT_GT(second.port(), 0) << second.log();
+  const auto found = leftovers(state.path());
+  EXPECT_TRUE(found.empty()) << "left by the killed service: " << found.front();
+  auto live = second.request("GET", "/v1/environments", "", kToken);
+  ASSERT_EQ(live.status, 200);
+  EXPECT_TRUE(live.json()["environments"].empty()) << live.body;
+
+  // A clean stop with a sandbox live leaves nothing either.
+  auto r = second.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 2})", kToken);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const int status = second.signalAndWait(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << second.log();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << second.log();
+  const auto after = leftovers(state.path());
+  EXPECT_TRUE(after.empty()) << "left by a clean stop: " << after.front();
+}
+
+}  // namespace
+}  // namespace airlock::testing

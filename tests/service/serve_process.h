@@ -1,0 +1,146 @@
+// Test support: `airlock serve` as a child process, and an HTTP client
+// (libcurl) for it. The child listens on 127.0.0.1 port 0; its port is read
+// from the "listening" log line on its stderr. Everything it logs is kept
+// for assertions. The destructor kills the child (SIGKILL) if it still runs.
+#pragma once
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace airlock::testing {
+
+struct HttpReply {
+  long status = 0;  // 0: no response (connection failed)
+  std::string body;
+  nlohmann::json json() const { return nlohmann::json::parse(body, nullptr, false); }
+};
+
+class ServeProcess {
+ public:
+  // env: the child's whole environment (nothing is inherited).
+  explicit ServeProcess(std::vector<std::string> env, std::string binary = AIRLOCK_BINARY) {
+    int err_pipe[2];
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], STDERR_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string serve = "serve";
+    char* argv[] = {binary.data(), serve.data(), nullptr};
+    if (::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv, envp.data()) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(err_pipe[1]);
+    err_fd_ = err_pipe[0];
+    // Read stderr until the listening line (or the child exits).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (pid_ > 0 && port_ == 0 && std::chrono::steady_clock::now() < deadline) {
+      if (!readSome(1000)) break;
+      for (std::size_t start = 0, nl; (nl = log_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        auto line = nlohmann::json::parse(log_.substr(start, nl - start), nullptr, false);
+        if (line.is_object() && line.value("event", "") == "listening") port_ = line.value("port", 0);
+      }
+    }
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // Everything the child wrote to stderr so far (drains what is pending).
+  const std::string& log() {
+    while (readSome(0)) {
+    }
+    return log_;
+  }
+
+  // Sends `sig` and waits for the exit; returns the wait status.
+  int signalAndWait(int sig) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    while (readSome(0)) {
+    }
+    return status;
+  }
+
+  HttpReply request(const std::string& method, const std::string& path, const std::string& body = "",
+                    const std::string& token = "", long timeout_seconds = 120) const {
+    HttpReply reply;
+    CURL* curl = curl_easy_init();
+    if (curl == nullptr) return reply;
+    const std::string url = "http://127.0.0.1:" + std::to_string(port_) + path;
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
+    struct curl_slist* headers = nullptr;
+    if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    if (!body.empty() || method == "POST" || method == "PUT") {
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    }
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* out) {
+      static_cast<std::string*>(out)->append(p, s * n);
+      return s * n;
+    });
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
+    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return reply;
+  }
+
+ private:
+  bool readSome(int timeout_ms) {
+    if (err_fd_ < 0) return false;
+    pollfd p{err_fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char buf[4096];
+    ssize_t n = ::read(err_fd_, buf, sizeof buf);
+    if (n <= 0) {
+      ::close(err_fd_);
+      err_fd_ = -1;
+      return false;
+    }
+    log_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+}  // namespace airlock::testing
