@@ -7,7 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+
+#include <filesystem>
+
+#include "airlock/artifacts/filesystem_store.h"
+#include "airlock/artifacts/memory_repository.h"
 #include "airlock/sandbox/fake/fake_environment.h"
+#include "airlock/sys/sha256.h"
 
 namespace airlock::service {
 namespace {
@@ -177,6 +184,92 @@ TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
   EXPECT_EQ(queryParam("path=%4", "path"), std::nullopt);
   EXPECT_EQ(queryParam("path=%g0", "path"), std::nullopt);
   EXPECT_EQ(queryParam("path=abc%", "path"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace airlock::service
+
+namespace airlock::service {
+namespace {
+
+// The artifact routes over a real filesystem store (in-memory metadata).
+class ApiArtifactTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/airlock-api-store-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    repository_ = std::make_shared<artifacts::MemoryArtifactRepository>();
+    auto store = artifacts::FilesystemArtifactStore::create(
+        sys::UniqueFd(::open(dir_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), repository_);
+    ASSERT_TRUE(store) << store.error().message();
+    store_ = std::move(*store);
+    api_->attachArtifacts(ArtifactBackend{store_.get(), repository_.get(), {}, 1 << 20});
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  std::shared_ptr<artifacts::MemoryArtifactRepository> repository_;
+  std::unique_ptr<artifacts::FilesystemArtifactStore> store_;
+};
+
+TEST_F(ApiArtifactTest, ExportDownloadAsAttachmentAndDelete) {
+  const std::string id = provision();
+  ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=out%2Fresult.csv", "a,b\n1,2\n").status, 204);
+  auto exported = call("POST", "/v1/environments/" + id + "/artifacts",
+                       R"({"path": "out/result.csv", "media_type": "text/csv"})");
+  ASSERT_EQ(exported.status, 201) << exported.body;
+  auto meta = json::parse(exported.body);
+  EXPECT_EQ(meta["filename"], "result.csv");
+  EXPECT_EQ(meta["size_bytes"], 8);
+  EXPECT_EQ(meta["origin"], "SANDBOX_EXPORT");
+  EXPECT_EQ(meta["trust"], "EXTERNAL_UNTRUSTED");
+  EXPECT_EQ(meta["tenant_id"], "t1");
+  EXPECT_EQ(meta["run_id"], "r1");
+  sys::Sha256 expected;
+  expected.update("a,b\n1,2\n");
+  EXPECT_EQ(meta["sha256"], expected.finishHex());
+  const std::string aid = meta["artifact_id"];
+  auto content = call("GET", "/v1/artifacts/" + aid + "/content?tenant_id=t1");
+  ASSERT_EQ(content.status, 200) << content.body;
+  EXPECT_EQ(content.body, "a,b\n1,2\n");
+  EXPECT_EQ(content.content_type, "application/octet-stream");
+  bool attachment = false;
+  for (const auto& [k, v] : content.headers)
+    if (k == "Content-Disposition") attachment = v.rfind("attachment;", 0) == 0 && v.find("result.csv") != std::string::npos;
+  EXPECT_TRUE(attachment);
+  // Another tenant sees nothing; a malformed id is not found either.
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "?tenant_id=t2").status, 404);
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "/content?tenant_id=t2").status, 404);
+  EXPECT_EQ(call("GET", "/v1/artifacts/../../etc?tenant_id=t1").status, 404);
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "?tenant_id=t1").status, 200);
+  EXPECT_EQ(call("DELETE", "/v1/artifacts/" + aid + "?tenant_id=t1").status, 204);
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "?tenant_id=t1").status, 404);
+}
+
+TEST_F(ApiArtifactTest, ExportRefusesEscapesAndOversizedFiles) {
+  const std::string id = provision();
+  auto escape = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "../../etc/passwd"})");
+  EXPECT_EQ(escape.status, 400);
+  EXPECT_EQ(code(escape), "workspace_escape");
+  ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=big.bin", std::string((1 << 20) + 1, 'x')).status, 204);
+  auto big = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "big.bin"})");
+  EXPECT_EQ(big.status, 409) << big.body;
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "missing"})").status, 404);
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"nopath": 1})").status, 400);
+  auto media = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "big.bin", "media_type": "text/html\r\nX: y"})");
+  EXPECT_EQ(media.status, 400);
+}
+
+TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
+  auto up = call("POST", "/v1/artifacts?tenant_id=t1&filename=..%2F..%2Fetc%2Fpasswd&media_type=text/plain", "uploaded");
+  ASSERT_EQ(up.status, 201) << up.body;
+  auto meta = json::parse(up.body);
+  EXPECT_EQ(meta["filename"], "../../etc/passwd");
+  EXPECT_EQ(meta["origin"], "UPLOAD");
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1").body,
+            "uploaded");
+  EXPECT_EQ(call("POST", "/v1/artifacts?filename=x", "y").status, 400) << "tenant_id is required";
+  EXPECT_EQ(call("POST", "/v1/artifacts?tenant_id=../x", "y").status, 400);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/cancel_token.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock {
 
@@ -62,6 +63,14 @@ class WorkspaceHandle {
   // The path passes the same lexical check as the other methods
   // (WorkspaceEscape when refused); ExecutionRejected when the handle is gone.
   virtual Result<WorkspaceProvenance> provenance(const std::string& path) = 0;
+  // A new O_PATH directory fd of the workspace root, owned by the caller, for
+  // execution-side readers that stream large files through the containment
+  // function themselves (artifact export). Adapters whose workspace is not a
+  // local directory (fake, remote) return ExecutionUnavailable; callers then
+  // fall back to read().
+  virtual Result<sys::UniqueFd> openRoot() {
+    return fail(ErrorCode::kExecutionUnavailable, "this workspace is not a local directory");
+  }
 };
 
 class ExecutionEnvironment {

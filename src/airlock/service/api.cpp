@@ -313,6 +313,21 @@ HttpResponse Api::route(const HttpRequest& request) {
     }
     if (parts.size() == 4 && (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
       return workspaceCall(id, parts[3], m, query, request);
+    if (parts.size() == 4 && parts[3] == "artifacts") {
+      if (m != "POST") return methodNotAllowed();
+      return exportArtifact(id, request);
+    }
+  }
+  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "artifacts") {
+    if (parts.size() == 2) {
+      if (m != "POST") return methodNotAllowed();
+      return uploadArtifact(query, request);
+    }
+    if (parts.size() == 3) return artifactCall(parts[2], false, m, query);
+    if (parts.size() == 4 && parts[3] == "content") {
+      if (m != "GET") return methodNotAllowed();
+      return artifactCall(parts[2], true, m, query);
+    }
   }
   if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "runs" && parts[3] == "lease") {
     if (m != "PUT") return methodNotAllowed();
@@ -504,6 +519,7 @@ int Api::reap() {
   int destroyed = 0;
   for (const auto& [id, why] : doomed)
     if (destroyTracked(id, why)) ++destroyed;
+  sweepArtifacts();
   return destroyed;
 }
 

@@ -18,6 +18,15 @@
 //   GET    /v1/environments/{id}/list?path=P          directory entries
 //   GET    /v1/environments/{id}/provenance?path=P    TOOL_WRITTEN / ...
 //   PUT    /v1/runs/{run_id}/lease                    {"lease_epoch": n}: the run's current epoch
+//   POST   /v1/environments/{id}/artifacts            export {"path", "filename"?, "media_type"?}
+//                                                     -> 201 artifact metadata (EXTERNAL_UNTRUSTED)
+//   POST   /v1/artifacts?tenant_id=T[&run_id=R][&filename=F][&media_type=M]
+//                                                     upload the body -> 201 metadata
+//   GET    /v1/artifacts/{artifact_id}?tenant_id=T    metadata
+//   GET    /v1/artifacts/{artifact_id}/content?tenant_id=T
+//                                                     the bytes, always as an attachment
+//   DELETE /v1/artifacts/{artifact_id}?tenant_id=T    -> 204
+// An artifact of another tenant is "not_found", never "forbidden".
 // Every route but /healthz needs "Authorization: Bearer <service token>".
 // Paths in errors are the workspace paths as given, never host paths.
 #pragma once
@@ -33,6 +42,9 @@
 #include <string>
 #include <vector>
 
+#include "airlock/artifacts/artifact_store.h"
+#include "airlock/artifacts/metadata_repository.h"
+#include "airlock/artifacts/retention.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/execution_environment.h"
@@ -82,6 +94,14 @@ struct LiveEnvironment {
   int destroy_failures = 0;
 };
 
+// The artifact store the API exports into and serves from (borrowed).
+struct ArtifactBackend {
+  artifacts::ArtifactStore* store = nullptr;
+  artifacts::ArtifactRepository* repository = nullptr;
+  artifacts::RetentionSettings retention;
+  std::int64_t max_bytes = artifacts::kDefaultMaxArtifactBytes;
+};
+
 // Owns the registry of environments it provisioned, the lease book and the
 // metrics; borrows the port. Thread-safe: handle() is called concurrently
 // from the server's worker threads; execute on one environment at a time is
@@ -104,6 +124,8 @@ class Api {
   std::size_t liveCount() const;
   LeaseBook& leases() { return leases_; }
   Metrics& metrics() { return metrics_; }
+  // Enables the artifact routes; without it they answer 503.
+  void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
 
  private:
   HttpResponse route(const HttpRequest& request);
@@ -115,6 +137,11 @@ class Api {
   HttpResponse workspaceCall(const std::string& id, const std::string& op, const std::string& method,
                              const std::string& query, const HttpRequest& request);
   HttpResponse renewLease(const std::string& run_id, const HttpRequest& request);
+  HttpResponse exportArtifact(const std::string& id, const HttpRequest& request);
+  HttpResponse uploadArtifact(const std::string& query, const HttpRequest& request);
+  HttpResponse artifactCall(const std::string& artifact_id, bool content, const std::string& method,
+                            const std::string& query);
+  void sweepArtifacts();
   std::optional<LiveEnvironment> find(const std::string& id) const;
   Result<void> destroyTracked(const std::string& id, const char* why);
   bool authorized(const HttpRequest& request) const;
@@ -127,6 +154,7 @@ class Api {
   LeaseBook leases_;
   mutable std::mutex mu_;
   std::map<std::string, LiveEnvironment> live_;
+  std::optional<ArtifactBackend> artifacts_;
 };
 
 // Percent-decodes a query parameter's value; nullopt when malformed.

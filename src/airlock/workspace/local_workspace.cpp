@@ -96,6 +96,12 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
   LocalWorkspace(sys::UniqueFd root, uid_t owner_uid, gid_t owner_gid, CreateAs create_as)
       : root_(std::move(root)), uid_(owner_uid), gid_(owner_gid), as_owner_(create_as == CreateAs::kOwner) {}
 
+  Result<sys::UniqueFd> openRoot() override {
+    int fd = ::openat(root_.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace root", errno);
+    return sys::UniqueFd(fd);
+  }
+
   Result<std::string> read(const std::string& path) override {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());

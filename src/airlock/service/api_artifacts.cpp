@@ -1,0 +1,188 @@
+// The artifact routes of the API (api.h): export from a workspace, upload,
+// metadata, download as an attachment, delete; and the retention sweep the
+// reaper runs.
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/artifacts/artifact_writer.h"
+#include "airlock/artifacts/workspace_export.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/json.h"
+#include "airlock/service/api.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+
+json metadataJson(const artifacts::ArtifactId& id, const artifacts::ArtifactMetadata& m) {
+  json j = {{"artifact_id", id.str()},
+            {"tenant_id", m.tenant_id.str()},
+            {"run_id", m.run_id ? json(*m.run_id) : json(nullptr)},
+            {"origin", artifacts::artifactOriginName(m.origin)},
+            {"filename", bytesToJson(m.filename)},
+            {"media_type", m.media_type},
+            {"size_bytes", m.size_bytes},
+            {"sha256", m.sha256},
+            {"trust", artifacts::trustLevelName(m.trust)},
+            {"created_at", formatTimestamp(m.created_at)},
+            {"expires_at", m.expires_at ? json(formatTimestamp(*m.expires_at)) : json(nullptr)}};
+  return j;
+}
+
+HttpResponse jsonReply(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+// A media type as the caller gave it: printable ASCII, no ';' games beyond
+// parameters, at most 127 bytes; empty means application/octet-stream.
+Result<std::string> mediaType(const std::string& text) {
+  if (text.empty()) return std::string("application/octet-stream");
+  if (text.size() > 127 || text.find('/') == std::string::npos)
+    return fail(ErrorCode::kToolValidationError, "media_type " + quoteForMessage(text) + " is not a media type");
+  for (unsigned char c : text)
+    if (c < 0x21 || c > 0x7e)
+      return fail(ErrorCode::kToolValidationError, "media_type " + quoteForMessage(text) + " is not a media type");
+  return text;
+}
+
+// RFC 5987 filename* value: UTF-8 percent-encoded, everything but
+// unreserved characters escaped. The plain filename= fallback is "artifact".
+std::string contentDisposition(const std::string& filename, const std::string& artifact_id) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string encoded;
+  for (unsigned char c : filename) {
+    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~') {
+      encoded.push_back(static_cast<char>(c));
+    } else {
+      encoded += '%';
+      encoded += kHex[c >> 4];
+      encoded += kHex[c & 15];
+    }
+  }
+  if (encoded.empty()) encoded = artifact_id;
+  return "attachment; filename=\"artifact\"; filename*=UTF-8''" + encoded;
+}
+
+}  // namespace
+
+HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& request) {
+  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  auto live = find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  json body = json::parse(request.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  auto path_it = body.find("path");
+  if (path_it == body.end() || !path_it->is_string())
+    return errorResponse(400, "tool_validation_error", "path is required and must be a string");
+  const std::string path = path_it->get<std::string>();
+  auto media = mediaType(body.value("media_type", std::string()));
+  if (!media) return errorResponse(media.error());
+  auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
+  if (!tenant) return errorResponse(tenant.error());
+
+  auto ws = env_.workspace(live->handle);
+  if (!ws) return errorResponse(ws.error());
+  // Stream from the workspace directory when the adapter has one; otherwise
+  // read through the port (bounded by the artifact cap).
+  artifacts::MeasuredStream stream;
+  std::string filename;
+  if (auto root = (*ws)->openRoot()) {
+    auto opened = artifacts::openWorkspaceExport(root->get(), path, artifacts_->max_bytes);
+    if (!opened) return errorResponse(opened.error());
+    stream = std::move(opened->stream);
+    filename = opened->filename;
+  } else {
+    auto data = (*ws)->read(path);
+    if (!data) return errorResponse(data.error());
+    if (static_cast<std::int64_t>(data->size()) > artifacts_->max_bytes)
+      return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                                 "path " + quoteForMessage(path) + " is larger than the artifact cap"});
+    stream = artifacts::measuredBytes(std::move(*data));
+    filename = path.substr(path.rfind('/') + 1);
+  }
+  if (auto f = body.find("filename"); f != body.end() && f->is_string()) filename = f->get<std::string>();
+
+  artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id, artifacts::ArtifactOrigin::kSandboxExport,
+                                       artifacts::TrustLevel::kExternalUntrusted};
+  auto writer = artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
+  auto ref = writer->create(std::move(stream), filename, *media, artifacts::TrustLevel::kExternalUntrusted);
+  if (!ref) return errorResponse(ref.error());
+  auto stored = artifacts_->repository->find(ref->artifact_id);
+  if (!stored) return errorResponse(stored.error());
+  if (auto bytes = artifacts_->repository->tenantBytes(*tenant))
+    metrics_.artifactBytes(tenant->str(), static_cast<double>(*bytes));
+  return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
+}
+
+HttpResponse Api::uploadArtifact(const std::string& query, const HttpRequest& request) {
+  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  auto tenant_text = queryParam(query, "tenant_id");
+  if (!tenant_text) return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
+  auto tenant = artifacts::TenantId::parse(*tenant_text);
+  if (!tenant) return errorResponse(tenant.error());
+  auto media = mediaType(queryParam(query, "media_type").value_or(""));
+  if (!media) return errorResponse(media.error());
+  const std::string filename = queryParam(query, "filename").value_or("upload");
+  artifacts::ArtifactWriterScope scope{*tenant, queryParam(query, "run_id"), artifacts::ArtifactOrigin::kUpload,
+                                       artifacts::TrustLevel::kExternalUntrusted};
+  auto writer = artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
+  auto ref = writer->create(artifacts::measuredBytes(request.body), filename, *media,
+                            artifacts::TrustLevel::kExternalUntrusted);
+  if (!ref) return errorResponse(ref.error());
+  auto stored = artifacts_->repository->find(ref->artifact_id);
+  if (!stored) return errorResponse(stored.error());
+  if (auto bytes = artifacts_->repository->tenantBytes(*tenant))
+    metrics_.artifactBytes(tenant->str(), static_cast<double>(*bytes));
+  return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
+}
+
+HttpResponse Api::artifactCall(const std::string& artifact_id, bool content, const std::string& method,
+                               const std::string& query) {
+  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  auto tenant = queryParam(query, "tenant_id");
+  if (!tenant) return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
+  auto notFound = [&] { return errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id)); };
+  auto id = artifacts::ArtifactId::parse(artifact_id);
+  if (!id) return notFound();
+  auto stored = artifacts_->repository->find(*id);
+  // Another tenant's artifact does not exist for this caller.
+  if (!stored || stored->metadata.tenant_id.str() != *tenant) return notFound();
+  if (method == "DELETE" && !content) {
+    auto removed = artifacts_->store->remove(*id);
+    if (!removed) return errorResponse(removed.error());
+    HttpResponse r;
+    r.status = 204;
+    r.content_type.clear();
+    return r;
+  }
+  if (method != "GET") return errorResponse(405, "method_not_allowed", "method not allowed on this route");
+  if (!content) return jsonReply(200, metadataJson(stored->artifact_id, stored->metadata));
+  artifacts::ArtifactRef ref{stored->artifact_id, stored->metadata.sha256, stored->metadata.size_bytes,
+                             stored->metadata.media_type};
+  auto source = artifacts_->store->open(ref);
+  if (!source) return errorResponse(source.error());
+  auto bytes = artifacts::readAll(**source, static_cast<std::size_t>(stored->metadata.size_bytes) + 1);
+  if (!bytes) return errorResponse(bytes.error());
+  HttpResponse r;
+  r.content_type = "application/octet-stream";  // served as an attachment, never rendered
+  r.body = std::move(*bytes);
+  r.headers = {{"Content-Disposition", contentDisposition(stored->metadata.filename, stored->artifact_id.str())},
+               {"X-Content-Type-Options", "nosniff"},
+               {"X-Airlock-Media-Type", stored->metadata.media_type},
+               {"X-Airlock-Sha256", stored->metadata.sha256}};
+  return r;
+}
+
+void Api::sweepArtifacts() {
+  if (!artifacts_) return;
+  artifacts::RetentionSweeper sweeper(*artifacts_->store, *artifacts_->repository, clock_);
+  (void)sweeper.sweepOnce();
+}
+
+}  // namespace airlock::service
