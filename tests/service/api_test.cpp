@@ -175,6 +175,27 @@ TEST_F(ApiTest, MetricsCountKillReasonsAndRequestsNeverLeakTheToken) {
   EXPECT_EQ(r.body.find(kToken), std::string::npos);
 }
 
+TEST_F(ApiTest, StreamingExecuteEmitsOutputLinesThenTheResult) {
+  const std::string id = provision();
+  HttpRequest request{"POST", "/v1/environments/" + id + "/execute?stream=1", std::string("Bearer ") + kToken,
+                      R"({"argv": ["echo", "streamed"]})"};
+  ASSERT_TRUE(api_->wantsStream(request));
+  EXPECT_FALSE(api_->wantsStream(HttpRequest{"POST", "/v1/environments/" + id + "/execute", "", ""}));
+  std::vector<std::string> lines;
+  auto end = api_->handleStreaming(request, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
+  EXPECT_EQ(end.status, 200);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(json::parse(lines[0]), (json{{"stream", "stdout"}, {"data", "streamed\n"}}));
+  EXPECT_EQ(json::parse(lines[1])["result"]["stdout"], "streamed\n");
+  // Refused before starting: no line, an error response.
+  lines.clear();
+  request.body = R"({"argv": "echo"})";
+  EXPECT_EQ(api_->handleStreaming(request, [&](std::string line) { lines.push_back(line); }, nullptr).status, 400);
+  request.authorization = "Bearer nope";
+  EXPECT_EQ(api_->handleStreaming(request, [&](std::string line) { lines.push_back(line); }, nullptr).status, 401);
+  EXPECT_TRUE(lines.empty());
+}
+
 TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
   EXPECT_EQ(queryParam("path=a%2Fb&x=1", "path"), "a/b");
   EXPECT_EQ(queryParam("x=1&path=a+b", "path"), "a b");

@@ -1,12 +1,15 @@
 // The ExecutionEnvironment port (spec 000, "The ExecutionEnvironment port";
 // DESIGN.md 5.1) and the narrow workspace port beside it.
 //
-// Adapters: fake/ (scripted, in-memory) and linux/ (shared-kernel jail).
+// Adapters: fake/ (scripted, in-memory), linux/ (shared-kernel jail) and
+// oci/ (gvisor: runsc, the production mechanism).
 // Every adapter passes tests/contract.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "airlock/core/error.h"
@@ -92,6 +95,28 @@ class ExecutionEnvironment {
   virtual Result<ExecutionResult> execute(const EnvironmentHandle& handle,
                                           const ExecutionCommand& command,
                                           const CancelToken* cancel = nullptr) = 0;
+
+  // Receives output as a command produces it (the streaming variant of
+  // execute). Called on the executing thread, in order, with at most the
+  // bytes that also land in the result (the output cap applies to both);
+  // it must not call back into the adapter.
+  enum class OutputStream { kStdout, kStderr };
+  using OutputSink = std::function<void(OutputStream stream, std::string_view bytes)>;
+
+  // execute, with each chunk of output passed to `sink` as it is read, and
+  // the complete result (the same as execute's) returned at the end. The
+  // default runs execute and then passes the whole output at once, for
+  // adapters whose commands cannot stream.
+  virtual Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                                   const ExecutionCommand& command,
+                                                   const CancelToken* cancel, const OutputSink& sink) {
+    auto result = execute(handle, command, cancel);
+    if (result && sink) {
+      if (!result->stdout_data.empty()) sink(OutputStream::kStdout, result->stdout_data);
+      if (!result->stderr_data.empty()) sink(OutputStream::kStderr, result->stderr_data);
+    }
+    return result;
+  }
 
   // Destroys the sandbox and its workspace. Idempotent: a gone handle is OK.
   virtual Result<void> destroy(const EnvironmentHandle& handle) = 0;

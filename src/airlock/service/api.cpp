@@ -423,16 +423,17 @@ HttpResponse Api::destroyEnvironment(const std::string& id) {
   return resp;
 }
 
-HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
+Result<Api::PreparedExecute> Api::prepareExecute(const std::string& id, const HttpRequest& request) {
   auto live = find(id);
-  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  if (!live) return fail(ErrorCode::kNotFound, "no live environment " + quoteForMessage(id));
   auto body = parseBody(request.body);
-  if (!body) return errorResponse(body.error());
+  if (!body) return tl::unexpected(body.error());
   auto command = commandFrom(*body);
-  if (!command) return errorResponse(command.error());
-  const auto started = Clock::now();
-  auto result = env_.execute(live->handle, *command);
-  const auto busy = Clock::now() - started;
+  if (!command) return tl::unexpected(command.error());
+  return PreparedExecute{live->handle, std::move(*command)};
+}
+
+HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy, const Result<ExecutionResult>& result) {
   {
     std::lock_guard lk(mu_);
     if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
@@ -448,6 +449,48 @@ HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
                     result->killed_by ? json(*result->killed_by).get<std::string>() : "none");
   if (result->killed_by == KillReason::kExpired) (void)destroyTracked(id, "expired");
   return jsonResponse(200, json(*result));
+}
+
+HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
+  auto prepared = prepareExecute(id, request);
+  if (!prepared) return errorResponse(prepared.error());
+  const auto started = Clock::now();
+  auto result = env_.execute(prepared->handle, prepared->command);
+  return finishExecute(id, Clock::now() - started, result);
+}
+
+bool Api::wantsStream(const HttpRequest& request) const {
+  const std::size_t q = request.target.find('?');
+  if (q == std::string::npos || request.method != "POST") return false;
+  const auto parts = splitPath(std::string_view(request.target).substr(0, q));
+  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" && parts[3] == "execute" &&
+         queryParam(request.target.substr(q + 1), "stream") == "1";
+}
+
+HttpResponse Api::handleStreaming(const HttpRequest& request, const std::function<void(std::string)>& emit,
+                                  const CancelToken* cancel) {
+  try {
+    if (!authorized(request))
+      return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
+    const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
+    const std::string& id = parts.at(2);
+    auto prepared = prepareExecute(id, request);
+    if (!prepared) return errorResponse(prepared.error());
+    const auto started = Clock::now();
+    auto result = env_.executeStreaming(
+        prepared->handle, prepared->command, cancel,
+        [&](ExecutionEnvironment::OutputStream stream, std::string_view bytes) {
+          emit(json{{"stream", stream == ExecutionEnvironment::OutputStream::kStdout ? "stdout" : "stderr"},
+                    {"data", bytesToJson(bytes)}}
+                   .dump());
+        });
+    HttpResponse final = finishExecute(id, Clock::now() - started, result);
+    // The last line: the result, or the error that ended the execution.
+    emit(result ? json{{"result", json::parse(final.body)}}.dump() : final.body);
+    return final;
+  } catch (const std::exception&) {
+    return errorResponse(500, "internal", "internal error");
+  }
 }
 
 HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, const std::string& method,

@@ -13,6 +13,9 @@
 //   GET    /v1/environments/{id}                      handle
 //   DELETE /v1/environments/{id}                      destroy (idempotent) -> 204
 //   POST   /v1/environments/{id}/execute              ExecutionResult
+//   POST   /v1/environments/{id}/execute?stream=1     NDJSON, chunked: {"stream": "stdout"|"stderr",
+//                                                     "data": bytes} lines as output is produced, then
+//                                                     one {"result": ExecutionResult} (or error) line
 //   GET    /v1/environments/{id}/files?path=P         file bytes (octet-stream)
 //   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
 //   GET    /v1/environments/{id}/list?path=P          directory entries
@@ -47,6 +50,7 @@
 #include "airlock/artifacts/retention.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/sandbox/cancel_token.h"
 #include "airlock/sandbox/execution_environment.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
@@ -115,6 +119,17 @@ class Api {
 
   HttpResponse handle(const HttpRequest& request);
 
+  // True for the streaming execute (POST .../execute?stream=1).
+  bool wantsStream(const HttpRequest& request) const;
+  // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
+  // as it is produced, the result line last. A request refused before the
+  // command starts emits nothing and returns the error response; otherwise
+  // the return value is the final response (its status tells the server
+  // nothing more: the lines were the answer). `cancel` ends the command with
+  // CANCELLED (the server cancels when the client goes away).
+  HttpResponse handleStreaming(const HttpRequest& request, const std::function<void(std::string)>& emit,
+                               const CancelToken* cancel);
+
   // One reaper pass: destroys environments past expires_at, with a stale
   // lease epoch, or whose earlier destroy failed (retried). Returns how many
   // were destroyed. Called on an interval by the server.
@@ -134,6 +149,13 @@ class Api {
   HttpResponse getEnvironment(const std::string& id);
   HttpResponse destroyEnvironment(const std::string& id);
   HttpResponse execute(const std::string& id, const HttpRequest& request);
+  struct PreparedExecute {
+    EnvironmentHandle handle;
+    ExecutionCommand command;
+  };
+  Result<PreparedExecute> prepareExecute(const std::string& id, const HttpRequest& request);
+  HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
+                             const Result<ExecutionResult>& result);
   HttpResponse workspaceCall(const std::string& id, const std::string& op, const std::string& method,
                              const std::string& query, const HttpRequest& request);
   HttpResponse renewLease(const std::string& run_id, const HttpRequest& request);

@@ -3,6 +3,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/as_tuple.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/use_future.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -12,10 +14,14 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <variant>
 
 #include "airlock/core/json.h"
 
@@ -132,6 +138,109 @@ class BeastServer final : public HttpServer {
     co_return !ec;
   }
 
+  // One streaming execute: the handler runs on the pool and hands NDJSON
+  // lines through a channel; the first line sends a chunked 200 header, each
+  // line is a chunk, and the end is the last chunk. A request refused before
+  // anything streamed gets an ordinary response. If the client goes away the
+  // command is cancelled. Returns (status, whether the exchange completed).
+  struct StreamLine {
+    std::string text;
+  };
+  struct StreamEnd {
+    HttpResponse response;
+  };
+  using StreamEvent = std::variant<StreamLine, StreamEnd>;
+  using Channel = asio::experimental::concurrent_channel<void(beast::error_code, StreamEvent)>;
+
+  asio::awaitable<std::pair<int, bool>> streamExchange(beast::tcp_stream& stream, const HttpRequest& req,
+                                                       unsigned version, bool keep_alive) {
+    auto token = CancelToken::create();
+    if (!token) co_return std::pair{503, false};
+    auto cancel = std::make_shared<CancelToken>(std::move(*token));
+    // While the command runs silently, a write never fails: watch the socket
+    // for the client's end-of-stream and cancel the command then.
+    asio::co_spawn(
+        ioc_,
+        [sock = &stream.socket(), cancel]() -> asio::awaitable<void> {
+          auto [ec] = co_await sock->async_wait(tcp::socket::wait_read, kNoThrow);
+          if (ec) co_return;  // cancelled: the exchange ended first
+          char byte;
+          const ssize_t n = ::recv(sock->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) cancel->cancel();
+        },
+        asio::detached);
+    auto outcome = co_await streamLines(stream, req, version, keep_alive, cancel);
+    beast::error_code ignored;
+    stream.socket().cancel(ignored);  // ends the watcher
+    co_return outcome;
+  }
+
+  asio::awaitable<std::pair<int, bool>> streamLines(beast::tcp_stream& stream, const HttpRequest& req,
+                                                    unsigned version, bool keep_alive,
+                                                    std::shared_ptr<CancelToken> cancel) {
+    auto channel = std::make_shared<Channel>(ioc_, 64);
+    asio::post(pool_, [this, channel, cancel, req] {
+      bool gone = false;
+      auto push = [&](StreamEvent event) {
+        if (gone) return;
+        try {
+          channel->async_send(beast::error_code{}, std::move(event), asio::use_future).get();
+        } catch (const std::exception&) {
+          gone = true;  // the session closed the channel: the client is gone
+          cancel->cancel();
+        }
+      };
+      HttpResponse end = api_.handleStreaming(
+          req, [&](std::string line) { push(StreamLine{std::move(line) + "\n"}); }, cancel.get());
+      push(StreamEnd{std::move(end)});
+    });
+
+    bool header_sent = false;
+    bool ok = true;
+    int status = 200;
+    http::response<http::empty_body> head{http::status::ok, version};
+    head.set(http::field::content_type, "application/x-ndjson");
+    head.chunked(true);
+    head.keep_alive(keep_alive);
+    http::response_serializer<http::empty_body> serializer{head};
+    for (;;) {
+      auto [ec, event] = co_await channel->async_receive(kNoThrow);
+      if (ec) break;
+      if (auto* line = std::get_if<StreamLine>(&event)) {
+        if (!ok) continue;  // draining after a failed write
+        if (!header_sent) {
+          auto [werr, n] = co_await http::async_write_header(stream, serializer, kNoThrow);
+          header_sent = true;
+          if (werr) ok = false;
+        }
+        if (ok) {
+          auto [werr, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(line->text)), kNoThrow);
+          if (werr) ok = false;
+        }
+        if (!ok) {
+          cancel->cancel();
+          channel->close();
+          co_return std::pair{499, false};
+        }
+        continue;
+      }
+      HttpResponse& end = std::get<StreamEnd>(event).response;
+      if (header_sent) {
+        auto [werr, n] = co_await asio::async_write(stream, http::make_chunk_last(), kNoThrow);
+        co_return std::pair{200, !werr};
+      }
+      status = end.status;
+      http::response<http::string_body> res{static_cast<http::status>(end.status), version};
+      if (!end.content_type.empty()) res.set(http::field::content_type, end.content_type);
+      res.keep_alive(keep_alive);
+      res.body() = std::move(end.body);
+      res.prepare_payload();
+      const bool sent = co_await send(stream, res);
+      co_return std::pair{status, sent};
+    }
+    co_return std::pair{status, false};
+  }
+
   asio::awaitable<void> session(beast::tcp_stream stream) {
     beast::flat_buffer buffer;
     for (;;) {
@@ -171,6 +280,19 @@ class BeastServer final : public HttpServer {
 
       const auto started = std::chrono::steady_clock::now();
       stream.expires_never();  // an execute runs as long as its own timeout
+      if (api_.wantsStream(req)) {
+        ++inflight_;
+        const auto [status, sent] = co_await streamExchange(stream, req, request.version(), keep_alive);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
+        api_.metrics().request(route, status, seconds);
+        logLine({{"level", status >= 500 ? "error" : "info"}, {"event", "request"}, {"method", req.method},
+                 {"route", route}, {"stream", true}, {"status", status},
+                 {"ms", static_cast<std::int64_t>(seconds * 1000)}});
+        if (--inflight_ == 0 && stopping_) ioc_.stop();
+        if (!sent || !keep_alive || stopping_) break;
+        continue;
+      }
       ++inflight_;  // only touched on the loop's thread
       HttpResponse out = co_await asio::co_spawn(
           pool_, [this, &req]() -> asio::awaitable<HttpResponse> { co_return api_.handle(req); },

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
 
@@ -488,6 +490,55 @@ TEST_F(LinuxEnvironmentTest, ProvenanceFollowsWhoWroteTheFile) {
   auto h = env_->provision(linuxSpec(options_));
   ASSERT_TRUE(h) << h.error().message();
   handle_ = *h;
+}
+
+}  // namespace
+}  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// Sandboxes are cloned from a multi-threaded service. Sixteen threads that
+// provision, execute and destroy at once (while allocating, so glibc's
+// locks are often held at the moment of a clone) must all finish: a
+// sandbox's init may not depend on a lock another thread held when it was
+// cloned. Each execute carries a watchdog (SandboxTest::run's idea): a hang
+// destroys the sandbox and fails the test instead of hanging it.
+TEST(LinuxEnvironmentConcurrency, ConcurrentProvisionAndExecuteNeverHang) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env) << env.error().message();
+  constexpr int kThreads = 16, kRounds = 6;
+  std::atomic<int> ok{0}, hung{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < kRounds; ++round) {
+        auto h = (*env)->provision(linuxSpec(options));
+        if (!h) {
+          ++failed;
+          continue;
+        }
+        std::vector<std::string> churn;  // keep malloc busy across clones
+        for (int i = 0; i < 200; ++i) churn.emplace_back(std::string(100 + i, 'x'));
+        auto r = (*env)->execute(*h, shell("echo ran", 20));
+        if (r && r->stdout_data == "ran\n") {
+          ++ok;
+        } else if (r && r->killed_by == KillReason::kTimeout) {
+          ++hung;
+        } else {
+          ++failed;
+        }
+        (void)(*env)->destroy(*h);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(hung.load(), 0) << "commands never started (init hung)";
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(ok.load(), kThreads * kRounds);
 }
 
 }  // namespace

@@ -107,6 +107,15 @@ void resetSignalDispositions() noexcept {
 
 void killAllButInit() noexcept { ::kill(-1, SIGKILL); }
 
+// Credential changes as raw syscalls. glibc's setresuid and friends apply
+// the change to every thread it knows of (the setxid broadcast), and init,
+// a raw clone of a multi-threaded service, inherits a thread list whose
+// threads do not exist here: the broadcast would wait for them forever.
+// The raw syscalls change the calling thread, which is all of init.
+long rawSetresuid(uid_t uid) noexcept { return ::syscall(SYS_setresuid, uid, uid, uid); }
+long rawSetresgid(gid_t gid) noexcept { return ::syscall(SYS_setresgid, gid, gid, gid); }
+long rawSetgroupsEmpty() noexcept { return ::syscall(SYS_setgroups, 0, nullptr); }
+
 // User + system CPU of every child init has reaped, in microseconds. The
 // command and everything it started end up reaped by init (orphans are
 // re-parented to it), so the delta across a command is the command's CPU.
@@ -187,8 +196,7 @@ struct RunRequest {
   // Drop every capability: bounding set first (needs CAP_SETPCAP), then the
   // uid change clears permitted/effective/ambient sets.
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  if (::setgroups(0, nullptr) != 0 || ::setresgid(ctx.sandbox_gid, ctx.sandbox_gid, ctx.sandbox_gid) != 0 ||
-      ::setresuid(ctx.sandbox_uid, ctx.sandbox_uid, ctx.sandbox_uid) != 0)
+  if (rawSetgroupsEmpty() != 0 || rawSetresgid(ctx.sandbox_gid) != 0 || rawSetresuid(ctx.sandbox_uid) != 0)
     ::_exit(125);
   // The working directory, resolved as the sandbox user and beneath
   // /workspace: a symlink the sandbox planted cannot move it out (B12).
@@ -362,7 +370,11 @@ void closeIf(int fd) noexcept {
         req.stderr_fd = passed[want - 1];
         cpu_before = reapedChildrenCpuUsec();
         main_status = 0;
-        pid_t child = ::fork();
+        // Init is a raw clone of a multi-threaded service: a lock another
+        // thread held at that moment (malloc's, stdio's) stays held here
+        // forever. glibc's fork() takes those locks and would hang, so init
+        // forks with _Fork(), the async-signal-safe fork that takes none.
+        pid_t child = ::_Fork();
         if (child == 0) execCommand(ctx, req);
         if (child < 0) start_errno = errno;
         command = child;
@@ -434,9 +446,9 @@ void locateInheritedStrings(InitContext& ctx) {
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(sizeof go) || go.type != MessageType::kGo) ::_exit(1);
 
-  if (::setresgid(0, 0, 0) != 0) failSetup(ctl, -1, errno);
-  if (::setgroups(0, nullptr) != 0) failSetup(ctl, -2, errno);
-  if (::setresuid(0, 0, 0) != 0) failSetup(ctl, -3, errno);
+  if (rawSetresgid(0) != 0) failSetup(ctl, -1, errno);
+  if (rawSetgroupsEmpty() != 0) failSetup(ctl, -2, errno);
+  if (rawSetresuid(0) != 0) failSetup(ctl, -3, errno);
   // A credential change cleared the parent-death signal: set it again.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // A fresh, empty session keyring instead of the service's (B21).

@@ -239,7 +239,11 @@ class LinuxEnvironment final : public ExecutionEnvironment {
 
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override;
+                                  const CancelToken* cancel) override {
+    return executeStreaming(handle, command, cancel, {});
+  }
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle, const ExecutionCommand& command,
+                                           const CancelToken* cancel, const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     auto sb = find(handle.environment_id);
@@ -566,9 +570,10 @@ struct Capture {
   UniqueFd fd;
 };
 
-Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handle,
-                                                  const ExecutionCommand& command,
-                                                  const CancelToken* cancel) {
+Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHandle& handle,
+                                                           const ExecutionCommand& command,
+                                                           const CancelToken* cancel,
+                                                           const OutputSink& sink) {
   if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
@@ -813,11 +818,14 @@ Result<ExecutionResult> LinuxEnvironment::execute(const EnvironmentHandle& handl
       }
       const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
       const std::int64_t room = std::max<std::int64_t>(0, cap - used);
+      const auto which = &c == &out ? OutputStream::kStdout : OutputStream::kStderr;
       if (got <= room) {
         c.data.append(buf, static_cast<std::size_t>(got));
+        if (sink) sink(which, std::string_view(buf, static_cast<std::size_t>(got)));
       } else {
         // Past the cap: keep what fits, stop reading, kill (bug-log B35, B36).
         c.data.append(buf, static_cast<std::size_t>(room));
+        if (sink && room > 0) sink(which, std::string_view(buf, static_cast<std::size_t>(room)));
         c.truncated = true;
         // The other stream is closed before its end too: whatever its writer
         // still had is lost, so it is marked truncated as well.
