@@ -1,0 +1,480 @@
+#include "airlock/egress/proxy.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <functional>
+#include <future>
+#include <map>
+#include <thread>
+
+#include "airlock/egress/request_head.h"
+
+namespace airlock::egress {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using unix_stream = asio::local::stream_protocol;
+using namespace asio::experimental::awaitable_operators;
+using Clock = std::chrono::steady_clock;
+constexpr auto kNoThrow = asio::experimental::as_tuple(asio::use_awaitable);
+
+tcp::endpoint toEndpoint(const IpAddress& address, std::uint16_t port) {
+  const IpAddress a = address.unmapped().value_or(address);
+  if (a.isV4()) return {asio::ip::address_v4(a.v4Value()), port};
+  asio::ip::address_v6::bytes_type bytes;
+  std::copy(a.v6Bytes().begin(), a.v6Bytes().end(), bytes.begin());
+  return {asio::ip::address_v6(bytes), port};
+}
+
+const char* statusText(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 405:
+      return "Method Not Allowed";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+// The refusal a client sees: the status and the reason code, never an
+// address (egress-notes 3).
+std::string refusalResponse(int status, std::string_view code) {
+  const std::string body = "egress refused: " + std::string(code) + "\n";
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + statusText(status) + "\r\n";
+  out += "X-Airlock-Egress-Reason: " + std::string(code) + "\r\n";
+  if (status == 405) out += "Allow: CONNECT\r\n";
+  out += "Content-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+  return out;
+}
+
+std::string firstLine(std::string_view bytes) {
+  const auto end = bytes.find("\r\n");
+  return std::string(bytes.substr(0, std::min<std::size_t>(end, 200)));
+}
+
+struct Listener {
+  ListenerId id = 0;
+  ProxyIdentity who;
+  std::shared_ptr<const Policy> policy;
+  std::unique_ptr<tcp::acceptor> tcp_acceptor;
+  std::unique_ptr<unix_stream::acceptor> unix_acceptor;
+  std::string unix_path;
+  std::uint16_t port = 0;
+  bool closed = false;                                         // I/O thread only
+  std::map<std::uint64_t, std::function<void()>> connections;  // I/O thread only
+};
+
+struct TunnelState {
+  Clock::time_point last_activity = Clock::now();
+};
+
+class ScopeExit {
+ public:
+  explicit ScopeExit(std::function<void()> f) : f_(std::move(f)) {}
+  ~ScopeExit() { f_(); }
+  ScopeExit(const ScopeExit&) = delete;
+  ScopeExit& operator=(const ScopeExit&) = delete;
+
+ private:
+  std::function<void()> f_;
+};
+
+class ProxyImpl final : public EgressProxy {
+ public:
+  explicit ProxyImpl(ProxyOptions options)
+      : opt_(std::move(options)),
+        pool_(opt_.limits.resolver_threads),
+        work_(asio::make_work_guard(ioc_)),
+        thread_([this] { ioc_.run(); }) {}
+
+  ~ProxyImpl() override { stop(); }
+
+  Result<ListenerId> listenUnix(const std::string& path, ProxyIdentity who,
+                                std::shared_ptr<const Policy> policy) override {
+    if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
+    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
+      return fail(ErrorCode::kConfigurationError, "UNIX socket path is empty or too long");
+    auto l = std::make_shared<Listener>();
+    l->who = std::move(who);
+    l->policy = std::move(policy);
+    l->unix_path = path;
+    l->unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
+    boost::system::error_code ec;
+    const unix_stream::endpoint ep(path);
+    l->unix_acceptor->open(ep.protocol(), ec);
+    if (!ec) l->unix_acceptor->bind(ep, ec);
+    if (!ec) l->unix_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      return failErrno(ErrorCode::kExecutionUnavailable, "cannot listen on UNIX socket " + path,
+                       ec.value());
+    return start(std::move(l));
+  }
+
+  Result<ListenerId> listenTcp(const IpAddress& address, std::uint16_t port, ProxyIdentity who,
+                               std::shared_ptr<const Policy> policy) override {
+    if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
+    if (classifyAddress(address) != AddressClass::kLoopback)
+      return fail(ErrorCode::kConfigurationError,
+                  "the proxy listens on TCP only on a loopback address, not " + address.toString());
+    auto l = std::make_shared<Listener>();
+    l->who = std::move(who);
+    l->policy = std::move(policy);
+    l->tcp_acceptor = std::make_unique<tcp::acceptor>(ioc_);
+    boost::system::error_code ec;
+    const tcp::endpoint ep = toEndpoint(address, port);
+    l->tcp_acceptor->open(ep.protocol(), ec);
+    if (!ec) l->tcp_acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) l->tcp_acceptor->bind(ep, ec);
+    if (!ec) l->tcp_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) l->port = l->tcp_acceptor->local_endpoint(ec).port();
+    if (ec)
+      return failErrno(ErrorCode::kExecutionUnavailable,
+                       "cannot listen on " + address.toString() + ":" + std::to_string(port),
+                       ec.value());
+    return start(std::move(l));
+  }
+
+  std::uint16_t boundPort(ListenerId id) const override {
+    std::lock_guard lock(mu_);
+    auto it = listeners_.find(id);
+    return it == listeners_.end() ? 0 : it->second->port;
+  }
+
+  void closeListener(ListenerId id) override {
+    std::shared_ptr<Listener> l;
+    {
+      std::lock_guard lock(mu_);
+      auto it = listeners_.find(id);
+      if (it == listeners_.end()) return;
+      l = it->second;
+      listeners_.erase(it);
+    }
+    onIoThread([this, l] { closeOnIo(*l); });
+  }
+
+  std::size_t activeConnections() const override { return active_.load(); }
+
+  void stop() override {
+    if (stopped_.exchange(true)) return;
+    std::map<ListenerId, std::shared_ptr<Listener>> all;
+    {
+      std::lock_guard lock(mu_);
+      all.swap(listeners_);
+    }
+    onIoThread([this, &all] {
+      for (auto& [id, l] : all) closeOnIo(*l);
+    });
+    // Every socket is closed: the coroutines finish on their own (a lookup
+    // in flight finishes first), then run() returns.
+    work_.reset();
+    if (thread_.joinable()) thread_.join();
+    pool_.join();
+  }
+
+ private:
+  Result<ListenerId> start(std::shared_ptr<Listener> l) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_) return fail(ErrorCode::kExecutionUnavailable, "egress proxy is stopped");
+      l->id = ++next_listener_;
+      listeners_[l->id] = l;
+    }
+    if (l->tcp_acceptor)
+      asio::co_spawn(ioc_, acceptLoop(l, *l->tcp_acceptor), asio::detached);
+    else
+      asio::co_spawn(ioc_, acceptLoop(l, *l->unix_acceptor), asio::detached);
+    return l->id;
+  }
+
+  // Runs `f` on the I/O thread and waits for it (inline when already there).
+  void onIoThread(std::function<void()> f) {
+    if (ioc_.get_executor().running_in_this_thread() || !thread_.joinable()) {
+      f();
+      return;
+    }
+    std::packaged_task<void()> task(std::move(f));
+    auto done = task.get_future();
+    asio::post(ioc_, [&task] { task(); });
+    done.wait();
+  }
+
+  void closeOnIo(Listener& l) {
+    l.closed = true;
+    boost::system::error_code ignored;
+    if (l.tcp_acceptor) l.tcp_acceptor->close(ignored);
+    if (l.unix_acceptor) {
+      l.unix_acceptor->close(ignored);
+      ::unlink(l.unix_path.c_str());
+    }
+    const auto closers = l.connections;  // closing does not erase; the session does
+    for (const auto& [id, close] : closers) close();
+  }
+
+  template <class Acceptor>
+  asio::awaitable<void> acceptLoop(std::shared_ptr<Listener> l, Acceptor& acceptor) {
+    asio::steady_timer backoff(ioc_);
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(kNoThrow);
+      if (l->closed || !acceptor.is_open()) co_return;
+      if (ec) {
+        // EMFILE and friends: back off instead of spinning.
+        backoff.expires_after(std::chrono::milliseconds(50));
+        co_await backoff.async_wait(kNoThrow);
+        continue;
+      }
+      if constexpr (std::is_same_v<Acceptor, tcp::acceptor>) {
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+      }
+      asio::co_spawn(ioc_, session(l, std::move(socket)), asio::detached);
+    }
+  }
+
+  void log(const Listener& l, const Decision& d, TunnelOutcome outcome,
+           std::optional<IpAddress> dialed, std::string error, std::string_view request,
+           Clock::time_point started) {
+    DecisionRecord record{
+        l.who,
+        d,
+        outcome,
+        dialed,
+        std::move(error),
+        firstLine(request),
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started)};
+    try {
+      opt_.log->write(formatDecisionLine(record, std::chrono::system_clock::now()));
+    } catch (...) {
+      // A failing log must not take the proxy down; the refusal still stands.
+    }
+  }
+
+  template <class Socket>
+  asio::awaitable<void> session(std::shared_ptr<Listener> l, Socket client) {
+    const auto started = Clock::now();
+    const std::uint64_t conn = ++next_connection_;
+    ++active_;
+    tcp::socket upstream(ioc_);
+    auto close_both = [&client, &upstream] {
+      boost::system::error_code ignored;
+      client.close(ignored);
+      upstream.close(ignored);
+    };
+    l->connections[conn] = close_both;
+    ScopeExit done([this, &l, conn] {
+      l->connections.erase(conn);
+      --active_;
+    });
+    if (l->closed) co_return;
+
+    if (active_.load() > opt_.limits.max_connections) {
+      Decision d;
+      d.reason = Reason::kInternalError;
+      log(*l, d, TunnelOutcome::kOverCapacity, std::nullopt, "too many connections", "", started);
+      const std::string response = refusalResponse(503, "over_capacity");
+      co_await asio::async_write(client, asio::buffer(response), kNoThrow);
+      co_return;
+    }
+
+    // 1. The request head, bounded in size and time.
+    std::string buf;
+    asio::steady_timer timer(ioc_);
+    timer.expires_after(opt_.limits.head_timeout);
+    auto read = co_await (asio::async_read_until(client, asio::dynamic_buffer(buf, kMaxRequestHead),
+                                                 "\r\n\r\n", kNoThrow) ||
+                          timer.async_wait(kNoThrow));
+    if (l->closed) co_return;
+    const bool head_timed_out = read.index() == 1;
+    boost::system::error_code read_ec;
+    std::size_t head_size = 0;
+    if (!head_timed_out) std::tie(read_ec, head_size) = std::get<0>(read);
+    if (head_timed_out || read_ec) {
+      Decision d;
+      d.reason = Reason::kMalformedRequest;
+      if (!head_timed_out && (read_ec == asio::error::not_found || buf.size() >= kMaxRequestHead)) {
+        d.detail = "request head larger than " + std::to_string(kMaxRequestHead) + " bytes";
+        log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, buf, started);
+        const std::string response = refusalResponse(400, d.reasonCode());
+        co_await asio::async_write(client, asio::buffer(response), kNoThrow);
+      } else if (!buf.empty()) {
+        log(*l, d, TunnelOutcome::kClientError, std::nullopt,
+            head_timed_out ? "no complete request head in time"
+                           : "connection ended before the request head",
+            buf, started);
+      }
+      co_return;
+    }
+    const std::string head = buf.substr(0, head_size);
+    const std::string early = buf.substr(head_size);
+
+    // 2. The decision, off the I/O thread (the resolver blocks).
+    // g++ 12 destroys non-trivial temporaries of a co_await full-expression
+    // twice (a lambda capturing a shared_ptr freed the policy under ASan), so
+    // every co_await below names its non-trivial operands first and this
+    // lambda captures only pointers.
+    const Policy* policy = l->policy.get();
+    const auto decide_on_pool = [this, policy, &head]() -> asio::awaitable<Decision> {
+      co_return decideRequest(*policy, head, *opt_.resolver, *opt_.classifier);
+    };
+    Decision d = co_await asio::co_spawn(pool_, decide_on_pool, asio::use_awaitable);
+    if (l->closed) co_return;
+    if (!d.allowed()) {
+      log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, head, started);
+      const std::string response = refusalResponse(httpStatusFor(d.reason), d.reasonCode());
+      co_await asio::async_write(client, asio::buffer(response), kNoThrow);
+      co_return;
+    }
+
+    // 3. Dial exactly the checked addresses, in order, within one deadline.
+    const auto deadline = Clock::now() + opt_.limits.connect_timeout;
+    std::optional<IpAddress> dialed;
+    std::string error;
+    bool timed_out = false;
+    for (const IpAddress& a : d.dialAddresses()) {
+      if (Clock::now() >= deadline) {
+        timed_out = true;
+        break;
+      }
+      timer.expires_at(deadline);
+      const tcp::endpoint endpoint = toEndpoint(a, d.port);
+      auto r = co_await (upstream.async_connect(endpoint, kNoThrow) || timer.async_wait(kNoThrow));
+      if (l->closed) co_return;
+      if (r.index() == 0 && !std::get<0>(std::get<0>(r))) {
+        dialed = a;
+        break;
+      }
+      if (r.index() == 1) {
+        timed_out = true;
+        error = a.toString() + ": connect timeout";
+      } else {
+        error = a.toString() + ": " + std::get<0>(std::get<0>(r)).message();
+      }
+      boost::system::error_code ignored;
+      upstream.close(ignored);
+      if (timed_out) break;
+    }
+    if (!dialed) {
+      if (error.empty()) error = "connect timeout";
+      log(*l, d, TunnelOutcome::kConnectFailed, std::nullopt, error, head, started);
+      const std::string response = refusalResponse(timed_out ? 504 : 502, "connect_failed");
+      co_await asio::async_write(client, asio::buffer(response), kNoThrow);
+      co_return;
+    }
+    {
+      boost::system::error_code ignored;
+      upstream.set_option(tcp::no_delay(true), ignored);
+    }
+    log(*l, d, TunnelOutcome::kTunnel, dialed, "", head, started);
+
+    // 4. The tunnel.
+    static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+    auto [wec, wn] = co_await asio::async_write(client, asio::buffer(kEstablished), kNoThrow);
+    if (wec) co_return;
+    if (!early.empty()) {
+      auto [eec, en] = co_await asio::async_write(upstream, asio::buffer(early), kNoThrow);
+      if (eec) co_return;
+    }
+    TunnelState state;
+    co_await ((relay(client, upstream, state, close_both) &&
+               relay(upstream, client, state, close_both)) ||
+              watchdog(state, close_both));
+  }
+
+  template <class From, class To>
+  asio::awaitable<void> relay(From& from, To& to, TunnelState& state,
+                              const std::function<void()>& close_both) {
+    std::unique_ptr<char[]> data(new char[opt_.limits.buffer_bytes]);
+    for (;;) {
+      auto [ec, n] = co_await from.async_read_some(
+          asio::buffer(data.get(), opt_.limits.buffer_bytes), kNoThrow);
+      if (ec) {
+        if (ec == asio::error::eof) {
+          boost::system::error_code ignored;
+          to.shutdown(asio::socket_base::shutdown_send, ignored);
+        } else {
+          close_both();
+        }
+        co_return;
+      }
+      state.last_activity = Clock::now();
+      auto [wec, wn] = co_await asio::async_write(to, asio::buffer(data.get(), n), kNoThrow);
+      if (wec) {
+        close_both();
+        co_return;
+      }
+      state.last_activity = Clock::now();
+    }
+  }
+
+  asio::awaitable<void> watchdog(TunnelState& state, const std::function<void()>& close_both) {
+    const auto idle = opt_.limits.idle_timeout;
+    const auto tick = std::clamp<std::chrono::milliseconds>(idle / 4, std::chrono::milliseconds(10),
+                                                            std::chrono::milliseconds(1000));
+    asio::steady_timer timer(ioc_);
+    for (;;) {
+      timer.expires_after(tick);
+      auto [ec] = co_await timer.async_wait(kNoThrow);
+      if (ec) co_return;  // the tunnel ended and cancelled the watchdog
+      if (Clock::now() - state.last_activity >= idle) {
+        close_both();
+        co_return;
+      }
+    }
+  }
+
+  ProxyOptions opt_;
+  mutable std::mutex mu_;
+  std::map<ListenerId, std::shared_ptr<Listener>> listeners_;
+  ListenerId next_listener_ = 0;
+  std::atomic<std::uint64_t> next_connection_{0};
+  std::atomic<std::size_t> active_{0};
+  std::atomic<bool> stopped_{false};
+  // Declared after everything the coroutines use, so it is destroyed first.
+  asio::io_context ioc_;
+  asio::thread_pool pool_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<EgressProxy>> EgressProxy::create(ProxyOptions options) {
+  if (!options.resolver || !options.classifier || !options.log)
+    return fail(ErrorCode::kConfigurationError,
+                "egress proxy needs a resolver, a classifier and a log");
+  const auto& l = options.limits;
+  if (l.head_timeout.count() <= 0 || l.connect_timeout.count() <= 0 ||
+      l.idle_timeout.count() <= 0 || l.buffer_bytes == 0 || l.max_connections == 0 ||
+      l.resolver_threads == 0)
+    return fail(ErrorCode::kConfigurationError, "egress proxy limits must be positive");
+  return std::unique_ptr<EgressProxy>(new ProxyImpl(std::move(options)));
+}
+
+}  // namespace airlock::egress

@@ -1,0 +1,89 @@
+// The sandbox egress proxy (spec 000, "What the proxy does on CONNECT";
+// DESIGN.md 5.5; issue 5 item 5). Boost.Asio stays in proxy.cpp.
+//
+// Per connection: read the request head (at most kMaxRequestHead bytes,
+// within head_timeout), decide with decideRequest() on the resolver pool
+// (one lookup, every address checked), then either answer the refusal
+// (status from httpStatusFor(), header "X-Airlock-Egress-Reason: <code>",
+// Connection: close) or connect to the decision's dialAddresses() in order,
+// never to a name and never after a second lookup, within connect_timeout
+// for all attempts together. On success it answers "200 Connection
+// established", forwards any bytes the client sent after the head, and
+// relays both directions with one buffer of buffer_bytes per direction,
+// half-closing each side on EOF and closing both after idle_timeout without
+// traffic in either direction. Every decision writes one line to the
+// DecisionLog (proxy_log.h), including refusals and connect failures.
+//
+// Listeners. Each listener belongs to one sandbox: its ProxyIdentity and the
+// Policy it was provisioned with are fixed at listen time (a running sandbox
+// keeps its policy; the proxy has no admin interface on any listener).
+// listenUnix is the production form (the per-sandbox socket bound into the
+// sandbox); listenTcp on a loopback address serves tests and benchmarks.
+// closeListener closes the socket and every tunnel opened through it.
+//
+// Threads: one I/O thread runs every socket; blocking resolution runs on a
+// pool of resolver_threads. All public methods are thread-safe.
+//
+// Testing seam: loopback sinks are reachable only when the AddressClassifier
+// was built with a TestSinkToken (classifier.h); nothing here weakens the
+// address check.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "airlock/core/error.h"
+#include "airlock/egress/classifier.h"
+#include "airlock/egress/policy.h"
+#include "airlock/egress/proxy_log.h"
+#include "airlock/egress/resolver.h"
+
+namespace airlock::egress {
+
+struct ProxyLimits {
+  std::chrono::milliseconds head_timeout{10'000};
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{300'000};
+  std::size_t buffer_bytes = 64 * 1024;  // per direction per tunnel
+  std::size_t max_connections = 512;     // beyond it: 503, over_capacity
+  std::size_t resolver_threads = 4;
+};
+
+struct ProxyOptions {
+  std::shared_ptr<Resolver> resolver;                   // required
+  std::shared_ptr<const AddressClassifier> classifier;  // required
+  std::shared_ptr<DecisionLog> log;                     // required
+  ProxyLimits limits;
+};
+
+using ListenerId = std::uint64_t;
+
+class EgressProxy {
+ public:
+  // ConfigurationError if a required option is missing or a limit is zero.
+  // The I/O thread starts here; stop() or the destructor ends it.
+  static Result<std::unique_ptr<EgressProxy>> create(ProxyOptions options);
+  virtual ~EgressProxy() = default;
+
+  // Binds and listens on a UNIX stream socket at `path` (which must not
+  // exist; mode 0600 is the caller's umask business). ExecutionUnavailable
+  // with errno on failure.
+  virtual Result<ListenerId> listenUnix(const std::string& path, ProxyIdentity who,
+                                        std::shared_ptr<const Policy> policy) = 0;
+  // Binds `address:port` (port 0 picks one); `address` must be loopback.
+  // Returns the id; boundPort() gives the port.
+  virtual Result<ListenerId> listenTcp(const IpAddress& address, std::uint16_t port,
+                                       ProxyIdentity who, std::shared_ptr<const Policy> policy) = 0;
+  virtual std::uint16_t boundPort(ListenerId id) const = 0;
+  // Stops accepting on `id` and closes its tunnels. Unknown ids are ignored.
+  virtual void closeListener(ListenerId id) = 0;
+  // Connections currently open (reading a head, dialling or tunnelling).
+  virtual std::size_t activeConnections() const = 0;
+  // Closes every listener and tunnel and joins the threads. Idempotent.
+  virtual void stop() = 0;
+};
+
+}  // namespace airlock::egress

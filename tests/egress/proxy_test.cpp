@@ -1,0 +1,505 @@
+// The CONNECT proxy over loopback only. A FakeDns maps test names to
+// 127.0.0.x; the proxy's classifier exempts exactly the sink addresses the
+// test owns (TestSinkToken, classifier.h), so every other loopback address,
+// including the proxy's own listener, stays refused.
+#include "airlock/egress/proxy.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "airlock/sys/unique_fd.h"
+#include "egress_printers.h"
+#include "fake_dns.h"
+
+namespace airlock::egress {
+namespace {
+
+using sys::UniqueFd;
+using namespace std::chrono_literals;
+
+// Every socket operation in these tests is bounded by this receive/send
+// timeout, so a broken proxy fails a test instead of hanging it.
+constexpr int kIoTimeoutSeconds = 5;
+
+void setTimeouts(int fd) {
+  timeval tv{kIoTimeoutSeconds, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+UniqueFd connectTcp(const char* ip, std::uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  setTimeouts(fd.get());
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &sa.sin_addr);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return UniqueFd();
+  return fd;
+}
+
+UniqueFd connectUnix(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  setTimeouts(fd.get());
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return UniqueFd();
+  return fd;
+}
+
+bool sendAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+// Reads until "\r\n\r\n" (the proxy's response head); returns it.
+std::string readHead(int fd) {
+  std::string out;
+  char c;
+  while (out.size() < 8192 && out.find("\r\n\r\n") == std::string::npos) {
+    if (::recv(fd, &c, 1, 0) != 1) break;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string readExactly(int fd, std::size_t n) {
+  std::string out(n, '\0');
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(fd, out.data() + got, n - got, 0);
+    if (r <= 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+// 0 at orderly EOF, -1 on error or timeout, else bytes read.
+ssize_t readSome(int fd) {
+  char buf[4096];
+  return ::recv(fd, buf, sizeof buf, 0);
+}
+
+// A TCP echo server on a loopback address; counts accepted connections.
+class EchoSink {
+ public:
+  explicit EchoSink(const char* ip) {
+    listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    ::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    ::inet_pton(AF_INET, ip, &sa.sin_addr);
+    if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        ::listen(listener_.get(), 64) != 0)
+      throw std::runtime_error("sink bind failed");
+    socklen_t len = sizeof sa;
+    ::getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    port_ = ntohs(sa.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~EchoSink() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    thread_.join();
+    for (auto& t : workers_) t.join();
+  }
+  std::uint16_t port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  void serve() {
+    for (;;) {
+      const int c = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      ++accepted_;
+      workers_.emplace_back([c] {
+        UniqueFd fd(c);
+        setTimeouts(c);
+        char buf[65536];
+        for (;;) {
+          const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          if (!sendAll(c, std::string_view(buf, static_cast<std::size_t>(n)))) break;
+        }
+        ::shutdown(c, SHUT_WR);
+      });
+    }
+  }
+  UniqueFd listener_;
+  std::uint16_t port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+  std::vector<std::thread> workers_;
+};
+
+class CapturingLog : public DecisionLog {
+ public:
+  void write(std::string_view line) override {
+    std::lock_guard lock(mu_);
+    lines_.push_back(nlohmann::json::parse(line));
+    cv_.notify_all();
+  }
+  // Waits until at least n lines were written (bounded); returns them.
+  std::vector<nlohmann::json> waitFor(std::size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(kIoTimeoutSeconds), [&] { return lines_.size() >= n; });
+    return lines_;
+  }
+  std::vector<nlohmann::json> lines() {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<nlohmann::json> lines_;
+};
+
+class ProxyTest : public ::testing::Test {
+ protected:
+  void SetUp() override { startProxy(ProxyLimits{}); }
+
+  void startProxy(ProxyLimits limits) {
+    proxy.reset();
+    dns = std::make_shared<testing::FakeDns>();
+    dns->add("sink.example.com.", {"127.0.0.2"});
+    dns->add("sink6.example.com.", {"::ffff:127.0.0.2"});
+    dns->add("private.example.com.", {"10.0.0.5"});
+    dns->add("mixed.example.com.", {"127.0.0.2", "169.254.169.254"});
+    dns->add("loop.example.com.", {"127.0.0.1"});
+    dns->add("closed.example.com.", {"127.0.0.3"});
+    log = std::make_shared<CapturingLog>();
+    auto classifier = std::make_shared<AddressClassifier>(
+        std::make_shared<FixedSelfAddresses>(std::vector<IpAddress>{}),
+        testing::makeTestSinkToken(),
+        std::vector<IpAddress>{*IpAddress::parse("127.0.0.2"), *IpAddress::parse("127.0.0.3")});
+    ProxyOptions o;
+    o.resolver = std::make_shared<GetaddrinfoResolver>(dns->backend());
+    o.classifier = classifier;
+    o.log = log;
+    o.limits = limits;
+    auto created = EgressProxy::create(std::move(o));
+    ASSERT_TRUE(created.has_value()) << created.error().message();
+    proxy = std::move(*created);
+    const std::string yaml =
+        "egress:\n  mode: allowlist\n  destinations:\n    - host: \"*.example.com\"\n      ports: "
+        "[" +
+        std::to_string(sink.port()) + "]\n";
+    policy = *loadEgressPolicy(yaml, "proxy-test");
+    auto id = proxy->listenTcp(*IpAddress::parse("127.0.0.1"), 0, who, policy);
+    ASSERT_TRUE(id.has_value()) << id.error().message();
+    listener = *id;
+    port = proxy->boundPort(listener);
+    ASSERT_NE(port, 0);
+  }
+
+  std::string connectTo(const std::string& target) {
+    return "CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n";
+  }
+  std::string sinkTarget(const char* name = "sink.example.com") {
+    return std::string(name) + ":" + std::to_string(sink.port());
+  }
+
+  EchoSink sink{"127.0.0.2"};
+  ProxyIdentity who{"env-1", "tenant-a", "run-7"};
+  std::shared_ptr<testing::FakeDns> dns;
+  std::shared_ptr<CapturingLog> log;
+  std::shared_ptr<const Policy> policy;
+  std::unique_ptr<EgressProxy> proxy;
+  ListenerId listener = 0;
+  std::uint16_t port = 0;
+};
+
+TEST_F(ProxyTest, TunnelsToTheAllowedDestinationAndLogsIt) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(c.valid());
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget())));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  std::string payload(1 << 20, '\0');
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 131 + 7);
+  std::thread writer([&] { sendAll(c.get(), payload); });
+  const std::string echoed = readExactly(c.get(), payload.size());
+  writer.join();
+  EXPECT_TRUE(echoed == payload) << "echo differs; got " << echoed.size() << " bytes";
+
+  const auto lines = log->waitFor(1);
+  ASSERT_EQ(lines.size(), 1u);
+  const auto& l = lines[0];
+  EXPECT_EQ(l["event"], "egress_decision");
+  EXPECT_EQ(l["point"], "proxy");
+  EXPECT_EQ(l["environment"], "env-1");
+  EXPECT_EQ(l["tenant"], "tenant-a");
+  EXPECT_EQ(l["run"], "run-7");
+  EXPECT_EQ(l["host"], "sink.example.com");
+  EXPECT_EQ(l["port"], sink.port());
+  EXPECT_EQ(l["addresses"], nlohmann::json::array({"127.0.0.2"}));
+  EXPECT_EQ(l["address"], "127.0.0.2");
+  EXPECT_EQ(l["verdict"], "allow");
+  EXPECT_EQ(l["reason"], "allowed");
+  EXPECT_EQ(l["outcome"], "tunnel");
+  EXPECT_TRUE(l["time"].is_string());
+  EXPECT_EQ(dns->lookupCount(), 1u);
+}
+
+TEST_F(ProxyTest, EveryRefusalIsAnsweredWithItsReasonAndLogged) {
+  struct Case {
+    std::string request;
+    int status;
+    std::string reason;
+  };
+  const std::string sp = std::to_string(sink.port());
+  const std::vector<Case> cases = {
+      {connectTo("evil.test:" + sp), 403, "host_not_allowed"},
+      {connectTo("sink.example.com:443"), 403, "port_not_allowed"},
+      {connectTo("private.example.com:" + sp), 403, "resolved_denied:private"},
+      {connectTo("mixed.example.com:" + sp), 403, "resolved_denied:link_local"},
+      {connectTo("loop.example.com:" + sp), 403, "resolved_denied:loopback"},
+      {connectTo("169.254.169.254:80"), 403, "ip_literal"},
+      {connectTo("127.0.0.2:" + sp), 403, "ip_literal"},
+      {"CONNECT sink.example.com:" + sp + " HTTP/1.1\r\nHost: evil.test\r\n\r\n", 400,
+       "host_header_mismatch"},
+      {"GET http://sink.example.com:" + sp + "/ HTTP/1.1\r\n\r\n", 405,
+       "absolute_form_not_supported"},
+      {"GET / HTTP/1.1\r\nHost: sink.example.com\r\n\r\n", 405, "origin_form_not_supported"},
+      {"GET https://sink.example.com/ HTTP/1.1\r\n\r\n", 405, "https_absolute_form"},
+      {"CONNECT pypi.org@sink.example.com:" + sp + " HTTP/1.1\r\n\r\n", 400, "malformed_authority"},
+      {"HELLO\r\n\r\n", 400, "malformed_request"},
+  };
+  for (const auto& c : cases) {
+    UniqueFd fd = connectTcp("127.0.0.1", port);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(sendAll(fd.get(), c.request));
+    const std::string head = readHead(fd.get());
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 " + std::to_string(c.status) + " "))
+        << c.request << head;
+    EXPECT_NE(head.find("X-Airlock-Egress-Reason: " + c.reason + "\r\n"), std::string::npos)
+        << c.request << head;
+    EXPECT_EQ(head.find("10.0.0.5"), std::string::npos) << "a resolved address leaked: " << head;
+    EXPECT_EQ(head.find("169.254"), std::string::npos) << head;
+  }
+  const auto lines = log->waitFor(cases.size());
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(lines[i]["reason"], cases[i].reason) << i;
+    EXPECT_EQ(lines[i]["verdict"], "deny") << i;
+    EXPECT_EQ(lines[i]["outcome"], "refused") << i;
+    EXPECT_EQ(lines[i]["run"], "run-7") << i;
+    EXPECT_TRUE(lines[i]["address"].is_null()) << i;
+  }
+  // The private answer is in the operator's log with its class.
+  EXPECT_EQ(lines[2]["addresses"], nlohmann::json::array({"10.0.0.5"}));
+  EXPECT_EQ(lines[2]["denied"][0]["class"], "private");
+  EXPECT_EQ(sink.accepted(), 0) << "a refused request reached the sink";
+  // Only names the policy allowed were looked up.
+  for (const auto& q : dns->queries()) EXPECT_TRUE(q.ends_with(".example.com.")) << q;
+  EXPECT_EQ(dns->lookupCount(), 3u);  // private, mixed and loop; no other name was resolved
+}
+
+TEST_F(ProxyTest, BytesSentWithTheHeadAreForwardedAndHalfCloseWorks) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(c.valid());
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget()) + "early bytes"));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  ASSERT_TRUE(sendAll(c.get(), " and more"));
+  ASSERT_EQ(::shutdown(c.get(), SHUT_WR), 0);
+  EXPECT_EQ(readExactly(c.get(), 20), "early bytes and more");
+  EXPECT_EQ(readSome(c.get()), 0) << "EOF from the sink was not relayed";
+}
+
+TEST_F(ProxyTest, ResolvesOnceAndDialsTheCheckedAddress) {
+  // A rebinding name: the first answer is the sink, every later one private.
+  dns->addSequence("rebind.example.com.", {{"127.0.0.2"}, {"10.0.0.5"}});
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget("rebind.example.com")) + "r"));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  EXPECT_EQ(readExactly(c.get(), 1), "r");
+  EXPECT_EQ(dns->lookupCount(), 1u);
+  EXPECT_EQ(sink.accepted(), 1);
+  UniqueFd again = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(again.get(), connectTo(sinkTarget("rebind.example.com"))));
+  EXPECT_NE(readHead(again.get()).find("X-Airlock-Egress-Reason: resolved_denied:private"),
+            std::string::npos);
+  const auto lines = log->waitFor(2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["address"], "127.0.0.2");
+  EXPECT_EQ(lines[1]["addresses"], nlohmann::json::array({"10.0.0.5"}));
+  EXPECT_EQ(sink.accepted(), 1);
+}
+
+TEST_F(ProxyTest, MappedAnswerIsDialledAsIpv4) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget("sink6.example.com")) + "x"));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  EXPECT_EQ(readExactly(c.get(), 1), "x");
+}
+
+TEST_F(ProxyTest, ConnectFailureIs502AndLogged) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget("closed.example.com"))));
+  const std::string head = readHead(c.get());
+  EXPECT_TRUE(head.starts_with("HTTP/1.1 502 ")) << head;
+  EXPECT_NE(head.find("X-Airlock-Egress-Reason: connect_failed"), std::string::npos);
+  const auto lines = log->waitFor(1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["verdict"], "allow");
+  EXPECT_EQ(lines[0]["outcome"], "connect_failed");
+  EXPECT_TRUE(lines[0]["error"].is_string());
+}
+
+TEST_F(ProxyTest, OversizedAndSilentHeadsAreClosed) {
+  ProxyLimits limits;
+  limits.head_timeout = 200ms;
+  startProxy(limits);
+  UniqueFd big = connectTcp("127.0.0.1", port);
+  const std::string junk = "CONNECT sink.example.com:1 HTTP/1.1\r\nX: " + std::string(9000, 'a');
+  sendAll(big.get(), junk);
+  EXPECT_TRUE(readHead(big.get()).starts_with("HTTP/1.1 400 "));
+
+  UniqueFd silent = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(silent.get(), "CONNECT sink.exa"));
+  EXPECT_EQ(readSome(silent.get()), 0) << "the proxy kept a slow head open";
+  const auto lines = log->waitFor(2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["reason"], "malformed_request");
+  EXPECT_EQ(lines[1]["outcome"], "client_error");
+  EXPECT_EQ(lines[1]["request"], "CONNECT sink.exa");
+}
+
+TEST_F(ProxyTest, IdleTunnelsAreClosed) {
+  ProxyLimits limits;
+  limits.idle_timeout = 200ms;
+  startProxy(limits);
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget())));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_EQ(readSome(c.get()), 0) << "idle tunnel was not closed";
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(kIoTimeoutSeconds));
+}
+
+TEST_F(ProxyTest, OverCapacityIsRefused) {
+  ProxyLimits limits;
+  limits.max_connections = 1;
+  startProxy(limits);
+  UniqueFd first = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(first.get(), connectTo(sinkTarget())));
+  EXPECT_EQ(readHead(first.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  UniqueFd second = connectTcp("127.0.0.1", port);
+  EXPECT_TRUE(readHead(second.get()).starts_with("HTTP/1.1 503 "));
+  const auto lines = log->waitFor(2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["outcome"], "over_capacity");
+}
+
+TEST_F(ProxyTest, UnixListenerCarriesItsOwnIdentityAndPolicy) {
+  const std::string path = "/tmp/airlock-egress-test-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  auto deny = Policy::denyAll();
+  auto id = proxy->listenUnix(path, ProxyIdentity{"env-2", "tenant-b", "run-9"}, policy);
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  auto deny_id = proxy->listenUnix(path + ".deny", ProxyIdentity{"env-3", "t", "r"}, deny);
+  ASSERT_TRUE(deny_id.has_value());
+
+  UniqueFd c = connectUnix(path);
+  ASSERT_TRUE(c.valid());
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget()) + "u"));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  EXPECT_EQ(readExactly(c.get(), 1), "u");
+
+  UniqueFd d = connectUnix(path + ".deny");
+  ASSERT_TRUE(sendAll(d.get(), connectTo(sinkTarget())));
+  EXPECT_NE(readHead(d.get()).find("X-Airlock-Egress-Reason: mode_deny"), std::string::npos);
+
+  const auto lines = log->waitFor(2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["environment"], "env-2");
+  EXPECT_EQ(lines[1]["environment"], "env-3");
+  EXPECT_EQ(lines[1]["reason"], "mode_deny");
+
+  // Closing the listener closes its tunnels and its socket file.
+  proxy->closeListener(*id);
+  EXPECT_EQ(readSome(c.get()), 0);
+  EXPECT_FALSE(connectUnix(path).valid());
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  proxy->closeListener(*deny_id);
+}
+
+TEST_F(ProxyTest, StopClosesEverythingAndIsIdempotent) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget())));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  proxy->stop();
+  EXPECT_EQ(readSome(c.get()), 0);
+  EXPECT_EQ(proxy->activeConnections(), 0u);
+  EXPECT_FALSE(connectTcp("127.0.0.1", port).valid());
+  proxy->stop();
+  EXPECT_FALSE(proxy->listenTcp(*IpAddress::parse("127.0.0.1"), 0, who, policy).has_value());
+}
+
+TEST(EgressProxy, RefusesIncompleteOptionsAndNonLoopbackTcp) {
+  EXPECT_FALSE(EgressProxy::create(ProxyOptions{}).has_value());
+  ProxyOptions o;
+  o.resolver = std::make_shared<GetaddrinfoResolver>();
+  o.classifier = std::make_shared<AddressClassifier>(
+      std::make_shared<FixedSelfAddresses>(std::vector<IpAddress>{}));
+  o.log = std::make_shared<CapturingLog>();
+  o.limits.buffer_bytes = 0;
+  EXPECT_FALSE(EgressProxy::create(o).has_value());
+  o.limits.buffer_bytes = 1024;
+  auto proxy = EgressProxy::create(o);
+  ASSERT_TRUE(proxy.has_value());
+  EXPECT_FALSE(
+      (*proxy)->listenTcp(*IpAddress::parse("0.0.0.0"), 0, {}, Policy::denyAll()).has_value());
+  EXPECT_FALSE((*proxy)->listenTcp(*IpAddress::parse("127.0.0.1"), 0, {}, nullptr).has_value());
+}
+
+TEST(ProxyLog, FormatsOneJsonLine) {
+  Decision d;
+  d.reason = Reason::kResolvedDenied;
+  d.address_class = AddressClass::kLinkLocal;
+  d.host = "a.example.com";
+  d.port = 443;
+  d.resolved = {*IpAddress::parse("169.254.169.254")};
+  d.denied = {{*IpAddress::parse("169.254.169.254"), AddressClass::kLinkLocal}};
+  ProxyIdentity who{"e", "t", "r"};
+  const std::string line = formatDecisionLine(
+      DecisionRecord{who, d, TunnelOutcome::kRefused, std::nullopt, "", "",
+                     std::chrono::microseconds(12)},
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1764476637123)));
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["time"], "2025-11-30T04:23:57.123Z");
+  EXPECT_EQ(j["reason"], "resolved_denied:link_local");
+  EXPECT_EQ(j["denied"][0]["class"], "link_local");
+  EXPECT_EQ(j["elapsed_us"], 12);
+  Decision bad;
+  bad.reason = Reason::kMalformedRequest;
+  const auto k = nlohmann::json::parse(formatDecisionLine(
+      DecisionRecord{
+          who, bad, TunnelOutcome::kRefused, std::nullopt, "", std::string("GE\xff\0T", 5), {}},
+      std::chrono::system_clock::now()));
+  EXPECT_TRUE(k["host"].is_null());
+  EXPECT_EQ(k["request"], "GE\\xff\\x00T");
+}
+
+}  // namespace
+}  // namespace airlock::egress
