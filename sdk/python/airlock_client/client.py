@@ -1,0 +1,376 @@
+"""The Airlock HTTP client (standard library only: urllib.request, json).
+
+One method per route of src/airlock/service/api.h. Every method either
+returns a typed value (models.py) or raises an AirlockError subclass
+(errors.py) chosen by the API's stable error code; a transport failure is
+AirlockConnectionError. The client keeps no state besides its settings and
+is safe to share between threads (each call opens its own connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from .errors import AirlockConnectionError, AirlockError, ArtifactIntegrityError, error_from_response
+from .models import (
+    ArtifactMetadata,
+    DirEntry,
+    EnvironmentHandle,
+    ExecutionResult,
+    Lease,
+    ResourceLimits,
+    encode_bytes,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8420"
+# The longest a command may run by default (the run_command tool's declared
+# timeout), plus room for provisioning the answer.
+_DEFAULT_COMMAND_SECONDS = 300
+_EXECUTE_SLACK_SECONDS = 30
+
+PathLike = str | bytes
+
+
+def _quote(value: PathLike) -> str:
+    """Percent-encodes a query value completely (also '/', '&', '+')."""
+    if isinstance(value, bytes):
+        return urllib.parse.quote(value, safe="")
+    return urllib.parse.quote(value, safe="", encoding="utf-8", errors="surrogateescape")
+
+
+def _read_token_file(path: str) -> str:
+    with open(path, "r", encoding="utf-8") as f:
+        return f.read().strip()
+
+
+class AirlockClient:
+    """A client for one `airlock serve`.
+
+    ``base_url``: the service, e.g. ``http://127.0.0.1:8420`` (default: the
+    AIRLOCK_URL variable, else that address).
+    The bearer token, first found wins: ``token``; the file ``token_file``;
+    the AIRLOCK_SERVICE_TOKEN variable; the file named by AIRLOCK_TOKEN_FILE.
+    In dev auth mode the service writes its token to
+    ``<state_dir>/service-token``; pass that path as ``token_file``.
+    ``timeout``: seconds to wait for any response except execute, which
+    waits for the command's own timeout plus 30 s.
+    """
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: float = 60.0,
+    ):
+        self.base_url = (base_url or os.environ.get("AIRLOCK_URL") or DEFAULT_URL).rstrip("/")
+        if token is None and token_file is not None:
+            token = _read_token_file(token_file)
+        if token is None:
+            token = os.environ.get("AIRLOCK_SERVICE_TOKEN") or None
+        if token is None and os.environ.get("AIRLOCK_TOKEN_FILE"):
+            token = _read_token_file(os.environ["AIRLOCK_TOKEN_FILE"])
+        self._token = token
+        self.timeout = timeout
+        # No proxies: the service is usually on loopback, and a proxy from
+        # the environment must not see the bearer token.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"AirlockClient({self.base_url!r})"
+
+    # --- transport -------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, PathLike]] = None,
+        json_body: Any = None,
+        data: Optional[bytes] = None,
+        timeout: Optional[float] = None,
+    ) -> tuple[int, bytes, Mapping[str, str]]:
+        url = self.base_url + path
+        if query:
+            url += "?" + "&".join(f"{k}={_quote(v)}" for k, v in query.items())
+        headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        if json_body is not None:
+            data = json.dumps(json_body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif data is not None:
+            headers["Content-Type"] = "application/octet-stream"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with self._opener.open(request, timeout=timeout or self.timeout) as response:
+                return response.status, response.read(), response.headers
+        except urllib.error.HTTPError as e:
+            try:
+                body = e.read()
+            finally:
+                e.close()
+            raise error_from_response(e.code, body) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise AirlockConnectionError(f"{method} {path}: {reason}") from None
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        status, body, _ = self._request(method, path, **kwargs)
+        try:
+            return json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise AirlockError(f"{method} {path}: the response is not JSON", status=status) from None
+
+    @staticmethod
+    def _env_path(environment_id: str, suffix: str = "") -> str:
+        return "/v1/environments/" + urllib.parse.quote(environment_id, safe="") + suffix
+
+    # --- service ---------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """GET /healthz (no token needed): ``{"status": "ok"}``."""
+        return self._json("GET", "/healthz")
+
+    def metrics_text(self) -> str:
+        """GET /metrics: the Prometheus text exposition."""
+        _, body, _ = self._request("GET", "/metrics")
+        return body.decode("utf-8")
+
+    # --- environments ----------------------------------------------------
+
+    def provision(
+        self,
+        tenant_id: str,
+        run_id: str,
+        lease_epoch: int = 0,
+        limits: Optional[ResourceLimits | Mapping[str, int]] = None,
+        environment: Optional[Mapping[str, str]] = None,
+    ) -> EnvironmentHandle:
+        """POST /v1/environments: a new sandbox for (tenant, run, epoch).
+
+        ``limits``: a ResourceLimits or a dict of its fields (unset fields
+        take the service's defaults). ``environment``: extra variables for
+        commands; credential names are refused (ToolValidationError).
+        An epoch older than the run's current one is ExecutionRejectedError.
+        """
+        body: dict[str, Any] = {"tenant_id": tenant_id, "run_id": run_id, "lease_epoch": lease_epoch}
+        if limits is not None:
+            body["limits"] = limits.to_json() if isinstance(limits, ResourceLimits) else dict(limits)
+        if environment is not None:
+            body["environment"] = dict(environment)
+        return EnvironmentHandle.from_json(self._json("POST", "/v1/environments", json_body=body))
+
+    def destroy(self, environment_id: str) -> None:
+        """DELETE /v1/environments/{id}; idempotent (an unknown id is fine)."""
+        self._request("DELETE", self._env_path(environment_id))
+
+    def get(self, environment_id: str) -> EnvironmentHandle:
+        """GET /v1/environments/{id}; NotFoundError when it is not live."""
+        return EnvironmentHandle.from_json(self._json("GET", self._env_path(environment_id)))
+
+    def list_environments(self) -> list[EnvironmentHandle]:
+        """GET /v1/environments: every live environment of this service."""
+        j = self._json("GET", "/v1/environments")
+        return [EnvironmentHandle.from_json(e) for e in j.get("environments", [])]
+
+    def execute(
+        self,
+        environment_id: str,
+        argv: Sequence[str],
+        working_directory: Optional[str] = None,
+        timeout_seconds: Optional[int] = None,
+        maximum_output_bytes: Optional[int] = None,
+        stdin: Optional[bytes | str] = None,
+    ) -> ExecutionResult:
+        """POST /v1/environments/{id}/execute: runs argv (an argument vector,
+        never a shell string) and returns its ExecutionResult. A command that
+        fails or is killed is a result, not an exception."""
+        if isinstance(argv, (str, bytes)):
+            raise TypeError('argv must be a list of strings like ["python3", "-c", "print(1)"], not a string')
+        body: dict[str, Any] = {"argv": list(argv)}
+        if working_directory is not None:
+            body["working_directory"] = working_directory
+        if timeout_seconds is not None:
+            body["timeout_seconds"] = timeout_seconds
+        if maximum_output_bytes is not None:
+            body["maximum_output_bytes"] = maximum_output_bytes
+        if stdin is not None:
+            body["stdin"] = encode_bytes(stdin)
+        seconds = timeout_seconds if isinstance(timeout_seconds, int) else _DEFAULT_COMMAND_SECONDS
+        wait = max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+        j = self._json("POST", self._env_path(environment_id, "/execute"), json_body=body, timeout=wait)
+        return ExecutionResult.from_json(j)
+
+    # --- workspace -------------------------------------------------------
+
+    def read_file(self, environment_id: str, path: PathLike) -> bytes:
+        """GET /v1/environments/{id}/files?path=P: the file's bytes."""
+        _, body, _ = self._request("GET", self._env_path(environment_id, "/files"), query={"path": path})
+        return body
+
+    def write_file(self, environment_id: str, path: PathLike, data: bytes | str) -> None:
+        """PUT /v1/environments/{id}/files?path=P: creates or replaces the file
+        (a str is written as UTF-8)."""
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        self._request("PUT", self._env_path(environment_id, "/files"), query={"path": path}, data=payload)
+
+    def list_dir(self, environment_id: str, path: PathLike = ".") -> list[DirEntry]:
+        """GET /v1/environments/{id}/list?path=P: the directory's entries."""
+        j = self._json("GET", self._env_path(environment_id, "/list"), query={"path": path})
+        return [DirEntry.from_json(e) for e in j.get("entries", [])]
+
+    def provenance(self, environment_id: str, path: PathLike) -> str:
+        """GET /v1/environments/{id}/provenance?path=P: who last wrote the
+        file: "TOOL_WRITTEN", "SANDBOX_WRITTEN" or "UNKNOWN"."""
+        j = self._json("GET", self._env_path(environment_id, "/provenance"), query={"path": path})
+        return j["provenance"]
+
+    # --- artifacts -------------------------------------------------------
+
+    @staticmethod
+    def _artifact_path(artifact_id: str, suffix: str = "") -> str:
+        return "/v1/artifacts/" + urllib.parse.quote(artifact_id, safe="") + suffix
+
+    def export_artifact(
+        self,
+        environment_id: str,
+        path: str,
+        filename: Optional[str] = None,
+        media_type: Optional[str] = None,
+    ) -> ArtifactMetadata:
+        """POST /v1/environments/{id}/artifacts: copies a workspace file out
+        as an artifact of the environment's tenant and run (labelled
+        EXTERNAL_UNTRUSTED). ``filename`` defaults to the path's last part."""
+        body: dict[str, Any] = {"path": path}
+        if filename is not None:
+            body["filename"] = filename
+        if media_type is not None:
+            body["media_type"] = media_type
+        j = self._json("POST", self._env_path(environment_id, "/artifacts"), json_body=body)
+        return ArtifactMetadata.from_json(j)
+
+    def upload_artifact(
+        self,
+        tenant_id: str,
+        data: bytes | str,
+        run_id: Optional[str] = None,
+        filename: Optional[str] = None,
+        media_type: Optional[str] = None,
+    ) -> ArtifactMetadata:
+        """POST /v1/artifacts: stores ``data`` as an artifact of the tenant
+        (without run_id it is an unclaimed upload, kept 24 hours)."""
+        query: dict[str, PathLike] = {"tenant_id": tenant_id}
+        if run_id is not None:
+            query["run_id"] = run_id
+        if filename is not None:
+            query["filename"] = filename
+        if media_type is not None:
+            query["media_type"] = media_type
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return ArtifactMetadata.from_json(self._json("POST", "/v1/artifacts", query=query, data=payload))
+
+    def get_artifact(self, artifact_id: str, tenant_id: str) -> ArtifactMetadata:
+        """GET /v1/artifacts/{artifact_id}: the metadata (another tenant's
+        artifact is NotFoundError)."""
+        j = self._json("GET", self._artifact_path(artifact_id), query={"tenant_id": tenant_id})
+        return ArtifactMetadata.from_json(j)
+
+    def download_artifact(self, artifact_id: str, tenant_id: str) -> bytes:
+        """GET /v1/artifacts/{artifact_id}/content: the bytes, checked
+        against the SHA-256 the service sends (ArtifactIntegrityError when
+        they differ)."""
+        _, body, headers = self._request(
+            "GET", self._artifact_path(artifact_id, "/content"), query={"tenant_id": tenant_id}
+        )
+        expected = headers.get("X-Airlock-Sha256")
+        if expected and hashlib.sha256(body).hexdigest() != expected.lower():
+            raise ArtifactIntegrityError(f"artifact {artifact_id}: the downloaded bytes do not match their sha256")
+        return body
+
+    def delete_artifact(self, artifact_id: str, tenant_id: str) -> None:
+        """DELETE /v1/artifacts/{artifact_id}."""
+        self._request("DELETE", self._artifact_path(artifact_id), query={"tenant_id": tenant_id})
+
+    # --- leases ----------------------------------------------------------
+
+    def renew_lease(self, run_id: str, epoch: int) -> Lease:
+        """PUT /v1/runs/{run_id}/lease: reports the run's current epoch.
+        Environments of the run with an older epoch are destroyed by the
+        reaper. Epochs only move forward: the returned lease holds the
+        service's current epoch, which may be higher than ``epoch``."""
+        path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/lease"
+        return Lease.from_json(self._json("PUT", path, json_body={"lease_epoch": epoch}))
+
+    # --- convenience -----------------------------------------------------
+
+    @contextlib.contextmanager
+    def environment(
+        self,
+        tenant_id: str,
+        run_id: str,
+        lease_epoch: int = 0,
+        limits: Optional[ResourceLimits | Mapping[str, int]] = None,
+        environment: Optional[Mapping[str, str]] = None,
+    ) -> Iterator["Environment"]:
+        """Provisions an environment and destroys it when the block ends,
+        also when the block raises::
+
+            with client.environment("tenant-1", "run-1") as env:
+                print(env.execute(["python3", "-c", "print(1)"]).stdout_text)
+        """
+        handle = self.provision(tenant_id, run_id, lease_epoch, limits, environment)
+        try:
+            yield Environment(self, handle)
+        finally:
+            self.destroy(handle.environment_id)
+
+
+class Environment:
+    """A provisioned environment bound to its client (from
+    AirlockClient.environment()); the methods are the client's, without the
+    id argument."""
+
+    def __init__(self, client: AirlockClient, handle: EnvironmentHandle):
+        self.client = client
+        self.handle = handle
+
+    @property
+    def id(self) -> str:
+        return self.handle.environment_id
+
+    def __repr__(self) -> str:
+        return f"Environment({self.id!r})"
+
+    def execute(self, argv: Sequence[str], **kwargs: Any) -> ExecutionResult:
+        return self.client.execute(self.id, argv, **kwargs)
+
+    def read_file(self, path: PathLike) -> bytes:
+        return self.client.read_file(self.id, path)
+
+    def write_file(self, path: PathLike, data: bytes | str) -> None:
+        self.client.write_file(self.id, path, data)
+
+    def list_dir(self, path: PathLike = ".") -> list[DirEntry]:
+        return self.client.list_dir(self.id, path)
+
+    def provenance(self, path: PathLike) -> str:
+        return self.client.provenance(self.id, path)
+
+    def export_artifact(self, path: str, **kwargs: Any) -> ArtifactMetadata:
+        return self.client.export_artifact(self.id, path, **kwargs)
+
+    def refresh(self) -> EnvironmentHandle:
+        self.handle = self.client.get(self.id)
+        return self.handle
+
+    def destroy(self) -> None:
+        self.client.destroy(self.id)

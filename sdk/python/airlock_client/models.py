@@ -1,0 +1,237 @@
+"""Typed values of the Airlock HTTP API (spec 000 "The ExecutionEnvironment
+port"; JSON shapes in src/airlock/core/json.cpp and service/api.cpp).
+
+Bytes in JSON: a value that is valid UTF-8 is a JSON string, anything else
+an object ``{"base64": "..."}``. The client decodes both:
+
+- command output and file contents become ``bytes``;
+- workspace paths and names become ``str``; a name that is not valid UTF-8
+  is decoded with ``surrogateescape`` (as ``os.fsdecode`` does), so passing
+  it back to the client names the same bytes.
+
+Unknown JSON fields are ignored, so a newer service does not break an older
+client.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+from typing import Any, Optional
+
+# Kill reasons (the closed vocabulary of the spec).
+KILL_REASONS = (
+    "TIMEOUT",
+    "MEMORY",
+    "OUTPUT_LIMIT",
+    "PIDS",
+    "DISK",
+    "CANCELLED",
+    "EXPIRED",
+    "SERVICE_SHUTDOWN",
+)
+
+
+def decode_bytes(value: Any) -> bytes:
+    """A JSON bytes value (string or {"base64": ...}) as bytes."""
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and isinstance(value.get("base64"), str):
+        return base64.b64decode(value["base64"], validate=True)
+    raise ValueError(f"not a bytes value: {value!r}")
+
+
+def decode_name(value: Any) -> str:
+    """A JSON path or name as str (surrogateescape for non-UTF-8 bytes)."""
+    if isinstance(value, str):
+        return value
+    return decode_bytes(value).decode("utf-8", "surrogateescape")
+
+
+def encode_bytes(data: bytes | str) -> Any:
+    """bytes or str as the API's JSON bytes value."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def parse_timestamp(text: str) -> _dt.datetime:
+    """RFC 3339 ("2026-11-30T05:56:24.565Z") as an aware UTC datetime."""
+    return _dt.datetime.fromisoformat(text).astimezone(_dt.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceLimits:
+    """Per-environment limits; ``None`` fields take the service's defaults.
+    Values above the service's ceilings are refused (ExecutionRejectedError)."""
+
+    cpu_millicores: Optional[int] = None  # 1000 = one CPU
+    memory_bytes: Optional[int] = None
+    pids_max: Optional[int] = None
+    workspace_bytes: Optional[int] = None
+    inodes_max: Optional[int] = None
+    wall_clock_seconds: Optional[int] = None
+
+    def to_json(self) -> dict[str, int]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentHandle:
+    """The opaque name of a live sandbox."""
+
+    environment_id: str
+    tenant_id: str
+    run_id: str
+    lease_epoch: int
+    created_at: _dt.datetime
+    expires_at: _dt.datetime
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "EnvironmentHandle":
+        return cls(
+            environment_id=j["environment_id"],
+            tenant_id=j["tenant_id"],
+            run_id=j["run_id"],
+            lease_epoch=int(j["lease_epoch"]),
+            created_at=parse_timestamp(j["created_at"]),
+            expires_at=parse_timestamp(j["expires_at"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FileChange:
+    """One workspace file a command created, modified or deleted."""
+
+    path: str  # relative to /workspace
+    change: str  # "CREATED" | "MODIFIED" | "DELETED"
+    size_bytes: int
+    sha256: Optional[str]  # lowercase hex; None for DELETED (and unhashed huge files)
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "FileChange":
+        return cls(
+            path=decode_name(j["path"]),
+            change=j["change"],
+            size_bytes=int(j["size_bytes"]),
+            sha256=j.get("sha256"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionResult:
+    """What one command did. ``exit_code`` is None exactly when ``killed_by``
+    names a kill reason; ``timed_out`` is ``killed_by == "TIMEOUT"``."""
+
+    exit_code: Optional[int]
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    killed_by: Optional[str]
+    files_changed: list[FileChange]
+    files_changed_truncated: bool
+    duration_ms: int
+    peak_memory_bytes: Optional[int] = None
+    cpu_time_ms: Optional[int] = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 and was not killed."""
+        return self.exit_code == 0 and self.killed_by is None
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "ExecutionResult":
+        return cls(
+            exit_code=j.get("exit_code"),
+            stdout=decode_bytes(j.get("stdout")),
+            stderr=decode_bytes(j.get("stderr")),
+            stdout_truncated=bool(j.get("stdout_truncated", False)),
+            stderr_truncated=bool(j.get("stderr_truncated", False)),
+            timed_out=bool(j.get("timed_out", False)),
+            killed_by=j.get("killed_by"),
+            files_changed=[FileChange.from_json(f) for f in j.get("files_changed", [])],
+            files_changed_truncated=bool(j.get("files_changed_truncated", False)),
+            duration_ms=int(j.get("duration_ms", 0)),
+            peak_memory_bytes=j.get("peak_memory_bytes"),
+            cpu_time_ms=j.get("cpu_time_ms"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DirEntry:
+    """One entry of a workspace directory listing."""
+
+    name: str
+    type: str  # "file" | "directory" | "symlink" | "other"
+    size_bytes: int
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "DirEntry":
+        return cls(name=decode_name(j["name"]), type=j["type"], size_bytes=int(j["size_bytes"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """A run's current lease epoch as the service knows it."""
+
+    run_id: str
+    lease_epoch: int
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "Lease":
+        return cls(run_id=j["run_id"], lease_epoch=int(j["lease_epoch"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactMetadata:
+    """A stored artifact. ``filename`` is metadata only, never a path, and is
+    unsanitized: sanitize it before using it as a file name on your disk."""
+
+    artifact_id: str
+    tenant_id: str
+    run_id: Optional[str]  # None for an unclaimed upload
+    origin: str  # "SANDBOX_EXPORT", "UPLOAD", ...
+    filename: str
+    media_type: str
+    size_bytes: int
+    sha256: str  # lowercase hex
+    trust: str  # "EXTERNAL_UNTRUSTED" | "INTERNAL_TOOL"
+    created_at: _dt.datetime
+    expires_at: Optional[_dt.datetime]  # None: kept until deleted
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "ArtifactMetadata":
+        expires = j.get("expires_at")
+        return cls(
+            artifact_id=j["artifact_id"],
+            tenant_id=j["tenant_id"],
+            run_id=j.get("run_id"),
+            origin=j["origin"],
+            filename=decode_name(j.get("filename", "")),
+            media_type=j["media_type"],
+            size_bytes=int(j["size_bytes"]),
+            sha256=j["sha256"],
+            trust=j["trust"],
+            created_at=parse_timestamp(j["created_at"]),
+            expires_at=parse_timestamp(expires) if expires else None,
+        )
