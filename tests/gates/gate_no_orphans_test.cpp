@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 
@@ -68,15 +70,25 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
       ids.push_back(r.json()["environment_id"]);
     }
     // A command that says it started, then runs on.
+    std::atomic<bool> returned{false};
+    HttpReply executed;
     std::thread running([&] {
-      (void)first.request("POST", "/v1/environments/" + ids[0] + "/execute",
-                          R"({"argv": ["sh", "-c", "touch started; exec sleep 300"], "timeout_seconds": 300})", kToken,
-                          30);
+      executed = first.request("POST", "/v1/environments/" + ids[0] + "/execute",
+                               R"({"argv": ["sh", "-c", "touch started; exec sleep 300"], "timeout_seconds": 300})",
+                               kToken, 30);
+      returned = true;
     });
+    // Until the command says it started (or the execute came back early,
+    // which is a failure), bounded by the execute's own client timeout.
     HttpReply seen;
-    for (int i = 0; i < 100000 && seen.status != 200; ++i)
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (seen.status != 200 && !returned && std::chrono::steady_clock::now() < deadline)
       seen = first.request("GET", "/v1/environments/" + ids[0] + "/files?path=started", "", kToken);
-    ASSERT_EQ(seen.status, 200) << "the command never started";
+    if (seen.status != 200) {
+      running.join();
+      FAIL() << "the command never started; execute answered " << executed.status << " " << executed.body
+             << "\nservice log:\n" << first.log();
+    }
     EXPECT_FALSE(leftovers(state.path()).empty()) << "nothing to orphan: the test would pass vacuously";
     const int status = first.signalAndWait(SIGKILL);
     EXPECT_TRUE(WIFSIGNALED(status));

@@ -256,7 +256,8 @@ TEST_F(ApiArtifactTest, ExportDownloadAsAttachmentAndDelete) {
   EXPECT_EQ(content.content_type, "application/octet-stream");
   bool attachment = false;
   for (const auto& [k, v] : content.headers)
-    if (k == "Content-Disposition") attachment = v.rfind("attachment;", 0) == 0 && v.find("result.csv") != std::string::npos;
+    if (k == "Content-Disposition")
+      attachment = v == "attachment; filename=\"result.csv\"; filename*=UTF-8''result.csv";
   EXPECT_TRUE(attachment);
   // Another tenant sees nothing; a malformed id is not found either.
   EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "?tenant_id=t2").status, 404);
@@ -287,10 +288,56 @@ TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
   auto meta = json::parse(up.body);
   EXPECT_EQ(meta["filename"], "../../etc/passwd");
   EXPECT_EQ(meta["origin"], "UPLOAD");
+  auto download = call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1");
+  for (const auto& [k, v] : download.headers)
+    if (k == "Content-Disposition")
+      EXPECT_EQ(v, "attachment; filename=\"artifact\"; filename*=UTF-8''..%2F..%2Fetc%2Fpasswd");
   EXPECT_EQ(call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1").body,
             "uploaded");
   EXPECT_EQ(call("POST", "/v1/artifacts?filename=x", "y").status, 400) << "tenant_id is required";
   EXPECT_EQ(call("POST", "/v1/artifacts?tenant_id=../x", "y").status, 400);
+}
+
+}  // namespace
+}  // namespace airlock::service
+
+namespace airlock::service {
+namespace {
+
+TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
+  auto list = call("GET", "/v1/tools");
+  ASSERT_EQ(list.status, 200) << list.body;
+  std::vector<std::string> names;
+  const json listed = json::parse(list.body);
+  for (const auto& t : listed["tools"]) {
+    names.push_back(t["name"]);
+    EXPECT_TRUE(t["input_schema"].is_object()) << t["name"];
+    EXPECT_FALSE(t["description"].get<std::string>().empty());
+  }
+  for (const char* expected : {"sandbox.run_command", "workspace.read_text", "workspace.write_text", "workspace.list",
+                               "artifact.export"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+
+  const std::string id = provision();
+  auto run = call("POST", "/v1/tools/sandbox.run_command",
+                  json{{"environment_id", id}, {"arguments", {{"command", {"echo", "via", "tool"}}}}}.dump());
+  ASSERT_EQ(run.status, 200) << run.body;
+  EXPECT_NE(run.body.find("via tool"), std::string::npos) << run.body;
+  // The spec's validation: a shell string is refused naming the argument.
+  auto bad = call("POST", "/v1/tools/sandbox.run_command",
+                  json{{"environment_id", id}, {"arguments", {{"command", "ls -la"}}}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["argument"], "command");
+  auto write = call("POST", "/v1/tools/workspace.write_text",
+                    json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}, {"text", "hello"}}}}.dump());
+  EXPECT_EQ(write.status, 200) << write.body;
+  auto read = call("POST", "/v1/tools/workspace.read_text",
+                   json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}}}}.dump());
+  ASSERT_EQ(read.status, 200) << read.body;
+  EXPECT_NE(read.body.find("hello"), std::string::npos);
+  EXPECT_EQ(call("POST", "/v1/tools/no.such.tool", json{{"environment_id", id}}.dump()).status, 404);
+  EXPECT_EQ(call("POST", "/v1/tools/workspace.list", json{{"environment_id", "nope"}}.dump()).status, 404);
+  EXPECT_EQ(call("POST", "/v1/tools/workspace.list", "[]").status, 400);
 }
 
 }  // namespace

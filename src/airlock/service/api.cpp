@@ -256,6 +256,9 @@ Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_
     : settings_(settings), env_(env), image_digest_(std::move(image_digest)), metrics_(metrics), clock_(std::move(clock)) {
   if (!clock_)
     clock_ = [] { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); };
+  gateway::ToolOptions tool_options;
+  tool_options.service_hard_cap = std::chrono::seconds(settings_.limit_ceilings.wall_clock_seconds);
+  tools_ = std::make_shared<const gateway::ToolRegistry>(gateway::builtinTools(tool_options));
 }
 
 bool Api::authorized(const HttpRequest& request) const {
@@ -329,6 +332,16 @@ HttpResponse Api::route(const HttpRequest& request) {
       return artifactCall(parts[2], true, m, query);
     }
   }
+  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "tools") {
+    if (parts.size() == 2) {
+      if (m != "GET") return methodNotAllowed();
+      return listTools();
+    }
+    if (parts.size() == 3) {
+      if (m != "POST") return methodNotAllowed();
+      return callTool(parts[2], request);
+    }
+  }
   if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "runs" && parts[3] == "lease") {
     if (m != "PUT") return methodNotAllowed();
     return renewLease(parts[2], request);
@@ -368,7 +381,7 @@ HttpResponse Api::provision(const HttpRequest& request) {
   metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
   {
     std::lock_guard lk(mu_);
-    live_[handle->environment_id] = LiveEnvironment{*handle, Clock::now(), {}, 0};
+    live_[handle->environment_id] = LiveEnvironment{*handle, Clock::now(), {}, spec.limits.wall_clock_seconds, 0};
     metrics_.liveSandboxes(static_cast<double>(live_.size()));
   }
   return jsonResponse(201, json(*handle));

@@ -30,6 +30,12 @@
 //                                                     the bytes, always as an attachment
 //   DELETE /v1/artifacts/{artifact_id}?tenant_id=T    -> 204
 // An artifact of another tenant is "not_found", never "forbidden".
+//   GET    /v1/tools                                  the model-facing tools: name, title,
+//                                                     description, input and output JSON Schemas
+//   POST   /v1/tools/{name}                           {"environment_id", "arguments": {...}}
+//                                                     -> {"result": ...}; a refusal is an error
+//                                                     whose "argument" names the bad argument
+// The tools run in the environment's tenant and run (never from arguments).
 // Every route but /healthz needs "Authorization: Bearer <service token>".
 // Paths in errors are the workspace paths as given, never host paths.
 #pragma once
@@ -49,6 +55,7 @@
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
 #include "airlock/core/error.h"
+#include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/cancel_token.h"
 #include "airlock/sandbox/execution_environment.h"
@@ -95,6 +102,7 @@ struct LiveEnvironment {
   EnvironmentHandle handle;
   std::chrono::steady_clock::time_point provisioned_at;
   std::chrono::nanoseconds busy{0};  // time inside execute (utilization)
+  std::int64_t wall_clock_seconds = 0;  // the spec's limit, for the tools' timeout rule
   int destroy_failures = 0;
 };
 
@@ -164,6 +172,8 @@ class Api {
   HttpResponse artifactCall(const std::string& artifact_id, bool content, const std::string& method,
                             const std::string& query);
   void sweepArtifacts();
+  HttpResponse listTools() const;
+  HttpResponse callTool(const std::string& name, const HttpRequest& request);
   std::optional<LiveEnvironment> find(const std::string& id) const;
   Result<void> destroyTracked(const std::string& id, const char* why);
   bool authorized(const HttpRequest& request) const;
@@ -177,6 +187,7 @@ class Api {
   mutable std::mutex mu_;
   std::map<std::string, LiveEnvironment> live_;
   std::optional<ArtifactBackend> artifacts_;
+  std::shared_ptr<const gateway::ToolRegistry> tools_;
 };
 
 // Percent-decodes a query parameter's value; nullopt when malformed.

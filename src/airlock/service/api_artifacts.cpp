@@ -50,13 +50,19 @@ Result<std::string> mediaType(const std::string& text) {
   return text;
 }
 
-// RFC 5987 filename* value: UTF-8 percent-encoded, everything but
-// unreserved characters escaped. The plain filename= fallback is "artifact".
+// Content-Disposition for a download. filename* (RFC 5987) carries the name
+// percent-encoded, everything but unreserved characters escaped; the plain
+// filename= is the name itself when it is only [A-Za-z0-9._-] and does not
+// start with '.', otherwise "artifact" (a client that ignores filename*
+// never sees a path, a control character or a hidden file).
 std::string contentDisposition(const std::string& filename, const std::string& artifact_id) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string encoded;
+  bool plain = !filename.empty() && filename.front() != '.';
   for (unsigned char c : filename) {
-    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~') {
+    const bool unreserved = std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~';
+    if (!(std::isalnum(c) || c == '.' || c == '-' || c == '_')) plain = false;
+    if (unreserved) {
       encoded.push_back(static_cast<char>(c));
     } else {
       encoded += '%';
@@ -65,7 +71,8 @@ std::string contentDisposition(const std::string& filename, const std::string& a
     }
   }
   if (encoded.empty()) encoded = artifact_id;
-  return "attachment; filename=\"artifact\"; filename*=UTF-8''" + encoded;
+  return "attachment; filename=\"" + (plain ? filename : std::string("artifact")) + "\"; filename*=UTF-8''" +
+         encoded;
 }
 
 }  // namespace

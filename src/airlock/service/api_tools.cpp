@@ -1,0 +1,129 @@
+// The model-facing tools over HTTP (api.h: /v1/tools): the gateway's tool
+// layer, called with a ToolContext built from the environment the platform
+// names, and an ArtifactExporter bound to the artifact store.
+#include <nlohmann/json.hpp>
+
+#include "airlock/artifacts/artifact_writer.h"
+#include "airlock/core/encoding.h"
+#include "airlock/service/api.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+
+HttpResponse jsonReply(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// The tool layer's ArtifactExporter over the store: tenant and run from the
+// scope the tool copied out of its context, size and digest from the bytes.
+class StoreExporter final : public gateway::ArtifactExporter {
+ public:
+  StoreExporter(const ArtifactBackend& backend, std::function<Timestamp()> clock)
+      : backend_(backend), clock_(std::move(clock)) {}
+
+  Result<gateway::ExportedArtifact> create(const gateway::ToolScope& scope,
+                                           const gateway::ExportRequest& request) override {
+    auto tenant = artifacts::TenantId::parse(scope.tenant_id);
+    if (!tenant) return tl::unexpected(tenant.error());
+    const auto origin = request.origin == gateway::ExportOrigin::kModelOutput  ? artifacts::ArtifactOrigin::kModelOutput
+                        : request.origin == gateway::ExportOrigin::kToolOutput ? artifacts::ArtifactOrigin::kToolOutput
+                                                                               : artifacts::ArtifactOrigin::kSandboxExport;
+    const auto trust = request.trust == gateway::ExportTrust::kInternalTool ? artifacts::TrustLevel::kInternalTool
+                                                                            : artifacts::TrustLevel::kExternalUntrusted;
+    // Sandbox bytes never rise above EXTERNAL_UNTRUSTED, whatever the label.
+    const auto floor = origin == artifacts::ArtifactOrigin::kSandboxExport ? artifacts::TrustLevel::kExternalUntrusted
+                                                                           : artifacts::TrustLevel::kInternalTool;
+    artifacts::ArtifactWriterScope writer_scope{*tenant, scope.run_id, origin, floor};
+    auto writer = artifacts::makeArtifactWriter(*backend_.store, writer_scope, backend_.retention, clock_);
+    auto ref = writer->create(artifacts::measuredBytes(std::string(request.bytes)), request.filename,
+                              request.media_type, trust);
+    if (!ref) return tl::unexpected(ref.error());
+    return gateway::ExportedArtifact{ref->artifact_id.str(), ref->sha256, ref->size_bytes, ref->media_type};
+  }
+
+ private:
+  ArtifactBackend backend_;
+  std::function<Timestamp()> clock_;
+};
+
+int statusForFailure(const gateway::ToolFailure& f) {
+  switch (f.code) {
+    case ErrorCode::kToolValidationError:
+    case ErrorCode::kWorkspaceEscape:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kExecutionRejected:
+    case ErrorCode::kSandboxEscapeSuspected:
+      return 409;
+    case ErrorCode::kArtifactIntegrityError:
+      return 422;
+    case ErrorCode::kExecutionUnavailable:
+      return 503;
+    case ErrorCode::kConfigurationError:
+      return 500;
+  }
+  return 500;
+}
+
+}  // namespace
+
+HttpResponse Api::listTools() const {
+  json out = json::array();
+  for (const auto& tool : tools_->tools()) {
+    out.push_back(json{{"name", tool.name},
+                       {"title", tool.title},
+                       {"description", tool.description},
+                       {"input_schema", tool.input_schema},
+                       {"output_schema", tool.output_schema},
+                       {"read_only", tool.read_only},
+                       {"idempotent", tool.idempotent}});
+  }
+  return jsonReply(200, json{{"tools", out}});
+}
+
+HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) {
+  if (tools_->find(name) == nullptr)
+    return errorResponse(404, "not_found", "no tool " + quoteForMessage(name));
+  json body = json::parse(request.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  auto env_id = body.find("environment_id");
+  if (env_id == body.end() || !env_id->is_string())
+    return errorResponse(400, "tool_validation_error", "environment_id is required and must be a string");
+  auto live = find(env_id->get<std::string>());
+  if (!live)
+    return errorResponse(404, "not_found", "no live environment " + quoteForMessage(env_id->get<std::string>()));
+  const json arguments = body.contains("arguments") ? body["arguments"] : json::object();
+
+  std::optional<StoreExporter> exporter;
+  if (artifacts_) exporter.emplace(*artifacts_, clock_);
+  gateway::ToolContext context;
+  context.tenant_id = live->handle.tenant_id;
+  context.run_id = live->handle.run_id;
+  context.environment = live->handle;
+  context.execution = &env_;
+  context.artifacts = exporter ? &*exporter : nullptr;
+  if (live->wall_clock_seconds > 0) context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
+
+  const auto started = std::chrono::steady_clock::now();
+  auto result = tools_->call(name, arguments, context);
+  if (name == "sandbox.run_command") {
+    std::lock_guard lk(mu_);
+    if (auto it = live_.find(live->handle.environment_id); it != live_.end())
+      it->second.busy += std::chrono::steady_clock::now() - started;
+  }
+  if (!result) {
+    json error = {{"code", errorCodeName(result.error().code)}, {"message", result.error().message}};
+    if (!result.error().argument.empty()) error["argument"] = result.error().argument;
+    return jsonReply(statusForFailure(result.error()), json{{"error", error}});
+  }
+  return jsonReply(200, json{{"result", *result}});
+}
+
+}  // namespace airlock::service
