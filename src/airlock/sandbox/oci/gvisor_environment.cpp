@@ -1,0 +1,1165 @@
+#include "airlock/sandbox/oci/gvisor_environment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/ids.h"
+#include "airlock/core/timeout_rule.h"
+#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/linux/linux_environment.h"
+#include "airlock/sandbox/oci/oci_bundle.h"
+#include "airlock/sandbox/oci/shim_protocol.h"
+#include "airlock/sys/io.h"
+#include "airlock/workspace/local_workspace.h"
+#include "airlock/workspace/resolve.h"
+#include "airlock/workspace/snapshot.h"
+
+#ifndef AIRLOCK_GVISOR_SHIM_BUILD_PATH
+#define AIRLOCK_GVISOR_SHIM_BUILD_PATH ""
+#endif
+
+namespace airlock::gvisor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using linux_jail::Cgroup;
+using linux_jail::CgroupDriver;
+using sys::UniqueFd;
+
+constexpr auto kKillGrace = std::chrono::seconds(5);
+constexpr auto kWatchInterval = std::chrono::milliseconds(10);
+constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
+
+bool filesystemFull(int fd) {
+  struct statfs st {};
+  if (fd < 0 || ::fstatfs(fd, &st) != 0) return false;
+  return st.f_bavail == 0 || (st.f_files > 0 && st.f_ffree == 0);
+}
+
+Timestamp nowMs() {
+  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+}
+
+Result<void> mkdirs(const std::string& path, mode_t mode) {
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      const std::string cur = path.substr(0, i);
+      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
+    }
+  }
+  if (::chmod(path.c_str(), mode) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + path, errno);
+  return {};
+}
+
+// "airlock-gv-<hash of the state directory>-": each adapter instance sweeps
+// only its own cgroups (as the linux mechanism's prefix).
+std::string cgroupPrefixFor(const std::string& state_dir) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return std::string("airlock-gv-") + buf + "-";
+}
+
+// The host's cgroup limits for a sandbox: the command's memory plus the
+// sentry's allowance; a pids backstop for the sandbox's host threads.
+ResourceLimits hostLimits(const ResourceLimits& l) {
+  ResourceLimits h = l;
+  h.memory_bytes = l.memory_bytes + kSentryMemoryAllowance;
+  h.pids_max = 16 * l.pids_max + 1024;
+  return h;
+}
+
+struct Child {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+};
+
+struct Sandbox {
+  EnvironmentHandle handle;
+  ResourceLimits limits;
+  std::map<std::string, std::string> environment;
+  std::string dir;  // <state>/sandboxes/<id>
+  std::string container_id;
+  std::string cgroup_name;
+  std::unique_ptr<Cgroup> cgroup;
+  std::string memory_dir;  // v1 memory cgroup directory, or empty
+  Child runsc;             // `runsc run`, our child for the sandbox's life
+  bool memory_raised = false;
+  UniqueFd lock;
+  std::string lock_path;
+  UniqueFd listen_fd;
+  UniqueFd control;  // the shim's connection
+  std::string control_buffer;
+  UniqueFd workspace_fd;
+  UniqueFd tmp_fd;
+  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;
+  workspace::Snapshot last_snapshot;
+  bool dead = false;
+  std::mutex exec_mutex;
+};
+
+class SandboxWorkspace final : public WorkspaceHandle {
+ public:
+  SandboxWorkspace(std::weak_ptr<WorkspaceHandle> inner, std::string id)
+      : inner_(std::move(inner)), id_(std::move(id)) {}
+  Result<std::string> read(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.read(path); });
+  }
+  Result<void> write(const std::string& path, std::string_view data) override {
+    return with([&](WorkspaceHandle& w) { return w.write(path, data); });
+  }
+  Result<void> placeFile(const std::string& path, std::string_view data) override {
+    return with([&](WorkspaceHandle& w) { return w.placeFile(path, data); });
+  }
+  Result<void> mkdir(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.mkdir(path); });
+  }
+  Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.listdir(path); });
+  }
+  Result<WorkspaceProvenance> provenance(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.provenance(path); });
+  }
+
+ private:
+  template <class F>
+  auto with(F&& f) -> decltype(f(std::declval<WorkspaceHandle&>())) {
+    auto live = inner_.lock();
+    if (!live) return fail(ErrorCode::kExecutionRejected, "environment " + id_ + " was destroyed");
+    return f(*live);
+  }
+  std::weak_ptr<WorkspaceHandle> inner_;
+  std::string id_;
+};
+
+// Starts argv with stdin /dev/null and stdout+stderr to out_fd, already a
+// member of `cgroup` (when given) before it executes anything.
+Result<Child> spawnInCgroup(const std::vector<std::string>& args, int out_fd, Cgroup* cgroup) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+  UniqueFd sync_r(sync[0]), sync_w(sync[1]);
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  UniqueFd null_guard(null_fd);
+  if (null_fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open /dev/null", errno);
+  const pid_t pid = ::fork();
+  if (pid < 0) return failErrno(ErrorCode::kExecutionUnavailable, "fork", errno);
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    char go = 0;
+    ::close(sync[1]);
+    if (::read(sync[0], &go, 1) != 1) ::_exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0) ::_exit(126);
+    ::syscall(SYS_close_range, 3U, ~0U, 0U);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Child child;
+  child.pid = pid;
+  child.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (cgroup != nullptr) {
+    if (auto r = cgroup->addProcess(pid); !r) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return tl::unexpected(r.error());
+    }
+  }
+  char go = 1;
+  if (::write(sync_w.get(), &go, 1) != 1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return failErrno(ErrorCode::kExecutionUnavailable, "start runsc", errno);
+  }
+  return child;
+}
+
+std::string tailOf(const std::string& path) {
+  auto text = sys::readFile(AT_FDCWD, path.c_str(), 1 << 20);
+  if (!text) return {};
+  std::string t = *text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (auto nl = t.rfind('\n'); nl != std::string::npos) t = t.substr(nl + 1);
+  if (t.size() > 400) t = t.substr(t.size() - 400);
+  return t;
+}
+
+bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
+  iovec iov{const_cast<char*>(data.data()), data.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
+  // The first sendmsg carries the fds; the rest of a large request follows.
+  std::size_t off = 0;
+  bool first = true;
+  while (off < data.size()) {
+    iov.iov_base = const_cast<char*>(data.data() + off);
+    iov.iov_len = data.size() - off;
+    if (!first) {
+      msg.msg_control = nullptr;
+      msg.msg_controllen = 0;
+    }
+    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{sock, POLLOUT, 0};
+      if (::poll(&p, 1, 5000) <= 0) return false;
+      continue;
+    }
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+    first = false;
+  }
+  return true;
+}
+
+class GvisorEnvironment final : public ExecutionEnvironment {
+ public:
+  GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
+                    linux_jail::CgroupMounts mounts, std::string image_digest)
+      : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
+        options_(std::move(options)),
+        cgroups_(std::move(cgroups)),
+        mounts_(std::move(mounts)),
+        image_digest_(std::move(image_digest)) {}
+
+  ~GvisorEnvironment() override {
+    std::vector<EnvironmentHandle> live;
+    {
+      std::lock_guard lk(mu_);
+      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
+    }
+    for (auto& h : live) (void)destroy(h);
+    // Every teardown handed to the worker finishes before the adapter goes.
+    {
+      std::lock_guard lk(teardown_mu_);
+      teardown_stop_ = true;
+    }
+    teardown_cv_.notify_all();
+    if (teardown_worker_.joinable()) teardown_worker_.join();
+  }
+
+  Result<void> init() {
+    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!shutdown_event_.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
+    return {};
+  }
+
+  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
+  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
+                                  const CancelToken* cancel) override;
+  Result<void> destroy(const EnvironmentHandle& handle) override;
+  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
+    auto sb = find(handle.environment_id);
+    if (!sb) return tl::unexpected(goneError(handle.environment_id));
+    if (sb->handle.tenant_id != handle.tenant_id)
+      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
+    return std::shared_ptr<WorkspaceHandle>(
+        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
+  }
+  void shutdown() noexcept override {
+    shutting_down_.store(true);
+    std::uint64_t one = 1;
+    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
+  }
+
+  void sweepOrphans();
+
+ private:
+  std::shared_ptr<Sandbox> find(const std::string& id) {
+    std::lock_guard lk(mu_);
+    auto it = sandboxes_.find(id);
+    return it == sandboxes_.end() ? nullptr : it->second;
+  }
+  Error goneError(const std::string& id) {
+    std::lock_guard lk(mu_);
+    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
+      return Error{ErrorCode::kExecutionRejected, 0, "environment " + id + " has expired"};
+    return Error{ErrorCode::kExecutionRejected, 0, "unknown or destroyed environment " + id};
+  }
+  void expire(const EnvironmentHandle& handle) {
+    (void)destroy(handle);
+    std::lock_guard lk(mu_);
+    expired_.push_back(handle.environment_id);
+    if (expired_.size() > 4096) expired_.erase(expired_.begin());
+  }
+  std::vector<std::string> runscArgs() const {
+    return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
+            "--host-uds=open", "--ignore-cgroups"};
+  }
+  Result<void> start(Sandbox& sb);
+  void teardown(Sandbox& sb);
+  // Hands a killed sandbox to the teardown worker (started on first use).
+  void enqueueTeardown(std::shared_ptr<Sandbox> sb) {
+    std::lock_guard lk(teardown_mu_);
+    teardown_queue_.push_back(std::move(sb));
+    if (!teardown_worker_.joinable()) teardown_worker_ = std::thread([this] { teardownLoop(); });
+    teardown_cv_.notify_one();
+  }
+  void teardownLoop() {
+    std::unique_lock lk(teardown_mu_);
+    for (;;) {
+      teardown_cv_.wait(lk, [&] { return teardown_stop_ || !teardown_queue_.empty(); });
+      if (teardown_queue_.empty()) return;  // stopping, and nothing is pending
+      auto sb = std::move(teardown_queue_.front());
+      teardown_queue_.erase(teardown_queue_.begin());
+      lk.unlock();
+      teardown(*sb);
+      sb.reset();
+      lk.lock();
+    }
+  }
+  // Removes what a sandbox directory holds, whoever created it.
+  void eraseSandboxDir(const std::string& dir);
+
+  // v1 memory limit: raise by kOomKillHeadroom (so a stalled sentry can run
+  // the kill) and restore. memsw must stay >= memory: raise it first, lower it
+  // last.
+  void raiseMemory(Sandbox& sb) {
+    if (sb.memory_dir.empty() || sb.memory_raised) return;
+    const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes + kOomKillHeadroom);
+    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
+    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v);
+    sb.memory_raised = true;
+  }
+  void restoreMemory(Sandbox& sb) {
+    if (sb.memory_dir.empty() || !sb.memory_raised) return;
+    const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes);
+    if (!sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v)) return;
+    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
+    sb.memory_raised = false;
+  }
+  bool underOom(const Sandbox& sb) {
+    if (sb.memory_dir.empty()) return false;
+    auto text = sys::readFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str());
+    return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
+  }
+
+  std::string cgroup_prefix_;
+  GvisorEnvironmentOptions options_;
+  std::unique_ptr<CgroupDriver> cgroups_;
+  linux_jail::CgroupMounts mounts_;
+  std::string image_digest_;
+  std::atomic<bool> shutting_down_{false};
+  UniqueFd shutdown_event_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::vector<std::string> expired_;
+  // Destroyed sandboxes (already killed) waiting for the rest of teardown.
+  std::mutex teardown_mu_;
+  std::condition_variable teardown_cv_;
+  std::vector<std::shared_ptr<Sandbox>> teardown_queue_;
+  bool teardown_stop_ = false;
+  std::thread teardown_worker_;
+};
+
+Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& spec) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
+  if (spec.image_digest != image_digest_)
+    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
+                                                   " (this service runs " + image_digest_ + ")");
+  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
+  if (spec.egress.mode != EgressMode::kDeny)
+    return fail(ErrorCode::kExecutionRejected,
+                "egress allowlist is not supported by this service yet");
+
+  auto sb = std::make_shared<Sandbox>();
+  const Timestamp created = nowMs();
+  sb->handle =
+      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
+                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
+  const std::string& id = sb->handle.environment_id;
+  sb->limits = spec.limits;
+  sb->environment = spec.environment;
+  sb->dir = options_.state_dir + "/sandboxes/" + id;
+  sb->container_id = "airlock-gv-" + id;
+  sb->cgroup_name = cgroup_prefix_ + id;
+
+  struct Guard {
+    GvisorEnvironment* self;
+    Sandbox* sb;
+    bool armed = true;
+    ~Guard() {
+      if (armed) self->teardown(*sb);
+    }
+  } guard{this, sb.get()};
+
+  // Lock first (created unnamed, locked, then linked): a sweeper never sees
+  // an unlocked lock file of a live sandbox, nor a directory without one.
+  sb->lock_path = sb->dir + ".lock";
+  {
+    const std::string dir = options_.state_dir + "/sandboxes";
+    UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
+        ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "lock sandbox", errno);
+    sb->lock = std::move(fd);
+  }
+  for (auto [sub, mode] : {std::pair{"", 0700},
+                           {"/workspace", 0755},
+                           {"/tmp", 0755},
+                           {"/ctl", 0700},
+                           {"/runsc", 0700},
+                           {"/bundle", 0700}})
+    if (auto r = mkdirs(sb->dir + sub, static_cast<mode_t>(mode)); !r)
+      return tl::unexpected(r.error());
+
+  // The workspace and /tmp: host tmpfs mounts with the sandbox's limits.
+  const auto& l = spec.limits;
+  const std::string size =
+      "size=" + std::to_string(l.workspace_bytes) + ",nr_inodes=" + std::to_string(l.inodes_max);
+  const std::string ws_opts = size + ",mode=0755,uid=" + std::to_string(oci::kSandboxUid) +
+                              ",gid=" + std::to_string(oci::kSandboxGid);
+  if (::mount("tmpfs", (sb->dir + "/workspace").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              ws_opts.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "mount the workspace tmpfs", errno);
+  if (::mount("tmpfs", (sb->dir + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              (size + ",mode=1777").c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "mount the /tmp tmpfs", errno);
+  sb->workspace_fd.reset(
+      ::open((sb->dir + "/workspace").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  sb->tmp_fd.reset(
+      ::open((sb->dir + "/tmp").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!sb->workspace_fd.valid() || !sb->tmp_fd.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace", errno);
+
+  // The control socket the shim connects to.
+  {
+    const std::string path = sb->dir + "/ctl/" + oci::kControlSocketName;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() + 1 > sizeof addr.sun_path)
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the state directory's path is too long for a UNIX socket (" +
+                      std::to_string(path.size()) + " bytes; at most " +
+                      std::to_string(sizeof addr.sun_path - 1) + ")");
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    sb->listen_fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!sb->listen_fd.valid() ||
+        ::bind(sb->listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(sb->listen_fd.get(), 1) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "listen on the control socket", errno);
+  }
+
+  auto cg = cgroups_->create(sb->cgroup_name, hostLimits(spec.limits));
+  if (!cg) return tl::unexpected(cg.error());
+  sb->cgroup = std::move(*cg);
+  if (cgroups_->version() == "v1") {
+    if (auto it = mounts_.v1_controller_mounts.find("memory");
+        it != mounts_.v1_controller_mounts.end()) {
+      sb->memory_dir = it->second + "/" + sb->cgroup_name;
+      // At the limit the sandbox waits instead of losing its sentry.
+      (void)sys::writeFile(AT_FDCWD, (sb->memory_dir + "/memory.oom_control").c_str(), "1");
+    }
+  }
+
+  oci::BundleInputs in;
+  in.rootfs_dir = options_.state_dir + "/rootfs";
+  in.image_dirs = options_.image_dirs;
+  for (const auto& e : options_.image_etc)
+    if (::access(e.c_str(), F_OK) == 0) in.image_etc.push_back(e);
+  in.workspace_dir = sb->dir + "/workspace";
+  in.tmp_dir = sb->dir + "/tmp";
+  in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
+  in.control_dir = sb->dir + "/ctl";
+  in.limits = spec.limits;
+  auto config = oci::makeConfig(in);
+  if (!config) return tl::unexpected(config.error());
+  {
+    const std::string text = config->dump(1);
+    UniqueFd fd(::open((sb->dir + "/bundle/config.json").c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd.valid() || !sys::writeAll(fd.get(), text.data(), text.size()))
+      return failErrno(ErrorCode::kExecutionUnavailable, "write the OCI bundle", errno);
+  }
+
+  if (auto r = start(*sb); !r) return tl::unexpected(r.error());
+
+  sb->workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
+      oci::kSandboxGid, workspace::CreateAs::kService);
+  guard.armed = false;
+  std::lock_guard lk(mu_);
+  sandboxes_[id] = sb;
+  return sb->handle;
+}
+
+Result<void> GvisorEnvironment::start(Sandbox& sb) {
+  const std::string log_path = sb.dir + "/runsc.log";
+  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!log.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create runsc log", errno);
+  // `runsc run` in the foreground: it stays the container's parent for the
+  // sandbox's life (a member of the cgroup, killed with it). Readiness is
+  // the shim's connection, not runsc's exit: `run --detach` was measured
+  // about 50 ms slower to return than the container takes to start.
+  auto args = runscArgs();
+  args.insert(args.begin() + 1, {"--root", sb.dir + "/runsc"});
+  for (const char* a : {"run", "--bundle"}) args.emplace_back(a);
+  args.push_back(sb.dir + "/bundle");
+  args.push_back(sb.container_id);
+  auto child = spawnInCgroup(args, log.get(), sb.cgroup.get());
+  if (!child) return tl::unexpected(child.error());
+  sb.runsc = std::move(*child);
+  log.reset();
+  const auto deadline = Clock::now() + options_.start_budget;
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0)
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the sandbox did not start within the start budget");
+    pollfd p[2] = {{sb.listen_fd.get(), POLLIN, 0}, {sb.runsc.pidfd.get(), POLLIN, 0}};
+    if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
+    if (p[0].revents & POLLIN) {
+      int fd = ::accept4(sb.listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) continue;
+      sb.control.reset(fd);
+      sb.listen_fd.reset();  // only the shim may ever connect
+      return {};
+    }
+    if (p[1].revents & POLLIN) {
+      // runsc ended before the shim connected: the sandbox did not start.
+      ::waitpid(sb.runsc.pid, nullptr, 0);
+      sb.runsc.pid = -1;
+      std::string why = tailOf(log_path);
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "runsc could not start the sandbox" + (why.empty() ? std::string() : ": " + why));
+    }
+  }
+}
+
+void GvisorEnvironment::eraseSandboxDir(const std::string& dir) {
+  for (const char* m : {"/workspace", "/tmp"}) {
+    const std::string p = dir + m;
+    while (::umount2(p.c_str(), MNT_DETACH) == 0) {
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+void GvisorEnvironment::teardown(Sandbox& sb) {
+  sb.control.reset();
+  sb.listen_fd.reset();
+  // SIGKILL the sentry, gofer, stubs and runsc itself: the sandbox ends at
+  // once. runsc is our child: reap it, so no zombie stays in the cgroup.
+  if (sb.cgroup) (void)sb.cgroup->killAll();
+  if (sb.runsc.pid > 0) {
+    ::kill(sb.runsc.pid, SIGKILL);
+    while (::waitpid(sb.runsc.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    sb.runsc.pid = -1;
+  }
+  if (sb.cgroup) {
+    // Retry rmdir until the kernel has finished with the killed processes.
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+      auto r = sb.cgroup->remove();
+      if (r || r.error().sys_errno != EBUSY) break;
+      (void)sb.cgroup->killAll();
+      ::usleep(1000);
+    }
+    sb.cgroup.reset();
+  }
+  sb.workspace.reset();
+  sb.workspace_fd.reset();
+  sb.tmp_fd.reset();
+  if (!sb.dir.empty()) eraseSandboxDir(sb.dir);
+  if (sb.lock.valid()) {
+    ::unlink(sb.lock_path.c_str());
+    sb.lock.reset();
+  }
+}
+
+Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
+  std::shared_ptr<Sandbox> sb;
+  {
+    std::lock_guard lk(mu_);
+    auto it = sandboxes_.find(handle.environment_id);
+    if (it == sandboxes_.end()) return {};  // idempotent
+    sb = it->second;
+    sandboxes_.erase(it);
+  }
+  // Kill first: a command running in another thread sees its sandbox end,
+  // and nothing of the sandbox runs after destroy returns.
+  if (sb->cgroup) (void)sb->cgroup->killAll();
+  std::lock_guard exec(sb->exec_mutex);
+  // The workspace port stops working now; reaping, unmounting and removing
+  // the directory and cgroup (tens of milliseconds while the kernel frees
+  // the sentry) happen on the teardown worker.
+  sb->workspace.reset();
+  sb->control.reset();
+  enqueueTeardown(std::move(sb));
+  return {};
+}
+
+void GvisorEnvironment::sweepOrphans() {
+  const std::string dir = options_.state_dir + "/sandboxes";
+  std::vector<std::string> live;
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  for (const auto& name : names) {
+    if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
+    const std::string id = name.substr(0, name.size() - 5);
+    const std::string path = dir + "/" + name;
+    UniqueFd l(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (!l.valid()) continue;
+    if (::flock(l.get(), LOCK_EX | LOCK_NB) != 0) {
+      live.push_back(id);  // its owner is alive
+      continue;
+    }
+    struct stat by_path {
+    }, by_fd{};
+    if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l.get(), &by_fd) != 0 ||
+        by_path.st_ino != by_fd.st_ino)
+      continue;
+    auto cg = cgroups_->attach(cgroup_prefix_ + id);
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+      (void)cg->killAll();
+      auto r = cg->remove();
+      if (r || r.error().sys_errno != EBUSY) break;
+      ::usleep(1000);
+    }
+    eraseSandboxDir(dir + "/" + id);
+    ::unlink(path.c_str());
+  }
+  // Directories and cgroups with no lock at all (a crash between steps).
+  for (const auto& name : names) {
+    if (name == "." || name == ".." || name.find('.') != std::string::npos) continue;
+    if (std::find(live.begin(), live.end(), name) != live.end()) continue;
+    if (::access((dir + "/" + name + ".lock").c_str(), F_OK) == 0) continue;
+    eraseSandboxDir(dir + "/" + name);
+  }
+  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
+    const std::string id = name.substr(cgroup_prefix_.size());
+    if (std::find(live.begin(), live.end(), id) != live.end()) continue;
+    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;
+    auto cg = cgroups_->attach(name);
+    (void)cg->killAll();
+    (void)cg->remove();
+  }
+}
+
+// ---- execute -----------------------------------------------------------------
+
+struct Capture {
+  std::string data;
+  bool truncated = false;
+  UniqueFd fd;
+};
+
+Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& handle,
+                                                   const ExecutionCommand& command,
+                                                   const CancelToken* cancel) {
+  if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
+  auto cwd = checkRelativePath(command.working_directory);
+  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
+  auto sb = find(handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
+  if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
+      sb->handle.lease_epoch != handle.lease_epoch) {
+    (void)destroy(sb->handle);
+    return fail(ErrorCode::kSandboxEscapeSuspected,
+                "handle does not match environment " + handle.environment_id +
+                    " (tenant, run or lease epoch differ); the environment was destroyed");
+  }
+  std::unique_lock exec(sb->exec_mutex, std::try_to_lock);
+  if (!exec.owns_lock())
+    return fail(ErrorCode::kExecutionRejected, "another command is running in this environment");
+  if (sb->dead || !sb->control.valid())
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the sandbox has died; destroy it and provision again");
+  const auto expires_in = sb->handle.expires_at - nowMs();
+  if (expires_in.count() <= 0) {
+    exec.unlock();
+    expire(sb->handle);
+    return fail(ErrorCode::kExecutionRejected,
+                "environment " + handle.environment_id + " has expired");
+  }
+  if (!cwd->empty()) {
+    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
+    if (!dir)
+      return fail(ErrorCode::kToolValidationError,
+                  "working_directory \"" + *cwd + "\" is not a directory inside the workspace (" +
+                      dir.error().message() + ")");
+  }
+  auto effective = effectiveTimeout(
+      TimeoutInputs{options_.service_hard_cap, std::chrono::seconds(sb->limits.wall_clock_seconds),
+                    std::nullopt, std::chrono::seconds(command.timeout_seconds),
+                    options_.service_hard_cap, std::chrono::seconds(0)});
+  if (!effective) return tl::unexpected(effective.error());
+
+  // The request, checked before anything changes.
+  std::string payload = std::to_string(sb->limits.pids_max);
+  payload.push_back('\0');
+  payload += *cwd;
+  payload.push_back('\0');
+  payload += std::to_string(command.argv.size());
+  payload.push_back('\0');
+  for (const auto& a : command.argv) {
+    payload += a;
+    payload.push_back('\0');
+  }
+  std::vector<std::string> env;
+  for (const auto& [k, v] : sb->environment)
+    if (k != "PWD") env.push_back(k + "=" + v);
+  env.push_back("PWD=" + (cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd));
+  payload += std::to_string(env.size());
+  payload.push_back('\0');
+  for (const auto& e : env) {
+    payload += e;
+    payload.push_back('\0');
+  }
+  if (payload.size() > kMaxRequestBytes)
+    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
+
+  restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
+
+  sb->workspace->beginSandboxCommand();
+  struct ProvenanceUpdate {
+    workspace::LocalWorkspaceHandle& ws;
+    bool done = false;
+    void record(const std::vector<FileChange>& changes, bool complete) {
+      ws.recordSandboxChanges(changes, complete);
+      done = true;
+    }
+    ~ProvenanceUpdate() {
+      if (!done) ws.recordSandboxChanges({}, false);
+    }
+  } provenance_update{*sb->workspace};
+  auto before = workspace::takeSnapshot(sb->workspace_fd.get());
+  for (auto& [path, entry] : before ? *before : workspace::Snapshot{}) {
+    auto it = sb->last_snapshot.find(path);
+    if (it == sb->last_snapshot.end() || !it->second.sha256) continue;
+    auto prev = it->second;
+    prev.sha256.reset();
+    if (prev == entry) entry.sha256 = it->second.sha256;
+  }
+  sb->cgroup->beginExecution();
+  const auto counters_before = sb->cgroup->counters();
+  const int watched_fs[2] = {sb->workspace_fd.get(), sb->tmp_fd.get()};
+  bool full_at_start[2];
+  for (int i = 0; i < 2; ++i) full_at_start[i] = filesystemFull(watched_fs[i]);
+
+  auto makePipe = [](UniqueFd& r, UniqueFd& w) -> bool {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return false;
+    r.reset(p[0]);
+    w.reset(p[1]);
+    return true;
+  };
+  Capture out, err;
+  UniqueFd out_w, err_w, in_r, in_w;
+  const bool has_stdin = command.stdin_data.has_value();
+  if (!makePipe(out.fd, out_w) || !makePipe(err.fd, err_w) || !makePipe(in_r, in_w))
+    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+  ::fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
+  if (has_stdin)
+    ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+  else
+    in_w.reset();  // no stdin: the command reads end-of-file at once
+
+  std::string request(4, '\0');
+  const std::uint32_t len = static_cast<std::uint32_t>(payload.size());
+  std::memcpy(request.data(), &len, 4);
+  request += payload;
+  const int fds[3] = {in_r.get(), out_w.get(), err_w.get()};
+  const auto started = Clock::now();
+  sb->control_buffer.clear();
+  if (!sendWithFds(sb->control.get(), request, fds, 3)) {
+    sb->dead = true;
+    return failErrno(ErrorCode::kExecutionUnavailable, "send the command to the sandbox", errno);
+  }
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+
+  const auto deadline = started + std::min<Clock::duration>(*effective, expires_in);
+  const bool expiry_first = expires_in < *effective;
+  std::optional<KillReason> reason;
+  std::optional<Clock::time_point> stop_sent;
+  std::optional<int> wait_status;
+  std::optional<std::int64_t> cpu_usec;
+  std::optional<int> start_errno;
+  bool done = false;
+  bool lost = false;
+  std::size_t stdin_off = 0;
+  const std::int64_t cap = command.maximum_output_bytes;
+  char buf[65536];
+
+  auto sendStop = [&] {
+    if (stop_sent) return;
+    stop_sent = Clock::now();
+    const char stop = oci::kStopByte;
+    if (::send(sb->control.get(), &stop, 1, MSG_NOSIGNAL) != 1) lost = true;
+  };
+  auto requestKill = [&](KillReason why) {
+    if (reason || done) return;
+    reason = why;
+    // A sandbox stalled at its memory limit needs room to run the kill.
+    if (why == KillReason::kMemory) raiseMemory(*sb);
+    sendStop();
+  };
+  bool shim_pids = false;
+  auto limitHit = [&]() -> std::optional<KillReason> {
+    if (auto now_counters = sb->cgroup->counters(); now_counters && counters_before) {
+      if (now_counters->oom_kills > counters_before->oom_kills) return KillReason::kMemory;
+      if (now_counters->pids_max_events > counters_before->pids_max_events)
+        return KillReason::kPids;
+    }
+    if (underOom(*sb)) return KillReason::kMemory;
+    if (shim_pids) return KillReason::kPids;
+    for (int i = 0; i < 2; ++i)
+      if (!full_at_start[i] && filesystemFull(watched_fs[i])) return KillReason::kDisk;
+    return std::nullopt;
+  };
+  auto next_watch = Clock::now() + kWatchInterval;
+  std::optional<Clock::time_point> done_at;
+
+  while (!lost && (!done || out.fd.valid() || err.fd.valid())) {
+    const auto now = Clock::now();
+    if (done_at && now >= *done_at + kKillGrace) {
+      // Every process of the command is gone, so the pipes must close; if
+      // they do not, stop waiting rather than hang.
+      out.fd.reset();
+      err.fd.reset();
+      break;
+    }
+    if (wait_status && !out.fd.valid() && !err.fd.valid()) sendStop();
+    if (!reason && !done && now >= deadline)
+      requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
+    if (!reason && !done && now >= next_watch) {
+      if (auto hit = limitHit()) requestKill(*hit);
+      next_watch = now + kWatchInterval;
+    }
+    if (stop_sent && !done && now >= *stop_sent + kKillGrace) {
+      lost = true;  // the shim did not answer: the sandbox is unusable
+      break;
+    }
+    pollfd p[7];
+    int n = 0;
+    int i_ctl, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1, i_stop = -1, i_mem = -1;
+    p[n] = {sb->control.get(), POLLIN, 0};
+    i_ctl = n++;
+    if (out.fd.valid()) {
+      p[n] = {out.fd.get(), POLLIN, 0};
+      i_out = n++;
+    }
+    if (err.fd.valid()) {
+      p[n] = {err.fd.get(), POLLIN, 0};
+      i_err = n++;
+    }
+    if (in_w.valid()) {
+      p[n] = {in_w.get(), POLLOUT, 0};
+      i_in = n++;
+    }
+    if (cancel != nullptr && !reason) {
+      p[n] = {cancel->pollFd(), POLLIN, 0};
+      i_cancel = n++;
+    }
+    if (!reason) {
+      p[n] = {shutdown_event_.get(), POLLIN, 0};
+      i_stop = n++;
+    }
+    if (!reason && sb->cgroup->memoryEventFd() >= 0) {
+      p[n] = {sb->cgroup->memoryEventFd(), POLLIN, 0};
+      i_mem = n++;
+    }
+    auto wake = done_at     ? *done_at + kKillGrace
+                : stop_sent ? *stop_sent + kKillGrace
+                            : std::min(deadline, next_watch);
+    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    int rc = ::poll(p, static_cast<nfds_t>(n),
+                    static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
+    if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
+    if (rc <= 0) continue;
+
+    if (i_cancel >= 0 && (p[i_cancel].revents & POLLIN)) requestKill(KillReason::kCancelled);
+    if (i_stop >= 0 && (p[i_stop].revents & POLLIN)) requestKill(KillReason::kServiceShutdown);
+    if (i_mem >= 0 && (p[i_mem].revents & POLLIN)) {
+      sb->cgroup->drainMemoryEvents();
+      if (auto hit = limitHit()) requestKill(*hit);
+    }
+    for (auto [idx, cap_ptr] : {std::pair{i_out, &out}, std::pair{i_err, &err}}) {
+      if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Capture& c = *cap_ptr;
+      ssize_t got = sys::readSome(c.fd.get(), buf, sizeof buf);
+      if (got < 0 && errno == EAGAIN) continue;
+      if (got <= 0) {
+        c.fd.reset();
+        continue;
+      }
+      const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
+      const std::int64_t room = std::max<std::int64_t>(0, cap - used);
+      if (got <= room) {
+        c.data.append(buf, static_cast<std::size_t>(got));
+      } else {
+        c.data.append(buf, static_cast<std::size_t>(room));
+        c.truncated = true;
+        for (Capture* other : {&out, &err})
+          if (other->fd.valid()) other->truncated = true;
+        out.fd.reset();
+        err.fd.reset();
+        requestKill(KillReason::kOutputLimit);
+      }
+    }
+    if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const std::string& data = *command.stdin_data;
+      if (stdin_off < data.size()) {
+        ssize_t w = ::write(in_w.get(), data.data() + stdin_off,
+                            std::min<std::size_t>(data.size() - stdin_off, 65536));
+        if (w > 0)
+          stdin_off += static_cast<std::size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EINTR)
+          in_w.reset();
+      }
+      if (in_w.valid() && stdin_off >= data.size()) in_w.reset();
+    }
+    if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t got = ::recv(sb->control.get(), buf, sizeof buf, MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (got <= 0) {
+        lost = true;
+        break;
+      }
+      sb->control_buffer.append(buf, static_cast<std::size_t>(got));
+      auto decoded = oci::decodeShimRecords(sb->control_buffer);
+      sb->control_buffer.erase(0, decoded.consumed);
+      for (const auto& rec : decoded.records) {
+        switch (rec.type) {
+          case oci::ShimRecordType::kStarted:
+            break;
+          case oci::ShimRecordType::kStartFailed:
+            start_errno = static_cast<int>(rec.value);
+            break;
+          case oci::ShimRecordType::kMainExited:
+            if (!wait_status) wait_status = static_cast<int>(rec.value);
+            in_w.reset();
+            break;
+          case oci::ShimRecordType::kPidsLimit:
+            shim_pids = true;
+            requestKill(KillReason::kPids);
+            break;
+          case oci::ShimRecordType::kDone:
+            done = true;
+            done_at = Clock::now();
+            cpu_usec = rec.value;
+            in_w.reset();
+            sendStop();  // one stop byte per command, always
+            break;
+        }
+      }
+      if (decoded.malformed) lost = true;
+      if (start_errno) break;
+    }
+  }
+  const auto finished = Clock::now();
+  if (start_errno) {
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     "the command could not be started in the sandbox", *start_errno);
+  }
+  if (lost) {
+    sb->dead = true;
+    if (!reason) reason = limitHit();
+    if (!reason)
+      return fail(
+          ErrorCode::kExecutionUnavailable,
+          "the sandbox stopped answering during the command; destroy it and provision again");
+  }
+
+  ExecutionResult result;
+  result.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(finished - started).count();
+  result.stdout_data = std::move(out.data);
+  result.stderr_data = std::move(err.data);
+  result.stdout_truncated = out.truncated;
+  result.stderr_truncated = err.truncated;
+  if (!reason) reason = limitHit();
+  if (auto counters_after = sb->cgroup->counters(); counters_after)
+    result.peak_memory_bytes = counters_after->memory_peak_bytes;
+  if (cpu_usec) result.cpu_time_ms = *cpu_usec / 1000;
+  if (reason) {
+    result.killed_by = reason;
+    result.timed_out = *reason == KillReason::kTimeout;
+  } else if (wait_status && WIFEXITED(*wait_status)) {
+    result.exit_code = WEXITSTATUS(*wait_status);
+  } else if (wait_status && WIFSIGNALED(*wait_status)) {
+    result.exit_code = 128 + WTERMSIG(*wait_status);
+  }
+  if (reason == KillReason::kMemory) restoreMemory(*sb);
+
+  if (!lost) {
+    // The shim reported kDone: no process of the command is left to change
+    // the workspace after this snapshot.
+    auto after = workspace::takeSnapshot(sb->workspace_fd.get());
+    std::optional<workspace::Diff> diff;
+    if (before && after) {
+      auto d =
+          workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
+                                   options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
+      if (d) diff = std::move(*d);
+    }
+    if (diff) {
+      result.files_changed = std::move(diff->changes);
+      result.files_changed_truncated = diff->truncated;
+      sb->last_snapshot = std::move(*after);
+    } else {
+      result.files_changed_truncated = true;
+      sb->last_snapshot.clear();
+    }
+  } else {
+    // The sandbox died: kill what is left so nothing writes after this.
+    (void)sb->cgroup->killAll();
+    result.files_changed_truncated = true;
+  }
+  provenance_update.record(result.files_changed, !lost && !result.files_changed_truncated);
+  if (reason == KillReason::kExpired) {
+    exec.unlock();
+    expire(sb->handle);
+  }
+  return result;
+}
+
+Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& options) {
+  if (auto why = gvisorUnavailable(options))
+    return fail(ErrorCode::kExecutionUnavailable, "the gvisor mechanism cannot run here: " + *why);
+  ::signal(SIGPIPE, SIG_IGN);
+  for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}})
+    if (auto r = mkdirs(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
+      return tl::unexpected(r.error());
+  if (auto r =
+          oci::prepareRootfs(options.state_dir + "/rootfs", options.image_dirs, options.image_etc);
+      !r)
+    return tl::unexpected(r.error());
+  std::shared_ptr<linux_jail::CgroupFs> fs = linux_jail::makeRealCgroupFs();
+  auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
+  if (!mountinfo) return tl::unexpected(mountinfo.error());
+  auto mounts = linux_jail::parseCgroupMounts(*mountinfo, *fs);
+  auto driver = linux_jail::makeCgroupDriver(mounts, fs);
+  if (!driver) return tl::unexpected(driver.error());
+  auto digest = gvisorImageDigest(options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(mounts),
+                                                 std::move(*digest));
+  if (auto r = env->init(); !r) return tl::unexpected(r.error());
+  env->sweepOrphans();
+  return env;
+}
+
+}  // namespace
+
+std::string defaultShimPath() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<std::size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string beside = dir + "/airlock-gvisor-shim";
+    if (::access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return AIRLOCK_GVISOR_SHIM_BUILD_PATH;
+}
+
+std::optional<std::string> gvisorUnavailable(const GvisorEnvironmentOptions& options) {
+  if (::geteuid() != 0)
+    return "the gvisor mechanism needs root (it mounts tmpfs and creates cgroups)";
+  if (::access(options.runsc_path.c_str(), X_OK) != 0)
+    return "runsc is not installed at " + options.runsc_path + " (Debian package runsc)";
+  const std::string shim = options.shim_path.empty() ? defaultShimPath() : options.shim_path;
+  if (shim.empty() || ::access(shim.c_str(), X_OK) != 0)
+    return "the in-sandbox shim airlock-gvisor-shim is missing" +
+           (shim.empty() ? std::string() : " at " + shim);
+  return std::nullopt;
+}
+
+Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options) {
+  linux_jail::LinuxEnvironmentOptions lo;
+  lo.image_dirs = options.image_dirs;
+  lo.image_etc = options.image_etc;
+  return linux_jail::computeImageDigest(lo);
+}
+
+Result<std::unique_ptr<ExecutionEnvironment>> createGvisorEnvironment(
+    const GvisorEnvironmentOptions& options) {
+  auto env = make(options);
+  if (!env) return tl::unexpected(env.error());
+  return std::unique_ptr<ExecutionEnvironment>(std::move(*env));
+}
+
+Result<void> probeGvisor(const GvisorEnvironmentOptions& options) {
+  auto env = createGvisorEnvironment(options);
+  if (!env) return tl::unexpected(env.error());
+  auto digest = gvisorImageDigest(options);
+  if (!digest) return tl::unexpected(digest.error());
+  EnvironmentSpec spec;
+  spec.tenant_id = "doctor";
+  spec.run_id = "doctor";
+  spec.lease_epoch = 1;
+  spec.image_digest = *digest;
+  spec.limits = defaultLimits();
+  spec.environment = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}};
+  auto handle = (*env)->provision(spec);
+  if (!handle) return tl::unexpected(handle.error());
+  ExecutionCommand cmd;
+  cmd.argv = {"true"};
+  cmd.timeout_seconds = 30;
+  cmd.maximum_output_bytes = 4096;
+  auto result = (*env)->execute(*handle, cmd);
+  (void)(*env)->destroy(*handle);
+  if (!result) return tl::unexpected(result.error());
+  if (result->exit_code != 0)
+    return fail(ErrorCode::kExecutionUnavailable, "`true` did not exit 0 inside a gVisor sandbox");
+  return {};
+}
+
+}  // namespace airlock::gvisor

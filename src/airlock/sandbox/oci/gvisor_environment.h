@@ -1,0 +1,157 @@
+// The `gvisor` mechanism (DESIGN.md 5.3; spec 000, "Development,
+// production, and the refusal in between"): the production mechanism. Each
+// sandbox is one gVisor sandbox started by `runsc` from a generated OCI
+// bundle (oci_bundle.h); the host kernel sees only the gVisor sentry and
+// gofer, never the command's syscalls.
+//
+// Lifecycle
+// * provision: a cgroup of Airlock's own (the same driver as the linux
+//   mechanism, named airlock-<state hash>-<id>), two host tmpfs mounts
+//   (workspace: size= workspace_bytes, nr_inodes= inodes_max, owned by uid
+//   1000; /tmp: the same limits), the bundle, and `runsc --root
+//   <state>/sandboxes/<id>/runsc --platform=<platform> --network=none
+//   --host-uds=open --ignore-cgroups run --detach` of container
+//   airlock-gv-<id>, started from a child already moved into the cgroup so
+//   the sentry, gofer and ptrace stubs are all in it. The container's
+//   process is the shim's reaper. A private runsc --root per sandbox keeps
+//   its state out of every other runsc user's.
+// * provision returns once the shim (the container's pid 1, see
+//   gvisor_shim.cpp) has connected to the sandbox's control socket
+//   (<state>/sandboxes/<id>/ctl/sock, reached through runsc's
+//   --host-uds=open). That connection is the sandbox's command channel.
+// * execute: the request (argv, working directory, environment, process
+//   limit) and the host's stdin/stdout/stderr pipe ends (SCM_RIGHTS) go to
+//   the shim, which runs the command as uid 1000. The host drains output
+//   under the cap, feeds stdin and watches the limits. The command ends,
+//   exactly as in the linux mechanism (docs/cli.md "When a command ends"),
+//   when its main process has exited and stdout/stderr reached end-of-file,
+//   or at a limit; then the host sends the stop byte and the shim kills
+//   every remaining process of the command before it reports kDone.
+//   `runsc exec` is not used: it costs a runsc process start per command
+//   (measured in bench/), and it holds the command's stdio until the
+//   process it started exits, which breaks the end-of-file rule for
+//   commands that leave background processes; passing the pipes over the
+//   control socket has neither problem.
+// * destroy: SIGKILL to every process of the sandbox's cgroup (sentry,
+//   gofer, stubs, runsc: the sandbox ends at once, before destroy returns)
+//   and the workspace port is cut off; the rest of the teardown (reaping
+//   runsc, waiting for the kernel to free the cgroup, unmounting both tmpfs,
+//   removing the sandbox directory, where runsc's state for the container
+//   lives, and the lock file) runs on one teardown worker thread, so the
+//   caller does not wait the tens of milliseconds the kernel takes to free
+//   the sentry. The adapter's destructor waits for every pending teardown;
+//   a crash before it finishes leaves a lock file that the next start's
+//   sweep finds. `runsc delete` is never run: in this runsc build it waits
+//   about 1.7 s for a sandbox that is already dead, and there is nothing
+//   left for it to do once the processes, mounts and state directory are
+//   gone.
+//   Crash recovery: a sandbox whose lock file is not held (its owner died)
+//   is destroyed the same way when the adapter starts.
+//
+// Limits, and the signal each kill reason is read from (the thing that
+// enforced the limit, never a guess from how the process died):
+// * TIMEOUT / EXPIRED: the host's clock (the timeout rule, as linux).
+// * MEMORY: the cgroup that holds the sandbox. Its memory limit is
+//   memory_bytes plus a fixed allowance for the sentry and gofer
+//   (kSentryMemoryAllowance). On cgroup v1 the adapter sets
+//   oom_kill_disable: at the limit the sandbox stalls instead of the host
+//   OOM killer taking the sentry (which would end the whole sandbox), the
+//   v1 OOM eventfd fires (under_oom 1), and the adapter reports MEMORY,
+//   raises the limit by kOomKillHeadroom so the sentry can run the kill,
+//   stops the command, and restores the limit once the sentry has returned
+//   the memory (retried before each later command). An OOM kill counted by the
+//   cgroup (v2, or a kill the v1 path could not prevent) is also MEMORY; if
+//   it took the sentry, the sandbox is dead and later commands fail with
+//   ExecutionUnavailable.
+// * PIDS: gVisor itself enforces RLIMIT_NPROC (= pids_max) on the sandbox
+//   user (a fork past it fails with EAGAIN); the shim reports the command at
+//   that count (it polls /proc every 20 ms, every 1 ms near the limit), and
+//   the host treats the report
+//   as the PIDS kill. The host cgroup's pids.max is only a backstop against
+//   the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
+//   uses a host thread per sandbox thread plus the sentry's tracer and Go
+//   threads; a fork bomb at pids_max 32 was measured at about 240 host
+//   tasks); its events counter also reads as PIDS, though reaching it can
+//   end the sandbox.
+// * DISK: the host tmpfs mounts (workspace and /tmp) report no free block
+//   or inode (fstatfs), as linux. /dev/shm is gVisor's memory-backed tmpfs
+//   and counts against MEMORY.
+// * OUTPUT_LIMIT: the host's pipe reader, at maximum_output_bytes.
+// * CANCELLED / SERVICE_SHUTDOWN: the cancel token / shutdown().
+//
+// Egress (issue 5) is not bound in yet. The per-sandbox UNIX socket relay
+// fits the same path as the control socket: the relay listens on a host
+// socket inside another 0755 host directory bound into the bundle (for
+// example /.airlock/egress), runsc's --host-uds=open lets the sandbox
+// connect to it, and the in-sandbox bridge forwards the command's proxy
+// traffic to it; --network=none stays, so the socket is the only way out.
+//
+// Known differences from the linux mechanism, in this gVisor build
+// (Debian runsc 0.0~20221219): statx with AT_NO_AUTOMOUNT fails with EINVAL,
+// so coreutils `ls` and `stat` fail inside the sandbox; no seccomp filter is
+// installed (the sentry is the syscall boundary); a MEMORY kill can leave
+// the cgroup's memory limit raised by kOomKillHeadroom until the sentry
+// frees the memory; the memory limit's edge differs from linux's by the
+// difference between the sentry's own use and kSentryMemoryAllowance.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/execution_environment.h"
+
+namespace airlock::gvisor {
+
+// The sentry's and gofer's own memory, above memory_bytes (measured here:
+// an idle sandbox holds about 14 MiB; with 100 MiB of command memory the
+// cgroup holds about 119 MiB), so memory_bytes means about the command's
+// memory, as in the linux mechanism.
+inline constexpr std::int64_t kSentryMemoryAllowance = 24ll << 20;
+// Added for the duration of a MEMORY kill (v1), so the stalled sentry and
+// the shim have room to kill the command.
+inline constexpr std::int64_t kOomKillHeadroom = 256ll << 20;
+
+struct GvisorEnvironmentOptions {
+  // Lock files, bundles, runsc state and workspace mounts live here.
+  std::string state_dir = "/run/airlock-gvisor";
+  std::string runsc_path = "/usr/bin/runsc";
+  // ptrace works everywhere; systrap (newer runsc) or kvm where allowed.
+  std::string platform = "ptrace";
+  // airlock-gvisor-shim; empty: next to the running executable, then the
+  // build tree's copy.
+  std::string shim_path;
+  std::vector<std::string> image_dirs = {"/usr"};
+  std::vector<std::string> image_etc = {"/etc/ld.so.cache", "/etc/alternatives"};
+  std::chrono::seconds service_hard_cap{1800};
+  std::chrono::seconds start_budget{30};
+  LimitCeilings ceilings = defaultCeilings();
+  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
+};
+
+// Why this machine cannot run the mechanism (not root, runsc or the shim
+// missing), or nullopt. Cheap; starts nothing.
+std::optional<std::string> gvisorUnavailable(const GvisorEnvironmentOptions& options);
+
+// Runs /bin/true in a throwaway sandbox: the doctor's "is runsc usable"
+// check. OK, or ExecutionUnavailable with runsc's message.
+Result<void> probeGvisor(const GvisorEnvironmentOptions& options);
+
+// Creates the adapter, prepares the shared rootfs and destroys sandboxes
+// left by a crashed process. ExecutionUnavailable when unusable.
+Result<std::unique_ptr<ExecutionEnvironment>> createGvisorEnvironment(
+    const GvisorEnvironmentOptions& options);
+
+// The image digest a spec must carry: the same manifest as the linux
+// mechanism's for the same image directories, so one spec runs on both.
+Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options);
+
+// The shim path used when options.shim_path is empty.
+std::string defaultShimPath();
+
+}  // namespace airlock::gvisor

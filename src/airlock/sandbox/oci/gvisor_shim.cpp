@@ -1,0 +1,401 @@
+// airlock-gvisor-shim: the in-sandbox half of the gvisor mechanism
+// (sandbox/oci/gvisor_environment.h). Bound read-only at /.airlock/shim.
+// Runs inside gVisor only; it trusts nothing it reads but the host's
+// request, which arrives on the control socket only root can reach.
+//
+//   shim init   the container's process: pid 1 of the sandbox, uid 0 with
+//               CAP_KILL, CAP_SETUID, CAP_SETGID and CAP_SETPCAP only.
+//               Connects to /.airlock/ctl/sock (the host's listening socket,
+//               reached through runsc --host-uds=open; the directory is 0700
+//               root, so the command cannot), then serves one command at a
+//               time. Per command it reads a request (the host's stdin,
+//               stdout and stderr pipe ends as SCM_RIGHTS; process limit,
+//               working directory, argv, environment), forks the command as
+//               uid 1000 with no capabilities, no_new_privs, its own
+//               session, RLIMIT_NPROC = the process limit (gVisor refuses a
+//               fork past it), core 0, nofile 4096, and keeps no copy of the
+//               pipes (so their end-of-file is the command's). It then
+//               reports the main process's exit, reports the command at its
+//               process limit (polling /proc every 20 ms, every 1 ms once
+//               the command holds three quarters of it), and on the host's
+//               stop byte kills every process but itself (kill(-1, SIGKILL)
+//               from pid 1), reaps them and reports kDone. Without a stop it
+//               reports kDone once every process of the command is gone
+//               and then waits for the stop byte (the host sends exactly one
+//               per command)
+//               (as pid 1 it is every orphan's parent, so "no child left"
+//               means "no process left"). When the socket closes (the host
+//               is gone) it kills the command and exits, which ends the
+//               sandbox.
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "airlock/sandbox/oci/oci_bundle.h"
+#include "airlock/sandbox/oci/shim_protocol.h"
+
+namespace {
+
+using airlock::oci::ShimRecord;
+using airlock::oci::ShimRecordType;
+
+void writeStr(int fd, const char* s) {
+  (void)!::write(fd, s, std::strlen(s));
+}
+
+struct Request {
+  int stdio[3] = {-1, -1, -1};  // passed by the host with the request
+  long nproc = 0;
+  std::string cwd;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+bool readFull(int fd, void* buf, std::size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t got = ::read(fd, p, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// Request: u32 length, then NUL-terminated fields: nproc, cwd, argc,
+// argv..., envc, env...
+// The host's stdin, stdout and stderr pipe ends arrive as SCM_RIGHTS with
+// the length.
+bool readRequest(int sock, Request& req) {
+  std::uint32_t len = 0;
+  {
+    iovec iov{&len, sizeof len};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+      n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof len)) return false;
+    int got = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t k = 0; k < count; ++k) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
+        if (got < 3)
+          req.stdio[got++] = fd;
+        else
+          ::close(fd);
+      }
+    }
+    if (got != 3) return false;
+  }
+  if (len == 0 || len > (8u << 20)) return false;
+  std::string payload(len, '\0');
+  if (!readFull(sock, payload.data(), len) || payload.back() != '\0') return false;
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  while (start < payload.size()) {
+    std::size_t end = payload.find('\0', start);
+    fields.emplace_back(payload, start, end - start);
+    start = end + 1;
+  }
+  std::size_t i = 0;
+  auto next = [&](std::string& out) {
+    if (i >= fields.size()) return false;
+    out = fields[i++];
+    return true;
+  };
+  auto number = [&](long& out) {
+    std::string s;
+    if (!next(s) || s.empty() || s.size() > 9 ||
+        s.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    out = std::strtol(s.c_str(), nullptr, 10);
+    return true;
+  };
+  long argc = 0, envc = 0;
+  if (!number(req.nproc) || !next(req.cwd) || !number(argc) || argc < 1) return false;
+  for (long k = 0; k < argc; ++k) {
+    std::string a;
+    if (!next(a)) return false;
+    req.argv.push_back(std::move(a));
+  }
+  if (!number(envc)) return false;
+  for (long k = 0; k < envc; ++k) {
+    std::string e;
+    if (!next(e)) return false;
+    req.env.push_back(std::move(e));
+  }
+  return i == fields.size();
+}
+
+[[noreturn]] void execCommand(const Request& req) {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  if (::setsid() < 0) ::_exit(125);
+  for (int fd = 0; fd < 3; ++fd)
+    if (::dup2(req.stdio[fd], fd) < 0) ::_exit(125);
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the command
+
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  const rlimit nofile{airlock::oci::kNofileLimit, airlock::oci::kNofileLimit};
+  ::setrlimit(RLIMIT_NOFILE, &nofile);
+  const rlimit nproc{static_cast<rlim_t>(req.nproc), static_cast<rlim_t>(req.nproc)};
+  if (::setrlimit(RLIMIT_NPROC, &nproc) != 0) ::_exit(125);
+
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  if (::setgroups(0, nullptr) != 0 ||
+      ::setresgid(airlock::oci::kSandboxGid, airlock::oci::kSandboxGid,
+                  airlock::oci::kSandboxGid) != 0 ||
+      ::setresuid(airlock::oci::kSandboxUid, airlock::oci::kSandboxUid,
+                  airlock::oci::kSandboxUid) != 0)
+    ::_exit(125);
+  {
+    // Resolved as the sandbox user beneath /workspace (openat2 where this
+    // gVisor has it; the host checked the path before the command started,
+    // and no other command can run in between, so the fallback is a plain
+    // walk that refuses symlinks component by component).
+    int ws = ::open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int dir = ws;
+    if (ws >= 0 && !req.cwd.empty()) {
+      open_how how{};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+      dir = static_cast<int>(::syscall(SYS_openat2, ws, req.cwd.c_str(), &how, sizeof how));
+      if (dir < 0 && errno == ENOSYS) {
+        dir = ::dup(ws);
+        std::size_t start = 0;
+        while (dir >= 0 && start < req.cwd.size()) {
+          std::size_t end = req.cwd.find('/', start);
+          if (end == std::string::npos) end = req.cwd.size();
+          const std::string comp = req.cwd.substr(start, end - start);
+          int nd = comp == ".."
+                       ? -1
+                       : ::openat(dir, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          ::close(dir);
+          dir = nd;
+          start = end + 1;
+        }
+      }
+    }
+    if (dir < 0 || ::fchdir(dir) != 0) {
+      writeStr(2, "airlock: the working directory is not a directory inside /workspace\n");
+      ::_exit(125);
+    }
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
+
+  std::vector<char*> argv, envp;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  const std::string& name = req.argv[0];
+  int err = ENOENT;
+  if (name.find('/') != std::string::npos) {
+    ::execve(name.c_str(), argv.data(), envp.data());
+    err = errno;
+  } else {
+    // The image PATH only; never the workspace (as the linux mechanism).
+    bool saw_eacces = false;
+    for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin"}) {
+      const std::string path = std::string(d) + "/" + name;
+      ::execve(path.c_str(), argv.data(), envp.data());
+      if (errno == EACCES)
+        saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR) {
+        err = errno;
+        break;
+      }
+    }
+    if (err == ENOENT && saw_eacces) err = EACCES;
+  }
+  writeStr(2, "airlock: cannot execute '");
+  writeStr(2, name.c_str());
+  writeStr(2, "': ");
+  writeStr(2, std::strerror(err));
+  writeStr(2, "\n");
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+bool send(int sock, ShimRecordType type, std::int64_t value) {
+  char buf[airlock::oci::kShimRecordBytes];
+  airlock::oci::encodeShimRecord(ShimRecord{type, value}, buf);
+  std::size_t off = 0;
+  while (off < sizeof buf) {
+    ssize_t n = ::send(sock, buf + off, sizeof buf - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Processes in the sandbox other than pid 1 and this shim: the command's.
+long commandProcesses() {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return 0;
+  const long self = ::getpid();
+  long n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    if (pid != 1 && pid != self) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+std::int64_t childrenCpuUsec() {
+  rusage ru{};
+  ::getrusage(RUSAGE_CHILDREN, &ru);
+  return (static_cast<std::int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000 +
+         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+// Supervises one command (see the file comment). Returns false when the
+// host is gone (the socket closed): the caller then exits, which ends the
+// sandbox.
+bool runCommand(int sock, int sigchld_fd, const Request& req) {
+  const pid_t main_pid = ::fork();
+  if (main_pid == 0) execCommand(req);
+  const int fork_errno = errno;
+  // The shim keeps no copy of the command's stdio: end-of-file on the
+  // host's pipes means the command's processes closed them.
+  for (int fd : req.stdio) ::close(fd);
+  if (main_pid < 0) return send(sock, ShimRecordType::kStartFailed, fork_errno);
+  if (!send(sock, ShimRecordType::kStarted, main_pid)) return false;
+
+  const std::int64_t cpu_before = childrenCpuUsec();
+  bool main_exited = false;
+  bool stop = false;
+  bool host_gone = false;
+  bool pids_reported = false;
+  for (;;) {
+    // Reap: the main process, and everything reparented to pid 1.
+    for (;;) {
+      int status = 0;
+      pid_t p = ::waitpid(-1, &status, WNOHANG);
+      if (p > 0) {
+        if (p == main_pid) {
+          main_exited = true;
+          send(sock, ShimRecordType::kMainExited, status);
+        }
+        continue;
+      }
+      if (p < 0 && errno == ECHILD && main_exited) {
+        // Every process of the command is gone: as pid 1, every orphan is
+        // this process's child, so no child left means no process left.
+        if (!send(sock, ShimRecordType::kDone, childrenCpuUsec() - cpu_before) || host_gone)
+          return false;
+        // The host sends exactly one stop byte per command; consume it here
+        // so it is never read as the start of the next request.
+        while (!stop) {
+          char c = 0;
+          ssize_t n = ::recv(sock, &c, 1, 0);
+          if (n < 0 && errno == EINTR) continue;
+          if (n != 1 || c != airlock::oci::kStopByte) return false;
+          stop = true;
+        }
+        return true;
+      }
+      break;
+    }
+    if (stop) {
+      ::kill(-1, SIGKILL);  // every process but pid 1 (this one)
+      ::usleep(1000);
+      continue;
+    }
+    // Near the limit the count is sampled every millisecond: a fork bomb
+    // that meets RLIMIT_NPROC shrinks as its forks fail, and the moment it
+    // sits at the limit must not fall between two samples.
+    int interval_ms = 20;
+    if (!pids_reported) {
+      long n = commandProcesses();
+      if (n >= req.nproc) {
+        pids_reported = true;
+        send(sock, ShimRecordType::kPidsLimit, n);
+      } else if (4 * n >= 3 * req.nproc) {
+        interval_ms = 1;
+      }
+    }
+    pollfd p[2] = {{sock, POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
+    if (::poll(p, 2, interval_ms) > 0 && (p[1].revents & POLLIN)) {
+      signalfd_siginfo info[16];
+      (void)!::read(sigchld_fd, info, sizeof info);  // drained; the reap loop does the work
+    }
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char c = 0;
+      ssize_t n = ::recv(sock, &c, 1, MSG_DONTWAIT);
+      // The stop byte, or the host is gone: either way the command ends.
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) host_gone = stop = true;
+      if (n == 1 && c == airlock::oci::kStopByte) stop = true;
+    }
+  }
+}
+
+[[noreturn]] void runInit() {
+  ::signal(SIGPIPE, SIG_IGN);
+  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path =
+      std::string(airlock::oci::kControlDirInSandbox) + "/" + airlock::oci::kControlSocketName;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (sock < 0 || ::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    writeStr(2, "airlock: the sandbox's init cannot reach the host\n");
+    ::_exit(125);
+  }
+  // SIGCHLD through a signalfd: a command's exit wakes the loop at once
+  // rather than at its next tick. (The command's own mask is reset before
+  // it executes.)
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int sigchld_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  for (;;) {
+    Request req;
+    if (!readRequest(sock, req)) ::_exit(0);  // the host is gone (or spoke nonsense)
+    if (!runCommand(sock, sigchld_fd, req)) ::_exit(0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "init") == 0 && ::getpid() == 1) runInit();
+  writeStr(2, "usage: airlock-gvisor-shim init (as pid 1 of a gVisor sandbox only)\n");
+  return 2;
+}

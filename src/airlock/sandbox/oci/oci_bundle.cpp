@@ -1,0 +1,206 @@
+#include "airlock/sandbox/oci/oci_bundle.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
+
+namespace airlock::oci {
+namespace {
+
+using nlohmann::json;
+
+bool cleanAbsolute(const std::string& p) {
+  if (p.empty() || p[0] != '/') return false;
+  std::size_t start = 1;
+  while (start <= p.size()) {
+    std::size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    const std::string_view comp(p.data() + start, end - start);
+    if (comp == "..") return false;
+    start = end + 1;
+  }
+  return p.find('\0') == std::string::npos;
+}
+
+json bindMount(const std::string& destination, const std::string& source, bool read_only) {
+  json opts = json::array({"rbind", read_only ? "ro" : "rw", "nosuid", "nodev"});
+  return json{
+      {"destination", destination}, {"type", "bind"}, {"source", source}, {"options", opts}};
+}
+
+Result<void> makeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+    return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + path, errno);
+  if (::chmod(path.c_str(), mode) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + path, errno);
+  return {};
+}
+
+Result<void> makeFile(const std::string& path, const std::string& contents, mode_t mode) {
+  // Written beside and renamed, so a concurrent reader sees old or new bytes.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  sys::UniqueFd fd(
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create " + tmp, errno);
+  if (!sys::writeAll(fd.get(), contents.data(), contents.size()))
+    return failErrno(ErrorCode::kExecutionUnavailable, "write " + tmp, errno);
+  ::fchmod(fd.get(), mode);
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "rename " + tmp, errno);
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> generatedEtcFiles() {
+  const std::string uid = std::to_string(kSandboxUid);
+  const std::string gid = std::to_string(kSandboxGid);
+  return {
+      {"passwd",
+       "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+       "sandbox:x:" +
+           uid + ":" + gid +
+           ":sandbox:/workspace:/bin/sh\n"
+           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+      {"group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n"},
+      {"hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"},
+      {"hostname", "sandbox\n"},
+      {"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
+  };
+}
+
+Result<json> makeConfig(const BundleInputs& in) {
+  for (const std::string* p :
+       {&in.rootfs_dir, &in.workspace_dir, &in.tmp_dir, &in.shim_path, &in.control_dir})
+    if (!cleanAbsolute(*p))
+      return fail(ErrorCode::kExecutionRejected,
+                  "bundle path \"" + *p + "\" is not a clean absolute path");
+  for (const auto& v : {in.image_dirs, in.image_etc})
+    for (const auto& p : v)
+      if (!cleanAbsolute(p))
+        return fail(ErrorCode::kExecutionRejected,
+                    "image path \"" + p + "\" is not a clean absolute path");
+  const auto& l = in.limits;
+  if (l.cpu_millicores <= 0 || l.memory_bytes <= 0 || l.pids_max <= 0 || l.workspace_bytes <= 0 ||
+      l.inodes_max <= 0)
+    return fail(ErrorCode::kExecutionRejected, "bundle limits must be positive");
+
+  json mounts = json::array();
+  mounts.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
+  mounts.push_back({{"destination", "/dev"},
+                    {"type", "tmpfs"},
+                    {"source", "tmpfs"},
+                    {"options", json::array({"nosuid", "strictatime", "mode=755"})}});
+  mounts.push_back({{"destination", "/dev/shm"},
+                    {"type", "tmpfs"},
+                    {"source", "shm"},
+                    {"options", json::array({"nosuid", "noexec", "nodev", "mode=1777"})}});
+  for (const auto& d : in.image_dirs) mounts.push_back(bindMount(d, d, true));
+  for (const auto& e : in.image_etc) mounts.push_back(bindMount(e, e, true));
+  mounts.push_back(bindMount("/workspace", in.workspace_dir, false));
+  mounts.push_back(bindMount("/tmp", in.tmp_dir, false));
+  mounts.push_back(bindMount(kShimPathInSandbox, in.shim_path, true));
+  mounts.push_back(bindMount(kControlDirInSandbox, in.control_dir, false));
+
+  const json rlimits = json::array({
+      {{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}},
+      {{"type", "RLIMIT_NOFILE"}, {"hard", kNofileLimit}, {"soft", kNofileLimit}},
+  });
+
+  // What the shim needs to start commands as uid 1000 and kill them.
+  const json kInitCaps = json::array({"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP"});
+  json config = {
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", {{"uid", 0}, {"gid", 0}}},
+        {"args", json::array({kShimPathInSandbox, "init"})},
+        {"env", json::array({"PATH=/usr/local/bin:/usr/bin:/bin"})},
+        {"cwd", "/"},
+        {"capabilities",
+         {{"bounding", kInitCaps},
+          {"effective", kInitCaps},
+          {"inheritable", json::array()},
+          {"permitted", kInitCaps},
+          {"ambient", json::array()}}},
+        {"noNewPrivileges", true},
+        {"rlimits", rlimits}}},
+      {"root", {{"path", in.rootfs_dir}, {"readonly", true}}},
+      {"hostname", "sandbox"},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces", json::array({{{"type", "pid"}},
+                                    {{"type", "network"}},
+                                    {{"type", "ipc"}},
+                                    {{"type", "uts"}},
+                                    {{"type", "mount"}}})},
+        {"resources",
+         {{"memory", {{"limit", l.memory_bytes}, {"swap", l.memory_bytes}}},
+          {"pids", {{"limit", l.pids_max}}},
+          {"cpu", {{"period", 100000}, {"quota", l.cpu_millicores * 100}}}}},
+        {"maskedPaths",
+         json::array({"/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"})},
+        {"readonlyPaths",
+         json::array({"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"})}}},
+  };
+  return config;
+}
+
+Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
+                           const std::vector<std::string>& image_etc) {
+  if (auto r = makeDir(dir, 0755); !r) return r;
+  for (const char* sub : {"/proc", "/dev", "/tmp", "/workspace", "/etc", "/root", "/.airlock"})
+    if (auto r = makeDir(dir + sub, sub == std::string("/root") ? 0700 : 0755); !r) return r;
+  if (auto r = makeDir(dir + kControlDirInSandbox, 0700); !r) return r;
+  if (auto r = makeFile(dir + kShimPathInSandbox, "", 0555); !r) return r;
+  for (const auto& d : image_dirs) {
+    // Mount points for nested image dirs too (/usr/local under /usr exists
+    // in the bind; a top-level one needs a directory here).
+    std::string cur = dir;
+    std::size_t start = 1;
+    while (start <= d.size()) {
+      std::size_t end = d.find('/', start);
+      if (end == std::string::npos) end = d.size();
+      cur += "/" + d.substr(start, end - start);
+      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
+      start = end + 1;
+    }
+  }
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    struct stat st {};
+    if (::lstat(top, &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    char link[256];
+    ssize_t n = ::readlink(top, link, sizeof link - 1);
+    if (n <= 0) continue;
+    const std::string target(link, static_cast<std::size_t>(n));
+    const std::string path = dir + top;
+    char existing[256];
+    ssize_t m = ::readlink(path.c_str(), existing, sizeof existing - 1);
+    if (m == n && target == std::string(existing, static_cast<std::size_t>(m))) continue;
+    ::unlink(path.c_str());
+    if (::symlink(target.c_str(), path.c_str()) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "symlink " + path, errno);
+  }
+  for (const auto& e : image_etc) {
+    struct stat st {};
+    if (::stat(e.c_str(), &st) != 0) continue;
+    const std::string path = dir + e;
+    if (S_ISDIR(st.st_mode)) {
+      if (auto r = makeDir(path, 0755); !r) return r;
+    } else if (::access(path.c_str(), F_OK) != 0) {
+      if (auto r = makeFile(path, "", 0444); !r) return r;
+    }
+  }
+  for (const auto& [name, contents] : generatedEtcFiles())
+    if (auto r = makeFile(dir + "/etc/" + name, contents, 0644); !r) return r;
+  return {};
+}
+
+}  // namespace airlock::oci

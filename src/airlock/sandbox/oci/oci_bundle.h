@@ -1,0 +1,73 @@
+// The OCI bundle of a gVisor sandbox (DESIGN.md 5.3): the runtime-spec
+// config.json that `runsc run` starts, and the read-only root directory it
+// names. Pure functions of their inputs (no syscalls) except
+// prepareRootfs(), so the JSON is unit-tested byte for byte.
+//
+// What the sandbox sees (the same shape as the linux mechanism's root,
+// sandbox/linux/jail_plan.h):
+//   /                 the shared rootfs directory, read-only: empty mount
+//                     points, the usr-merge symlinks (/bin -> usr/bin ...)
+//                     mirrored from the host, and generated /etc identity
+//                     files (passwd, group, hosts, hostname, nsswitch.conf)
+//   /usr ...          image directories, host paths bound read-only
+//   /etc/ld.so.cache  image /etc entries, bound read-only when present
+//   /workspace        the sandbox's workspace: a host tmpfs the adapter
+//                     mounted (size= workspace_bytes, nr_inodes=
+//                     inodes_max), read-write
+//   /tmp              a second host tmpfs with the same limits
+//   /proc, /dev, /dev/shm   gVisor's own (sentry-internal) filesystems
+//   /.airlock/shim    the in-sandbox supervisor binary, read-only
+//   /.airlock/ctl     the control directory (mode 0700, root): the host's
+//                     listening UNIX socket the shim connects to
+// The container's process is `/.airlock/shim init` as uid 0 with only
+// CAP_KILL, CAP_SETUID, CAP_SETGID and CAP_SETPCAP, no_new_privs: pid 1,
+// which runs each command as uid 1000 (gvisor_shim.cpp).
+// Namespaces: pid, network (empty: runsc --network=none), ipc, uts, mount.
+// linux.resources carries the limits for the record; runsc is started with
+// --ignore-cgroups and the adapter's own cgroup enforces them.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+
+namespace airlock::oci {
+
+inline constexpr const char* kShimPathInSandbox = "/.airlock/shim";
+inline constexpr const char* kControlDirInSandbox = "/.airlock/ctl";
+inline constexpr const char* kControlSocketName = "sock";
+inline constexpr std::uint32_t kSandboxUid = 1000;
+inline constexpr std::uint32_t kSandboxGid = 1000;
+// RLIMIT_NOFILE of every process in the sandbox (as the linux mechanism).
+inline constexpr std::uint64_t kNofileLimit = 4096;
+
+struct BundleInputs {
+  std::string rootfs_dir;               // absolute host path of the shared rootfs
+  std::vector<std::string> image_dirs;  // absolute host dirs, bound read-only at the same path
+  std::vector<std::string> image_etc;   // absolute host /etc entries present on the host
+  std::string workspace_dir;            // host tmpfs mount point -> /workspace
+  std::string tmp_dir;                  // host tmpfs mount point -> /tmp
+  std::string shim_path;                // host path of airlock-gvisor-shim
+  std::string control_dir;              // host control directory -> /.airlock/ctl
+  ResourceLimits limits;
+};
+
+// The config.json document. ExecutionRejected when a path is not absolute
+// or contains "..", or a limit is not positive.
+Result<nlohmann::json> makeConfig(const BundleInputs& in);
+
+// Creates (idempotently) the shared rootfs directory at `dir`: mount points
+// for everything above, the symlinks /bin, /sbin, /lib* mirrored from the
+// host's, and the generated /etc files. ExecutionUnavailable on a failed
+// syscall.
+Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
+                           const std::vector<std::string>& image_etc);
+
+// The generated /etc files as (path under /etc, contents).
+std::vector<std::pair<std::string, std::string>> generatedEtcFiles();
+
+}  // namespace airlock::oci

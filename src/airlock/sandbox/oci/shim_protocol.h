@@ -1,0 +1,59 @@
+// The stream between the gVisor adapter (host) and airlock-gvisor-shim (in
+// the sandbox), over the per-sandbox UNIX socket that runsc's
+// --host-uds=open lets the shim connect to.
+//
+// shim -> host: fixed 16-byte records {u32 type, u32 zero, i64 value},
+// little-endian (host and sandbox share the CPU). The host treats them as
+// untrusted bytes: decodeShimRecords never throws and refuses unknown types
+// and non-zero padding, after which the host stops reading the stream.
+// host -> shim: per command, one request (u32 length, then NUL-separated
+// fields: process limit, working directory, argc, argv..., envc, env...)
+// carrying the command's stdin, stdout and stderr as SCM_RIGHTS; then
+// exactly one byte, kStopByte: "end the command now" (kill every process of
+// the command and report kDone), sent at the end whether or not kDone came
+// first.
+//
+// A command's life on the stream: kStarted(pid inside the sandbox) or
+// kStartFailed(errno of fork); then kMainExited(wait status) when the main
+// process exits; kPidsLimit(process count) whenever the shim sees the
+// command at its process limit; finally kDone(cpu microseconds of the
+// command's reaped processes) after every process of the command is gone.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace airlock::oci {
+
+enum class ShimRecordType : std::uint32_t {
+  kStarted = 1,
+  kStartFailed = 2,
+  kMainExited = 3,
+  kPidsLimit = 4,
+  kDone = 5,
+};
+
+struct ShimRecord {
+  ShimRecordType type;
+  std::int64_t value = 0;
+  bool operator==(const ShimRecord&) const = default;
+};
+
+inline constexpr std::size_t kShimRecordBytes = 16;
+inline constexpr char kStopByte = 'S';
+
+// Encodes one record (exactly kShimRecordBytes bytes).
+void encodeShimRecord(const ShimRecord& record, char out[kShimRecordBytes]) noexcept;
+
+struct ShimDecode {
+  std::vector<ShimRecord> records;  // complete, valid records in order
+  std::size_t consumed = 0;         // bytes of `input` they used
+  bool malformed = false;           // a record with an unknown type or padding
+};
+// Decodes as many whole records as `input` holds; stops at the first
+// malformed one (consumed then points at it) or at a partial tail.
+ShimDecode decodeShimRecords(std::string_view input) noexcept;
+
+}  // namespace airlock::oci

@@ -1,0 +1,60 @@
+// Shared set-up for tests that run the real gvisor mechanism: a private
+// state directory per test (short, so the control socket's path fits), a
+// spec with the tier-2 environment, and a skip with the reason where runsc,
+// root or the shim is missing.
+#pragma once
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "airlock/core/environment_tiers.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/oci/gvisor_environment.h"
+
+namespace airlock::testing {
+
+class GvisorStateDir {
+ public:
+  GvisorStateDir() {
+    char tmpl[] = "/tmp/airlock-gv-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~GvisorStateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline gvisor::GvisorEnvironmentOptions gvisorOptions(const std::string& state_dir) {
+  gvisor::GvisorEnvironmentOptions o;
+  o.state_dir = state_dir;
+  return o;
+}
+
+inline std::optional<std::string> gvisorUnavailableHere() {
+  return gvisor::gvisorUnavailable(gvisorOptions("/tmp"));
+}
+
+inline EnvironmentSpec gvisorSpec(const gvisor::GvisorEnvironmentOptions& options,
+                                  std::string tenant = "tenant-a") {
+  EnvironmentSpec spec;
+  spec.tenant_id = std::move(tenant);
+  spec.run_id = "run-1";
+  spec.lease_epoch = 1;
+  spec.image_digest = gvisor::gvisorImageDigest(options).value();
+  spec.limits = defaultLimits();
+  auto built = buildEnvironment(
+      std::vector<std::string>{}, [](std::string_view) { return std::optional<std::string>{}; },
+      ".", std::nullopt);
+  spec.environment = built.variables;
+  return spec;
+}
+
+}  // namespace airlock::testing
