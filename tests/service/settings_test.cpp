@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 namespace airlock::service {
@@ -141,6 +143,36 @@ TEST(Settings, TokenAuthNeedsAToken) {
   auto r = checkStartup(s);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().context.find("requires service_token"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace airlock::service
+
+namespace airlock::service {
+namespace {
+
+TEST(Settings, EgressPolicyIsLoadedAtStartAndAnAllowlistIsRefusedUntilTheProxyIsWired) {
+  char dir[] = "/tmp/airlock-settings-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string deny = std::string(dir) + "/deny.yaml", allow = std::string(dir) + "/allow.yaml",
+                    bad = std::string(dir) + "/bad.yaml";
+  std::ofstream(deny) << "egress:\n  mode: deny\n";
+  std::ofstream(allow) << "egress:\n  mode: allowlist\n  destinations:\n    - host: api.example.com\n      ports: [443]\n";
+  std::ofstream(bad) << "egress:\n  mode: allow\n";
+  Settings s;
+  s.egress_policy_path = deny;
+  EXPECT_TRUE(checkStartup(s));
+  s.egress_policy_path = allow;
+  auto refused = checkStartup(s);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().context.find("sandboxes have no network"), std::string::npos) << refused.error().context;
+  s.egress_policy_path = bad;
+  auto invalid = checkStartup(s);
+  ASSERT_FALSE(invalid);
+  EXPECT_EQ(invalid.error().context.rfind("egress_policy: ", 0), 0u) << invalid.error().context;
+  s.egress_policy_path = std::string(dir) + "/missing.yaml";
+  EXPECT_FALSE(checkStartup(s));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "airlock/core/encoding.h"
 #include "airlock/core/units.h"
+#include "airlock/egress/policy.h"
 
 namespace airlock::service {
 namespace {
@@ -333,6 +334,17 @@ Result<void> checkStartup(const Settings& s) {
           std::string(deploymentModeName(s.deployment_mode)) +
           "); untrusted code is not run under a development sandbox with real credentials"));
     }
+  }
+  if (!s.egress_policy_path.empty()) {
+    auto policy = egress::loadEgressPolicyFile(s.egress_policy_path);
+    if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));
+    // Fail closed and say so: an allowlist this build cannot enforce would
+    // look configured while every sandbox still has no network.
+    if ((*policy)->permitsAnything())
+      return tl::unexpected(configError(
+          "egress_policy " + quoteForMessage(s.egress_policy_path) +
+          " allows destinations, but this build does not yet route sandbox traffic through the egress proxy; "
+          "sandboxes have no network (use mode: deny or leave egress_policy unset)"));
   }
   if (s.auth_mode == AuthMode::kToken && s.service_token.empty())
     return tl::unexpected(configError("auth_mode=token requires service_token (or AIRLOCK_SERVICE_TOKEN)"));
