@@ -29,6 +29,18 @@ RunFlags fakeFlags(std::vector<std::string> argv) {
   return flags;
 }
 
+TEST(PlanRun, TheGvisorMechanismIsAccepted) {
+  RunFlags flags = fakeFlags({"true"});
+  flags.mechanism = "gvisor";
+  auto plan = planRun(flags, noHostEnv);
+  ASSERT_TRUE(plan.has_value()) << plan.error().message();
+  EXPECT_EQ(plan->mechanism, Mechanism::kGvisor);
+  flags.mechanism = "docker";
+  auto refused = planRun(flags, noHostEnv);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_NE(refused.error().context.find("linux, gvisor, fake"), std::string::npos) << refused.error().context;
+}
+
 TEST(PlanRun, DefaultsComeFromTheConfiguredLimits) {
   auto plan = planRun(fakeFlags({"true"}), noHostEnv);
   ASSERT_TRUE(plan.has_value()) << plan.error().message();

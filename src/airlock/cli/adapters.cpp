@@ -4,6 +4,9 @@
 #if AIRLOCK_HAVE_LINUX_MECHANISM
 #include "airlock/sandbox/linux/linux_environment.h"
 #endif
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+#include "airlock/sandbox/oci/gvisor_environment.h"
+#endif
 
 namespace airlock::cli {
 
@@ -27,6 +30,19 @@ Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& 
                 "the linux mechanism is not built into this airlock; use the fake mechanism");
 #endif
   }
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+  if (mechanism == "gvisor") {
+    // Its own state directory: the two mechanisms' crash recovery must not
+    // see each other's lock files.
+    gvisor::GvisorEnvironmentOptions gvisor_options;
+    gvisor_options.state_dir = options.state_dir + "/gvisor";
+    auto digest = gvisor::gvisorImageDigest(gvisor_options);
+    if (!digest) return tl::unexpected(digest.error());
+    auto env = gvisor::createGvisorEnvironment(gvisor_options);
+    if (!env) return tl::unexpected(env.error());
+    return Adapter{std::move(*env), std::move(*digest)};
+  }
+#endif
   if (mechanism == "gvisor" || mechanism == "microvm")
     return fail(ErrorCode::kExecutionUnavailable,
                 "the " + std::string(mechanism) + " mechanism is not built into this airlock yet");

@@ -18,7 +18,7 @@ struct Adapter {
 };
 
 struct AdapterOptions {
-  std::string state_dir = "/run/airlock";  // linux: locks and crash recovery
+  std::string state_dir = "/run/airlock";  // linux: locks and crash recovery; gvisor: <state_dir>/gvisor
 };
 
 // "linux" or "fake" (and the mechanisms built in later). ExecutionUnavailable

@@ -8,6 +8,12 @@
 #if AIRLOCK_HAVE_LINUX_MECHANISM
 #include "airlock/sandbox/linux/linux_environment.h"
 #endif
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+#include <chrono>
+#include <filesystem>
+
+#include "airlock/sandbox/oci/gvisor_environment.h"
+#endif
 
 namespace airlock::cli {
 namespace {
@@ -49,6 +55,38 @@ std::string cgroupSummary(const linux_jail::CgroupFeatures& cg) {
   }
   return text;
 }
+
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+// The gvisor mechanism: is runsc installed, and does a sandbox actually run
+// `true` on this machine (a real probe: runsc's platforms fail in ways only
+// starting one shows, e.g. KVM hanging under a paravirtual host).
+std::string gvisorReport() {
+  std::string out = "airlock doctor: the gvisor mechanism on this machine\n";
+  gvisor::GvisorEnvironmentOptions options;
+  char tmpl[] = "/tmp/airlock-doctor-XXXXXX";
+  const char* dir = ::mkdtemp(tmpl);
+  if (dir != nullptr) options.state_dir = dir;
+  out += row("runsc", ::access(options.runsc_path.c_str(), X_OK) == 0 ? options.runsc_path : "not installed");
+  out += row("runsc platform", options.platform);
+  std::string verdict;
+  if (auto why = gvisor::gvisorUnavailable(options)) {
+    verdict = "result: the gvisor mechanism cannot run here (" + *why + ")\n";
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto probe = gvisor::probeGvisor(options);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    out += row("probe sandbox", probe ? "ran `true` in " + std::to_string(ms) + " ms (provision, execute, destroy)"
+                                      : "failed: " + probe.error().message());
+    verdict = probe ? "result: the gvisor mechanism can run here\n"
+                    : "result: the gvisor mechanism cannot run here\n";
+  }
+  if (dir != nullptr) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  return out + verdict;
+}
+#endif
 
 }  // namespace
 
@@ -97,6 +135,10 @@ int runDoctor() {
   linux_jail::LinuxEnvironmentOptions options;
   auto digest = linux_jail::computeImageDigest(options);
   report += "image: " + (digest ? *digest : "unavailable (" + digest.error().message() + ")") + "\n";
+#endif
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+  // Reported after the linux verdict; the exit status stays the linux one.
+  report += gvisorReport();
 #endif
   (void)sys::writeAll(STDOUT_FILENO, report.data(), report.size());
   return linux_jail::linuxMechanismBlockers(features).empty() ? 0 : 1;

@@ -1,6 +1,8 @@
 // `airlock doctor`: what this machine offers the linux mechanism, and for
-// each missing facility one line saying what will not work.
-// Exit status 0 when the linux mechanism can run here, 1 otherwise.
+// each missing facility one line saying what will not work; then whether
+// the gvisor mechanism can run here (runsc installed, and a probe sandbox
+// runs `true`). Exit status 0 when the linux mechanism can run here, 1
+// otherwise (the gvisor section does not change it).
 #pragma once
 
 #include <string>

@@ -1,12 +1,14 @@
-// The `airlock` command (DESIGN.md 1 and 3): `run`, `serve`, `doctor`, `version`.
+// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `doctor`, `version`.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 
+#include "airlock/cli/artifact_command.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/mcp_command.h"
 #include "airlock/cli/run_command.h"
 #include "airlock/cli/run_plan.h"
 #include "airlock/cli/serve_command.h"
@@ -35,6 +37,7 @@ Examples:
   airlock run -- python3 -c 'print(1)'
   airlock run --timeout 5s --memory 256M --copy-in ./src -- sh -c 'make test'
   airlock run --json -- ls -la
+  airlock run --export out.txt -- sh -c 'date > out.txt'   (then: airlock artifact list)
 )";
 
 int usageError(const std::string& message) {
@@ -111,7 +114,14 @@ int main(int argc, char** argv) {
                   "credentials are refused)")
       ->allow_extra_args(false)
       ->type_name("NAME");
-  run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default) or fake")
+  run->add_option("--export", flags.exports,
+                  "After the command, keep this workspace file as an artifact in the local store "
+                  "(repeatable; see airlock artifact)")
+      ->allow_extra_args(false)
+      ->type_name("PATH");
+  text("--state-dir", flags.state_dir, "DIR",
+       "Where the artifact store and the mechanism's state live (default /run/airlock)");
+  run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default), gvisor or fake")
       ->type_name("NAME");
   run->add_flag("--json", flags.json, "Print the ExecutionResult as JSON on stdout, nothing else");
   run->add_flag("-v,--verbose", flags.verbose,
@@ -120,6 +130,31 @@ int main(int argc, char** argv) {
                 "Send this process's stdin to the command (read to the end first)");
   run->add_option("command", flags.argv, "The command and its arguments, after --")
       ->type_name("ARGV");
+
+  // `airlock artifact list|get|rm` on the local store (cli/artifact_command.h).
+  std::string artifact_state_dir = cli::kDefaultStateDir;
+  std::string artifact_id;
+  std::optional<std::string> artifact_output;
+  bool artifact_json = false;
+  CLI::App* artifact =
+      app.add_subcommand("artifact", "List, fetch or delete the artifacts kept by airlock run --export.");
+  artifact->require_subcommand(1);
+  artifact->add_option("--state-dir", artifact_state_dir, "Where the artifact store lives (default /run/airlock)")
+      ->type_name("DIR");
+  CLI::App* artifact_list = artifact->add_subcommand("list", "One line per artifact: id, size, created, filename.");
+  artifact_list->add_flag("--json", artifact_json, "Print a JSON array of the artifacts' metadata");
+  CLI::App* artifact_get = artifact->add_subcommand(
+      "get", "Write an artifact's bytes to FILE, or to its original filename (made safe) here; never overwrites.");
+  artifact_get->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
+  artifact_get->add_option_function<std::string>(
+                  "-o,--output", [&artifact_output](const std::string& value) { artifact_output = value; },
+                  "The file to create")
+      ->type_name("FILE");
+  CLI::App* artifact_rm = artifact->add_subcommand("rm", "Delete an artifact and its metadata.");
+  artifact_rm->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
+  for (CLI::App* sub : {artifact_list, artifact_get, artifact_rm})
+    sub->add_option("--state-dir", artifact_state_dir, "Where the artifact store lives (default /run/airlock)")
+        ->type_name("DIR");
 
   app.add_subcommand("doctor",
                      "Report what this machine offers the linux mechanism; exit 1 if it "
@@ -132,6 +167,43 @@ int main(int argc, char** argv) {
            "--config", [&serve_config](const std::string& value) { serve_config = value; },
            "YAML settings file")
       ->type_name("FILE");
+
+  // `airlock mcp`: the model-facing tools over MCP (stdio) on one sandbox
+  // per session; the limit flags are `airlock run`'s (cli/mcp_command.h).
+  cli::McpFlags mcp_flags;
+  CLI::App* mcp = app.add_subcommand(
+      "mcp", "Serve the model-facing tools over MCP on stdin/stdout, on one sandbox per session.");
+  auto mcp_text = [&](const char* name, std::optional<std::string>& target, const char* type,
+                      const std::string& help) {
+    mcp->add_option_function<std::string>(
+           name, [&target](const std::string& value) { target = value; }, help)
+        ->type_name(type);
+  };
+  mcp_text("--memory", mcp_flags.run.memory, "SIZE", "Memory limit of the sandbox (as for run)");
+  mcp_text("--cpus", mcp_flags.run.cpus, "N", "CPUs (as for run)");
+  mcp_text("--pids", mcp_flags.run.pids, "N", "Maximum processes and threads (as for run)");
+  mcp_text("--disk", mcp_flags.run.disk, "SIZE", "Size of /workspace (as for run)");
+  mcp_text("--inodes", mcp_flags.run.inodes, "N", "Maximum files in /workspace (as for run)");
+  mcp_text("--timeout", mcp_flags.run.timeout, "DURATION",
+           "Wall-clock limit of each command (default " +
+               std::to_string(defaults.wall_clock_seconds) + "s; the model can only lower it)");
+  mcp_text("--max-output", mcp_flags.run.max_output, "SIZE",
+           "What the model sees of stdout and stderr together (default " +
+               formatSize(kDefaultMaximumOutputBytes) + "); the rest is exported");
+  mcp_text("--copy-in", mcp_flags.run.copy_in, "DIR|ARCHIVE",
+           "Seed /workspace of the session's sandbox from a directory or tar/zip archive");
+  mcp_text("--export-dir", mcp_flags.export_dir, "DIR",
+           "Where artifact.export writes files (DIR/<artifact_id>/<filename>)");
+  mcp->add_option("--env", mcp_flags.run.env_names,
+                  "Pass this variable from your environment through (repeatable; "
+                  "credentials are refused)")
+      ->allow_extra_args(false)
+      ->type_name("NAME");
+  mcp->add_option("--mechanism", mcp_flags.run.mechanism,
+                  "Sandbox mechanism: linux (default), gvisor or fake")
+      ->type_name("NAME");
+  mcp->add_flag("-v,--verbose", mcp_flags.run.verbose,
+                "Log the sandbox's lifecycle on stderr (stdout carries only MCP messages)");
 
   try {
     app.parse(argc, argv);
@@ -147,9 +219,9 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty()) {
       if (argc > 1 && argv[1][0] != '-') {
         return usageError(std::string("unknown command \"") + argv[1] +
-                          "\": use run, serve, doctor or version (see airlock --help)");
+                          "\": use run, artifact, serve, mcp, doctor or version (see airlock --help)");
       }
-      return usageError("a subcommand is required: run, serve, doctor or version (see airlock --help)");
+      return usageError("a subcommand is required: run, artifact, serve, mcp, doctor or version (see airlock --help)");
     }
     return usageError(e.what());
   }
@@ -159,7 +231,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.got_subcommand("doctor")) return cli::runDoctor();
+  if (app.got_subcommand("artifact")) {
+    if (artifact_state_dir.empty()) return usageError("--state-dir: the directory is empty");
+    if (artifact->got_subcommand("list")) return cli::runArtifactList(artifact_state_dir, artifact_json);
+    if (artifact->got_subcommand("get"))
+      return cli::runArtifactGet(artifact_state_dir, artifact_id, artifact_output);
+    return cli::runArtifactRm(artifact_state_dir, artifact_id);
+  }
   if (app.got_subcommand("serve")) return cli::executeServe(serve_config);
+  if (app.got_subcommand("mcp")) {
+    auto mcp_env = [](std::string_view name) -> std::optional<std::string> {
+      const char* value = std::getenv(std::string(name).c_str());
+      if (value == nullptr) return std::nullopt;
+      return std::string(value);
+    };
+    return cli::runMcp(mcp_flags, mcp_env, AIRLOCK_VERSION);
+  }
 
   auto host_env = [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());

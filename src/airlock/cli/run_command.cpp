@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <memory>
 
+#include "airlock/cli/artifact_command.h"
+#include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
@@ -88,13 +90,31 @@ int executeRun(RunPlan plan) {
   if (!token) return reportError(token.error());
   installCancelHandlers(*token);
 
-  auto adapter = createAdapter(plan.mechanism == Mechanism::kFake ? "fake" : "linux");
+  const char* mechanism_name = plan.mechanism == Mechanism::kFake     ? "fake"
+                               : plan.mechanism == Mechanism::kGvisor ? "gvisor"
+                                                                      : "linux";
+  // The artifact store is opened before any sandbox exists, so that a
+  // store that cannot open leaves nothing behind.
+  std::optional<LocalArtifactStore> store;
+  if (!plan.exports.empty()) {
+    auto opened = openLocalArtifactStore(plan.state_dir);
+    if (!opened) {
+      Error error = opened.error();
+      error.context = "--export: " + error.context;
+      return reportError(error);
+    }
+    store = std::move(*opened);
+  }
+
+  AdapterOptions adapter_options;
+  adapter_options.state_dir = plan.state_dir;
+  auto adapter = createAdapter(mechanism_name, adapter_options);
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = adapter->image_digest;
 
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(plan.mechanism == Mechanism::kFake ? "fake" : "linux") +
+    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanism_name) +
                                ", image " + adapter->image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
@@ -123,6 +143,21 @@ int executeRun(RunPlan plan) {
   };
   auto result = run();
 
+  // --export: while the sandbox still exists, after the command. A failed
+  // export is reported (after the result) and makes the status 125.
+  std::vector<std::pair<std::string, artifacts::ArtifactRef>> exported;
+  std::vector<Error> export_errors;
+  if (result && store) {
+    for (const auto& path : plan.exports) {
+      auto ref = exportWorkspacePath(env, *handle, *store->store, path);
+      if (ref) {
+        exported.emplace_back(path, std::move(*ref));
+      } else {
+        export_errors.push_back(ref.error());
+      }
+    }
+  }
+
   // The sandbox's processes were started with default dispositions; from
   // now on a closed stdout must be an error value, not a fatal signal that
   // would skip destroy.
@@ -131,14 +166,29 @@ int executeRun(RunPlan plan) {
   int status = kExitAirlockError;
   if (result) {
     if (plan.json) {
-      writeFd(STDOUT_FILENO, toJsonText(*result, 2) + "\n");
+      nlohmann::json object = *result;
+      if (store) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& [path, ref] : exported) {
+          list.push_back({{"path", path},
+                          {"artifact_id", ref.artifact_id.str()},
+                          {"sha256", ref.sha256},
+                          {"size_bytes", ref.size_bytes},
+                          {"media_type", ref.media_type}});
+        }
+        object["artifacts"] = std::move(list);
+      }
+      writeFd(STDOUT_FILENO,
+              object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else {
       writeFd(STDOUT_FILENO, result->stdout_data);
       writeFd(STDERR_FILENO, result->stderr_data);
       if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
       writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
+      for (const auto& [path, ref] : exported) writeFd(STDERR_FILENO, formatExportLine(ref, path));
     }
     status = exitStatusFor(*result);
+    for (const auto& error : export_errors) status = reportError(error);
   } else {
     status = reportError(result.error());
   }

@@ -89,9 +89,11 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     plan.mechanism = Mechanism::kLinux;
   } else if (flags.mechanism == "fake") {
     plan.mechanism = Mechanism::kFake;
+  } else if (flags.mechanism == "gvisor") {
+    plan.mechanism = Mechanism::kGvisor;
   } else {
     return fail(ErrorCode::kToolValidationError,
-                "--mechanism: \"" + flags.mechanism + "\" is not one of linux, fake");
+                "--mechanism: \"" + flags.mechanism + "\" is not one of linux, gvisor, fake");
   }
 
   ResourceLimits limits = defaultLimits();
@@ -186,6 +188,16 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
                       ": neither a directory nor a tar or zip archive");
     }
     plan.copy_in = *flags.copy_in;
+  }
+
+  for (const auto& path : flags.exports) {
+    if (path.empty()) return fail(ErrorCode::kToolValidationError, "--export: the path is empty");
+  }
+  plan.exports = flags.exports;
+  if (flags.state_dir) {
+    if (flags.state_dir->empty())
+      return fail(ErrorCode::kToolValidationError, "--state-dir: the directory is empty");
+    plan.state_dir = *flags.state_dir;
   }
 
   plan.command.argv = flags.argv;

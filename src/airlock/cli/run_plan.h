@@ -14,7 +14,7 @@
 
 namespace airlock::cli {
 
-enum class Mechanism { kLinux, kFake };
+enum class Mechanism { kLinux, kFake, kGvisor };
 
 // The flags of `airlock run` as typed; nullopt means "not given" (the
 // configured default applies).
@@ -28,6 +28,8 @@ struct RunFlags {
   std::optional<std::string> max_output;  // size: stdout+stderr cap
   std::optional<std::string> copy_in;     // host directory
   std::vector<std::string> env_names;     // tier-1 pass-through names
+  std::vector<std::string> exports;       // --export: workspace paths kept as artifacts
+  std::optional<std::string> state_dir;   // --state-dir: where the artifact store lives
   std::string mechanism = "linux";
   bool json = false;
   bool verbose = false;
@@ -40,6 +42,11 @@ struct RunPlan {
   EnvironmentSpec spec;      // image_digest is left for the chosen adapter
   ExecutionCommand command;  // stdin_data is left for the caller (--stdin)
   std::optional<std::string> copy_in;
+  // Workspace paths exported as artifacts after the command, before the
+  // sandbox is destroyed (cli/artifact_command.h); the store and the
+  // adapter's state live under state_dir.
+  std::vector<std::string> exports;
+  std::string state_dir = "/run/airlock";
   bool json = false;
   bool verbose = false;
   bool read_stdin = false;

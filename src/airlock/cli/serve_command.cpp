@@ -5,9 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "airlock/artifacts/filesystem_store.h"
-#include "airlock/artifacts/sqlite_repository.h"
 #include "airlock/cli/adapters.h"
+#include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/service/api.h"
@@ -73,23 +72,14 @@ int executeServe(const std::optional<std::string>& config_path) {
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;
   // what a crash left behind is cleaned up before serving.
-  const std::string store_dir = settings->state_dir + "/artifacts";
-  if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return refuse(Error{ErrorCode::kExecutionUnavailable, errno, "create " + store_dir});
-  auto repository = artifacts::SqliteArtifactRepository::open(store_dir + "/metadata.db");
-  if (!repository) return refuse(repository.error());
-  std::shared_ptr<artifacts::ArtifactRepository> shared_repository = std::move(*repository);
-  int store_fd = ::open(store_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (store_fd < 0) return refuse(Error{ErrorCode::kExecutionUnavailable, errno, "open " + store_dir});
   artifacts::FilesystemStoreOptions store_options;
   store_options.max_artifact_bytes = settings->artifacts.max_artifact_bytes;
   store_options.tenant_byte_cap = settings->artifacts.tenant_byte_cap;
-  auto store = artifacts::FilesystemArtifactStore::create(sys::UniqueFd(store_fd), shared_repository, store_options);
-  if (!store) return refuse(store.error());
-  if (auto recovered = (*store)->recover(); !recovered) return refuse(recovered.error());
+  auto local_store = openLocalArtifactStore(settings->state_dir, store_options);
+  if (!local_store) return refuse(local_store.error());
   service::ArtifactBackend backend;
-  backend.store = store->get();
-  backend.repository = shared_repository.get();
+  backend.store = local_store->store.get();
+  backend.repository = local_store->repository.get();
   backend.retention.retention = std::chrono::hours(24 * settings->artifacts.retention_days);
   backend.max_bytes = settings->artifacts.max_artifact_bytes;
   api.attachArtifacts(backend);

@@ -1,0 +1,238 @@
+#include "airlock/cli/mcp_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+
+#include "airlock/cli/adapters.h"
+#include "airlock/cli/exit_codes.h"
+#include "airlock/cli/summary.h"
+#include "airlock/core/ids.h"
+#include "airlock/gateway/mcp/mcp_session.h"
+#include "airlock/gateway/mcp/mcp_stdio.h"
+#include "airlock/gateway/tools/tool_registry.h"
+#include "airlock/sandbox/cancel_token.h"
+#include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
+#include "airlock/sys/unique_fd.h"
+#include "airlock/workspace/local_workspace.h"
+
+namespace airlock::cli {
+namespace {
+
+std::atomic<const CancelToken*> g_mcp_stop{nullptr};
+
+extern "C" void onMcpTerminationSignal(int /*signo*/) {
+  const int saved_errno = errno;
+  if (const CancelToken* token = g_mcp_stop.load()) token->cancel();
+  errno = saved_errno;
+}
+
+void installStopHandlers(const CancelToken& token) {
+  g_mcp_stop.store(&token);
+  struct sigaction action {};
+  action.sa_handler = onMcpTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+void logLine(const std::string& text) {
+  const std::string line = "airlock mcp: " + text + "\n";
+  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+}
+
+int reportError(const Error& error) {
+  const std::string line = formatErrorLine(error.message());
+  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+  return exitStatusFor(error);
+}
+
+// artifact.export for a local session: each artifact becomes
+// DIR/<artifact_id>/<filename>, written once (O_EXCL), never following a
+// symlink, with the filename reduced to a safe single component.
+class DirectoryExporter final : public gateway::ArtifactExporter {
+ public:
+  static Result<std::unique_ptr<DirectoryExporter>> open(const std::string& dir) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return failErrno(ErrorCode::kConfigurationError, "--export-dir " + dir, errno);
+    }
+    auto fd = sys::openAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!fd) {
+      Error error = fd.error();
+      error.code = ErrorCode::kConfigurationError;
+      error.context = "--export-dir " + dir;
+      return tl::unexpected(std::move(error));
+    }
+    return std::unique_ptr<DirectoryExporter>(new DirectoryExporter(std::move(*fd)));
+  }
+
+  Result<gateway::ExportedArtifact> create(const gateway::ToolScope& /*scope*/,
+                                           const gateway::ExportRequest& request) override {
+    gateway::ExportedArtifact ref;
+    ref.artifact_id = newUuidV7(
+        std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()));
+    ref.sha256 = sys::sha256Hex(request.bytes);
+    ref.size_bytes = static_cast<std::int64_t>(request.bytes.size());
+    ref.media_type = request.media_type;
+    if (::mkdirat(dir_.get(), ref.artifact_id.c_str(), 0700) != 0) {
+      return failErrno(ErrorCode::kExecutionUnavailable, "export: creating the artifact directory",
+                       errno);
+    }
+    auto sub = sys::openAt(dir_.get(), ref.artifact_id.c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (!sub) return tl::unexpected(sub.error());
+    const std::string name = safeName(request.filename);
+    auto file = sys::openAt(sub->get(), name.c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (!file) return tl::unexpected(file.error());
+    if (!sys::writeAll(file->get(), request.bytes.data(), request.bytes.size())) {
+      return failErrno(ErrorCode::kExecutionUnavailable, "export: writing " + name, errno);
+    }
+    return ref;
+  }
+
+ private:
+  explicit DirectoryExporter(sys::UniqueFd dir) : dir_(std::move(dir)) {}
+
+  // A name that is one harmless path component: ASCII letters, digits and
+  // "._-+ " kept, anything else '_', no leading dot.
+  static std::string safeName(std::string_view filename) {
+    std::string out;
+    for (char c : filename.substr(0, 200)) {
+      const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == '+' ||
+                        c == ' ';
+      out.push_back(keep ? c : '_');
+    }
+    if (out.empty()) out = "artifact";
+    if (out.front() == '.') out.front() = '_';
+    return out;
+  }
+
+  sys::UniqueFd dir_;
+};
+
+constexpr const char* kInstructions =
+    "These tools run commands in one Airlock sandbox that belongs to this session: a Linux "
+    "environment with hard limits, no network, and an empty /workspace. Files in the "
+    "workspace are temporary and disappear when the session ends; use artifact.export to "
+    "hand a file to the user. Commands are argument vectors, not shell strings.";
+
+}  // namespace
+
+int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string& version) {
+  // The limit flags mean what they mean for `airlock run`; planRun checks
+  // them (the command it needs is a placeholder, never run).
+  RunFlags run_flags = flags.run;
+  run_flags.argv = {"true"};
+  auto plan = planRun(run_flags, host_env);
+  if (!plan) return reportError(plan.error());
+  const bool verbose = flags.run.verbose;
+
+  std::unique_ptr<DirectoryExporter> exporter;
+  if (flags.export_dir) {
+    auto opened = DirectoryExporter::open(*flags.export_dir);
+    if (!opened) return reportError(opened.error());
+    exporter = std::move(*opened);
+  }
+
+  // A closed stdout must be an error value (the session ends and the
+  // sandbox is destroyed), not a fatal signal.
+  ::signal(SIGPIPE, SIG_IGN);
+  auto stop = CancelToken::create();
+  if (!stop) return reportError(stop.error());
+  installStopHandlers(*stop);
+
+  auto adapter = createAdapter(flags.run.mechanism);
+  if (!adapter) return reportError(adapter.error());
+  ExecutionEnvironment& env = *adapter->env;
+  plan->spec.image_digest = adapter->image_digest;
+
+  // Provision (and seed) one sandbox; used at start and when the current
+  // one has reached its lifetime limit.
+  auto provision = [&]() -> Result<EnvironmentHandle> {
+    auto handle = env.provision(plan->spec);
+    if (!handle) return handle;
+    if (plan->copy_in) {
+      auto seeded = [&]() -> Result<void> {
+        auto ws = env.workspace(*handle);
+        if (!ws) return tl::unexpected(ws.error());
+        struct stat st {};
+        const bool is_dir = ::stat(plan->copy_in->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+        return is_dir ? workspace::copyInDirectory(*plan->copy_in, **ws)
+                      : workspace::copyInArchive(*plan->copy_in, **ws);
+      }();
+      if (!seeded) {
+        (void)env.destroy(*handle);
+        Error error = seeded.error();
+        error.context = "--copy-in: " + error.context;
+        return tl::unexpected(std::move(error));
+      }
+    }
+    if (verbose) logLine("provisioned environment " + handle->environment_id);
+    return handle;
+  };
+
+  auto first = provision();
+  if (!first) return reportError(first.error());
+
+  gateway::ToolContext context;
+  context.tenant_id = plan->spec.tenant_id;
+  context.run_id = plan->spec.run_id;
+  context.environment = *first;
+  context.execution = &env;
+  context.artifacts = exporter.get();
+  context.cancel = &*stop;
+  context.spec_wall_clock = std::chrono::seconds(plan->spec.limits.wall_clock_seconds);
+
+  gateway::ToolOptions options;
+  options.max_output_bytes = plan->command.maximum_output_bytes;
+  const gateway::ToolRegistry registry = gateway::builtinTools(options);
+
+  std::optional<Error> replace_error;
+  auto before_call = [&](gateway::ToolContext& ctx) -> std::optional<std::string> {
+    const auto now =
+        std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    if (now < ctx.environment.expires_at) return std::nullopt;
+    (void)env.destroy(ctx.environment);
+    auto fresh = provision();
+    if (!fresh) {
+      // The call then fails against the destroyed handle, and says why.
+      return "the sandbox reached its lifetime limit and a new one could not be provisioned: " +
+             fresh.error().message();
+    }
+    ctx.environment = *fresh;
+    return std::string(
+        "note: the previous sandbox reached its lifetime limit and was destroyed; this call "
+        "runs in a fresh sandbox with an empty workspace");
+  };
+
+  gateway::mcp::Session session(
+      registry, context, gateway::mcp::ServerInfo{"airlock", version, kInstructions}, before_call);
+  auto ended = gateway::mcp::serveStdio(session, STDIN_FILENO, STDOUT_FILENO, stop->pollFd());
+  if (verbose && ended) {
+    logLine(*ended == gateway::mcp::StdioEnd::kStopped        ? "stopping on a signal"
+            : *ended == gateway::mcp::StdioEnd::kOutputClosed ? "stdout closed"
+                                                              : "end of input");
+  }
+
+  int status = 0;
+  if (!ended) status = reportError(ended.error());
+  if (auto destroyed = env.destroy(context.environment); !destroyed) {
+    Error error = destroyed.error();
+    error.context = "destroying the sandbox: " + error.context;
+    return reportError(error);
+  }
+  if (verbose) logLine("destroyed environment " + context.environment.environment_id);
+  return status;
+}
+
+}  // namespace airlock::cli

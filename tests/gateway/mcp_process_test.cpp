@@ -1,0 +1,260 @@
+// `airlock mcp --mechanism fake` as an MCP client launches it: a child
+// process spoken to over its stdin and stdout, one JSON-RPC message per
+// line, through a whole session (initialize, tools/list, tools/call of
+// run_command and the workspace tools, artifact.export, malformed lines),
+// and ended by EOF or by SIGTERM.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
+
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// Upper bound on waiting for one response; a hang fails instead of
+// blocking the suite. Not a synchronization delay: responses arrive at once.
+constexpr int kResponseTimeoutMs = 20000;
+
+class McpChild {
+ public:
+  explicit McpChild(std::vector<std::string> extra_args = {}) {
+    int in[2], out[2], err[2];
+    EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    std::vector<std::string> args = {AIRLOCK_BINARY, "mcp", "--mechanism", "fake", "-v"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    to_child_ = in[1];
+    from_child_ = out[0];
+    stderr_ = err[0];
+  }
+  ~McpChild() {
+    closeInput();
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(from_child_);
+    ::close(stderr_);
+  }
+
+  void sendLine(const std::string& line) {
+    const std::string data = line + "\n";
+    ASSERT_TRUE(airlock::sys::writeAll(to_child_, data.data(), data.size()));
+  }
+  void send(const json& message) { sendLine(message.dump()); }
+
+  // The next line the child writes on stdout, parsed; nullopt on EOF/timeout.
+  std::optional<json> receive() {
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return json::parse(line);
+      }
+      pollfd p{from_child_, POLLIN, 0};
+      if (::poll(&p, 1, kResponseTimeoutMs) <= 0) return std::nullopt;
+      char buf[65536];
+      const ssize_t n = airlock::sys::readSome(from_child_, buf, sizeof buf);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  json request(int id, const std::string& method, json params = json::object()) {
+    send(json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
+    auto response = receive();
+    EXPECT_TRUE(response.has_value()) << "no response to " << method;
+    if (!response) return json();
+    EXPECT_EQ(response->at("id"), id);
+    return *response;
+  }
+  json callTool(int id, const std::string& name, json arguments) {
+    const json r = request(id, "tools/call", {{"name", name}, {"arguments", std::move(arguments)}});
+    EXPECT_TRUE(r.contains("result")) << r.dump();
+    return r.value("result", json());
+  }
+
+  void closeInput() {
+    if (to_child_ >= 0) ::close(to_child_);
+    to_child_ = -1;
+  }
+  void signal(int signo) { ::kill(pid_, signo); }
+  // Exit status, or -1 when it did not exit normally.
+  int wait() {
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid_, &status, 0), pid_);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string stderrText() {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = airlock::sys::readSome(stderr_, buf, sizeof buf)) > 0) out.append(buf, n);
+    return out;
+  }
+  bool stdoutAtEof() {
+    if (!buffer_.empty()) return false;
+    char c;
+    return airlock::sys::readSome(from_child_, &c, 1) == 0;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  int stderr_ = -1;
+  std::string buffer_;
+};
+
+void initialize(McpChild& child) {
+  const json r = child.request(1, "initialize",
+                               {{"protocolVersion", "2025-06-18"},
+                                {"capabilities", json::object()},
+                                {"clientInfo", {{"name", "airlock-test"}, {"version", "1"}}}});
+  ASSERT_TRUE(r.contains("result")) << r.dump();
+  EXPECT_EQ(r.at("result").at("protocolVersion"), "2025-06-18");
+  EXPECT_EQ(r.at("result").at("serverInfo").at("name"), "airlock");
+  EXPECT_TRUE(r.at("result").at("capabilities").contains("tools"));
+  child.send(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
+}
+
+TEST(McpProcess, AWholeSessionOverStdio) {
+  const auto export_dir =
+      std::filesystem::path(::testing::TempDir()) / ("mcp-export-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(export_dir);
+  McpChild child({"--export-dir", export_dir.string()});
+  initialize(child);
+
+  // tools/list: the five tools, each with both schemas.
+  const json list = child.request(2, "tools/list");
+  std::vector<std::string> names;
+  for (const json& tool : list.at("result").at("tools")) {
+    names.push_back(tool.at("name"));
+    EXPECT_EQ(tool.at("inputSchema").at("type"), "object");
+    EXPECT_TRUE(tool.contains("outputSchema"));
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox.run_command", "workspace.read_text",
+                                                     "workspace.write_text", "workspace.list",
+                                                     "artifact.export"));
+
+  // run_command: the fake's echo.
+  json r = child.callTool(3, "sandbox.run_command", {{"command", {"echo", "hello", "world"}}});
+  EXPECT_EQ(r.at("isError"), false);
+  EXPECT_EQ(r.at("structuredContent").at("stdout"), "hello world\n");
+  EXPECT_EQ(r.at("structuredContent").at("exit_code"), 0);
+  EXPECT_EQ(r.at("content")[0].at("type"), "text");
+
+  // A validation failure is a tool result with isError, naming the argument.
+  r = child.callTool(4, "sandbox.run_command",
+                     {{"command", {"ls"}}, {"working_directory", "../../etc"}});
+  EXPECT_EQ(r.at("isError"), true);
+  EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("working_directory"));
+
+  // Workspace tools: write, list, read back.
+  r = child.callTool(5, "workspace.write_text", {{"path", "src/main.py"}, {"text", "print(1)\n"}});
+  EXPECT_EQ(r.at("isError"), false);
+  r = child.callTool(6, "workspace.list", json::object());
+  ASSERT_EQ(r.at("structuredContent").at("entries").size(), 1u);
+  EXPECT_EQ(r.at("structuredContent").at("entries")[0].at("name"), "src");
+  r = child.callTool(7, "workspace.read_text", {{"path", "src/main.py"}});
+  EXPECT_EQ(r.at("structuredContent").at("text"), "print(1)\n");
+  EXPECT_EQ(r.at("structuredContent").at("trust"), "INTERNAL_TOOL");
+
+  // The same workspace is seen by commands: cat with stdin is not
+  // available here, but a missing working directory is checked against it.
+  r = child.callTool(8, "sandbox.run_command",
+                     {{"command", {"true"}}, {"working_directory", "src"}});
+  EXPECT_EQ(r.at("isError"), false) << r.dump();
+
+  // artifact.export writes the exported bytes under --export-dir.
+  r = child.callTool(9, "artifact.export", {{"path", "src/main.py"}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
+  const std::string id = r.at("structuredContent").at("artifact_id");
+  EXPECT_EQ(r.at("structuredContent").at("sha256"), airlock::sys::sha256Hex("print(1)\n"));
+  std::ifstream exported(export_dir / id / "main.py");
+  std::string bytes((std::istreambuf_iterator<char>(exported)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, "print(1)\n");
+
+  // Malformed input gets JSON-RPC errors and the session goes on.
+  child.sendLine("this is not json");
+  auto parse_error = child.receive();
+  ASSERT_TRUE(parse_error);
+  EXPECT_EQ(parse_error->at("error").at("code"), -32700);
+  child.sendLine(R"([{"jsonrpc":"2.0","id":1,"method":"ping"}])");
+  auto batch = child.receive();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->at("error").at("code"), -32600);
+  EXPECT_EQ(child.request(10, "no/such/method").at("error").at("code"), -32601);
+  EXPECT_EQ(child.request(11, "tools/call", {{"name", "nope"}}).at("error").at("code"), -32602);
+  EXPECT_EQ(child.request(12, "ping").at("result"), json::object());
+
+  // EOF ends the session: the sandbox is destroyed and the exit status is 0.
+  child.closeInput();
+  EXPECT_TRUE(child.stdoutAtEof());
+  EXPECT_EQ(child.wait(), 0);
+  const std::string log = child.stderrText();
+  EXPECT_THAT(log, HasSubstr("provisioned environment"));
+  EXPECT_THAT(log, HasSubstr("destroyed environment"));
+  std::filesystem::remove_all(export_dir);
+}
+
+TEST(McpProcess, SigtermEndsTheSessionAndDestroysTheSandbox) {
+  McpChild child;
+  initialize(child);
+  EXPECT_EQ(child.request(2, "ping").at("result"), json::object());
+  child.signal(SIGTERM);
+  EXPECT_EQ(child.wait(), 0);
+  const std::string log = child.stderrText();
+  EXPECT_THAT(log, HasSubstr("stopping on a signal"));
+  EXPECT_THAT(log, HasSubstr("destroyed environment"));
+}
+
+TEST(McpProcess, WithoutAnExportDirExportSaysItIsNotConfigured) {
+  McpChild child;
+  initialize(child);
+  const json r = child.callTool(2, "artifact.export", {{"text", "x"}});
+  EXPECT_EQ(r.at("isError"), true);
+  EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("not available"));
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(McpProcess, BadFlagsFailBeforeAnySandboxExists) {
+  McpChild child({"--memory", "lots"});
+  EXPECT_EQ(child.wait(), 125);
+  EXPECT_THAT(child.stderrText(), HasSubstr("--memory"));
+}
+
+}  // namespace
