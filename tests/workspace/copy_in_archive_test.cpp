@@ -233,15 +233,21 @@ TEST_F(CopyInArchiveTest, B07_ArchiveSlipLinkAndSpecialMembersAreRefused) {
   expectRefused(Format::kTar, {Member::kFifo, "fifo", {}, {}}, "archive member \"fifo\" is a FIFO");
 
   // Backslashes: one ordinary name inside the workspace, nothing outside.
-  const std::string outside = dest_.path() + "/../x";
-  ASSERT_FALSE(std::filesystem::exists(outside));
-  auto ok = copyInArchive(build(Format::kTar, {file("..\\..\\x", "data")}), *ws_);
+  // The workspace is outer/ws, so "outside" is a directory only this test
+  // writes to: after the copy-in it still holds nothing but ws.
+  TempDir outer;
+  ASSERT_TRUE(testing::mkdirs(outer.fd(), "ws"));
+  auto nested = makeLocalWorkspace(
+      sys::UniqueFd(::openat(outer.fd(), "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), ::geteuid(), ::getegid());
+  auto ok = copyInArchive(build(Format::kTar, {file("..\\..\\x", "data")}), *nested);
   ASSERT_TRUE(ok.has_value()) << ok.error().message();
-  auto list = ws_->listdir(".");
+  auto list = nested->listdir(".");
   ASSERT_TRUE(list.has_value());
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].name, "..\\..\\x");
-  EXPECT_FALSE(std::filesystem::exists(outside));
+  std::vector<std::string> beside;
+  for (const auto& e : std::filesystem::directory_iterator(outer.path())) beside.push_back(e.path().filename());
+  EXPECT_EQ(beside, std::vector<std::string>{"ws"});
 }
 
 TEST_F(CopyInArchiveTest, RefusesAMemberBelowAFileMember) {
