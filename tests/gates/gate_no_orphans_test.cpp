@@ -85,9 +85,12 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
     while (seen.status != 200 && !returned && std::chrono::steady_clock::now() < deadline)
       seen = first.request("GET", "/v1/environments/" + ids[0] + "/files?path=started", "", kToken);
     if (seen.status != 200) {
+      const std::string log = first.log();
+      first.signalAndWait(SIGKILL);
       running.join();
+      { ServeProcess sweeper(serveEnv(state.path())); }  // leave nothing behind even on failure
       FAIL() << "the command never started; execute answered " << executed.status << " " << executed.body
-             << "\nservice log:\n" << first.log();
+             << "\nservice log:\n" << log;
     }
     EXPECT_FALSE(leftovers(state.path()).empty()) << "nothing to orphan: the test would pass vacuously";
     const int status = first.signalAndWait(SIGKILL);
