@@ -101,6 +101,7 @@ class ServeProcess {
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
     curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // several threads use the client at once
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
     struct curl_slist* headers = nullptr;
     if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());

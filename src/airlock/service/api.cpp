@@ -19,25 +19,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
 constexpr std::size_t kMaxIdBytes = 128;
 
-int statusFor(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kToolValidationError:
-    case ErrorCode::kWorkspaceEscape:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kExecutionRejected:
-    case ErrorCode::kSandboxEscapeSuspected:
-      return 409;
-    case ErrorCode::kArtifactIntegrityError:
-      return 422;
-    case ErrorCode::kExecutionUnavailable:
-      return 503;
-    case ErrorCode::kConfigurationError:
-      return 500;
-  }
-  return 500;
-}
 
 HttpResponse jsonResponse(int status, const json& body) {
   HttpResponse r;
@@ -199,12 +180,32 @@ int hexValue(char c) {
 
 }  // namespace
 
+int httpStatusFor(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::kToolValidationError:
+    case ErrorCode::kWorkspaceEscape:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kExecutionRejected:
+    case ErrorCode::kSandboxEscapeSuspected:
+      return 409;
+    case ErrorCode::kArtifactIntegrityError:
+      return 422;
+    case ErrorCode::kExecutionUnavailable:
+      return 503;
+    case ErrorCode::kConfigurationError:
+      return 500;
+  }
+  return 500;
+}
+
 HttpResponse errorResponse(int status, std::string_view code, std::string_view message) {
   return jsonResponse(status, json{{"error", {{"code", code}, {"message", message}}}});
 }
 
 HttpResponse errorResponse(const Error& error) {
-  return errorResponse(statusFor(error.code), errorCodeName(error.code), error.message());
+  return errorResponse(httpStatusFor(error.code), errorCodeName(error.code), error.message());
 }
 
 std::optional<std::string> queryParam(const std::string& query, const std::string& name) {

@@ -78,6 +78,11 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
 };
 
+// The HTTP status of an error code: 400 for the caller's input (validation,
+// containment), 404, 409 for a rejected or suspicious handle, 422 for an
+// integrity failure, 503 when the service cannot serve now, 500 otherwise.
+int httpStatusFor(ErrorCode code) noexcept;
+
 // The response for an Error: its HTTP status and JSON body.
 HttpResponse errorResponse(const Error& error);
 HttpResponse errorResponse(int status, std::string_view code, std::string_view message);

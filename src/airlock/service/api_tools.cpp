@@ -51,25 +51,6 @@ class StoreExporter final : public gateway::ArtifactExporter {
   std::function<Timestamp()> clock_;
 };
 
-int statusForFailure(const gateway::ToolFailure& f) {
-  switch (f.code) {
-    case ErrorCode::kToolValidationError:
-    case ErrorCode::kWorkspaceEscape:
-      return 400;
-    case ErrorCode::kNotFound:
-      return 404;
-    case ErrorCode::kExecutionRejected:
-    case ErrorCode::kSandboxEscapeSuspected:
-      return 409;
-    case ErrorCode::kArtifactIntegrityError:
-      return 422;
-    case ErrorCode::kExecutionUnavailable:
-      return 503;
-    case ErrorCode::kConfigurationError:
-      return 500;
-  }
-  return 500;
-}
 
 }  // namespace
 
@@ -121,7 +102,7 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
   if (!result) {
     json error = {{"code", errorCodeName(result.error().code)}, {"message", result.error().message}};
     if (!result.error().argument.empty()) error["argument"] = result.error().argument;
-    return jsonReply(statusForFailure(result.error()), json{{"error", error}});
+    return jsonReply(httpStatusFor(result.error().code), json{{"error", error}});
   }
   return jsonReply(200, json{{"result", *result}});
 }
