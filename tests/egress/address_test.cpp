@@ -108,10 +108,16 @@ const Block kV6Blocks[] = {
 
 void checkBlock(const Block& b, bool mapped_first_differs = false) {
   SCOPED_TRACE(b.name);
-  if (b.before) EXPECT_EQ(cls(b.before), b.before_class) << b.before;
+  if (b.before) {
+    EXPECT_EQ(cls(b.before), b.before_class) << b.before;
+  }
   EXPECT_EQ(cls(b.first), b.cls) << b.first;
-  if (!mapped_first_differs) EXPECT_EQ(cls(b.last), b.cls) << b.last;
-  if (b.after) EXPECT_EQ(cls(b.after), b.after_class) << b.after;
+  if (!mapped_first_differs) {
+    EXPECT_EQ(cls(b.last), b.cls) << b.last;
+  }
+  if (b.after) {
+    EXPECT_EQ(cls(b.after), b.after_class) << b.after;
+  }
 }
 
 TEST(AddressDenylist, EveryIpv4BlockAtBothBoundaries) {

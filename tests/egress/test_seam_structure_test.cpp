@@ -25,10 +25,12 @@ TEST(EgressTestSeam, OnlyTestsCanMintATestSinkToken) {
     ++files;
     const auto rel = std::filesystem::relative(entry.path(), src).string();
     const std::string text = slurp(entry.path());
-    if (rel != "airlock/egress/classifier.h")
+    if (rel != "airlock/egress/classifier.h") {
       EXPECT_EQ(text.find("makeTestSinkToken"), std::string::npos) << rel;
-    if (entry.path().filename() == "CMakeLists.txt")
+    }
+    if (entry.path().filename() == "CMakeLists.txt") {
       EXPECT_EQ(text.find("airlock_egress_testing"), std::string::npos) << rel;
+    }
   }
   EXPECT_GT(files, 10);
 }

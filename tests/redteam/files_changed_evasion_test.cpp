@@ -103,7 +103,7 @@ print(len(names))
   ASSERT_EQ(r.stdout_data, "12\n") << r.stderr_data;
   auto m = byPath(r);
   EXPECT_EQ(m.size(), 12u);
-  for (const std::string name : {std::string("a\nb"), std::string("a\rb"), std::string("\xff\xfe.txt"),
+  for (const std::string& name : {std::string("a\nb"), std::string("a\rb"), std::string("\xff\xfe.txt"),
                                  std::string("\xed\xa0\x80"), std::string("t\tab"), std::string("-rf"),
                                  std::string("   "), std::string("..data"), std::string("\\"),
                                  std::string(255, 'x'), std::string("\x1b[31mred")}) {

@@ -138,8 +138,9 @@ TEST_F(RedteamWorkspaceLinkTest, B05_ReadingAPlantedLinkReturnsNoHostBytes) {
   auto l = ws_->listdir(".");
   ASSERT_TRUE(l) << l.error().message();
   for (const auto& e : *l) {
-    if (e.name == "abs_file" || e.name == "rel_dir" || e.name == "loop")
+    if (e.name == "abs_file" || e.name == "rel_dir" || e.name == "loop") {
       EXPECT_EQ(e.type, WorkspaceEntry::Type::kSymlink) << e.name;
+    }
   }
 }
 

@@ -289,9 +289,11 @@ TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
   EXPECT_EQ(meta["filename"], "../../etc/passwd");
   EXPECT_EQ(meta["origin"], "UPLOAD");
   auto download = call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1");
-  for (const auto& [k, v] : download.headers)
-    if (k == "Content-Disposition")
+  for (const auto& [k, v] : download.headers) {
+    if (k == "Content-Disposition") {
       EXPECT_EQ(v, "attachment; filename=\"artifact\"; filename*=UTF-8''..%2F..%2Fetc%2Fpasswd");
+    }
+  }
   EXPECT_EQ(call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1").body,
             "uploaded");
   EXPECT_EQ(call("POST", "/v1/artifacts?filename=x", "y").status, 400) << "tenant_id is required";
