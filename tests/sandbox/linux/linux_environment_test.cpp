@@ -543,3 +543,23 @@ TEST(LinuxEnvironmentConcurrency, ConcurrentProvisionAndExecuteNeverHang) {
 
 }  // namespace
 }  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// The workspace view forwards openRoot (artifact export streams through it)
+// while the sandbox lives, and refuses once it is destroyed.
+TEST_F(LinuxEnvironmentTest, WorkspaceRootOpensWhileTheSandboxLivesOnly) {
+  auto ws = env_->workspace(handle_);
+  ASSERT_TRUE(ws) << ws.error().message();
+  auto root = (*ws)->openRoot();
+  ASSERT_TRUE(root) << root.error().message();
+  EXPECT_TRUE(root->valid());
+  ASSERT_TRUE(env_->destroy(handle_));
+  auto after = (*ws)->openRoot();
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code, ErrorCode::kExecutionRejected);
+}
+
+}  // namespace
+}  // namespace airlock::testing

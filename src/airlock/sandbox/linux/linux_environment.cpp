@@ -1,4 +1,5 @@
 #include "airlock/sandbox/linux/linux_environment.h"
+#include "airlock/sandbox/sandbox_workspace.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -178,44 +179,6 @@ struct Sandbox {
   std::vector<char> recv_buffer;
   std::vector<char*> arg_slots;
   std::vector<char*> env_slots;
-};
-
-// What workspace() hands out: a view that stops working when the sandbox is
-// destroyed. The sandbox owns the real handle (and with it the workspace
-// fd); this holds only a weak reference, so nothing here keeps a destroyed
-// workspace alive.
-class SandboxWorkspace final : public WorkspaceHandle {
- public:
-  SandboxWorkspace(std::weak_ptr<WorkspaceHandle> inner, std::string id)
-      : inner_(std::move(inner)), id_(std::move(id)) {}
-  Result<std::string> read(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.read(path); });
-  }
-  Result<void> write(const std::string& path, std::string_view data) override {
-    return with([&](WorkspaceHandle& w) { return w.write(path, data); });
-  }
-  Result<void> placeFile(const std::string& path, std::string_view data) override {
-    return with([&](WorkspaceHandle& w) { return w.placeFile(path, data); });
-  }
-  Result<void> mkdir(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.mkdir(path); });
-  }
-  Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.listdir(path); });
-  }
-  Result<WorkspaceProvenance> provenance(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.provenance(path); });
-  }
-
- private:
-  template <class F>
-  auto with(F&& f) -> decltype(f(std::declval<WorkspaceHandle&>())) {
-    auto live = inner_.lock();
-    if (!live) return fail(ErrorCode::kExecutionRejected, "environment " + id_ + " was destroyed");
-    return f(*live);
-  }
-  std::weak_ptr<WorkspaceHandle> inner_;
-  std::string id_;
 };
 
 class LinuxEnvironment final : public ExecutionEnvironment {

@@ -1,4 +1,5 @@
 #include "airlock/sandbox/oci/gvisor_environment.h"
+#include "airlock/sandbox/sandbox_workspace.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -123,40 +124,6 @@ struct Sandbox {
   workspace::Snapshot last_snapshot;
   bool dead = false;
   std::mutex exec_mutex;
-};
-
-class SandboxWorkspace final : public WorkspaceHandle {
- public:
-  SandboxWorkspace(std::weak_ptr<WorkspaceHandle> inner, std::string id)
-      : inner_(std::move(inner)), id_(std::move(id)) {}
-  Result<std::string> read(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.read(path); });
-  }
-  Result<void> write(const std::string& path, std::string_view data) override {
-    return with([&](WorkspaceHandle& w) { return w.write(path, data); });
-  }
-  Result<void> placeFile(const std::string& path, std::string_view data) override {
-    return with([&](WorkspaceHandle& w) { return w.placeFile(path, data); });
-  }
-  Result<void> mkdir(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.mkdir(path); });
-  }
-  Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.listdir(path); });
-  }
-  Result<WorkspaceProvenance> provenance(const std::string& path) override {
-    return with([&](WorkspaceHandle& w) { return w.provenance(path); });
-  }
-
- private:
-  template <class F>
-  auto with(F&& f) -> decltype(f(std::declval<WorkspaceHandle&>())) {
-    auto live = inner_.lock();
-    if (!live) return fail(ErrorCode::kExecutionRejected, "environment " + id_ + " was destroyed");
-    return f(*live);
-  }
-  std::weak_ptr<WorkspaceHandle> inner_;
-  std::string id_;
 };
 
 // Starts argv with stdin /dev/null and stdout+stderr to out_fd, already a
