@@ -25,7 +25,7 @@ const HostEnv kCredentialHost = {
     {"AWS_SECRET_ACCESS_KEY", "AKIAsecret"},
     {"OPENAI_API_KEY", "sk-live"},
     {"AIRLOCK_SERVICE_TOKEN", "svc"},
-    {"HTTP_PROXY", "http://proxy:3128"},
+    {"PIP_INDEX_URL", "https://pypi.internal/simple"},
     {"TZ", "UTC"},
     {"HOME", "/root"},
     {"PATH", "/host/bin"},
@@ -100,7 +100,7 @@ TEST(EnvName, Syntax) {
 }
 
 TEST(ValidateTier1, AcceptsAValidList) {
-  const std::vector<std::string> names = {"HTTP_PROXY", "NO_PROXY", "TZ"};
+  const std::vector<std::string> names = {"PIP_INDEX_URL", "LC_ALL", "TZ"};
   EXPECT_EQ(validateTier1Names(names).value(), names);
   EXPECT_TRUE(validateTier1Names(std::vector<std::string>{}).value().empty());
 }
@@ -124,7 +124,7 @@ TEST(ValidateTier1, RejectsInvalidNames) {
 }
 
 TEST(ValidateTier1, RejectsDuplicates) {
-  const std::vector<std::string> names = {"TZ", "HTTP_PROXY", "TZ"};
+  const std::vector<std::string> names = {"TZ", "PIP_INDEX_URL", "TZ"};
   const auto r = validateTier1Names(names);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().context.find("#3 \"TZ\" is listed twice"), std::string::npos)
@@ -136,6 +136,17 @@ TEST(ValidateTier1, RejectsTier2Names) {
   const auto r = validateTier1Names(names);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().context.find("tier 2"), std::string::npos);
+}
+
+// Only the adapter sets the proxy variables, and only for a sandbox with
+// egress: the host's proxy URL (which may carry credentials) is never passed
+// through, in either spelling.
+TEST(ValidateTier1, RejectsProxyVariablesInEitherSpelling) {
+  for (const char* name : {"HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy", "Https_Proxy"}) {
+    const auto r = validateTier1Names(std::vector<std::string>{name});
+    ASSERT_FALSE(r.has_value()) << name;
+    EXPECT_NE(r.error().context.find("tier 2"), std::string::npos) << r.error().context;
+  }
 }
 
 TEST(BuildEnvironment, Tier2IsSynthesized) {
@@ -172,9 +183,9 @@ TEST(BuildEnvironment, BridgeVariablesArePresentOnlyWithABridge) {
 }
 
 TEST(BuildEnvironment, Tier1IsCopiedOnlyWhenSetOnTheHost) {
-  const auto built = buildEnvironment(std::vector<std::string>{"HTTP_PROXY", "NOT_SET_ANYWHERE"},
+  const auto built = buildEnvironment(std::vector<std::string>{"PIP_INDEX_URL", "NOT_SET_ANYWHERE"},
                                       lookupIn(kCredentialHost), ".", {});
-  EXPECT_EQ(built.variables.at("HTTP_PROXY"), "http://proxy:3128");
+  EXPECT_EQ(built.variables.at("PIP_INDEX_URL"), "https://pypi.internal/simple");
   EXPECT_EQ(built.variables.count("NOT_SET_ANYWHERE"), 0u);
   EXPECT_EQ(built.variables.count("TZ"), 0u);  // set on the host but not listed
   EXPECT_EQ(built.variables.count("DATABASE_URL"), 0u);
@@ -189,17 +200,17 @@ TEST(BuildEnvironment, UnreadableTier1ListMeansTier2AloneAndTheErrorIsReported) 
   ASSERT_TRUE(built.tier1_error.has_value());
   EXPECT_EQ(built.tier1_error->context, "cannot parse tier1 list");
   EXPECT_EQ(built.variables.size(), 5u);
-  EXPECT_EQ(built.variables.count("HTTP_PROXY"), 0u);
+  EXPECT_EQ(built.variables.count("PIP_INDEX_URL"), 0u);
   EXPECT_EQ(built.variables.at("PATH"), std::string(kImagePath));
 }
 
 TEST(BuildEnvironment, AnUnvalidatedListNamingTier0FailsClosed) {
-  const auto built = buildEnvironment(std::vector<std::string>{"HTTP_PROXY", "DATABASE_URL"},
+  const auto built = buildEnvironment(std::vector<std::string>{"PIP_INDEX_URL", "DATABASE_URL"},
                                       lookupIn(kCredentialHost), ".", {});
   ASSERT_TRUE(built.tier1_error.has_value());
   EXPECT_EQ(built.tier1_error->code, ErrorCode::kConfigurationError);
   EXPECT_EQ(built.variables.count("DATABASE_URL"), 0u);
-  EXPECT_EQ(built.variables.count("HTTP_PROXY"), 0u);  // tier 2 alone, not a partial list
+  EXPECT_EQ(built.variables.count("PIP_INDEX_URL"), 0u);  // tier 2 alone, not a partial list
   EXPECT_EQ(built.variables.size(), 5u);
 }
 

@@ -5,6 +5,7 @@
 #include "airlock/egress/proxy.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -441,6 +442,131 @@ TEST_F(ProxyTest, UnixListenerCarriesItsOwnIdentityAndPolicy) {
   EXPECT_FALSE(connectUnix(path).valid());
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
   proxy->closeListener(*deny_id);
+}
+
+// Sends `fds` in one packet on a handoff channel, as a sandbox's init does.
+bool sendFds(int channel, std::vector<int> fds) {
+  char byte = 'c';
+  iovec iov{&byte, 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(fds.size() * sizeof(int)));
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds.data(), fds.size() * sizeof(int));
+  return ::sendmsg(channel, &msg, MSG_NOSIGNAL) == 1;
+}
+
+// A connected loopback TCP pair: {client end, server end}, as a sandbox's
+// client and init's accepted socket would be.
+std::pair<UniqueFd, UniqueFd> tcpPair() {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(listener.get(), 1) != 0 ||
+      ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    return {};
+  UniqueFd client = connectTcp("127.0.0.1", ntohs(sa.sin_port));
+  UniqueFd server(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  return {std::move(client), std::move(server)};
+}
+
+TEST_F(ProxyTest, HandoffChannelServesPassedConnectionsAsItsSandbox) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd sandbox_end(pair[0]);
+  auto id = proxy->adoptHandoff(UniqueFd(pair[1]), ProxyIdentity{"env-h", "tenant-h", "run-h"},
+                                policy);
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+
+  // Junk first: a pipe, a listening socket, two sockets in one packet. Each
+  // is closed unused and decides nothing; the channel keeps working.
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  UniqueFd pipe_read(pipe_fds[0]), pipe_write(pipe_fds[1]);
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {pipe_read.get()}));
+  UniqueFd listening(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::listen(listening.get(), 1), 0);
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {listening.get()}));
+  auto [c1, s1] = tcpPair();
+  auto [c2, s2] = tcpPair();
+  ASSERT_TRUE(c1.valid() && s1.valid() && c2.valid() && s2.valid());
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {s1.get(), s2.get()}));
+  s1.reset();
+  s2.reset();
+  // The proxy closed its copies: the clients see end of file, no response.
+  EXPECT_EQ(readSome(c1.get()), 0);
+  EXPECT_EQ(readSome(c2.get()), 0);
+
+  // A real connection: tunnelled, and logged as the channel's sandbox.
+  auto [client, server] = tcpPair();
+  ASSERT_TRUE(client.valid() && server.valid());
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {server.get()}));
+  server.reset();
+  ASSERT_TRUE(sendAll(client.get(), connectTo(sinkTarget()) + "h"));
+  EXPECT_EQ(readHead(client.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  EXPECT_EQ(readExactly(client.get(), 1), "h");
+  auto [refused, refused_server] = tcpPair();
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {refused_server.get()}));
+  refused_server.reset();
+  ASSERT_TRUE(sendAll(refused.get(), connectTo("169.254.169.254:80")));
+  EXPECT_NE(readHead(refused.get()).find("X-Airlock-Egress-Reason: ip_literal"), std::string::npos);
+
+  const auto lines = log->waitFor(2);
+  ASSERT_EQ(lines.size(), 2u) << "junk fds must decide nothing";
+  EXPECT_EQ(lines[0]["environment"], "env-h");
+  EXPECT_EQ(lines[0]["tenant"], "tenant-h");
+  EXPECT_EQ(lines[0]["run"], "run-h");
+  EXPECT_EQ(lines[0]["reason"], "allowed");
+  EXPECT_EQ(lines[1]["reason"], "ip_literal");
+
+  // The sandbox going away (channel EOF) leaves its open tunnel working;
+  // closing the listener ends it.
+  sandbox_end.reset();
+  ASSERT_TRUE(sendAll(client.get(), "x"));
+  EXPECT_EQ(readExactly(client.get(), 1), "x");
+  proxy->closeListener(*id);
+  EXPECT_EQ(readSome(client.get()), 0);
+}
+
+TEST_F(ProxyTest, AdoptRefusesTheWrongKindOfSocket) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd other(pair[1]);
+  auto handoff = proxy->adoptHandoff(UniqueFd(pair[0]), who, policy);
+  ASSERT_FALSE(handoff.has_value());
+  EXPECT_EQ(handoff.error().code, ErrorCode::kConfigurationError);
+  auto listener_id = proxy->adoptListener(std::move(other), who, policy);  // not listening
+  ASSERT_FALSE(listener_id.has_value());
+  EXPECT_EQ(listener_id.error().code, ErrorCode::kConfigurationError);
+}
+
+TEST_F(ProxyTest, AdoptedUnixListenerServesItsSandbox) {
+  const std::string path = "/tmp/airlock-egress-adopt-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof sa.sun_path - 1);
+  ASSERT_EQ(::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(l.get(), 8), 0);
+  auto id = proxy->adoptListener(std::move(l), ProxyIdentity{"env-u", "t", "r"}, policy);
+  ASSERT_TRUE(id.has_value()) << id.error().message();
+  UniqueFd c = connectUnix(path);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget())));
+  EXPECT_EQ(readHead(c.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  EXPECT_EQ(log->waitFor(1)[0]["environment"], "env-u");
+  proxy->closeListener(*id);
+  EXPECT_EQ(readSome(c.get()), 0);
+  ::unlink(path.c_str());  // an adopted listener's path is its owner's to remove
 }
 
 TEST_F(ProxyTest, StopClosesEverythingAndIsIdempotent) {

@@ -154,15 +154,20 @@ class AirlockClient:
         lease_epoch: int = 0,
         limits: Optional[ResourceLimits | Mapping[str, int]] = None,
         environment: Optional[Mapping[str, str]] = None,
+        network: bool = False,
     ) -> EnvironmentHandle:
         """POST /v1/environments: a new sandbox for (tenant, run, epoch).
 
         ``limits``: a ResourceLimits or a dict of its fields (unset fields
         take the service's defaults). ``environment``: extra variables for
         commands; credential names are refused (ToolValidationError).
+        ``network``: reach the destinations of the service's egress policy
+        through its proxy; ExecutionRejectedError when the policy allows none.
         An epoch older than the run's current one is ExecutionRejectedError.
         """
         body: dict[str, Any] = {"tenant_id": tenant_id, "run_id": run_id, "lease_epoch": lease_epoch}
+        if network:
+            body["network"] = True
         if limits is not None:
             body["limits"] = limits.to_json() if isinstance(limits, ResourceLimits) else dict(limits)
         if environment is not None:
@@ -320,6 +325,7 @@ class AirlockClient:
         lease_epoch: int = 0,
         limits: Optional[ResourceLimits | Mapping[str, int]] = None,
         environment: Optional[Mapping[str, str]] = None,
+        network: bool = False,
     ) -> Iterator["Environment"]:
         """Provisions an environment and destroys it when the block ends,
         also when the block raises::
@@ -327,7 +333,7 @@ class AirlockClient:
             with client.environment("tenant-1", "run-1") as env:
                 print(env.execute(["python3", "-c", "print(1)"]).stdout_text)
         """
-        handle = self.provision(tenant_id, run_id, lease_epoch, limits, environment)
+        handle = self.provision(tenant_id, run_id, lease_epoch, limits, environment, network)
         try:
             yield Environment(self, handle)
         finally:

@@ -20,6 +20,7 @@ Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& 
 #if AIRLOCK_HAVE_LINUX_MECHANISM
     linux_jail::LinuxEnvironmentOptions linux_options;
     linux_options.state_dir = options.state_dir;
+    linux_options.egress_route = options.egress_route;
     auto digest = linux_jail::computeImageDigest(linux_options);
     if (!digest) return tl::unexpected(digest.error());
     auto env = linux_jail::createLinuxEnvironment(linux_options);

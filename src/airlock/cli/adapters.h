@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
 
 namespace airlock::cli {
@@ -19,6 +20,9 @@ struct Adapter {
 
 struct AdapterOptions {
   std::string state_dir = "/run/airlock";  // linux: locks and crash recovery; gvisor: <state_dir>/gvisor
+  // Where sandboxes with egress send their connections (cli/egress_runtime.h);
+  // null: such a sandbox is refused.
+  std::shared_ptr<EgressRoute> egress_route;
 };
 
 // "linux" or "fake" (and the mechanisms built in later). ExecutionUnavailable

@@ -121,6 +121,13 @@ int main(int argc, char** argv) {
       ->type_name("PATH");
   text("--state-dir", flags.state_dir, "DIR",
        "Where the artifact store and the mechanism's state live (default /run/airlock)");
+  run->add_flag("--network", flags.network,
+                "Let the command reach the destinations of --egress-policy through Airlock's "
+                "proxy (HTTPS_PROXY is set; nothing else is reachable)");
+  text("--egress-policy", flags.egress_policy, "FILE",
+       "The egress allowlist (YAML, docs/egress.md); without --network it is only checked");
+  text("--egress-log", flags.egress_log, "FILE",
+       "Append the proxy's decisions here, one JSON line each (default: stderr)");
   run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default), gvisor or fake")
       ->type_name("NAME");
   run->add_flag("--json", flags.json, "Print the ExecutionResult as JSON on stdout, nothing else");

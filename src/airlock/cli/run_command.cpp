@@ -1,6 +1,7 @@
 #include "airlock/cli/run_command.h"
 
 #include "airlock/cli/adapters.h"
+#include "airlock/cli/egress_runtime.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -106,8 +107,26 @@ int executeRun(RunPlan plan) {
     store = std::move(*opened);
   }
 
+  // The egress proxy, only for a sandbox with egress; declared before the
+  // adapter so that it outlives every sandbox attached to it.
+  EgressRuntime egress;
+  if (egressEnabled(plan.spec.egress)) {
+    auto started = startEgressRuntime(plan.egress_log);
+    if (!started) {
+      Error error = started.error();
+      error.context = "--egress-log: " + error.context;
+      return reportError(error);
+    }
+    egress = std::move(*started);
+  } else if (auto touched = touchEgressLog(plan.egress_log); !touched) {
+    Error error = touched.error();
+    error.context = "--egress-log: " + error.context;
+    return reportError(error);
+  }
+
   AdapterOptions adapter_options;
   adapter_options.state_dir = plan.state_dir;
+  adapter_options.egress_route = egress.route;
   auto adapter = createAdapter(mechanism_name, adapter_options);
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;

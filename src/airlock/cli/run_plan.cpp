@@ -12,6 +12,7 @@
 #include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/units.h"
+#include "airlock/egress/policy.h"
 
 namespace airlock::cli {
 namespace {
@@ -212,7 +213,36 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   plan.spec.run_id = newUuidV7(now);
   plan.spec.lease_epoch = 1;
   plan.spec.limits = limits;
+  // Egress needs two yeses (spec 000): this call's --network and the
+  // operator's allowlist. Either alone means no network.
   plan.spec.egress = EgressPolicy{};  // deny: no network
+  std::shared_ptr<const egress::Policy> policy;
+  if (flags.egress_policy) {
+    auto loaded = egress::loadEgressPolicyFile(*flags.egress_policy);
+    if (!loaded) {
+      Error error = loaded.error();
+      error.context = "--egress-policy: " + error.context;
+      return tl::unexpected(std::move(error));
+    }
+    policy = std::move(*loaded);
+  }
+  if (flags.network) {
+    if (!policy)
+      return fail(ErrorCode::kToolValidationError,
+                  "--network: needs --egress-policy FILE, the allowlist of destinations "
+                  "(see docs/egress.md); without one there is no network to enable");
+    if (!policy->permitsAnything())
+      return fail(ErrorCode::kToolValidationError,
+                  "--network: the egress policy " + *flags.egress_policy +
+                      " allows no destination (it needs mode: allowlist and at least one "
+                      "destination)");
+    plan.spec.egress = policy->toValue();
+  }
+  if (flags.egress_log) {
+    if (flags.egress_log->empty())
+      return fail(ErrorCode::kToolValidationError, "--egress-log: the path is empty");
+    plan.egress_log = *flags.egress_log;
+  }
   plan.spec.environment = std::move(built.variables);
   return plan;
 }

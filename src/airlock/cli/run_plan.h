@@ -30,6 +30,11 @@ struct RunFlags {
   std::vector<std::string> env_names;     // tier-1 pass-through names
   std::vector<std::string> exports;       // --export: workspace paths kept as artifacts
   std::optional<std::string> state_dir;   // --state-dir: where the artifact store lives
+  // Egress (docs/egress.md): --network is the call's yes, --egress-policy
+  // the operator's allowlist; both are needed. --egress-log: decision lines.
+  bool network = false;
+  std::optional<std::string> egress_policy;
+  std::optional<std::string> egress_log;
   std::string mechanism = "linux";
   bool json = false;
   bool verbose = false;
@@ -47,6 +52,9 @@ struct RunPlan {
   // adapter's state live under state_dir.
   std::vector<std::string> exports;
   std::string state_dir = "/run/airlock";
+  // Where the proxy's decision lines go when it runs (empty: stderr); with
+  // no egress the file is still created, and stays empty.
+  std::string egress_log;
   bool json = false;
   bool verbose = false;
   bool read_stdin = false;

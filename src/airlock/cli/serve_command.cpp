@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "airlock/cli/adapters.h"
+#include "airlock/cli/egress_runtime.h"
+#include "airlock/egress/policy.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
@@ -63,12 +65,31 @@ int executeServe(const std::optional<std::string>& config_path) {
     const std::string note = "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
     (void)sys::writeAll(STDERR_FILENO, note.data(), note.size());
   }
+  service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));
+  // Egress: the operator's policy (validated by checkStartup). The proxy
+  // runs only when the policy allows something; its decision lines go to
+  // stderr with the service's log, and its refusals to the metrics. It is
+  // declared before the adapter so that it outlives every sandbox.
+  EgressPolicy operator_egress;
+  EgressRuntime egress;
+  if (!settings->egress_policy_path.empty()) {
+    auto policy = egress::loadEgressPolicyFile(settings->egress_policy_path);
+    if (!policy) return refuse(policy.error());
+    operator_egress = (*policy)->toValue();
+  }
+  if (egressEnabled(operator_egress)) {
+    auto started = startEgressRuntime(
+        "", [&metrics](std::string_view reason) { metrics.egressRefused(std::string(reason)); });
+    if (!started) return refuse(started.error());
+    egress = std::move(*started);
+  }
   AdapterOptions options;
   options.state_dir = settings->state_dir;
+  options.egress_route = egress.route;
   auto adapter = createAdapter(service::mechanismName(settings->sandbox), options);
   if (!adapter) return refuse(adapter.error());
-  service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));
   service::Api api(*settings, *adapter->env, adapter->image_digest, metrics);
+  api.allowEgress(operator_egress);
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;
   // what a crash left behind is cleaned up before serving.

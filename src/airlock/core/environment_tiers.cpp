@@ -32,7 +32,10 @@ constexpr std::string_view kTier0[] = {
     "*_CONNECTION_STRING", "*_DSN"};
 
 constexpr std::string_view kTier2[] = {
-    "HOME", "PWD", "PATH", "TMPDIR", "LANG", kBridgeSocketVariable, kBridgeTokenVariable};
+    "HOME", "PWD", "PATH", "TMPDIR", "LANG", kBridgeSocketVariable, kBridgeTokenVariable,
+    // Set by the adapter only when the sandbox has egress (sandbox/egress_route.h);
+    // never copied from the host, whose proxy URL may carry credentials.
+    "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"};
 
 char upper(char c) noexcept {
   return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
@@ -76,9 +79,11 @@ std::span<const std::string_view> tier2Names() noexcept {
   return kTier2;
 }
 
+// Case-insensitive: "https_proxy" is as reserved as "HTTPS_PROXY" (tools
+// read both spellings).
 bool isTier2Name(std::string_view name) noexcept {
   for (const auto entry : kTier2) {
-    if (entry == name) return true;
+    if (equalsIgnoreCase(entry, name)) return true;
   }
   return false;
 }

@@ -10,6 +10,9 @@
 //   environment is tier 2 alone and the failure is reported (fail-closed).
 // * Tier 2: synthesized: HOME=/workspace, PWD, PATH (the image PATH),
 //   TMPDIR=/tmp, LANG=C.UTF-8, and the bridge socket/token when present.
+//   HTTPS_PROXY, HTTP_PROXY, ALL_PROXY (and their lowercase spellings) are
+//   tier-2 names too: only the adapter sets them, and only for a sandbox
+//   with egress (sandbox/egress_route.h); NO_PROXY is reserved, never set.
 #pragma once
 
 #include <functional>

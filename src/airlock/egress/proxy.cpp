@@ -1,5 +1,6 @@
 #include "airlock/egress/proxy.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,16 +12,19 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "airlock/egress/request_head.h"
 
@@ -86,7 +90,8 @@ struct Listener {
   std::shared_ptr<const Policy> policy;
   std::unique_ptr<tcp::acceptor> tcp_acceptor;
   std::unique_ptr<unix_stream::acceptor> unix_acceptor;
-  std::string unix_path;
+  std::unique_ptr<asio::posix::stream_descriptor> handoff;  // adoptHandoff's channel
+  std::string unix_path;  // empty for an adopted listener: nothing to unlink
   std::uint16_t port = 0;
   bool closed = false;                                         // I/O thread only
   std::map<std::uint64_t, std::function<void()>> connections;  // I/O thread only
@@ -162,6 +167,38 @@ class ProxyImpl final : public EgressProxy {
     return start(std::move(l));
   }
 
+  Result<ListenerId> adoptListener(sys::UniqueFd listener, ProxyIdentity who,
+                                   std::shared_ptr<const Policy> policy) override {
+    if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
+    if (!isSocket(listener.get(), AF_UNIX, SOCK_STREAM, true))
+      return fail(ErrorCode::kConfigurationError, "adoptListener needs a listening UNIX stream socket");
+    auto l = std::make_shared<Listener>();
+    l->who = std::move(who);
+    l->policy = std::move(policy);
+    l->unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
+    boost::system::error_code ec;
+    l->unix_acceptor->assign(unix_stream(), listener.get(), ec);
+    if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt UNIX listener", ec.value());
+    (void)listener.release();
+    return start(std::move(l));
+  }
+
+  Result<ListenerId> adoptHandoff(sys::UniqueFd channel, ProxyIdentity who,
+                                  std::shared_ptr<const Policy> policy) override {
+    if (!policy) return fail(ErrorCode::kConfigurationError, "handoff channel needs a policy");
+    if (!isSocket(channel.get(), AF_UNIX, SOCK_SEQPACKET, false))
+      return fail(ErrorCode::kConfigurationError, "adoptHandoff needs a SOCK_SEQPACKET UNIX socket");
+    auto l = std::make_shared<Listener>();
+    l->who = std::move(who);
+    l->policy = std::move(policy);
+    l->handoff = std::make_unique<asio::posix::stream_descriptor>(ioc_);
+    boost::system::error_code ec;
+    l->handoff->assign(channel.get(), ec);
+    if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt handoff channel", ec.value());
+    (void)channel.release();
+    return start(std::move(l));
+  }
+
   std::uint16_t boundPort(ListenerId id) const override {
     std::lock_guard lock(mu_);
     auto it = listeners_.find(id);
@@ -209,8 +246,10 @@ class ProxyImpl final : public EgressProxy {
     }
     if (l->tcp_acceptor)
       asio::co_spawn(ioc_, acceptLoop(l, *l->tcp_acceptor), asio::detached);
-    else
+    else if (l->unix_acceptor)
       asio::co_spawn(ioc_, acceptLoop(l, *l->unix_acceptor), asio::detached);
+    else
+      asio::co_spawn(ioc_, handoffLoop(l), asio::detached);
     return l->id;
   }
 
@@ -232,8 +271,9 @@ class ProxyImpl final : public EgressProxy {
     if (l.tcp_acceptor) l.tcp_acceptor->close(ignored);
     if (l.unix_acceptor) {
       l.unix_acceptor->close(ignored);
-      ::unlink(l.unix_path.c_str());
+      if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
     }
+    if (l.handoff) l.handoff->close(ignored);
     const auto closers = l.connections;  // closing does not erase; the session does
     for (const auto& [id, close] : closers) close();
   }
@@ -256,6 +296,74 @@ class ProxyImpl final : public EgressProxy {
       }
       asio::co_spawn(ioc_, session(l, std::move(socket)), asio::detached);
     }
+  }
+
+  // Reads the handoff channel: one fd per packet. Only a connected TCP
+  // socket becomes a session; the sender is inside a sandbox and anything
+  // else it passes is closed unused.
+  asio::awaitable<void> handoffLoop(std::shared_ptr<Listener> l) {
+    for (;;) {
+      auto [ec] = co_await l->handoff->async_wait(asio::posix::descriptor_base::wait_read, kNoThrow);
+      if (l->closed || !l->handoff->is_open()) co_return;
+      if (ec) co_return;
+      for (;;) {
+        char byte = 0;
+        iovec iov{&byte, 1};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        const ssize_t n =
+            ::recvmsg(l->handoff->native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) co_return;  // end of file: the sandbox is gone; tunnels stay until closed
+        std::vector<int> fds;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+          if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+          const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+          for (std::size_t i = 0; i < count; ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            fds.push_back(fd);
+          }
+        }
+        const bool one = fds.size() == 1 && !(msg.msg_flags & MSG_CTRUNC);
+        int domain = 0;
+        if (one && isSocket(fds[0], AF_INET, SOCK_STREAM, false)) domain = AF_INET;
+        else if (one && isSocket(fds[0], AF_INET6, SOCK_STREAM, false)) domain = AF_INET6;
+        if (domain == 0) {
+          for (int fd : fds) ::close(fd);
+          continue;
+        }
+        tcp::socket socket(ioc_);
+        boost::system::error_code aec;
+        socket.assign(domain == AF_INET ? tcp::v4() : tcp::v6(), fds[0], aec);
+        if (aec) {
+          ::close(fds[0]);
+          continue;
+        }
+        socket.non_blocking(true, aec);
+        socket.set_option(tcp::no_delay(true), aec);
+        asio::co_spawn(ioc_, session(l, std::move(socket)), asio::detached);
+      }
+    }
+  }
+
+  // True when `fd` is a socket of this family and type, listening or not as
+  // asked.
+  static bool isSocket(int fd, int family, int type, bool listening) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &len) != 0 || value != family)
+      return false;
+    len = sizeof value;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &len) != 0 || value != type) return false;
+    len = sizeof value;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &len) != 0) return false;
+    return (value != 0) == listening;
   }
 
   void log(const Listener& l, const Decision& d, TunnelOutcome outcome,

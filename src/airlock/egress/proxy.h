@@ -17,8 +17,12 @@
 // Listeners. Each listener belongs to one sandbox: its ProxyIdentity and the
 // Policy it was provisioned with are fixed at listen time (a running sandbox
 // keeps its policy; the proxy has no admin interface on any listener).
-// listenUnix is the production form (the per-sandbox socket bound into the
-// sandbox); listenTcp on a loopback address serves tests and benchmarks.
+// listenUnix and adoptListener serve a per-sandbox UNIX socket bound into
+// the sandbox (an in-sandbox relay connects once per client connection);
+// adoptHandoff serves a per-sandbox handoff channel on which the sandbox's
+// init passes connections it accepted inside the sandbox, one fd per packet
+// (sandbox/egress_route.h); listenTcp on a loopback address serves tests and
+// benchmarks.
 // closeListener closes the socket and every tunnel opened through it.
 //
 // Threads: one I/O thread runs every socket; blocking resolution runs on a
@@ -40,6 +44,7 @@
 #include "airlock/egress/policy.h"
 #include "airlock/egress/proxy_log.h"
 #include "airlock/egress/resolver.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock::egress {
 
@@ -77,6 +82,20 @@ class EgressProxy {
   // Returns the id; boundPort() gives the port.
   virtual Result<ListenerId> listenTcp(const IpAddress& address, std::uint16_t port,
                                        ProxyIdentity who, std::shared_ptr<const Policy> policy) = 0;
+  // Serves an already listening UNIX stream socket (the adapter bound it
+  // where the sandbox can reach it). The proxy owns the fd from here on.
+  // ConfigurationError when it is not a listening stream socket.
+  virtual Result<ListenerId> adoptListener(sys::UniqueFd listener, ProxyIdentity who,
+                                           std::shared_ptr<const Policy> policy) = 0;
+  // Serves a handoff channel: a SOCK_SEQPACKET socket whose every packet
+  // carries one fd by SCM_RIGHTS. An fd that is a connected TCP stream
+  // socket becomes a client connection like an accepted one; anything else
+  // (a listener, a datagram socket, a file, several fds) is closed unused.
+  // The channel's end of file stops the reading, not the open tunnels;
+  // closeListener ends both. ConfigurationError when the fd is not a
+  // SOCK_SEQPACKET UNIX socket.
+  virtual Result<ListenerId> adoptHandoff(sys::UniqueFd channel, ProxyIdentity who,
+                                          std::shared_ptr<const Policy> policy) = 0;
   virtual std::uint16_t boundPort(ListenerId id) const = 0;
   // Stops accepting on `id` and closes its tunnels. Unknown ids are ignored.
   virtual void closeListener(ListenerId id) = 0;

@@ -1,5 +1,7 @@
 #include "airlock/service/api.h"
 
+#include "airlock/sandbox/egress_route.h"
+
 #include <openssl/crypto.h>
 
 #include <nlohmann/json.hpp>
@@ -365,6 +367,18 @@ HttpResponse Api::provision(const HttpRequest& request) {
   if (!limits) return errorResponse(limits.error());
   auto vars = environmentFrom(*body);
   if (!vars) return errorResponse(vars.error());
+  bool network = false;
+  if (auto it = body->find("network"); it != body->end() && !it->is_null()) {
+    if (!it->is_boolean()) return errorResponse(badRequest("network must be true or false"));
+    network = it->get<bool>();
+  }
+  // The call's yes alone is not enough: the operator's policy must allow
+  // something, or the sandbox would be provisioned without the network the
+  // caller asked for.
+  if (network && !egressEnabled(egress_))
+    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                               "network was requested, but this service's egress_policy allows no "
+                               "destination (an operator sets mode: allowlist with destinations)"});
   if (auto current = leases_.current(*run); current && *epoch < *current)
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
                                "lease_epoch " + std::to_string(*epoch) + " is older than run " + *run +
@@ -375,6 +389,7 @@ HttpResponse Api::provision(const HttpRequest& request) {
   spec.image_digest = image_digest_;
   spec.limits = *limits;
   spec.environment = std::move(*vars);
+  if (network) spec.egress = egress_;
 
   const auto started = Clock::now();
   auto handle = env_.provision(spec);

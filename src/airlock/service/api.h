@@ -154,6 +154,11 @@ class Api {
   Metrics& metrics() { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
+  // The operator's egress policy (the settings' egress_policy, compiled and
+  // validated at start). A provision with "network": true gets it as its
+  // EnvironmentSpec.egress when it allows something, and is refused when it
+  // does not (spec 000, "Egress needs two independent yeses"). Default: deny.
+  void allowEgress(EgressPolicy policy) { egress_ = std::move(policy); }
 
  private:
   HttpResponse route(const HttpRequest& request);
@@ -192,6 +197,7 @@ class Api {
   mutable std::mutex mu_;
   std::map<std::string, LiveEnvironment> live_;
   std::optional<ArtifactBackend> artifacts_;
+  EgressPolicy egress_;
   std::shared_ptr<const gateway::ToolRegistry> tools_;
 };
 

@@ -338,13 +338,6 @@ Result<void> checkStartup(const Settings& s) {
   if (!s.egress_policy_path.empty()) {
     auto policy = egress::loadEgressPolicyFile(s.egress_policy_path);
     if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));
-    // Fail closed and say so: an allowlist this build cannot enforce would
-    // look configured while every sandbox still has no network.
-    if ((*policy)->permitsAnything())
-      return tl::unexpected(configError(
-          "egress_policy " + quoteForMessage(s.egress_policy_path) +
-          " allows destinations, but this build does not yet route sandbox traffic through the egress proxy; "
-          "sandboxes have no network (use mode: deny or leave egress_policy unset)"));
   }
   if (s.auth_mode == AuthMode::kToken && s.service_token.empty())
     return tl::unexpected(configError("auth_mode=token requires service_token (or AIRLOCK_SERVICE_TOKEN)"));

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <grp.h>
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 
 extern char** environ;
@@ -150,6 +152,55 @@ const char* errnoText(int err) noexcept {
     case ETXTBSY: return "Text file busy";
     case EPERM: return "Operation not permitted";
     default: return "exec failed";
+  }
+}
+
+// --- egress: the loopback listener --------------------------------------------
+
+// 127.0.0.1:kEgressRelayPort in the sandbox's network namespace, bound
+// before any command runs (so no command can take the port first), without
+// SO_REUSEPORT (so none can share it). Returns the fd or -errno.
+int openEgressListener() noexcept {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(kEgressRelayPort);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+// Accepts every pending connection and passes each, unread, to the proxy.
+// A connection the channel cannot take right now (the proxy is behind, or
+// gone) is closed: the client sees a reset, and init never blocks here.
+void handOffConnections(int listener, int channel) noexcept {
+  for (;;) {
+    int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN: nothing left; EMFILE and others: try on the next wakeup
+    }
+    char byte = 'c';
+    iovec iov{&byte, 1};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &conn, sizeof conn);
+    while (::sendmsg(channel, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+    }
+    ::close(conn);
   }
 }
 
@@ -286,7 +337,7 @@ void closeIf(int fd) noexcept {
 
 // Serves requests until the control socket closes (the service is gone or
 // destroyed the sandbox): then init exits and the kernel kills the rest.
-[[noreturn]] void serve(const InitContext& ctx, int sigfd) noexcept {
+[[noreturn]] void serve(const InitContext& ctx, int sigfd, int egress_listener) noexcept {
   const int ctl = ctx.control_fd;
   // A command is active from kRun until init answers kEnd with kExited; its
   // main process may exit earlier (kMainExited) while what it started runs on.
@@ -295,11 +346,13 @@ void closeIf(int fd) noexcept {
   int main_status = 0;
   std::int64_t cpu_before = 0;
   for (;;) {
-    pollfd fds[2] = {{ctl, POLLIN, 0}, {sigfd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    // A negative fd is ignored by poll: no egress, no third entry.
+    pollfd fds[3] = {{ctl, POLLIN, 0}, {sigfd, POLLIN, 0}, {egress_listener, POLLIN, 0}};
+    if (::poll(fds, 3, -1) < 0) {
       if (errno == EINTR) continue;
       ::_exit(1);
     }
+    if (fds[2].revents & POLLIN) handOffConnections(egress_listener, ctx.egress_fd);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof si) == sizeof si) {
@@ -423,16 +476,22 @@ void locateInheritedStrings(InitContext& ctx) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_NAME, "airlock-init");
   // Init is a clone of the service: drop every fd it inherited except the
-  // control socket (another sandbox's socket or workspace must not be held
-  // here), leave the caller's session and terminal, and forget handlers.
-  if (ctl > 3) ::syscall(SYS_close_range, 3U, static_cast<unsigned>(ctl - 1), 0U);
-  ::syscall(SYS_close_range, static_cast<unsigned>(ctl + 1), ~0U, 0U);
+  // control socket and the egress channel (another sandbox's socket or
+  // workspace must not be held here), leave the caller's session and
+  // terminal, and forget handlers.
+  {
+    const int lo = ctx.egress_fd >= 0 && ctx.egress_fd < ctl ? ctx.egress_fd : ctl;
+    const int hi = ctx.egress_fd > ctl ? ctx.egress_fd : ctl;
+    if (lo > 3) ::syscall(SYS_close_range, 3U, static_cast<unsigned>(lo - 1), 0U);
+    if (hi > lo + 1) ::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1), 0U);
+    ::syscall(SYS_close_range, static_cast<unsigned>(hi + 1), ~0U, 0U);
+  }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
     ::dup2(devnull, 0);
     ::dup2(devnull, 1);
     ::dup2(devnull, 2);
-    if (devnull > 2 && devnull != ctl) ::close(devnull);
+    if (devnull > 2 && devnull != ctl && devnull != ctx.egress_fd) ::close(devnull);
   }
   ::setsid();
   resetSignalDispositions();
@@ -468,6 +527,13 @@ void locateInheritedStrings(InitContext& ctx) {
   int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) failSetup(ctl, -5, errno);
 
+  // After the plan: the loopback interface is up.
+  int egress_listener = -1;
+  if (ctx.egress_fd >= 0) {
+    egress_listener = openEgressListener();
+    if (egress_listener < 0) failSetup(ctl, -7, -egress_listener);
+  }
+
   int dirs[3];
   const char* names[3] = {"/workspace", "/tmp", "/dev/shm"};
   for (int i = 0; i < 3; ++i) {
@@ -476,7 +542,7 @@ void locateInheritedStrings(InitContext& ctx) {
   }
   sendHeader(ctl, MessageType::kReady, 0, 0, dirs, 3);
   for (int fd : dirs) ::close(fd);
-  serve(ctx, sigfd);
+  serve(ctx, sigfd, egress_listener);
 }
 
 }  // namespace airlock::linux_jail

@@ -5,6 +5,8 @@
 // with no capabilities, no_new_privs and the seccomp filter, exec. When the
 // command exits, init kills and reaps every other process in the namespace
 // before reporting, so nothing outlives a command (bug-log B39, B43).
+// A sandbox with egress also has init's loopback listener, whose accepted
+// connections init hands to the service unread (see egress_fd).
 //
 // Everything init touches is prepared by the service before clone; init
 // itself never allocates, locks or logs (CONVENTIONS.md 6).
@@ -23,6 +25,12 @@ namespace airlock::linux_jail {
 struct InitContext {
   const std::vector<SetupStep>* plan = nullptr;
   int control_fd = -1;                 // init's end of the control socketpair
+  // Init's end of the egress handoff socketpair (SOCK_SEQPACKET), or -1 for
+  // a sandbox without egress. With it, init listens on
+  // 127.0.0.1:kEgressRelayPort inside the sandbox and passes every accepted
+  // connection through it (one fd per packet) to the egress proxy
+  // (sandbox/egress_route.h). Without it there is no listener.
+  int egress_fd = -1;
   const sock_fprog* seccomp = nullptr;  // applied to every command
   uid_t sandbox_uid = 1000;
   gid_t sandbox_gid = 1000;

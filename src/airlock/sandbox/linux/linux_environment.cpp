@@ -170,6 +170,10 @@ struct Sandbox {
   UniqueFd workspace_fd;
   UniqueFd tmp_fd;  // /tmp and /dev/shm, watched for DISK
   UniqueFd shm_fd;
+  // Egress (egress_route.h): init's end of the handoff channel until init
+  // holds it, then the attachment that serves the service end.
+  UniqueFd egress_child_end;
+  std::unique_ptr<EgressAttachment> egress;
   std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
   workspace::Snapshot last_snapshot;
   bool init_dead = false;
@@ -270,8 +274,9 @@ class LinuxEnvironment final : public ExecutionEnvironment {
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
   static const char* kEarly[] = {"", "become root in the user namespace", "drop supplementary groups",
                                  "become root in the user namespace", "create the cgroup namespace",
-                                 "watch for child exits", "open /workspace"};
-  if (step < 0 && -step < 7) return kEarly[-step];
+                                 "watch for child exits", "open /workspace",
+                                 "listen on 127.0.0.1:3128 for egress"};
+  if (step < 0 && -step < 8) return kEarly[-step];
   if (step >= 0 && static_cast<std::size_t>(step) < plan.size()) return plan[static_cast<std::size_t>(step)].description;
   return "setup step " + std::to_string(step);
 }
@@ -283,8 +288,10 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
                                                    " (this service runs " + image_digest_ + ")");
   if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  if (spec.egress.mode != EgressMode::kDeny)
-    return fail(ErrorCode::kExecutionRejected, "egress allowlist is not supported by this service yet");
+  const bool egress = egressEnabled(spec.egress);
+  if (egress && !options_.egress_route)
+    return fail(ErrorCode::kExecutionRejected,
+                "egress was requested, but this execution service has no egress proxy");
 
   auto sb = std::make_shared<Sandbox>();
   const Timestamp created = nowMs();
@@ -293,6 +300,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   sb->cgroup_name = cgroup_prefix_ + sb->handle.environment_id;
   sb->limits = spec.limits;
   sb->environment = spec.environment;
+  if (egress) addEgressProxyVariables(sb->environment);
 
   // Everything below is undone by teardown() on any failure.
   struct Guard {
@@ -346,7 +354,23 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   if (!plan) return tl::unexpected(plan.error());
   sb->plan = std::move(*plan);
 
+  UniqueFd egress_service_end;
+  if (egress) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "socketpair (egress)", errno);
+    egress_service_end.reset(pair[0]);
+    sb->egress_child_end.reset(pair[1]);
+  }
+
   if (auto r = startInit(*sb); !r) return tl::unexpected(r.error());
+
+  if (egress) {
+    auto attached = options_.egress_route->attachHandoff(sb->handle, spec.egress,
+                                                         std::move(egress_service_end));
+    if (!attached) return tl::unexpected(attached.error());
+    sb->egress = std::move(*attached);
+  }
 
   sb->workspace = workspace::makeLocalWorkspace(
       UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb->host_uid_base + kSandboxUid,
@@ -375,6 +399,7 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   InitContext ctx;
   ctx.plan = &sb.plan;
   ctx.control_fd = child_end.get();
+  ctx.egress_fd = sb.egress_child_end.valid() ? sb.egress_child_end.get() : -1;
   ctx.seccomp = &prog;
   ctx.sandbox_uid = kSandboxUid;
   ctx.sandbox_gid = kSandboxUid;
@@ -397,6 +422,7 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   sb.init_pid = static_cast<pid_t>(pid);
   sb.pidfd.reset(pidfd);
   child_end.reset();
+  sb.egress_child_end.reset();  // init holds it now
   sb.control = std::move(parent_end);
 
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -449,6 +475,8 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
     sb.pidfd.reset();
   }
   sb.control.reset();
+  sb.egress.reset();  // closes the channel and every tunnel opened through it
+  sb.egress_child_end.reset();
   sb.workspace.reset();
   sb.workspace_fd.reset();
   sb.tmp_fd.reset();

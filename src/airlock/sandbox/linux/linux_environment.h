@@ -6,7 +6,9 @@
 // pid, mount, net, ipc, uts and cgroup namespaces. Init builds a fresh root
 // from read-only binds of the image, mounts a tmpfs workspace at /workspace
 // (size= workspace_bytes, nr_inodes= inodes_max), pivots into it, and waits
-// for commands on a control socket. Commands run as uid 1000 inside the
+// for commands on a control socket. A sandbox with egress
+// (egress_route.h) also gets init's listener on 127.0.0.1:3128, whose
+// connections go to the egress proxy, and the proxy variables. Commands run as uid 1000 inside the
 // sandbox (an unprivileged host uid), with no capabilities, no_new_privs and
 // a seccomp filter. Destroy kills the pid namespace, removes the cgroup and
 // drops the workspace. Requires root (or CAP_SYS_ADMIN + CAP_SETUID).
@@ -20,6 +22,7 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
 
 namespace airlock::linux_jail {
@@ -36,6 +39,11 @@ struct LinuxEnvironmentOptions {
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
+  // Where the connections of sandboxes with egress go (the egress proxy).
+  // Null: a spec with egress enabled is refused (ExecutionRejected); a spec
+  // whose egress is deny, or allowlist with no destination, gets no network
+  // either way.
+  std::shared_ptr<EgressRoute> egress_route;
 };
 
 // Creates the adapter: detects the cgroup version, computes the image digest,

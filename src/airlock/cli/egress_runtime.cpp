@@ -1,0 +1,90 @@
+#include "airlock/cli/egress_runtime.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "airlock/egress/classifier.h"
+#include "airlock/egress/proxy.h"
+#include "airlock/egress/proxy_log.h"
+#include "airlock/egress/resolver.h"
+#include "airlock/egress/sandbox_route.h"
+#include "airlock/sys/unique_fd.h"
+
+namespace airlock::cli {
+namespace {
+
+Result<sys::UniqueFd> openLog(const std::string& log_path) {
+  sys::UniqueFd fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!fd.valid())
+    return failErrno(ErrorCode::kConfigurationError, "egress log " + log_path + ": cannot open",
+                     errno);
+  return fd;
+}
+
+// Writes each line, then tells the observer about refusals. The line is the
+// proxy's own JSON (proxy_log.h), so reading it back is exact.
+class ObservedLog final : public egress::DecisionLog {
+ public:
+  ObservedLog(int fd, RefusalObserver on_refusal) : out_(fd), on_refusal_(std::move(on_refusal)) {}
+  void write(std::string_view line) override {
+    out_.write(line);
+    if (!on_refusal_) return;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("verdict", "") == "deny" && j.contains("reason") &&
+        j["reason"].is_string())
+      on_refusal_(j["reason"].get<std::string>());
+  }
+
+ private:
+  egress::FdDecisionLog out_;
+  RefusalObserver on_refusal_;
+};
+
+// Owns, in order of destruction: the proxy (stopped first, so no line is
+// written after the log closes), then the log and its fd.
+struct Holder {
+  sys::UniqueFd log_fd;
+  std::shared_ptr<ObservedLog> log;
+  std::shared_ptr<egress::EgressProxy> proxy;
+  ~Holder() {
+    if (proxy) proxy->stop();
+  }
+};
+
+}  // namespace
+
+Result<void> touchEgressLog(const std::string& log_path) {
+  if (log_path.empty()) return {};
+  auto fd = openLog(log_path);
+  if (!fd) return tl::unexpected(fd.error());
+  return {};
+}
+
+Result<EgressRuntime> startEgressRuntime(const std::string& log_path, RefusalObserver on_refusal) {
+  auto holder = std::make_shared<Holder>();
+  int fd = STDERR_FILENO;
+  if (!log_path.empty()) {
+    auto opened = openLog(log_path);
+    if (!opened) return tl::unexpected(opened.error());
+    holder->log_fd = std::move(*opened);
+    fd = holder->log_fd.get();
+  }
+  holder->log = std::make_shared<ObservedLog>(fd, std::move(on_refusal));
+  egress::ProxyOptions options;
+  options.resolver = std::make_shared<egress::GetaddrinfoResolver>();
+  options.classifier = std::make_shared<const egress::AddressClassifier>(
+      std::make_shared<egress::InterfaceAddressSource>());
+  options.log = holder->log;
+  auto proxy = egress::EgressProxy::create(std::move(options));
+  if (!proxy) return tl::unexpected(proxy.error());
+  holder->proxy = std::shared_ptr<egress::EgressProxy>(std::move(*proxy));
+  EgressRuntime runtime;
+  runtime.route = std::make_shared<egress::ProxyEgressRoute>(holder->proxy);
+  runtime.keepalive = holder;
+  return runtime;
+}
+
+}  // namespace airlock::cli
