@@ -37,6 +37,7 @@ Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& 
     // see each other's lock files.
     gvisor::GvisorEnvironmentOptions gvisor_options;
     gvisor_options.state_dir = options.state_dir + "/gvisor";
+    gvisor_options.egress_route = options.egress_route;
     auto digest = gvisor::gvisorImageDigest(gvisor_options);
     if (!digest) return tl::unexpected(digest.error());
     auto env = gvisor::createGvisorEnvironment(gvisor_options);

@@ -109,6 +109,28 @@ TEST(OciConfig, ImageIsBoundReadOnlyAndWorkspaceReadWrite) {
   EXPECT_EQ(mountAt(*c, "/home"), nullptr);
 }
 
+TEST(OciConfig, EgressBindsItsDirectoryAndStartsTheRelayOnlyWhenGiven) {
+  auto without = makeConfig(inputs());
+  ASSERT_TRUE(without);
+  EXPECT_EQ(mountAt(*without, "/.airlock/egress"), nullptr);
+  EXPECT_EQ((*without)["process"]["args"], json::array({"/.airlock/shim", "init"}));
+
+  auto in = inputs();
+  in.egress_dir = "/state/sandboxes/x/egress";
+  auto with = makeConfig(in);
+  ASSERT_TRUE(with) << with.error().message();
+  const json* egress = mountAt(*with, "/.airlock/egress");
+  ASSERT_NE(egress, nullptr);
+  EXPECT_EQ((*egress)["source"], "/state/sandboxes/x/egress");
+  EXPECT_TRUE(hasOption(*egress, "nosuid"));
+  EXPECT_EQ((*with)["process"]["args"], json::array({"/.airlock/shim", "init", "egress"}));
+
+  in.egress_dir = "/state/../etc";
+  auto bad = makeConfig(in);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::kExecutionRejected);
+}
+
 TEST(OciConfig, NamespacesIncludeAnEmptyNetwork) {
   auto c = makeConfig(inputs());
   ASSERT_TRUE(c);
@@ -158,7 +180,8 @@ TEST(OciRootfs, PreparesMountPointsSymlinksAndGeneratedEtc) {
   // Twice: idempotent.
   ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ld.so.cache"}));
   struct stat st {};
-  for (const char* d : {"/usr", "/proc", "/dev", "/tmp", "/workspace", "/.airlock/ctl"}) {
+  for (const char* d :
+       {"/usr", "/proc", "/dev", "/tmp", "/workspace", "/.airlock/ctl", "/.airlock/egress"}) {
     ASSERT_EQ(::stat((dir + d).c_str(), &st), 0) << d;
     EXPECT_TRUE(S_ISDIR(st.st_mode)) << d;
   }

@@ -97,6 +97,27 @@ ResourceLimits hostLimits(const ResourceLimits& l) {
   return h;
 }
 
+// A listening UNIX stream socket at <dir>/<name> (close-on-exec,
+// non-blocking). A path longer than sun_path is bound through
+// /proc/self/fd/<dir fd>/<name>, so a deep state directory still works.
+Result<UniqueFd> listenUnixIn(const std::string& dir, const char* name, int backlog) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::string path = dir + "/" + name;
+  UniqueFd dir_fd;
+  if (path.size() + 1 > sizeof addr.sun_path) {
+    dir_fd.reset(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!dir_fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "open " + dir, errno);
+    path = "/proc/self/fd/" + std::to_string(dir_fd.get()) + "/" + name;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd.get(), backlog) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "listen on " + dir + "/" + name, errno);
+  return fd;
+}
+
 struct Child {
   pid_t pid = -1;
   UniqueFd pidfd;
@@ -117,6 +138,9 @@ struct Sandbox {
   std::string lock_path;
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
+  // Egress (egress_route.h): the proxy's hold on <dir>/egress/sock; null
+  // for a sandbox without egress.
+  std::unique_ptr<EgressAttachment> egress;
   std::string control_buffer;
   UniqueFd workspace_fd;
   UniqueFd tmp_fd;
@@ -369,9 +393,10 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
     return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
                                                    " (this service runs " + image_digest_ + ")");
   if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  if (spec.egress.mode != EgressMode::kDeny)
+  const bool egress = egressEnabled(spec.egress);
+  if (egress && !options_.egress_route)
     return fail(ErrorCode::kExecutionRejected,
-                "egress allowlist is not supported by this service yet");
+                "egress was requested, but this execution service has no egress proxy");
 
   auto sb = std::make_shared<Sandbox>();
   const Timestamp created = nowMs();
@@ -381,6 +406,7 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   const std::string& id = sb->handle.environment_id;
   sb->limits = spec.limits;
   sb->environment = spec.environment;
+  if (egress) addEgressProxyVariables(sb->environment);
   sb->dir = options_.state_dir + "/sandboxes/" + id;
   sb->container_id = "airlock-gv-" + id;
   sb->cgroup_name = cgroup_prefix_ + id;
@@ -437,20 +463,18 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
 
   // The control socket the shim connects to.
   {
-    const std::string path = sb->dir + "/ctl/" + oci::kControlSocketName;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() + 1 > sizeof addr.sun_path)
-      return fail(ErrorCode::kExecutionUnavailable,
-                  "the state directory's path is too long for a UNIX socket (" +
-                      std::to_string(path.size()) + " bytes; at most " +
-                      std::to_string(sizeof addr.sun_path - 1) + ")");
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    sb->listen_fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!sb->listen_fd.valid() ||
-        ::bind(sb->listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::listen(sb->listen_fd.get(), 1) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "listen on the control socket", errno);
+    auto listener = listenUnixIn(sb->dir + "/ctl", oci::kControlSocketName, 1);
+    if (!listener) return tl::unexpected(listener.error());
+    sb->listen_fd = std::move(*listener);
+  }
+  // The egress socket, only with egress: its directory is root's (0700),
+  // like the control directory, so only the shim (uid 0 inside) reaches it.
+  UniqueFd egress_listener;
+  if (egress) {
+    if (auto r = mkdirs(sb->dir + "/egress", 0700); !r) return tl::unexpected(r.error());
+    auto listener = listenUnixIn(sb->dir + "/egress", oci::kEgressSocketName, 128);
+    if (!listener) return tl::unexpected(listener.error());
+    egress_listener = std::move(*listener);
   }
 
   auto cg = cgroups_->create(sb->cgroup_name, hostLimits(spec.limits));
@@ -474,6 +498,7 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   in.tmp_dir = sb->dir + "/tmp";
   in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
   in.control_dir = sb->dir + "/ctl";
+  if (egress) in.egress_dir = sb->dir + "/egress";
   in.limits = spec.limits;
   auto config = oci::makeConfig(in);
   if (!config) return tl::unexpected(config.error());
@@ -483,6 +508,15 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd.valid() || !sys::writeAll(fd.get(), text.data(), text.size()))
       return failErrno(ErrorCode::kExecutionUnavailable, "write the OCI bundle", errno);
+  }
+
+  // Attached before the sandbox starts: a policy that does not compile
+  // refuses the provision without starting anything.
+  if (egress) {
+    auto attached =
+        options_.egress_route->attachListener(sb->handle, spec.egress, std::move(egress_listener));
+    if (!attached) return tl::unexpected(attached.error());
+    sb->egress = std::move(*attached);
   }
 
   if (auto r = start(*sb); !r) return tl::unexpected(r.error());
@@ -553,6 +587,7 @@ void GvisorEnvironment::eraseSandboxDir(const std::string& dir) {
 void GvisorEnvironment::teardown(Sandbox& sb) {
   sb.control.reset();
   sb.listen_fd.reset();
+  sb.egress.reset();
   // SIGKILL the sentry, gofer, stubs and runsc itself: the sandbox ends at
   // once. runsc is our child: reap it, so no zombie stays in the cgroup.
   if (sb.cgroup) (void)sb.cgroup->killAll();
@@ -600,6 +635,8 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
   // the sentry) happen on the teardown worker.
   sb->workspace.reset();
   sb->control.reset();
+  // The proxy stops accepting for this sandbox and closes its tunnels now.
+  sb->egress.reset();
   enqueueTeardown(std::move(sb));
   return {};
 }

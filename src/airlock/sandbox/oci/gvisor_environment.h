@@ -79,12 +79,23 @@
 // * OUTPUT_LIMIT: the host's pipe reader, at maximum_output_bytes.
 // * CANCELLED / SERVICE_SHUTDOWN: the cancel token / shutdown().
 //
-// Egress (issue 5) is not bound in yet. The per-sandbox UNIX socket relay
-// fits the same path as the control socket: the relay listens on a host
-// socket inside another 0755 host directory bound into the bundle (for
-// example /.airlock/egress), runsc's --host-uds=open lets the sandbox
-// connect to it, and the in-sandbox bridge forwards the command's proxy
-// traffic to it; --network=none stays, so the socket is the only way out.
+// Egress (sandbox/egress_route.h; DESIGN.md 5.5): only for a spec whose
+// egress is enabled (egressEnabled), and only with options.egress_route set
+// (otherwise such a spec is refused, ExecutionRejected). The adapter then
+// creates <state>/sandboxes/<id>/egress (0700 root) holding a listening UNIX
+// stream socket `sock`, binds the directory into the bundle at
+// /.airlock/egress, starts the shim as `init egress`, hands the listener to
+// egress_route->attachListener (the proxy accepts on it; the sandbox is
+// named by the socket) and adds the proxy variables (addEgressProxyVariables)
+// to the sandbox's environment. Inside, the shim listens on
+// 127.0.0.1:kEgressRelayPort before it connects to the control socket, so
+// before any command, and relays each connection to the egress socket
+// through runsc's --host-uds=open (gvisor_shim.cpp). --network=none stays:
+// gVisor's own loopback is the sandbox's only interface, and the egress
+// socket its only way out. A sandbox without egress has no directory, no
+// socket, no listener and no variables. destroy releases the attachment
+// (closing the listener and every tunnel opened through it) before it
+// returns; the directory goes with the sandbox directory.
 //
 // Known differences from the linux mechanism, in this gVisor build
 // (Debian runsc 0.0~20221219): statx with AT_NO_AUTOMOUNT fails with EINVAL,
@@ -104,6 +115,7 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
 
 namespace airlock::gvisor {
@@ -132,6 +144,11 @@ struct GvisorEnvironmentOptions {
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
+  // Where the connections of sandboxes with egress go (the egress proxy;
+  // attachListener). Null: a spec with egress enabled is refused
+  // (ExecutionRejected); a spec whose egress is deny, or allowlist with no
+  // destination, gets no network either way.
+  std::shared_ptr<EgressRoute> egress_route;
 };
 
 // Why this machine cannot run the mechanism (not root, runsc or the shim

@@ -27,12 +27,30 @@
 //               means "no process left"). When the socket closes (the host
 //               is gone) it kills the command and exits, which ends the
 //               sandbox.
+//   shim init egress
+//               the same, for a sandbox with egress (sandbox/egress_route.h):
+//               before it connects to the host (so before any command can
+//               run) it listens on 127.0.0.1:3128 (no SO_REUSEADDR or
+//               SO_REUSEPORT: no command can take or share the port), and a
+//               relay thread serves that listener: per accepted connection
+//               it connects to /.airlock/egress/sock (the host's egress
+//               socket, reached through --host-uds=open; 0700 root like the
+//               control directory) and copies bytes both ways through two
+//               bounded buffers, passing each end of file on as a half-close.
+//               The relay never reads or judges the bytes: the proxy behind
+//               the socket decides. Commands cannot stop it: it is a thread
+//               of pid 1 (uid 0; commands run as uid 1000), its fds are
+//               close-on-exec and each command keeps only fds 0-2, and the
+//               stop's kill(-1, SIGKILL) spares pid 1.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -47,9 +65,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
 
@@ -365,8 +386,202 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   }
 }
 
-[[noreturn]] void runInit() {
+// ---- egress relay ------------------------------------------------------------
+
+// At most this many relayed connections at once; more wait in the
+// listener's backlog. Each holds two kRelayBuffer buffers and a thread.
+constexpr int kMaxRelays = 64;
+constexpr std::size_t kRelayBuffer = 32 * 1024;
+constexpr std::size_t kRelayStack = 128 * 1024;
+
+pthread_mutex_t g_relay_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_relay_cv = PTHREAD_COND_INITIALIZER;
+int g_relays = 0;
+
+// 127.0.0.1:kEgressRelayPort, listening. -1 on failure (errno set).
+int listenEgress() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(airlock::kEgressRelayPort);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+int connectEgressSocket() {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path =
+      std::string(airlock::oci::kEgressDirInSandbox) + "/" + airlock::oci::kEgressSocketName;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int rc;
+  do {
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// One direction of a relayed connection: bytes read from `from` wait in
+// buf[off, len) until written to `to`.
+struct Half {
+  int from = -1;
+  int to = -1;
+  char* buf = nullptr;  // kRelayBuffer bytes
+  std::size_t off = 0;
+  std::size_t len = 0;
+  bool eof = false;   // `from` reached end of file
+  bool shut = false;  // and `to` was told (shutdown SHUT_WR)
+  bool wantsRead() const { return !eof && len < kRelayBuffer; }
+  bool wantsWrite() const { return off < len; }
+};
+
+// Reads what fits; false on a read error.
+bool fill(Half& h) {
+  ssize_t n = ::recv(h.from, h.buf + h.len, kRelayBuffer - h.len, MSG_DONTWAIT);
+  if (n > 0) {
+    h.len += static_cast<std::size_t>(n);
+    return true;
+  }
+  if (n == 0) {
+    h.eof = true;
+    return true;
+  }
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+// Writes what is buffered; false on a write error (the reader is gone).
+bool drain(Half& h) {
+  ssize_t n = ::send(h.to, h.buf + h.off, h.len - h.off, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n > 0) {
+    h.off += static_cast<std::size_t>(n);
+    if (h.off == h.len) h.off = h.len = 0;
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
+// Copies both ways until both ends have ended their sending (each end of
+// file passed on as a half-close): true. False when either side fails.
+// Memory: the two buffers, whatever the peers do.
+bool relayConnection(int client, int upstream, char* up_buf, char* down_buf) {
+  Half up, down;
+  up.from = client;
+  up.to = upstream;
+  up.buf = up_buf;
+  down.from = upstream;
+  down.to = client;
+  down.buf = down_buf;
+  for (;;) {
+    for (Half* h : {&up, &down}) {
+      if (h->eof && !h->wantsWrite() && !h->shut) {
+        ::shutdown(h->to, SHUT_WR);
+        h->shut = true;
+      }
+    }
+    if (up.shut && down.shut) return true;
+    pollfd p[2] = {{client, 0, 0}, {upstream, 0, 0}};
+    if (up.wantsRead()) p[0].events |= POLLIN;
+    if (down.wantsWrite()) p[0].events |= POLLOUT;
+    if (down.wantsRead()) p[1].events |= POLLIN;
+    if (up.wantsWrite()) p[1].events |= POLLOUT;
+    // An fd with nothing wanted is left out, so its hang-up cannot spin the
+    // loop; a wanted read or write on a hung-up fd reports it instead.
+    for (pollfd& q : p)
+      if (q.events == 0) q.fd = -1;
+    if (p[0].fd < 0 && p[1].fd < 0) return false;  // unreachable: nothing left to do
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    const short readable = POLLIN | POLLHUP | POLLERR;
+    const short writable = POLLOUT | POLLHUP | POLLERR;
+    if ((p[0].revents & readable) && up.wantsRead() && !fill(up)) return false;
+    if ((p[1].revents & readable) && down.wantsRead() && !fill(down)) return false;
+    if ((p[1].revents & writable) && up.wantsWrite() && !drain(up)) return false;
+    if ((p[0].revents & writable) && down.wantsWrite() && !drain(down)) return false;
+  }
+}
+
+void* relayThread(void* arg) {
+  const int client = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
+  bool clean = false;
+  std::unique_ptr<char[]> up_buf(new (std::nothrow) char[kRelayBuffer]);
+  std::unique_ptr<char[]> down_buf(new (std::nothrow) char[kRelayBuffer]);
+  const int upstream = up_buf && down_buf ? connectEgressSocket() : -1;
+  if (upstream >= 0) {
+    clean = relayConnection(client, upstream, up_buf.get(), down_buf.get());
+    ::close(upstream);
+  }
+  if (!clean) {
+    // The client sees a reset, not a clean end, when the relay failed.
+    const linger abort{1, 0};
+    ::setsockopt(client, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  }
+  ::close(client);
+  pthread_mutex_lock(&g_relay_mu);
+  --g_relays;
+  pthread_cond_signal(&g_relay_cv);
+  pthread_mutex_unlock(&g_relay_mu);
+  return nullptr;
+}
+
+// Accepts on the loopback listener for the sandbox's life; one thread per
+// connection, at most kMaxRelays at once.
+void* acceptThread(void* arg) {
+  const int listener = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, kRelayStack);
+  for (;;) {
+    pthread_mutex_lock(&g_relay_mu);
+    while (g_relays >= kMaxRelays) pthread_cond_wait(&g_relay_cv, &g_relay_mu);
+    pthread_mutex_unlock(&g_relay_mu);
+    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        ::poll(nullptr, 0, 10);  // out of resources: let a connection end first
+      continue;
+    }
+    pthread_mutex_lock(&g_relay_mu);
+    ++g_relays;
+    pthread_mutex_unlock(&g_relay_mu);
+    pthread_t t;
+    if (pthread_create(&t, &attr, relayThread,
+                       reinterpret_cast<void*>(static_cast<std::intptr_t>(client))) != 0) {
+      ::close(client);
+      pthread_mutex_lock(&g_relay_mu);
+      --g_relays;
+      pthread_mutex_unlock(&g_relay_mu);
+    }
+  }
+  return nullptr;
+}
+
+[[noreturn]] void runInit(bool egress) {
   ::signal(SIGPIPE, SIG_IGN);
+  // The egress port is held before the host hears from this shim, so
+  // before any command exists; a failure means the sandbox never starts.
+  const int egress_listener = egress ? listenEgress() : -1;
+  if (egress && egress_listener < 0) {
+    writeStr(2, "airlock: the sandbox's init cannot listen on 127.0.0.1:3128 for egress: ");
+    writeStr(2, std::strerror(errno));
+    writeStr(2, "\n");
+    ::_exit(125);
+  }
   int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -385,6 +600,20 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
   const int sigchld_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  // Started after SIGCHLD is blocked: the relay threads inherit the mask, so
+  // a command's exit always reaches the signalfd.
+  if (egress) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, kRelayStack);
+    pthread_t t;
+    if (pthread_create(&t, &attr, acceptThread,
+                       reinterpret_cast<void*>(static_cast<std::intptr_t>(egress_listener))) != 0) {
+      writeStr(2, "airlock: the sandbox's init cannot start the egress relay\n");
+      ::_exit(125);
+    }
+  }
   for (;;) {
     Request req;
     if (!readRequest(sock, req)) ::_exit(0);  // the host is gone (or spoke nonsense)
@@ -395,7 +624,10 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "init") == 0 && ::getpid() == 1) runInit();
-  writeStr(2, "usage: airlock-gvisor-shim init (as pid 1 of a gVisor sandbox only)\n");
+  if (::getpid() == 1 && argc >= 2 && std::strcmp(argv[1], "init") == 0) {
+    if (argc == 2) runInit(false);
+    if (argc == 3 && std::strcmp(argv[2], "egress") == 0) runInit(true);
+  }
+  writeStr(2, "usage: airlock-gvisor-shim init [egress] (as pid 1 of a gVisor sandbox only)\n");
   return 2;
 }

@@ -81,6 +81,9 @@ Result<json> makeConfig(const BundleInputs& in) {
     if (!cleanAbsolute(*p))
       return fail(ErrorCode::kExecutionRejected,
                   "bundle path \"" + *p + "\" is not a clean absolute path");
+  if (!in.egress_dir.empty() && !cleanAbsolute(in.egress_dir))
+    return fail(ErrorCode::kExecutionRejected,
+                "bundle path \"" + in.egress_dir + "\" is not a clean absolute path");
   for (const auto& v : {in.image_dirs, in.image_etc})
     for (const auto& p : v)
       if (!cleanAbsolute(p))
@@ -107,6 +110,11 @@ Result<json> makeConfig(const BundleInputs& in) {
   mounts.push_back(bindMount("/tmp", in.tmp_dir, false));
   mounts.push_back(bindMount(kShimPathInSandbox, in.shim_path, true));
   mounts.push_back(bindMount(kControlDirInSandbox, in.control_dir, false));
+  // No egress: no directory, so nothing in the sandbox can reach a proxy.
+  if (!in.egress_dir.empty())
+    mounts.push_back(bindMount(kEgressDirInSandbox, in.egress_dir, false));
+  json args = json::array({kShimPathInSandbox, "init"});
+  if (!in.egress_dir.empty()) args.push_back("egress");
 
   const json rlimits = json::array({
       {{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}},
@@ -120,7 +128,7 @@ Result<json> makeConfig(const BundleInputs& in) {
       {"process",
        {{"terminal", false},
         {"user", {{"uid", 0}, {"gid", 0}}},
-        {"args", json::array({kShimPathInSandbox, "init"})},
+        {"args", args},
         {"env", json::array({"PATH=/usr/local/bin:/usr/bin:/bin"})},
         {"cwd", "/"},
         {"capabilities",
@@ -158,6 +166,7 @@ Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string
   for (const char* sub : {"/proc", "/dev", "/tmp", "/workspace", "/etc", "/root", "/.airlock"})
     if (auto r = makeDir(dir + sub, sub == std::string("/root") ? 0700 : 0755); !r) return r;
   if (auto r = makeDir(dir + kControlDirInSandbox, 0700); !r) return r;
+  if (auto r = makeDir(dir + kEgressDirInSandbox, 0700); !r) return r;
   if (auto r = makeFile(dir + kShimPathInSandbox, "", 0555); !r) return r;
   for (const auto& d : image_dirs) {
     // Mount points for nested image dirs too (/usr/local under /usr exists

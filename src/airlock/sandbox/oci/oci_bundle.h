@@ -19,7 +19,12 @@
 //   /.airlock/shim    the in-sandbox supervisor binary, read-only
 //   /.airlock/ctl     the control directory (mode 0700, root): the host's
 //                     listening UNIX socket the shim connects to
-// The container's process is `/.airlock/shim init` as uid 0 with only
+//   /.airlock/egress  only for a sandbox with egress (sandbox/egress_route.h):
+//                     the egress directory (mode 0700, root), holding the
+//                     host's listening socket that the shim's relay connects
+//                     to once per connection accepted on 127.0.0.1:3128
+// The container's process is `/.airlock/shim init` (`/.airlock/shim init
+// egress` for a sandbox with egress) as uid 0 with only
 // CAP_KILL, CAP_SETUID, CAP_SETGID and CAP_SETPCAP, no_new_privs: pid 1,
 // which runs each command as uid 1000 (gvisor_shim.cpp).
 // Namespaces: pid, network (empty: runsc --network=none), ipc, uts, mount.
@@ -40,6 +45,8 @@ namespace airlock::oci {
 inline constexpr const char* kShimPathInSandbox = "/.airlock/shim";
 inline constexpr const char* kControlDirInSandbox = "/.airlock/ctl";
 inline constexpr const char* kControlSocketName = "sock";
+inline constexpr const char* kEgressDirInSandbox = "/.airlock/egress";
+inline constexpr const char* kEgressSocketName = "sock";
 inline constexpr std::uint32_t kSandboxUid = 1000;
 inline constexpr std::uint32_t kSandboxGid = 1000;
 // RLIMIT_NOFILE of every process in the sandbox (as the linux mechanism).
@@ -53,6 +60,7 @@ struct BundleInputs {
   std::string tmp_dir;                  // host tmpfs mount point -> /tmp
   std::string shim_path;                // host path of airlock-gvisor-shim
   std::string control_dir;              // host control directory -> /.airlock/ctl
+  std::string egress_dir;               // host egress directory -> /.airlock/egress; empty: none
   ResourceLimits limits;
 };
 
