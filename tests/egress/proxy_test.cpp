@@ -16,8 +16,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "airlock/sys/unique_fd.h"
@@ -197,6 +199,7 @@ class ProxyTest : public ::testing::Test {
     o.resolver = std::make_shared<GetaddrinfoResolver>(dns->backend());
     o.classifier = classifier;
     o.log = log;
+    o.observer = observer;
     o.limits = limits;
     auto created = EgressProxy::create(std::move(o));
     ASSERT_TRUE(created.has_value()) << created.error().message();
@@ -224,6 +227,7 @@ class ProxyTest : public ::testing::Test {
   ProxyIdentity who{"env-1", "tenant-a", "run-7"};
   std::shared_ptr<testing::FakeDns> dns;
   std::shared_ptr<CapturingLog> log;
+  std::shared_ptr<ProxyObserver> observer;  // set before startProxy() to observe
   std::shared_ptr<const Policy> policy;
   std::unique_ptr<EgressProxy> proxy;
   ListenerId listener = 0;
@@ -579,6 +583,88 @@ TEST_F(ProxyTest, StopClosesEverythingAndIsIdempotent) {
   EXPECT_FALSE(connectTcp("127.0.0.1", port).valid());
   proxy->stop();
   EXPECT_FALSE(proxy->listenTcp(*IpAddress::parse("127.0.0.1"), 0, who, policy).has_value());
+}
+
+// More bytes than any pipe or socket buffer holds, both ways at once: the
+// relay's backpressure (splice through a bounded pipe, or the copy
+// fallback) must keep every byte in order, and the client's half-close
+// must reach the sink only after the last byte.
+TEST_F(ProxyTest, LargeTransfersKeepEveryByteInOrderBothWays) {
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(c.valid());
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget())));
+  ASSERT_EQ(readHead(c.get()).rfind("HTTP/1.1 200", 0), 0u);
+  std::string data(16 << 20, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<char>((i * 2654435761u) >> 13);
+  bool sent = false;
+  std::thread writer([&] {
+    sent = sendAll(c.get(), data);
+    ::shutdown(c.get(), SHUT_WR);
+  });
+  std::string back;
+  back.reserve(data.size());
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(c.get(), buf, sizeof buf, 0);
+    if (n <= 0) {
+      EXPECT_EQ(n, 0) << "the tunnel must end in an orderly EOF";
+      break;
+    }
+    back.append(buf, static_cast<std::size_t>(n));
+  }
+  writer.join();
+  EXPECT_TRUE(sent);
+  ASSERT_EQ(back.size(), data.size());
+  EXPECT_TRUE(back == data) << "bytes changed or reordered in the tunnel";
+}
+
+// Counts decisions by reason code, as a metrics adapter would.
+class CountingObserver : public ProxyObserver {
+ public:
+  void onDecision(const DecisionRecord& record) override {
+    std::lock_guard lock(mu_);
+    ++by_reason_[record.decision.reasonCode() + "/" + std::string(tunnelOutcomeName(record.outcome))];
+    tenants_.insert(record.who.tenant_id);
+    ++total_;
+    cv_.notify_all();
+  }
+  // Waits (bounded) until n decisions were observed; returns the counts.
+  std::map<std::string, int> waitFor(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(kIoTimeoutSeconds), [&] { return total_ >= n; });
+    return by_reason_;
+  }
+  std::set<std::string> tenants() {
+    std::lock_guard lock(mu_);
+    return tenants_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int total_ = 0;
+  std::map<std::string, int> by_reason_;
+  std::set<std::string> tenants_;
+};
+
+TEST_F(ProxyTest, ObserverSeesEveryLoggedDecisionWithItsReason) {
+  auto counting = std::make_shared<CountingObserver>();
+  observer = counting;
+  startProxy(ProxyLimits{});
+  for (const std::string& target :
+       {sinkTarget(), std::string("evil.example.org:443"), sinkTarget("private.example.com")}) {
+    UniqueFd c = connectTcp("127.0.0.1", port);
+    ASSERT_TRUE(c.valid());
+    ASSERT_TRUE(sendAll(c.get(), connectTo(target)));
+    EXPECT_FALSE(readHead(c.get()).empty()) << target;
+  }
+  const std::map<std::string, int> expected = {{"allowed/tunnel", 1},
+                                               {"host_not_allowed/refused", 1},
+                                               {"resolved_denied:private/refused", 1}};
+  EXPECT_EQ(counting->waitFor(3), expected);
+  EXPECT_EQ(log->lines().size(), 3u);
+  EXPECT_EQ(counting->tenants(), std::set<std::string>{"tenant-a"});
 }
 
 TEST(EgressProxy, RefusesIncompleteOptionsAndNonLoopbackTcp) {

@@ -1,4 +1,4 @@
-// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `doctor`, `version`.
+// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`, `version`.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +7,7 @@
 
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/doctor.h"
+#include "airlock/cli/egress_command.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/mcp_command.h"
 #include "airlock/cli/run_command.h"
@@ -163,6 +164,21 @@ int main(int argc, char** argv) {
     sub->add_option("--state-dir", artifact_state_dir, "Where the artifact store lives (default /run/airlock)")
         ->type_name("DIR");
 
+  // `airlock egress check` (cli/egress_command.h).
+  cli::EgressCheckFlags egress_flags;
+  CLI::App* egress = app.add_subcommand("egress", "Egress policy tools (docs/egress.md).");
+  egress->require_subcommand(1);
+  CLI::App* egress_check = egress->add_subcommand(
+      "check",
+      "Decide URL|host:port against a policy (no connection is made); exit 0 allowed, 1 denied.");
+  egress_check->add_option("--policy", egress_flags.policy_file, "The egress policy (YAML)")
+      ->required()
+      ->type_name("FILE");
+  egress_check->add_flag("--json", egress_flags.json, "Print the decision as one JSON object");
+  egress_check->add_option("target", egress_flags.target, "An http(s) URL or host:port")
+      ->required()
+      ->type_name("URL|HOST:PORT");
+
   app.add_subcommand("doctor",
                      "Report what this machine offers the linux mechanism; exit 1 if it "
                      "cannot run.");
@@ -226,9 +242,9 @@ int main(int argc, char** argv) {
     if (app.get_subcommands().empty()) {
       if (argc > 1 && argv[1][0] != '-') {
         return usageError(std::string("unknown command \"") + argv[1] +
-                          "\": use run, artifact, serve, mcp, doctor or version (see airlock --help)");
+                          "\": use run, artifact, serve, mcp, egress, doctor or version (see airlock --help)");
       }
-      return usageError("a subcommand is required: run, artifact, serve, mcp, doctor or version (see airlock --help)");
+      return usageError("a subcommand is required: run, artifact, serve, mcp, egress, doctor or version (see airlock --help)");
     }
     return usageError(e.what());
   }
@@ -238,6 +254,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.got_subcommand("doctor")) return cli::runDoctor();
+  if (app.got_subcommand("egress")) return cli::runEgressCheck(egress_flags);
   if (app.got_subcommand("artifact")) {
     if (artifact_state_dir.empty()) return usageError("--state-dir: the directory is empty");
     if (artifact->got_subcommand("list")) return cli::runArtifactList(artifact_state_dir, artifact_json);

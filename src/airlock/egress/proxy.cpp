@@ -1,5 +1,8 @@
 #include "airlock/egress/proxy.h"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -382,6 +385,13 @@ class ProxyImpl final : public EgressProxy {
     } catch (...) {
       // A failing log must not take the proxy down; the refusal still stands.
     }
+    if (opt_.observer) {
+      try {
+        opt_.observer->onDecision(record);
+      } catch (...) {
+        // Metrics are best effort, like the log.
+      }
+    }
   }
 
   template <class Socket>
@@ -515,9 +525,14 @@ class ProxyImpl final : public EgressProxy {
               watchdog(state, close_both));
   }
 
+  // One direction of a tunnel. First choice: splice(2) through a pipe of
+  // buffer_bytes (the bounded buffer), so the bytes never enter user space;
+  // a kernel or socket type that cannot splice falls back to copying
+  // through one buffer_bytes buffer.
   template <class From, class To>
   asio::awaitable<void> relay(From& from, To& to, TunnelState& state,
                               const std::function<void()>& close_both) {
+    if (co_await spliceRelay(from, to, state, close_both)) co_return;
     std::unique_ptr<char[]> data(new char[opt_.limits.buffer_bytes]);
     for (;;) {
       auto [ec, n] = co_await from.async_read_some(
@@ -538,6 +553,110 @@ class ProxyImpl final : public EgressProxy {
         co_return;
       }
       state.last_activity = Clock::now();
+    }
+  }
+
+  // The splice relay. Returns false, having moved nothing, when splice is
+  // unavailable (the caller copies instead). Same semantics as the copy
+  // loop: end of file half-closes `to` once the pipe is drained, any error
+  // closes both sockets, every move counts as activity for the idle timer.
+  // Sockets are re-checked after every await: close_both() (the other
+  // direction, the watchdog, closeListener) may have closed them.
+  template <class From, class To>
+  asio::awaitable<bool> spliceRelay(From& from, To& to, TunnelState& state,
+                                    const std::function<void()>& close_both) {
+    // splice(2) to a socket cannot take MSG_NOSIGNAL: a peer that went away
+    // raises SIGPIPE, so this (I/O) thread blocks it and discards it below.
+    static thread_local const bool sigpipe_blocked = [] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGPIPE);
+      return ::pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0;
+    }();
+    if (!sigpipe_blocked) co_return false;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) co_return false;
+    const sys::UniqueFd pipe_r(fds[0]), pipe_w(fds[1]);
+    // Best effort: without CAP_SYS_RESOURCE the size is capped by
+    // fs.pipe-max-size and the user's fs.pipe-user-pages-soft; use what we got.
+    (void)::fcntl(pipe_w.get(), F_SETPIPE_SZ,
+                  static_cast<int>(std::min<std::size_t>(opt_.limits.buffer_bytes, 1 << 20)));
+    const int size = ::fcntl(pipe_w.get(), F_GETPIPE_SZ);
+    if (size <= 0) co_return false;
+    const std::size_t capacity = static_cast<std::size_t>(size);
+    boost::system::error_code ec;
+    from.native_non_blocking(true, ec);
+    if (!ec) to.native_non_blocking(true, ec);
+    if (ec) co_return false;
+    constexpr unsigned kFlags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+    auto fail = [&close_both] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGPIPE);
+      const timespec zero{0, 0};
+      while (::sigtimedwait(&set, nullptr, &zero) > 0) {
+      }
+      close_both();
+    };
+    std::size_t in_pipe = 0;
+    bool eof = false;
+    bool moved = false;
+    for (;;) {
+      if (!from.is_open() || !to.is_open()) co_return true;
+      if (eof && in_pipe == 0) {
+        to.shutdown(asio::socket_base::shutdown_send, ec);
+        co_return true;
+      }
+      bool would_block_in = eof || in_pipe == capacity;
+      if (!would_block_in) {
+        const ssize_t n = ::splice(from.native_handle(), nullptr, pipe_w.get(), nullptr,
+                                   capacity - in_pipe, kFlags);
+        if (n > 0) {
+          in_pipe += static_cast<std::size_t>(n);
+          moved = true;
+          state.last_activity = Clock::now();
+        } else if (n == 0) {
+          eof = true;
+          continue;
+        } else if (errno == EAGAIN) {
+          would_block_in = true;
+        } else if (errno != EINTR) {
+          if (!moved && (errno == EINVAL || errno == ENOSYS)) co_return false;
+          fail();
+          co_return true;
+        }
+      }
+      if (in_pipe > 0) {
+        const ssize_t n =
+            ::splice(pipe_r.get(), nullptr, to.native_handle(), nullptr, in_pipe, kFlags);
+        if (n > 0) {
+          in_pipe -= static_cast<std::size_t>(n);
+          moved = true;
+          state.last_activity = Clock::now();
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN) {
+          if (!moved && (errno == EINVAL || errno == ENOSYS)) co_return false;
+          fail();
+          co_return true;
+        }
+        if (!would_block_in) continue;  // reading can still make progress
+        // Full pipe (or nothing more to read) and a full socket: wait to write.
+        auto [wec] = co_await to.async_wait(asio::socket_base::wait_write, kNoThrow);
+        if (wec) {
+          if (from.is_open() && to.is_open()) fail();
+          co_return true;
+        }
+        continue;
+      }
+      if (would_block_in) {
+        auto [rec] = co_await from.async_wait(asio::socket_base::wait_read, kNoThrow);
+        if (rec) {
+          if (from.is_open() && to.is_open()) fail();
+          co_return true;
+        }
+      }
     }
   }
 

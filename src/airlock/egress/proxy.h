@@ -9,7 +9,9 @@
 // never to a name and never after a second lookup, within connect_timeout
 // for all attempts together. On success it answers "200 Connection
 // established", forwards any bytes the client sent after the head, and
-// relays both directions with one buffer of buffer_bytes per direction,
+// relays both directions with one bounded buffer of buffer_bytes per
+// direction (a pipe that splice(2) moves the bytes through without copying
+// them to user space; a heap buffer if a socket cannot splice),
 // half-closing each side on EOF and closing both after idle_timeout without
 // traffic in either direction. Every decision writes one line to the
 // DecisionLog (proxy_log.h), including refusals and connect failures.
@@ -52,15 +54,36 @@ struct ProxyLimits {
   std::chrono::milliseconds head_timeout{10'000};
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds idle_timeout{300'000};
-  std::size_t buffer_bytes = 64 * 1024;  // per direction per tunnel
-  std::size_t max_connections = 512;     // beyond it: 503, over_capacity
+  // Per direction per tunnel; the pipe is capped at 1 MiB (fs.pipe-max-size).
+  // 1 MiB moves bulk data ~1.3x faster than 64 KiB or 256 KiB
+  // (docs/benchmarks.md). Worst case, with every tunnel stalled in both
+  // directions: 2 x buffer_bytes x max_connections of kernel pipe memory
+  // (1 GiB at the defaults); lower either where that matters.
+  std::size_t buffer_bytes = 1024 * 1024;
+  std::size_t max_connections = 512;  // beyond it: 503, over_capacity
   std::size_t resolver_threads = 4;
+};
+
+// Metrics hook (cases/egress-notes.md 3, "Metrics":
+// egress_decisions_total{point, verdict, reason, tenant} and
+// egress_resolved_denied_total{class}): told about every decision the proxy
+// logs, refusals, connect failures and malformed heads included, so the
+// service can count them by reason without this library depending on a
+// metrics library. Called on a proxy thread right after the log line is
+// written, with the same record; the record and its references live only
+// for the call. Implementations must be thread-safe and must not block
+// (they run on the I/O thread); an exception is swallowed.
+class ProxyObserver {
+ public:
+  virtual ~ProxyObserver() = default;
+  virtual void onDecision(const DecisionRecord& record) = 0;
 };
 
 struct ProxyOptions {
   std::shared_ptr<Resolver> resolver;                   // required
   std::shared_ptr<const AddressClassifier> classifier;  // required
   std::shared_ptr<DecisionLog> log;                     // required
+  std::shared_ptr<ProxyObserver> observer;              // optional
   ProxyLimits limits;
 };
 
