@@ -130,8 +130,9 @@ TEST_F(RedteamProcEnvTest, B12_CommandHoldsOnlyStdioAndNoHostDirectory) {
   EXPECT_EQ(fds, "0=/dev/null 1=pipe 2=pipe") << r.stdout_data << r.stderr_data;
   EXPECT_EQ(cwd, "/workspace");
   EXPECT_EQ(root, "/");
-  // The sandbox root's parent is itself: the listing is the jail's root.
-  EXPECT_EQ(parent, "bin dev etc lib lib32 lib64 proc sbin tmp usr workspace") << parent;
+  // The sandbox root's parent is itself: the listing is the jail's root
+  // (run/ holds only the read-only capability directory, docs/capabilities.md).
+  EXPECT_EQ(parent, "bin dev etc lib lib32 lib64 proc run sbin tmp usr workspace") << parent;
 }
 
 // B12: working directories that name a host handle are rejected before

@@ -1,6 +1,541 @@
-"""Airlock's guest library for programs running inside a sandbox.
+"""Airlock's guest library: call host capabilities from a program in a sandbox.
 
-For now this package holds only the capability wire codec (`airlock_cap.wire`,
-docs/wire.md); the typed capability functions and error classes come with the
-channel and broker.
+A program running in code mode reaches the world only through the capability
+channel: one UNIX socket whose path is in AIRLOCK_CAP_SOCKET, and a token in the
+file AIRLOCK_CAP_TOKEN_FILE. Every call carries the token and a deadline; the
+service's broker checks both and the execution's policy, and answers with a
+value or a named refusal. The wire is docs/wire.md; the capabilities and their
+refusal codes are docs/capabilities.md.
+
+    import airlock_cap as cap
+
+    def main():
+        text = cap.fs.read_text("input.txt")
+        listing = cap.proc.stdout(["ls", "-l"])
+        job = cap.job.start(["sh", "-c", "sleep 1; echo done"])
+        state = cap.job.wait(job)             # until its output moves or it ends
+        cap.notes.put("summary", {"lines": len(text.splitlines())})
+        return {"listing": listing, "job": state.stdout}
+
+`airlock run --code prog.py` runs prog.py under airlock_cap.boot, which calls
+main() and sends its return value as the execution's outcome (an exception
+becomes Errored). Standard library only.
+
+Every refusal raises a CapError subclass named after its code (Denied for
+"denied", SpawnCeilingReached for "spawn_ceiling_reached", ...); a code this
+version does not know raises CapError itself, with `.code` set, so a new name
+still reaches the program as itself.
 """
+
+from __future__ import annotations
+
+import os
+import queue
+import shlex
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from . import wire
+from .wire import Completed, Errored
+
+__all__ = [
+    "call", "proc", "fs", "notes", "job", "serve", "Completed", "Errored",
+    "CapError", "Invocation", "Refused",
+]
+
+DEFAULT_DEADLINE_MS = 60_000
+SOCKET_VARIABLE = "AIRLOCK_CAP_SOCKET"
+TOKEN_FILE_VARIABLE = "AIRLOCK_CAP_TOKEN_FILE"
+
+# ----------------------------------------------------------------- errors
+
+
+class CapError(Exception):
+    """A call failed: `code` is the broker's (or this library's) stable name."""
+
+    code = "cap_error"
+
+    def __init__(self, code: Optional[str] = None, message: str = "") -> None:
+        if code is not None:
+            self.code = code
+        self.message = message
+        super().__init__(f"{self.code}: {message}" if message else self.code)
+
+
+_ERRORS: Dict[str, type] = {}
+
+
+def _named(code: str, name: str, doc: str) -> type:
+    cls = type(name, (CapError,), {"code": code, "__doc__": doc})
+    _ERRORS[code] = cls
+    globals()[name] = cls
+    __all__.append(name)
+    return cls
+
+
+_named("bad_token", "BadToken", "The token is not this execution's (revoked, replayed or foreign).")
+_named("deadline_exceeded", "DeadlineExceeded", "The call's deadline passed; its effect was stopped.")
+_named("denied", "Denied", "The execution's policy does not allow this capability.")
+_named("unknown_capability", "UnknownCapability", "No capability has this name.")
+_named("unavailable", "Unavailable", "The capability exists but cannot serve now (or has no handler).")
+_named("spawn_ceiling_reached", "SpawnCeilingReached", "The execution started its 32 processes.")
+_named("admission_ceiling_reached", "AdmissionCeilingReached", "A send/note/notes ceiling is reached.")
+_named("bad_request", "BadRequest", "The arguments do not have the capability's shape.")
+_named("not_found", "NotFound", "The file or note does not exist.")
+_named("workspace_escape", "WorkspaceEscape", "The path leaves the workspace.")
+_named("too_large", "TooLarge", "The data is larger than the capability takes or returns.")
+_named("job_not_found", "JobNotFound", "No job has this id.")
+_named("job_refused", "JobRefused", "The job cannot take this (its input is closed).")
+_named("rejected", "Rejected", "The sandbox refused the request.")
+_named("cancelled", "Cancelled", "The call was cancelled.")
+_named("internal_error", "InternalError", "The capability failed inside the service.")
+_named("channel_closed", "ChannelClosed", "The channel is closed; no answer will come.")
+_named("malformed_result", "MalformedResult", "The service's answer did not have the expected shape.")
+_named("proc_failed", "ProcFailed", "proc.stdout: the command failed, timed out or was killed.")
+_named("busy", "Busy", "Serving: an invocation was already open.")
+_named("crashed", "Crashed", "Serving: the handler raised.")
+_named("bad_kind", "BadKind", "Serving: the invocation kind is neither tool nor event.")
+
+
+def error_for(code: str, message: str) -> CapError:
+    """The CapError subclass named by `code` (CapError itself for a new code)."""
+    cls = _ERRORS.get(code)
+    return cls(None, message) if cls is not None else CapError(code, message)
+
+
+# ----------------------------------------------------------------- the channel
+
+
+class _Pending:
+    __slots__ = ("event", "result")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.result: Any = None
+
+
+class Channel:
+    """One connection to the broker. Thread-safe: calls from several threads
+    are multiplexed by id; a reader thread delivers their results."""
+
+    def __init__(self, path: str, token: bytes) -> None:
+        self.token = token
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._pending: Dict[int, _Pending] = {}
+        self._next_id = 1
+        self._closed: Optional[str] = None
+        self.hooks: "queue.Queue[Any]" = queue.Queue()
+        self._reader = threading.Thread(target=self._read_loop, name="airlock-cap-reader", daemon=True)
+        self._reader.start()
+
+    def _send(self, frame: Any) -> None:
+        data = wire.encode_frame(frame)
+        with self._send_lock:
+            if self._closed is not None:
+                raise error_for("channel_closed", self._closed)
+            try:
+                self._sock.sendall(data)
+            except OSError as e:
+                raise error_for("channel_closed", str(e)) from None
+
+    def _read_loop(self) -> None:
+        decoder = wire.FrameDecoder()
+        reason = "the service closed the channel"
+        try:
+            while True:
+                data = self._sock.recv(65536)
+                if not data:
+                    break
+                decoder.feed(data)
+                while True:
+                    ev = decoder.next()
+                    if ev is None:
+                        break
+                    if isinstance(ev, wire.Fault):
+                        reason = f"wire fault {ev.kind}: {ev.detail}"
+                        raise StopIteration
+                    self._deliver(ev)
+        except StopIteration:
+            pass
+        except OSError as e:
+            reason = str(e)
+        self._close(reason)
+
+    def _deliver(self, ev: Any) -> None:
+        if isinstance(ev, wire.CapResult) or (isinstance(ev, wire.Invalid) and ev.kind == "cap_result"):
+            with self._lock:
+                slot = self._pending.pop(ev.id, None)
+            if slot is not None:
+                if isinstance(ev, wire.Invalid):
+                    slot.result = error_for("malformed_result", ev.reason)
+                elif isinstance(ev.answer, wire.Refusal):
+                    slot.result = error_for(ev.answer.code, ev.answer.message)
+                else:
+                    slot.result = ev.answer
+                slot.event.set()
+        elif isinstance(ev, (wire.HookCall, wire.Cancel)):
+            self.hooks.put(ev)
+        elif isinstance(ev, wire.Invalid) and ev.kind == "hook_call":
+            self.hooks.put(ev)
+        # anything else: dropped, the channel stays open
+
+    def _close(self, reason: str) -> None:
+        with self._lock:
+            if self._closed is None:
+                self._closed = reason
+            pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            slot.result = error_for("channel_closed", reason)
+            slot.event.set()
+        self.hooks.put(None)
+
+    def call(self, cap: str, args: Any = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Any:
+        """Sends one cap_call and waits for its answer; raises CapError."""
+        if not isinstance(deadline_ms, int) or deadline_ms < 0:
+            raise error_for("bad_request", "deadline_ms must be a non-negative int")
+        slot = _Pending()
+        with self._lock:
+            if self._closed is not None:
+                raise error_for("channel_closed", self._closed)
+            call_id = self._next_id
+            self._next_id += 1
+            self._pending[call_id] = slot
+        try:
+            self._send(wire.CapCall(call_id, bytes(self.token), cap, args, deadline_ms))
+        except wire.WireEncodeError as e:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            raise error_for("bad_request", str(e)) from None
+        # The broker answers deadline_exceeded at the deadline; the margin
+        # only covers a service that stopped answering.
+        if not slot.event.wait(deadline_ms / 1000.0 + 5.0):
+            with self._lock:
+                self._pending.pop(call_id, None)
+            try:
+                self._send(wire.Cancel(call_id))
+            except CapError:
+                pass
+            raise error_for("deadline_exceeded", f"no answer to {cap} within {deadline_ms} ms")
+        if isinstance(slot.result, CapError):
+            raise slot.result
+        return slot.result.value
+
+    def send_outcome(self, result: Union[Completed, Errored]) -> None:
+        try:
+            frame = wire.encode_frame(wire.Outcome(0, result))
+        except wire.WireEncodeError as e:
+            frame = wire.encode_frame(
+                wire.Outcome(0, Errored(f"the outcome value cannot be sent: {e}", None)))
+        with self._send_lock:
+            self._sock.sendall(frame)
+
+    def send_hook_result(self, hook_id: int, answer: Any) -> None:
+        try:
+            self._send(wire.HookResult(hook_id, answer))
+        except wire.WireEncodeError as e:
+            self._send(wire.HookResult(hook_id, wire.Refusal("crashed", f"the answer cannot be sent: {e}")))
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._reader.join(timeout=5)
+        self._sock.close()
+
+
+_channel: Optional[Channel] = None
+_channel_lock = threading.Lock()
+
+
+def channel() -> Channel:
+    """The process's channel, connected on first use from the environment."""
+    global _channel
+    with _channel_lock:
+        if _channel is None:
+            path = os.environ.get(SOCKET_VARIABLE)
+            token_file = os.environ.get(TOKEN_FILE_VARIABLE)
+            if not path or not token_file:
+                raise error_for("channel_closed", f"{SOCKET_VARIABLE} and {TOKEN_FILE_VARIABLE} are not set: "
+                                                  "this program is not running in code mode")
+            with open(token_file, "rb") as f:
+                token = f.read().strip()
+            try:
+                _channel = Channel(path, token)
+            except OSError as e:
+                raise error_for("channel_closed", f"cannot connect to {path}: {e}") from None
+        return _channel
+
+
+def call(cap: str, args: Any = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Any:
+    """Calls capability `cap` with `args`; returns its value or raises CapError."""
+    return channel().call(cap, args, deadline_ms)
+
+
+def _args(**kw: Any) -> Dict[str, Any]:
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+# ----------------------------------------------------------------- proc
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: List[str]
+    exit_code: Optional[int]
+    signal: Optional[int]
+    stdout: Union[str, bytes]
+    stderr: Union[str, bytes]
+    timed_out: bool
+    stdout_truncated: bool
+    stderr_truncated: bool
+    duration_ms: int
+
+
+def _as_text(data: Union[str, bytes]) -> str:
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+
+
+def cut_front(text: str, limit: int) -> str:
+    """At most `limit` UTF-8 bytes of `text`'s start; "..." counts inside."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    return raw[: max(0, limit - 3)].decode("utf-8", "ignore") + "..."
+
+
+def cut_back(text: str, limit: int) -> str:
+    """At most `limit` UTF-8 bytes of `text`'s end; "..." counts inside."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    return "..." + raw[len(raw) - max(0, limit - 3):].decode("utf-8", "ignore")
+
+
+def failure_text(result: RunResult) -> str:
+    """The one error string of a failed run: the command (argv cut to 160
+    bytes), how it ended, and the end of its stderr (at most 400 bytes)."""
+    command = cut_front(shlex.join(result.argv), 160)
+    if result.timed_out:
+        how = "timed out"
+    elif result.exit_code is None and result.signal is not None:
+        how = f"was killed by signal {result.signal}"
+    else:
+        how = f"exited with {result.exit_code}"
+    tail = cut_back(_as_text(result.stderr).strip(), 400)
+    return f"{command} {how}" + (f": {tail}" if tail else "")
+
+
+def stdout_from(result: RunResult, accept: Sequence[int] = (0,)) -> str:
+    """The pure decision behind proc.stdout: the stdout, or ProcFailed."""
+    if result.timed_out or result.exit_code is None or result.exit_code not in accept:
+        raise error_for("proc_failed", failure_text(result))
+    return _as_text(result.stdout)
+
+
+class proc:  # noqa: N801 - a namespace, read as cap.proc.run
+    @staticmethod
+    def run(argv: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+            stdin: Union[str, bytes, None] = None, timeout_ms: Optional[int] = None,
+            deadline_ms: int = DEFAULT_DEADLINE_MS) -> RunResult:
+        """Runs a command in the sandbox to completion (killed at the deadline)."""
+        argv = list(argv)
+        r = call("proc.run", _args(argv=argv, cwd=cwd, env=env, stdin=stdin, timeout_ms=timeout_ms), deadline_ms)
+        try:
+            return RunResult(argv, r["exit_code"], r["signal"], r["stdout"], r["stderr"], r["timed_out"],
+                             r["stdout_truncated"], r["stderr_truncated"], r["duration_ms"])
+        except (KeyError, TypeError) as e:
+            raise error_for("malformed_result", f"proc.run: {e}") from None
+
+    @staticmethod
+    def stdout(argv: Sequence[str], accept: Sequence[int] = (0,), **kw: Any) -> str:
+        """The command's stdout, or ProcFailed with one error string."""
+        return stdout_from(proc.run(argv, **kw), accept)
+
+
+# ----------------------------------------------------------------- fs
+
+
+class fs:  # noqa: N801
+    @staticmethod
+    def read(path: str, deadline_ms: int = DEFAULT_DEADLINE_MS) -> bytes:
+        return call("fs.read", {"path": path}, deadline_ms)
+
+    @staticmethod
+    def read_text(path: str, deadline_ms: int = DEFAULT_DEADLINE_MS) -> str:
+        return fs.read(path, deadline_ms).decode("utf-8", "replace")
+
+    @staticmethod
+    def write(path: str, data: Union[str, bytes], deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("fs.write", {"path": path, "data": data}, deadline_ms)
+
+    @staticmethod
+    def list(path: str = ".", deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:
+        return call("fs.list", {"path": path}, deadline_ms)
+
+
+# ----------------------------------------------------------------- notes
+
+
+class notes:  # noqa: N801
+    @staticmethod
+    def put(key: str, value: Any, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("notes.put", {"key": key, "value": value}, deadline_ms)
+
+    @staticmethod
+    def get(key: str, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Any:
+        return call("notes.get", {"key": key}, deadline_ms)
+
+    @staticmethod
+    def list(prefix: str = "", deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[str]:
+        return call("notes.list", {"prefix": prefix}, deadline_ms)
+
+
+# ----------------------------------------------------------------- job
+
+
+@dataclass
+class Job:
+    """A started job and the cursors up to which its output has been read.
+    Cursors are the service's; poll/wait advance them."""
+
+    job_id: str
+    stdout_cursor: int = 0
+    stderr_cursor: int = 0
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str                # "running", "exited" or "killed"
+    exit_code: Optional[int]
+    pending: bool             # output may still come
+    stdout: Union[str, bytes]  # since the cursor (the bounded tail at most)
+    stderr: Union[str, bytes]
+    stdout_dropped: int       # bytes that left the tail unread
+    stderr_dropped: int
+
+
+class job:  # noqa: N801
+    @staticmethod
+    def start(argv: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+              deadline_ms: int = DEFAULT_DEADLINE_MS) -> Job:
+        r = call("job.start", _args(argv=list(argv), cwd=cwd, env=env), deadline_ms)
+        return Job(r["job_id"], r["stdout_cursor"], r["stderr_cursor"])
+
+    @staticmethod
+    def _state(j: Job, r: Dict[str, Any]) -> JobState:
+        out, err = r["stdout"], r["stderr"]
+        j.stdout_cursor, j.stderr_cursor = out["cursor"], err["cursor"]
+        return JobState(r["job_id"], r["state"], r["exit_code"], r["pending"], out["data"], err["data"],
+                        out["dropped"], err["dropped"])
+
+    @staticmethod
+    def poll(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> JobState:
+        """Output since the job's cursors (which move past it), and its state."""
+        r = call("job.poll", {"job_id": j.job_id, "stdout_cursor": j.stdout_cursor,
+                              "stderr_cursor": j.stderr_cursor}, deadline_ms)
+        return job._state(j, r)
+
+    @staticmethod
+    def wait(j: Job, timeout_ms: int = 30_000, deadline_ms: Optional[int] = None) -> JobState:
+        """Blocks until a cursor moves, the job ends, or timeout_ms passes."""
+        r = call("job.wait", {"job_id": j.job_id, "stdout_cursor": j.stdout_cursor,
+                              "stderr_cursor": j.stderr_cursor, "timeout_ms": timeout_ms},
+                 deadline_ms if deadline_ms is not None else timeout_ms + 5_000)
+        return job._state(j, r)
+
+    @staticmethod
+    def send(j: Job, data: Union[str, bytes], deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.send", {"job_id": j.job_id, "data": data}, deadline_ms)
+
+    @staticmethod
+    def send_last(j: Job, data: Union[str, bytes] = b"", deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.send_last", {"job_id": j.job_id, "data": data}, deadline_ms)
+
+    @staticmethod
+    def kill(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.kill", {"job_id": j.job_id}, deadline_ms)
+
+    @staticmethod
+    def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:
+        return call("job.list", None, deadline_ms)
+
+
+# ----------------------------------------------------------------- serving
+
+
+@dataclass(frozen=True)
+class Invocation:
+    kind: str   # "tool" or "event"
+    name: str
+
+
+class Refused(Exception):
+    """Raise from a serving handler to answer with a named refusal."""
+
+    def __init__(self, code: str, message: str = "") -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def serve(answer: Callable[[Invocation, Any, int], Any], ch: Optional[Channel] = None) -> None:
+    """The serving boot shape: answers hook_calls one at a time until the
+    service cancels or the channel closes. `answer(invocation, args,
+    deadline_ms)` returns the value (or raises Refused). A second hook_call
+    while one is open is answered "busy" at once; an exception in `answer` is
+    answered "crashed" and the loop goes on; a kind other than tool/event is
+    "bad_kind". Each invocation's token is installed before `answer` runs and
+    cleared when it returns, before its answer is sent (the service revokes
+    it when the answer arrives)."""
+    ch = ch or channel()
+    ch.token = b""  # the token file's token is not a working token here
+    open_lock = threading.Lock()
+    state = {"open": False}
+
+    def run_one(hook: wire.HookCall) -> None:
+        try:
+            value = answer(Invocation(hook.hook, hook.name), hook.args, hook.deadline_ms)
+            result: Any = wire.Ok(value)
+        except Refused as r:
+            result = wire.Refusal(r.code, r.message)
+        except BaseException as e:  # noqa: B902 - a crash is an answer
+            result = wire.Refusal("crashed", cut_front(f"{type(e).__name__}: {e}", 2000))
+        # The handler is done: its token is cleared and the loop is free
+        # before the answer leaves, so the service's next invocation (which
+        # may follow the answer at once) is neither "busy" nor has its own
+        # token cleared by this one. The service revokes the token when the
+        # answer arrives.
+        with open_lock:
+            ch.token = b""
+            state["open"] = False
+        try:
+            ch.send_hook_result(hook.id, result)
+        except CapError:
+            pass
+
+    while True:
+        ev = ch.hooks.get()
+        if ev is None or isinstance(ev, wire.Cancel):
+            return
+        if isinstance(ev, wire.Invalid):
+            ch.send_hook_result(ev.id, wire.Refusal("bad_request", ev.reason))
+            continue
+        if ev.hook not in ("tool", "event"):
+            ch.send_hook_result(ev.id, wire.Refusal("bad_kind", f"unknown invocation kind {ev.hook!r}"))
+            continue
+        with open_lock:
+            busy = state["open"]
+            if not busy:
+                state["open"] = True
+                ch.token = ev.token  # install, then spawn
+        if busy:
+            ch.send_hook_result(ev.id, wire.Refusal("busy", "an invocation is already open"))
+            continue
+        threading.Thread(target=run_one, args=(ev,), daemon=True).start()

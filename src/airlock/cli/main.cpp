@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
        "The egress allowlist (YAML, docs/egress.md); without --network it is only checked");
   text("--egress-log", flags.egress_log, "FILE",
        "Append the proxy's decisions here, one JSON line each (default: stderr)");
+  text("--code", flags.code, "FILE.py",
+       "Code mode: run this Python program with the capability channel (import airlock_cap) "
+       "and print its structured outcome as JSON (docs/capabilities.md)");
   run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default), gvisor or fake")
       ->type_name("NAME");
   run->add_flag("--json", flags.json, "Print the ExecutionResult as JSON on stdout, nothing else");

@@ -3,6 +3,7 @@
 #include "airlock/cli/adapters.h"
 #include "airlock/cli/egress_runtime.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "airlock/capability/broker/code_run.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
@@ -140,6 +142,7 @@ int executeRun(RunPlan plan) {
   if (plan.verbose) writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
 
   // From here on the sandbox exists and every path destroys it.
+  std::optional<capability::CodeRunResult> code_result;
   auto run = [&]() -> Result<ExecutionResult> {
     if (plan.copy_in) {
       auto ws = env.workspace(*handle);
@@ -157,6 +160,25 @@ int executeRun(RunPlan plan) {
         error.context = "--copy-in: " + error.context;
         return tl::unexpected(std::move(error));
       }
+    }
+    if (plan.code_path) {
+      // Code mode: the program reaches the world through the capability
+      // channel only and ends with one outcome (docs/capabilities.md).
+      auto source = sys::readFile(AT_FDCWD, plan.code_path->c_str(), std::size_t{16} << 20);
+      if (!source) {
+        Error error = source.error();
+        error.context = "--code: " + error.context;
+        return tl::unexpected(std::move(error));
+      }
+      capability::CodeRunOptions options;
+      options.program = std::move(*source);
+      options.limits = plan.command;
+      options.execution_id = handle->environment_id;
+      options.cancel = &*token;
+      auto ran = capability::runCode(env, *handle, options);
+      if (!ran) return tl::unexpected(ran.error());
+      code_result = std::move(*ran);
+      return code_result->execution;
     }
     return env.execute(*handle, plan.command, &*token);
   };
@@ -186,6 +208,12 @@ int executeRun(RunPlan plan) {
   if (result) {
     if (plan.json) {
       nlohmann::json object = *result;
+      if (code_result) {
+        object["outcome"] = capability::outcomeToJson(code_result->outcome);
+        nlohmann::json audit = nlohmann::json::array();
+        for (const auto& line : code_result->audit_lines) audit.push_back(nlohmann::json::parse(line, nullptr, false));
+        object["capability_audit"] = std::move(audit);
+      }
       if (store) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& [path, ref] : exported) {
@@ -199,6 +227,16 @@ int executeRun(RunPlan plan) {
       }
       writeFd(STDOUT_FILENO,
               object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } else if (code_result) {
+      // Code mode: stdout carries the outcome alone; what the program
+      // printed goes to stderr, before the summary.
+      writeFd(STDERR_FILENO, result->stdout_data);
+      writeFd(STDERR_FILENO, result->stderr_data);
+      if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
+      writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
+      writeFd(STDOUT_FILENO, capability::outcomeToJson(code_result->outcome).dump(2, ' ', false,
+                                                                                  nlohmann::json::error_handler_t::replace) +
+                                 "\n");
     } else {
       writeFd(STDOUT_FILENO, result->stdout_data);
       writeFd(STDERR_FILENO, result->stderr_data);

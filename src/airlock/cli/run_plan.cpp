@@ -78,7 +78,15 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   plan.read_stdin = flags.read_stdin;
 
   // The command first: it is the most likely mistake and the cheapest check.
-  if (flags.argv.empty()) {
+  const bool code_mode = flags.code.has_value();
+  if (code_mode) {
+    if (flags.code->empty()) return fail(ErrorCode::kToolValidationError, "--code: the file name is empty");
+    if (!flags.argv.empty())
+      return fail(ErrorCode::kToolValidationError,
+                  "--code runs FILE.py in code mode: give no command after -- (the program is the command)");
+    plan.code_path = *flags.code;
+  }
+  if (!code_mode && flags.argv.empty()) {
     return fail(ErrorCode::kToolValidationError,
                 "no command given: write it after --, as in airlock run -- python3 script.py");
   }
@@ -201,7 +209,7 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     plan.state_dir = *flags.state_dir;
   }
 
-  plan.command.argv = flags.argv;
+  plan.command.argv = code_mode ? std::vector<std::string>{"/usr/bin/python3"} : flags.argv;
   plan.command.working_directory = ".";
   plan.command.timeout_seconds = timeout_seconds;
   plan.command.maximum_output_bytes = max_output;

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +20,9 @@
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock {
+
+// Where the capability directory appears inside a sandbox (code mode).
+inline constexpr std::string_view kCapabilityDirInSandbox = "/run/airlock";
 
 // One entry of a workspace listing.
 struct WorkspaceEntry {
@@ -76,6 +81,43 @@ class WorkspaceHandle {
   }
 };
 
+// A process started beside the running command, inside the same live
+// sandbox ("exec into the sandbox", like `docker exec`): the code-mode broker
+// runs proc.run and job.start effects this way (spec 001 "cap/proc",
+// "cap/job"; DESIGN.md 5.7; docs/capabilities.md). It shares the sandbox's
+// namespaces, workspace, cgroup limits, uid, seccomp filter and lack of
+// capabilities, exactly like a command, and leads a process group (session)
+// of its own. It dies with the sandbox at the latest.
+struct SideCommand {
+  std::vector<std::string> argv;        // argv[0] absolute or a bare name on the image PATH
+  std::string working_directory = ".";  // relative to /workspace, containment-checked
+  std::map<std::string, std::string> env_additions;  // over the sandbox's environment
+  bool with_stdin = false;              // false: stdin is /dev/null
+};
+
+// The service's handle on one side process. The pipe ends are owned by the
+// object (non-blocking, close-on-exec); -1 once closed or when not asked
+// for. The destructor kills the process group and reaps what it must.
+// Thread-safety: killGroup() may be called from any thread; the rest from
+// one thread at a time.
+class SideProcess {
+ public:
+  virtual ~SideProcess() = default;
+  virtual int stdinFd() const noexcept = 0;   // write end; -1 without with_stdin
+  virtual void closeStdin() noexcept = 0;     // end of input
+  virtual int stdoutFd() const noexcept = 0;  // read end
+  virtual int stderrFd() const noexcept = 0;  // read end
+  virtual void closeOutput() noexcept = 0;    // closes both read ends
+  // Readable (poll POLLIN) once the process has exited; then exitStatus()
+  // answers without blocking.
+  virtual int exitFd() const noexcept = 0;
+  // The wait status (as waitpid's) once the process has exited, else nullopt.
+  virtual std::optional<int> exitStatus() = 0;
+  // SIGKILL to the process's group: the process and everything it started
+  // that stayed in its group. Idempotent; a no-op once the group is gone.
+  virtual void killGroup() noexcept = 0;
+};
+
 class ExecutionEnvironment {
  public:
   virtual ~ExecutionEnvironment() = default;
@@ -123,6 +165,29 @@ class ExecutionEnvironment {
 
   // The workspace port of a live sandbox. ExecutionRejected when gone.
   virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
+
+  // ---- code mode (spec 001; DESIGN.md 5.7). Optional: adapters without it
+  // answer ExecutionUnavailable (fake and gvisor today).
+
+  // Starts `command` as a side process in the live sandbox (see SideProcess).
+  // Errors: ToolValidationError (empty argv, bad working directory);
+  // ExecutionRejected (unknown or destroyed handle, tenant mismatch);
+  // ExecutionUnavailable (no such facility, init gone, a syscall failed,
+  // the sandbox's pids limit reached).
+  virtual Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& /*handle*/,
+                                                                const SideCommand& /*command*/) {
+    return fail(ErrorCode::kExecutionUnavailable, "this mechanism cannot start side processes");
+  }
+
+  // The capability directory of a live sandbox: a new O_PATH directory fd,
+  // owned by the caller, of a directory that the sandbox sees read-only at
+  // kCapabilityDirInSandbox ("/run/airlock"). The broker creates the channel
+  // socket and the token file in it (through /proc/self/fd/N/...), owned by
+  // the directory's owner, which is the host uid of the sandbox user. No
+  // host path crosses the port. Errors as startSideProcess.
+  virtual Result<sys::UniqueFd> openCapabilityDirectory(const EnvironmentHandle& /*handle*/) {
+    return fail(ErrorCode::kExecutionUnavailable, "this mechanism has no capability channel");
+  }
 
   // The service is stopping: every running command ends with killed_by
   // SERVICE_SHUTDOWN (partial output returned), and provision/execute fail

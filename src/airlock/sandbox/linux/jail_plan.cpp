@@ -180,6 +180,28 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
                               std::to_string(lim.inodes_max) + ",mode=0755,uid=" + uid + ",gid=" + gid;
   addTmpfs(plan, root, "/workspace", ws_opts, MS_NOSUID | MS_NODEV, 0755);
 
+  // Code mode: the capability directory, read-only (connect() to a socket
+  // on a read-only mount works; nothing there can be replaced). Exec is
+  // allowed where the host allows it: the `cap` client is a script there.
+  if (!in.capability_dir.empty()) {
+    auto run = step(Kind::kMkdir, "create /run");
+    run.target = root + "/run";
+    run.mode = 0755;
+    plan.push_back(std::move(run));
+    auto mk = step(Kind::kMkdir, "create /run/airlock");
+    mk.target = root + "/run/airlock";
+    mk.mode = 0755;
+    plan.push_back(std::move(mk));
+    auto bind = step(Kind::kBind, "bind the capability directory at /run/airlock");
+    bind.source = in.capability_dir;
+    bind.target = root + "/run/airlock";
+    plan.push_back(std::move(bind));
+    auto ro = step(Kind::kRemountBind, "make /run/airlock read-only");
+    ro.target = root + "/run/airlock";
+    ro.flags = readOnlyFlagsFor(in.capability_dir);
+    plan.push_back(std::move(ro));
+  }
+
   // /proc of the sandbox's own pid namespace; kernel knobs read-only.
   {
     auto mk = step(Kind::kMkdir, "create /proc");

@@ -43,6 +43,10 @@ struct JailPlanInputs {
   std::string staging_root;                // empty host directory; mount point of the new root
   std::vector<std::string> image_dirs;     // host dirs bound read-only (e.g. /usr)
   std::vector<std::string> image_etc;      // host /etc entries bound read-only if present
+  // Host directory bound read-only at /run/airlock (code mode: the
+  // capability socket and token file, execution_environment.h
+  // openCapabilityDirectory); empty: none.
+  std::string capability_dir;
   ResourceLimits limits;
   uid_t sandbox_uid = 1000;                // inside the user namespace
   gid_t sandbox_gid = 1000;

@@ -33,6 +33,7 @@
 #include "airlock/sandbox/linux/init_process.h"
 #include "airlock/sandbox/linux/jail_plan.h"
 #include "airlock/sandbox/linux/seccomp_policy.h"
+#include "airlock/sandbox/linux/side_process.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -178,6 +179,11 @@ struct Sandbox {
   workspace::Snapshot last_snapshot;
   bool init_dead = false;
   std::mutex exec_mutex;
+  // Code mode: the host directory bound at /run/airlock, and the lock that
+  // keeps teardown from closing the pidfd or the cgroup under a side
+  // process being started (side_process.h).
+  std::string capability_dir;
+  std::mutex side_mutex;
   // Preallocated for init (it must not allocate after clone).
   std::vector<SetupStep> plan;
   std::vector<char> recv_buffer;
@@ -220,6 +226,11 @@ class LinuxEnvironment final : public ExecutionEnvironment {
     return std::shared_ptr<WorkspaceHandle>(
         std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
   }
+
+  // Code mode (side_process.h).
+  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
+                                                        const SideCommand& command) override;
+  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
 
   // Destroys sandboxes whose owner process is gone (lock file not held).
   void sweepOrphans();
@@ -343,8 +354,16 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   if (!cg) return tl::unexpected(cg.error());
   sb->cgroup = std::move(*cg);
 
+  // Code mode: the capability directory, owned by the sandbox user's host
+  // uid (the broker gives the socket and token file the same owner).
+  sb->capability_dir = options_.state_dir + "/cap/" + sb->handle.environment_id;
+  if (::mkdir(sb->capability_dir.c_str(), 0755) != 0 ||
+      ::chown(sb->capability_dir.c_str(), sb->host_uid_base + kSandboxUid, sb->host_uid_base + kSandboxUid) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "create the sandbox's capability directory", errno);
+
   JailPlanInputs in;
   in.staging_root = options_.state_dir + "/root";
+  in.capability_dir = sb->capability_dir;
   in.image_dirs = options_.image_dirs;
   in.image_etc = options_.image_etc;
   in.limits = spec.limits;
@@ -466,6 +485,7 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
 }
 
 void LinuxEnvironment::teardown(Sandbox& sb) {
+  std::lock_guard side(sb.side_mutex);
   if (sb.pidfd.valid()) {
     ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
     siginfo_t info{};
@@ -493,6 +513,7 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
     }
     sb.cgroup.reset();
   }
+  if (!sb.capability_dir.empty()) removeCapabilityDirectory(sb.capability_dir);
   sb.uid_lock.reset();
   if (sb.lock.valid()) {
     ::unlink(sb.lock_path.c_str());
@@ -539,6 +560,7 @@ void LinuxEnvironment::sweepOrphans() {
       auto cg = cgroups_->attach(cgroup_prefix_ + id);
       (void)cg->killAll();
       (void)cg->remove();
+      removeCapabilityDirectory(options_.state_dir + "/cap/" + id);
       ::unlink(path.c_str());
     }
     ::closedir(d);
@@ -931,6 +953,49 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
   return result;
 }
 
+// ---- code mode: side processes and the capability directory ---------------
+
+Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(const EnvironmentHandle& handle,
+                                                                        const SideCommand& command) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
+  auto sb = find(handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
+  if (sb->handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto cwd = checkRelativePath(command.working_directory);
+  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  std::lock_guard side(sb->side_mutex);
+  if (sb->init_dead || !sb->pidfd.valid() || !sb->cgroup)
+    return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init has died; destroy it and provision again");
+  if (!cwd->empty()) {
+    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
+    if (!dir)
+      return fail(ErrorCode::kToolValidationError, "working directory \"" + *cwd +
+                                                       "\" is not a directory inside the workspace (" +
+                                                       dir.error().message() + ")");
+  }
+  const sock_fprog prog = seccomp_.program();
+  SideProcessTarget target;
+  target.init_pidfd = sb->pidfd.get();
+  target.cgroup = sb->cgroup.get();
+  target.seccomp = &prog;
+  target.sandbox_uid = kSandboxUid;
+  target.sandbox_gid = kSandboxUid;
+  target.environment = sb->environment;
+  return startSideProcessIn(target, command);
+}
+
+Result<UniqueFd> LinuxEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
+  auto sb = find(handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
+  if (sb->handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
+  return fd;
+}
+
 // ---- image digest --------------------------------------------------------------
 
 void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
@@ -1021,7 +1086,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   // The state directory is traversable (init, running as an unprivileged
   // host uid, must reach the empty mount point root/); the lock directories
   // are private.
-  for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}, {"/uids", 0700}, {"/root", 0755}}) {
+  for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}, {"/uids", 0700}, {"/root", 0755}, {"/cap", 0711}}) {
     const std::string dir = options.state_dir + sub;
     if (auto r = mkdirs(dir, static_cast<mode_t>(mode)); !r) return tl::unexpected(r.error());
     if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)

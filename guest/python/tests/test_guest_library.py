@@ -1,0 +1,145 @@
+"""Tests of the guest library's own logic (airlock_cap): the proc.stdout
+reduction and its cuts, error classes keeping refusal names, and the channel
+against an in-process broker double speaking the wire. Standard library only;
+run with /usr/bin/python3 (ctest: capability.python_guest_library)."""
+
+import os
+import random
+import socket
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import airlock_cap as cap  # noqa: E402
+from airlock_cap import wire  # noqa: E402
+
+
+def result(**kw):
+    base = dict(argv=["sh", "-c", "x"], exit_code=0, signal=None, stdout="out", stderr="",
+                timed_out=False, stdout_truncated=False, stderr_truncated=False, duration_ms=1)
+    base.update(kw)
+    return cap.RunResult(**base)
+
+
+class CutTest(unittest.TestCase):
+    def test_cuts_stay_within_their_byte_limits_ellipsis_included(self):
+        rng = random.Random(9)
+        alphabet = "aé€😀 \n"
+        for _ in range(2000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 300)))
+            limit = rng.randrange(3, 200)
+            front, back = cap.cut_front(text, limit), cap.cut_back(text, limit)
+            self.assertLessEqual(len(front.encode()), limit)
+            self.assertLessEqual(len(back.encode()), limit)
+            if len(text.encode()) <= limit:
+                self.assertEqual(front, text)
+                self.assertEqual(back, text)
+            else:
+                self.assertTrue(front.endswith("...") and text.startswith(front[:-3]))
+                self.assertTrue(back.startswith("...") and text.endswith(back[3:]))
+
+
+class StdoutFromTest(unittest.TestCase):
+    def test_success_is_the_stdout(self):
+        self.assertEqual(cap.stdout_from(result(stdout="hi\n")), "hi\n")
+        self.assertEqual(cap.stdout_from(result(stdout=b"\xffx"), ), "\ufffdx")
+
+    def test_accepted_exit_codes(self):
+        self.assertEqual(cap.stdout_from(result(exit_code=1, stdout="d"), accept=(0, 1)), "d")
+
+    def test_failure_is_one_bounded_string_naming_command_exit_and_stderr_end(self):
+        r = result(argv=["prog"] + ["a" * 50] * 10, exit_code=3, stderr="e" * 1000 + "THE END")
+        with self.assertRaises(cap.ProcFailed) as ctx:
+            cap.stdout_from(r)
+        m = ctx.exception.message
+        self.assertIn("exited with 3", m)
+        self.assertTrue(m.endswith("THE END"))
+        command, _, rest = m.partition(" exited with 3: ")
+        self.assertLessEqual(len(command.encode()), 160)
+        self.assertLessEqual(len(rest.encode()), 400)
+        self.assertEqual(ctx.exception.code, "proc_failed")
+
+    def test_a_timeout_is_always_an_error(self):
+        with self.assertRaises(cap.ProcFailed) as ctx:
+            cap.stdout_from(result(timed_out=True, exit_code=None, signal=9))
+        self.assertIn("timed out", ctx.exception.message)
+
+    def test_killed_by_signal(self):
+        with self.assertRaises(cap.ProcFailed) as ctx:
+            cap.stdout_from(result(exit_code=None, signal=9))
+        self.assertIn("signal 9", ctx.exception.message)
+
+
+class ErrorTest(unittest.TestCase):
+    def test_each_refusal_keeps_its_name(self):
+        for code, cls in [("denied", cap.Denied), ("spawn_ceiling_reached", cap.SpawnCeilingReached),
+                          ("deadline_exceeded", cap.DeadlineExceeded), ("bad_token", cap.BadToken)]:
+            e = cap.error_for(code, "m")
+            self.assertIsInstance(e, cls)
+            self.assertIsInstance(e, cap.CapError)
+            self.assertEqual(e.code, code)
+            self.assertEqual(e.message, "m")
+
+    def test_an_unknown_code_arrives_as_itself(self):
+        e = cap.error_for("brand_new_refusal", "m")
+        self.assertIs(type(e), cap.CapError)
+        self.assertEqual(e.code, "brand_new_refusal")
+
+
+class BrokerDouble:
+    """Answers cap_calls: echo.* with its args, anything else refused with
+    the capability's name as the code."""
+
+    def __init__(self, path):
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.calls = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        conn, _ = self.listener.accept()
+        decoder = wire.FrameDecoder()
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            decoder.feed(data)
+            while True:
+                ev = decoder.next()
+                if ev is None:
+                    break
+                if isinstance(ev, wire.CapCall):
+                    self.calls.append(ev)
+                    if ev.cap.startswith("echo."):
+                        answer = wire.Ok(ev.args)
+                    else:
+                        answer = wire.Refusal(ev.cap, "refused by the double")
+                    conn.sendall(wire.encode_frame(wire.CapResult(ev.id, answer)))
+
+
+class ChannelTest(unittest.TestCase):
+    def test_calls_carry_the_token_and_refusals_become_named_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "cap.sock")
+            double = BrokerDouble(path)
+            ch = cap.Channel(path, b"tok")
+            self.assertEqual(ch.call("echo.x", {"a": [1, b"b"]}, 1000), {"a": [1, b"b"]})
+            with self.assertRaises(cap.SpawnCeilingReached):
+                ch.call("spawn_ceiling_reached", None, 1000)
+            with self.assertRaises(cap.CapError) as ctx:
+                ch.call("some_future_code", None, 1000)
+            self.assertEqual(ctx.exception.code, "some_future_code")
+            self.assertEqual([c.token for c in double.calls], [b"tok"] * 3)
+            self.assertEqual([c.id for c in double.calls], [1, 2, 3])
+            ch.close()
+            with self.assertRaises(cap.ChannelClosed):
+                ch.call("echo.x", None, 1000)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,652 @@
+#include "airlock/capability/broker/broker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
+
+namespace airlock::capability {
+
+using sys::UniqueFd;
+using wire::Value;
+
+std::string_view ceilingClassName(CeilingClass c) noexcept {
+  switch (c) {
+    case CeilingClass::kSpawn: return "spawn";
+    case CeilingClass::kSend: return "send";
+    case CeilingClass::kNote: return "note";
+    case CeilingClass::kNotes: return "notes";
+    case CeilingClass::kNone: break;
+  }
+  return "none";
+}
+
+void CapabilityTable::add(std::string name, CeilingClass ceiling, Handler handler) {
+  by_name_[std::move(name)] = Entry{ceiling, std::move(handler)};
+}
+
+void CapabilityTable::addModuleRoute(std::string module, Handler handler) {
+  by_module_[std::move(module)] = Entry{CeilingClass::kNone, std::move(handler)};
+}
+
+const CapabilityTable::Entry* CapabilityTable::find(std::string_view name) const {
+  if (auto it = by_name_.find(name); it != by_name_.end()) return &it->second;
+  const auto dot = name.find('.');
+  if (dot == std::string_view::npos) return nullptr;
+  if (auto it = by_module_.find(name.substr(0, dot)); it != by_module_.end()) return &it->second;
+  return nullptr;
+}
+
+CeilingClass defaultCeilingClass(std::string_view c) noexcept {
+  auto ends = [&](std::string_view suffix) {
+    return c.size() >= suffix.size() && c.substr(c.size() - suffix.size()) == suffix;
+  };
+  if (c == "proc.run" || c == "job.start" || ends(".spawn")) return CeilingClass::kSpawn;
+  if (ends(".send") || ends(".send_last")) return CeilingClass::kSend;
+  if (c == "notes.put" || ends(".note")) return CeilingClass::kNote;
+  if (c == "notes.get" || c == "notes.list" || ends(".notes")) return CeilingClass::kNotes;
+  return CeilingClass::kNone;
+}
+
+bool Policy::allows(std::string_view capability) const {
+  if (allowed.count("*") != 0) return true;
+  if (allowed.find(std::string(capability)) != allowed.end()) return true;
+  const auto dot = capability.find('.');
+  if (dot == std::string_view::npos) return false;
+  return allowed.find(std::string(capability.substr(0, dot)) + ".*") != allowed.end();
+}
+
+bool constantTimeEqual(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  volatile unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    diff = static_cast<unsigned char>(diff | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
+  return diff == 0;
+}
+
+namespace {
+
+Result<std::string> randomToken() {
+  unsigned char raw[32];
+  std::size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string t;
+  for (unsigned char c : raw) {
+    t.push_back(kHex[c >> 4]);
+    t.push_back(kHex[c & 15]);
+  }
+  return t;
+}
+
+wire::Refusal refusal(std::string code, std::string message) {
+  return wire::Refusal{std::move(code), std::move(message)};
+}
+
+// Why an admitted call stopped before its handler answered.
+enum class Stop : int { kNone = 0, kCancelFrame, kDisconnect, kDeadline, kFinish };
+
+struct Call {
+  std::uint64_t id = 0;
+  std::string capability;
+  BrokerClock::time_point started;
+  BrokerClock::time_point deadline;
+  std::size_t request_bytes = 0;
+  std::optional<CancelToken> cancel;
+  std::atomic<int> stop{0};
+  void halt(Stop why) {
+    int expected = 0;
+    if (stop.compare_exchange_strong(expected, static_cast<int>(why))) cancel->cancel();
+  }
+};
+
+}  // namespace
+
+struct Connection {
+  UniqueFd fd;
+  std::mutex write_mu;
+  bool write_broken = false;
+  std::mutex mu;  // guards in_flight and workers
+  std::map<std::uint64_t, std::shared_ptr<Call>> in_flight;
+  std::condition_variable workers_done;
+  int workers = 0;
+  std::thread reader;
+  std::atomic<bool> closed{false};
+
+  // The frame's bytes; a result the peer could not decode (say, a string
+  // that is not UTF-8) becomes an error answer instead, never a frame the
+  // peer would fault on.
+  static std::string encode(const wire::Frame& frame) {
+    auto encoded = wire::encodeFrame(frame);
+    if (!encoded) {
+      wire::Frame fallback{frame.id, wire::CapResult{refusal("internal_error", "the result could not be encoded: " +
+                                                                                   encoded.error().context)}};
+      encoded = wire::encodeFrame(fallback);
+      if (!encoded) return {};
+    }
+    return std::move(*encoded);
+  }
+
+  bool send(const wire::Frame& frame, std::size_t* bytes = nullptr) {
+    const std::string encoded = encode(frame);
+    if (bytes) *bytes = encoded.size();
+    return write(encoded);
+  }
+
+  bool write(const std::string& encoded) {
+    if (encoded.empty()) return false;
+    std::lock_guard lk(write_mu);
+    if (write_broken) return false;
+    const char* p = encoded.data();
+    std::size_t left = encoded.size();
+    while (left > 0) {
+      ssize_t n = ::send(fd.get(), p, left, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        write_broken = true;
+        return false;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+};
+
+struct PendingHook {
+  std::optional<wire::Answer> answer;
+  bool connection_gone = false;
+};
+
+struct BrokerSession::Impl {
+  SessionOptions options;
+  std::shared_ptr<const CapabilityTable> table;
+  std::string token;
+  std::atomic<bool> token_revoked{false};
+  UniqueFd dir;     // O_PATH capability directory (for removal at finish)
+  UniqueFd listener;
+  std::optional<CancelToken> stop;
+  std::thread acceptor;
+  std::atomic<bool> finished{false};
+  std::atomic<std::uint64_t> answered{0};
+
+  std::mutex mu;  // guards everything below
+  std::list<std::shared_ptr<Connection>> connections;
+  std::map<CeilingClass, std::uint32_t> admitted;
+  OutcomeReport outcome;
+  std::set<std::string> working_tokens;  // serve shape
+  std::map<std::uint64_t, PendingHook> pending_hooks;
+  std::uint64_t next_hook_id = 1;
+  std::condition_variable hooks_cv;
+  std::condition_variable closed_cv;  // a connection was read to its end
+  std::weak_ptr<Connection> serving;
+
+  void audit(const std::string& cap, std::uint64_t id, std::string_view verdict, std::string_view code,
+             BrokerClock::time_point started, std::size_t request_bytes, std::size_t response_bytes) {
+    answered.fetch_add(1);
+    if (!options.audit) return;
+    nlohmann::json line = {
+        {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count()},
+        {"execution", options.execution_id},
+        {"call_id", id},
+        {"cap", cap},
+        {"verdict", verdict},
+        {"code", code},
+        {"duration_us",
+         std::chrono::duration_cast<std::chrono::microseconds>(BrokerClock::now() - started).count()},
+        {"request_bytes", request_bytes},
+        {"response_bytes", response_bytes}};
+    options.audit(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+
+  bool tokenAccepted(const std::string& presented) {
+    if (token_revoked.load()) return false;
+    if (options.shape == BootShape::kRun) return constantTimeEqual(presented, token);
+    std::lock_guard lk(mu);
+    bool ok = false;
+    for (const auto& t : working_tokens) ok |= constantTimeEqual(presented, t);
+    return ok;
+  }
+
+  // Counts the call against its class's ceiling; the refusal when full.
+  std::optional<wire::Refusal> admit(CeilingClass c) {
+    std::uint32_t limit = 0;
+    switch (c) {
+      case CeilingClass::kNone: return std::nullopt;
+      case CeilingClass::kSpawn: limit = options.ceilings.spawn; break;
+      case CeilingClass::kSend: limit = options.ceilings.send; break;
+      case CeilingClass::kNote: limit = options.ceilings.note; break;
+      case CeilingClass::kNotes: limit = options.ceilings.notes; break;
+    }
+    std::lock_guard lk(mu);
+    auto& n = admitted[c];
+    if (n >= limit) {
+      const std::string name(ceilingClassName(c));
+      return refusal(c == CeilingClass::kSpawn ? "spawn_ceiling_reached" : "admission_ceiling_reached",
+                     "ceiling " + name + "=" + std::to_string(limit) + " reached");
+    }
+    ++n;
+    return std::nullopt;
+  }
+
+  void acceptLoop();
+  void serveConnection(std::shared_ptr<Connection> conn);
+  void onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
+                 BrokerClock::time_point read_at);
+  void runCall(std::shared_ptr<Connection> conn, std::shared_ptr<Call> call, const CapabilityTable::Entry* entry,
+               Value args);
+};
+
+void BrokerSession::Impl::acceptLoop() {
+  for (;;) {
+    pollfd p[2] = {{listener.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
+    int rc = ::poll(p, 2, -1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || (p[1].revents & POLLIN)) return;
+    if (!(p[0].revents & POLLIN)) continue;
+    UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd.valid()) continue;
+    auto conn = std::make_shared<Connection>();
+    conn->fd = std::move(fd);
+    std::lock_guard lk(mu);
+    if (finished.load()) return;
+    // A peer that stops reading must not stall a writer forever.
+    timeval tv{5, 0};
+    ::setsockopt(conn->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    connections.push_back(conn);
+    if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
+    conn->reader = std::thread([this, conn] { serveConnection(conn); });
+  }
+}
+
+void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
+  wire::FrameDecoder decoder;
+  char buf[65536];
+  bool open = true;
+  while (open) {
+    // The nearest deadline of a call in flight bounds the wait.
+    int timeout_ms = -1;
+    {
+      std::lock_guard lk(conn->mu);
+      const auto now = BrokerClock::now();
+      for (auto& [id, call] : conn->in_flight) {
+        if (call->stop.load() != 0) continue;
+        if (call->deadline <= now) {
+          call->halt(Stop::kDeadline);
+          continue;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now).count() + 1;
+        if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
+      }
+    }
+    pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
+    int rc = ::poll(p, 2, timeout_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || (p[1].revents & POLLIN)) break;
+    if (rc == 0) continue;
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    ssize_t n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+    if (n <= 0) break;
+    const auto read_at = BrokerClock::now();
+    decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    for (;;) {
+      auto ev = decoder.next();
+      if (std::holds_alternative<wire::FrameDecoder::NeedMore>(ev)) break;
+      if (std::holds_alternative<wire::Fault>(ev)) {
+        open = false;
+        break;
+      }
+      if (std::holds_alternative<wire::Dropped>(ev)) continue;
+      if (auto* inv = std::get_if<wire::Invalid>(&ev)) {
+        if (inv->kind == wire::Kind::kCapCall) {
+          const std::string bytes =
+              Connection::encode(wire::Frame{inv->id, wire::CapResult{refusal("bad_request", inv->reason)}});
+          audit("", inv->id, "refused", "bad_request", read_at, 0, bytes.size());
+          conn->write(bytes);
+        } else if (inv->kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
+          std::lock_guard lk(mu);
+          if (!outcome.outcome) {
+            outcome.outcome = wire::Outcome{wire::Errored{"the program's outcome frame was malformed: " + inv->reason, {}}};
+            outcome.problem = "malformed outcome";
+          } else {
+            outcome.problem = "more than one outcome frame";
+          }
+        } else if (inv->kind == wire::Kind::kHookResult && options.shape == BootShape::kServe) {
+          std::lock_guard lk(mu);
+          if (auto it = pending_hooks.find(inv->id); it != pending_hooks.end() && !it->second.answer) {
+            it->second.answer = refusal("crashed", "the extension's hook_result was malformed: " + inv->reason);
+            hooks_cv.notify_all();
+          }
+        }
+        continue;
+      }
+      auto& frame = std::get<wire::Frame>(ev);
+      switch (frame.kind()) {
+        case wire::Kind::kCapCall:
+          onCapCall(conn, frame.id, std::move(std::get<wire::CapCall>(frame.body)), read_at);
+          break;
+        case wire::Kind::kCancel: {
+          std::lock_guard lk(conn->mu);
+          if (auto it = conn->in_flight.find(frame.id); it != conn->in_flight.end())
+            it->second->halt(Stop::kCancelFrame);
+          break;
+        }
+        case wire::Kind::kOutcome:
+          if (options.shape == BootShape::kRun) {
+            std::lock_guard lk(mu);
+            if (!outcome.outcome)
+              outcome.outcome = std::move(std::get<wire::Outcome>(frame.body));
+            else
+              outcome.problem = "more than one outcome frame";
+          }
+          break;
+        case wire::Kind::kHookResult:
+          if (options.shape == BootShape::kServe) {
+            std::lock_guard lk(mu);
+            if (auto it = pending_hooks.find(frame.id); it != pending_hooks.end() && !it->second.answer) {
+              it->second.answer = std::move(std::get<wire::HookResult>(frame.body).answer);
+              hooks_cv.notify_all();
+            }
+          }
+          break;
+        default:
+          break;  // a kind the service does not accept: dropped
+      }
+    }
+  }
+  // The connection is gone (or faulted, or the session finishes): every
+  // effect it started is cancelled, and waited for.
+  conn->closed.store(true);
+  {
+    std::unique_lock lk(conn->mu);
+    const Stop why = finished.load() ? Stop::kFinish : Stop::kDisconnect;
+    for (auto& [id, call] : conn->in_flight) call->halt(why);
+    conn->workers_done.wait(lk, [&] { return conn->workers == 0; });
+  }
+  ::shutdown(conn->fd.get(), SHUT_RDWR);
+  std::lock_guard lk(mu);
+  closed_cv.notify_all();
+  for (auto& [id, pending] : pending_hooks) {
+    if (!pending.answer && serving.lock() == conn) pending.connection_gone = true;
+  }
+  hooks_cv.notify_all();
+}
+
+void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
+                                    BrokerClock::time_point read_at) {
+  std::size_t request_bytes = 0;
+  {
+    wire::Frame sized{id, call};
+    if (auto p = wire::encodePayload(sized)) request_bytes = p->size() + wire::kLengthPrefixBytes;
+  }
+  // The audit line is written before the answer: a program that has its
+  // answer can rely on the line existing.
+  auto refuse = [&](wire::Refusal r) {
+    const std::string code = r.code;
+    const std::string bytes = Connection::encode(wire::Frame{id, wire::CapResult{std::move(r)}});
+    audit(call.capability, id, "refused", code, read_at, request_bytes, bytes.size());
+    conn->write(bytes);
+  };
+  if (!tokenAccepted(call.token))
+    return refuse(refusal("bad_token", "the call's token is not this execution's (revoked, replayed or foreign)"));
+  if (call.deadline_ms == 0) return refuse(refusal("deadline_exceeded", "the call arrived with no time left"));
+  if (!options.policy.allows(call.capability))
+    return refuse(refusal("denied", "capability " + call.capability + " is not allowed for this execution"));
+  const CapabilityTable::Entry* entry = table ? table->find(call.capability) : nullptr;
+  if (entry == nullptr) {
+    const auto module = call.capability.substr(0, call.capability.find('.'));
+    if (module == "strand" || module == "peer" || module == "workflow" || module == "mcp")
+      return refuse(refusal("unavailable", "capability " + call.capability +
+                                               " needs a handler from the embedding platform, and none is registered"));
+    return refuse(refusal("unknown_capability", "no capability is named " + call.capability));
+  }
+  const CeilingClass ceiling =
+      entry->ceiling != CeilingClass::kNone ? entry->ceiling : defaultCeilingClass(call.capability);
+  if (auto full = admit(ceiling)) return refuse(std::move(*full));
+
+  auto token = CancelToken::create();
+  if (!token) return refuse(refusal("unavailable", "the broker could not track the call"));
+  auto c = std::make_shared<Call>();
+  c->id = id;
+  c->capability = call.capability;
+  c->started = read_at;
+  auto budget = std::chrono::milliseconds(std::min<std::uint64_t>(call.deadline_ms, 24ull * 3600 * 1000));
+  if (options.max_call_budget.count() > 0) budget = std::min(budget, options.max_call_budget);
+  c->deadline = read_at + budget;
+  c->request_bytes = request_bytes;
+  c->cancel.emplace(std::move(*token));
+  {
+    std::lock_guard lk(conn->mu);
+    if (conn->in_flight.count(id) != 0)
+      return refuse(refusal("bad_request", "call id " + std::to_string(id) + " is already in flight"));
+    conn->in_flight[id] = c;
+    ++conn->workers;
+  }
+  std::thread([this, conn, c, entry, args = std::move(call.args)]() mutable {
+    runCall(conn, c, entry, std::move(args));
+  }).detach();
+}
+
+void BrokerSession::Impl::runCall(std::shared_ptr<Connection> conn, std::shared_ptr<Call> call,
+                                  const CapabilityTable::Entry* entry, Value args) {
+  wire::Answer answer = Value::nil();
+  try {
+    CallContext ctx{call->capability, args, call->deadline, *call->cancel};
+    answer = entry->handler(ctx);
+  } catch (const std::exception& e) {
+    answer = refusal("internal_error", std::string("the capability failed: ") + e.what());
+  } catch (...) {
+    answer = refusal("internal_error", "the capability failed");
+  }
+  Stop stop = static_cast<Stop>(call->stop.load());
+  if (stop == Stop::kNone && BrokerClock::now() > call->deadline) stop = Stop::kDeadline;
+  std::string bytes;
+  std::string verdict = "ok", code;
+  switch (stop) {
+    case Stop::kNone:
+      if (auto* r = std::get_if<wire::Refusal>(&answer)) {
+        verdict = "error";
+        code = r->code;
+      }
+      bytes = Connection::encode(wire::Frame{call->id, wire::CapResult{std::move(answer)}});
+      break;
+    case Stop::kDeadline:
+      verdict = "refused";
+      code = "deadline_exceeded";
+      bytes = Connection::encode(
+          wire::Frame{call->id, wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
+      break;
+    case Stop::kCancelFrame:
+      verdict = "cancelled";
+      code = "cancelled";
+      bytes = Connection::encode(
+          wire::Frame{call->id, wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
+      break;
+    case Stop::kDisconnect:
+    case Stop::kFinish:
+      verdict = "cancelled";
+      code = stop == Stop::kDisconnect ? "disconnected" : "finished";
+      break;
+  }
+  audit(call->capability, call->id, verdict, code, call->started, call->request_bytes, bytes.size());
+  if (!bytes.empty()) conn->write(bytes);
+  std::lock_guard lk(conn->mu);
+  conn->in_flight.erase(call->id);
+  if (--conn->workers == 0) conn->workers_done.notify_all();
+}
+
+BrokerSession::BrokerSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+BrokerSession::~BrokerSession() { finish(); }
+
+const std::string& BrokerSession::token() const noexcept { return impl_->token; }
+
+std::uint64_t BrokerSession::callsAnswered() const noexcept { return impl_->answered.load(); }
+
+OutcomeReport BrokerSession::outcome() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->outcome;
+}
+
+Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, SessionOptions options,
+                                                           std::shared_ptr<const CapabilityTable> table) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->table = std::move(table);
+  auto token = randomToken();
+  if (!token) return tl::unexpected(token.error());
+  impl->token = std::move(*token);
+  auto stop = CancelToken::create();
+  if (!stop) return tl::unexpected(stop.error());
+  impl->stop.emplace(std::move(*stop));
+  impl->dir.reset(::fcntl(capability_dir, F_DUPFD_CLOEXEC, 3));
+  if (!impl->dir.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "dup capability directory", errno);
+  const int dir = impl->dir.get();
+  struct stat st {};
+  if (::fstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail(ErrorCode::kExecutionUnavailable, "the capability directory is not a directory");
+
+  // The token file: written under a temporary name, then renamed, so the
+  // program never reads half a token.
+  {
+    const std::string tmp = std::string(kTokenFileName) + ".new";
+    ::unlinkat(dir, tmp.c_str(), 0);
+    UniqueFd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
+    if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create the token file", errno);
+    if (!sys::writeAll(fd.get(), impl->token.data(), impl->token.size()) ||
+        ::fchown(fd.get(), st.st_uid, st.st_gid) != 0 || ::fchmod(fd.get(), 0400) != 0 ||
+        ::renameat(dir, tmp.c_str(), dir, std::string(kTokenFileName).c_str()) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "write the token file", errno);
+  }
+  // The socket, bound through the directory fd: no host path is needed.
+  impl->listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!impl->listener.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "socket", errno);
+  const std::string name(kSocketName);
+  ::unlinkat(dir, name.c_str(), 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
+  if (path.size() >= sizeof addr.sun_path) return fail(ErrorCode::kExecutionUnavailable, "socket path too long");
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::bind(impl->listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "bind the capability socket", errno);
+  if (::fchownat(dir, name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fchmodat(dir, name.c_str(), 0600, 0) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "set the capability socket's owner", errno);
+  if (::listen(impl->listener.get(), 64) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "listen on the capability socket", errno);
+  Impl* raw = impl.get();
+  impl->acceptor = std::thread([raw] { raw->acceptLoop(); });
+  return std::unique_ptr<BrokerSession>(new BrokerSession(std::move(impl)));
+}
+
+void BrokerSession::finish() {
+  Impl& s = *impl_;
+  if (s.finished.exchange(true)) return;
+  s.token_revoked.store(true);
+  s.stop->cancel();
+  if (s.acceptor.joinable()) s.acceptor.join();
+  std::list<std::shared_ptr<Connection>> conns;
+  {
+    std::lock_guard lk(s.mu);
+    conns = s.connections;
+    s.working_tokens.clear();
+  }
+  for (auto& c : conns)
+    if (c->reader.joinable()) c->reader.join();
+  ::unlinkat(s.dir.get(), std::string(kSocketName).c_str(), 0);
+  ::unlinkat(s.dir.get(), std::string(kTokenFileName).c_str(), 0);
+  s.listener.reset();
+  std::lock_guard lk(s.mu);
+  s.hooks_cv.notify_all();
+}
+
+bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) {
+  Impl& s = *impl_;
+  const auto until = BrokerClock::now() + timeout;
+  // Connections still in the listen queue count too: wait for the acceptor
+  // to take them.
+  while (!s.finished.load() && BrokerClock::now() < until) {
+    pollfd p{s.listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::unique_lock lk(s.mu);
+  return s.closed_cv.wait_until(lk, until, [&] {
+    for (auto& c : s.connections)
+      if (!c->closed.load()) return false;
+    return true;
+  });
+}
+
+Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::string& name, const Value& args,
+                                           std::chrono::milliseconds budget) {
+  Impl& s = *impl_;
+  if (s.options.shape != BootShape::kServe)
+    return fail(ErrorCode::kExecutionRejected, "invoke needs a serving session");
+  auto working = randomToken();
+  if (!working) return tl::unexpected(working.error());
+  std::shared_ptr<Connection> conn;
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lk(s.mu);
+    conn = s.serving.lock();
+    if (!conn || conn->closed.load() || s.finished.load())
+      return fail(ErrorCode::kExecutionUnavailable, "no serving program is connected");
+    id = s.next_hook_id++;
+    s.pending_hooks[id] = PendingHook{};
+    // Install, then ask: the token works before the program can use it.
+    s.working_tokens.insert(*working);
+  }
+  auto cleanup = [&] {
+    // Answer, then clear: the token is revoked once the invocation ends.
+    std::lock_guard lk(s.mu);
+    s.working_tokens.erase(*working);
+    s.pending_hooks.erase(id);
+  };
+  wire::HookCall call{*working, hook, name, args,
+                      static_cast<std::uint64_t>(std::max<std::int64_t>(0, budget.count()))};
+  if (!conn->send(wire::Frame{id, call})) {
+    cleanup();
+    return fail(ErrorCode::kExecutionUnavailable, "the serving program's connection is closed");
+  }
+  std::unique_lock lk(s.mu);
+  const auto until = BrokerClock::now() + budget;
+  s.hooks_cv.wait_until(lk, until, [&] {
+    auto& p = s.pending_hooks[id];
+    return p.answer.has_value() || p.connection_gone || s.finished.load();
+  });
+  auto p = s.pending_hooks[id];
+  lk.unlock();
+  cleanup();
+  if (p.answer) return *p.answer;
+  if (p.connection_gone || s.finished.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the serving program's connection closed during the invocation");
+  return fail(ErrorCode::kExecutionUnavailable, "the serving program did not answer within the deadline");
+}
+
+}  // namespace airlock::capability

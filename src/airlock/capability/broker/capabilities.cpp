@@ -1,0 +1,649 @@
+#include "airlock/capability/broker/capabilities.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cerrno>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "airlock/capability/wire/msgpack.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/sys/io.h"
+
+namespace airlock::capability {
+
+using wire::Array;
+using wire::Map;
+using wire::Refusal;
+using wire::Value;
+
+namespace {
+
+Refusal badRequest(std::string message) { return Refusal{"bad_request", std::move(message)}; }
+
+// The refusal for an error of the port (workspace, side processes).
+Refusal refusalFor(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::kWorkspaceEscape: return Refusal{"workspace_escape", e.message()};
+    case ErrorCode::kNotFound: return Refusal{"not_found", e.message()};
+    case ErrorCode::kToolValidationError: return Refusal{"bad_request", e.message()};
+    case ErrorCode::kExecutionRejected: return Refusal{"rejected", e.message()};
+    default: return Refusal{"unavailable", e.message()};
+  }
+}
+
+Value text(std::string bytes) {
+  return isValidUtf8(bytes) ? Value::string(std::move(bytes)) : Value::bytes(std::move(bytes));
+}
+
+const Value* field(const Value& args, std::string_view key) { return args.find(key); }
+
+tl::expected<std::string, Refusal> requiredString(const Value& args, std::string_view key) {
+  const Value* v = field(args, key);
+  if (v == nullptr || v->asString() == nullptr)
+    return tl::unexpected(badRequest("args." + std::string(key) + " must be a string"));
+  return *v->asString();
+}
+
+tl::expected<std::string, Refusal> optionalString(const Value& args, std::string_view key, std::string fallback) {
+  const Value* v = field(args, key);
+  if (v == nullptr || v->isNil()) return fallback;
+  if (v->asString() == nullptr) return tl::unexpected(badRequest("args." + std::string(key) + " must be a string"));
+  return *v->asString();
+}
+
+// A str or bin field, as bytes.
+tl::expected<std::optional<std::string>, Refusal> optionalData(const Value& args, std::string_view key) {
+  const Value* v = field(args, key);
+  if (v == nullptr || v->isNil()) return std::optional<std::string>{};
+  if (auto* s = v->asString()) return std::optional<std::string>(*s);
+  if (auto* b = v->asBytes()) return std::optional<std::string>(*b);
+  return tl::unexpected(badRequest("args." + std::string(key) + " must be a string or bytes"));
+}
+
+tl::expected<std::uint64_t, Refusal> optionalUint(const Value& args, std::string_view key, std::uint64_t fallback) {
+  const Value* v = field(args, key);
+  if (v == nullptr || v->isNil()) return fallback;
+  auto n = v->asUnsigned();
+  if (!n) return tl::unexpected(badRequest("args." + std::string(key) + " must be a non-negative integer"));
+  return *n;
+}
+
+std::chrono::milliseconds leftUntil(BrokerClock::time_point t) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(t - BrokerClock::now()));
+}
+
+// ---- proc.run ----------------------------------------------------------------
+
+wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
+  auto req = parseProcRequest(ctx.args, true);
+  if (!req) return req.error();
+  req->command.with_stdin = req->stdin_data.has_value();
+  const auto started = BrokerClock::now();
+  auto proc = s.env->startSideProcess(s.handle, req->command);
+  if (!proc) return refusalFor(proc.error());
+  SideProcess& p = **proc;
+  auto deadline = ctx.deadline;
+  bool timeout_first = false;
+  if (req->timeout.count() > 0 && started + req->timeout < deadline) {
+    deadline = started + req->timeout;
+    timeout_first = true;
+  }
+  struct Stream {
+    std::string data;
+    bool truncated = false;
+  } out, err;
+  std::size_t stdin_off = 0;
+  std::optional<int> status;
+  bool timed_out = false;
+  std::optional<BrokerClock::time_point> drain_until;
+  bool out_eof = false, err_eof = false;
+  char buf[65536];
+  for (;;) {
+    const bool out_open = p.stdoutFd() >= 0 && !out_eof, err_open = p.stderrFd() >= 0 && !err_eof;
+    if (status && !out_open && !err_open) break;
+    const auto now = BrokerClock::now();
+    if (ctx.cancel.cancelled()) {
+      p.killGroup();
+      return Refusal{"cancelled", "cancelled"};  // the broker answers for it
+    }
+    if (!timed_out && now >= deadline) {
+      p.killGroup();
+      if (!timeout_first) return Refusal{"deadline_exceeded", "the call's deadline passed"};
+      timed_out = true;
+    }
+    if (status && !drain_until) {
+      // The main process has ended: nothing it left in its group outlives
+      // the call; what escaped the group still may hold the pipes, so they
+      // are drained briefly, not waited for.
+      p.killGroup();
+      drain_until = now + std::chrono::seconds(2);
+    }
+    if (drain_until && now >= *drain_until) {
+      p.closeOutput();
+      out_eof = err_eof = true;
+      continue;
+    }
+    pollfd fds[5];
+    int n = 0, i_out = -1, i_err = -1, i_in = -1, i_exit = -1;
+    if (out_open) { fds[n] = {p.stdoutFd(), POLLIN, 0}; i_out = n++; }
+    if (err_open) { fds[n] = {p.stderrFd(), POLLIN, 0}; i_err = n++; }
+    if (p.stdinFd() >= 0) { fds[n] = {p.stdinFd(), POLLOUT, 0}; i_in = n++; }
+    if (!status) { fds[n] = {p.exitFd(), POLLIN, 0}; i_exit = n++; }
+    fds[n] = {ctx.cancel.pollFd(), POLLIN, 0};
+    ++n;
+    auto wake = drain_until ? *drain_until : (timed_out ? now + std::chrono::seconds(2) : deadline);
+    int wait_ms = static_cast<int>(std::clamp<long long>(leftUntil(wake).count() + 1, 0, 60000));
+    int rc = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    for (auto [idx, stream, is_out] : {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
+      if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
+      if (got < 0 && errno == EAGAIN) continue;
+      if (got <= 0) {
+        (is_out ? out_eof : err_eof) = true;
+        if (out_eof && err_eof) p.closeOutput();
+        continue;
+      }
+      const std::size_t room = kProcRunStreamCap - std::min(kProcRunStreamCap, stream->data.size());
+      const std::size_t take = std::min(room, static_cast<std::size_t>(got));
+      stream->data.append(buf, take);
+      if (take < static_cast<std::size_t>(got)) stream->truncated = true;
+    }
+    if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const std::string& data = *req->stdin_data;
+      if (stdin_off < data.size()) {
+        ssize_t w = ::write(p.stdinFd(), data.data() + stdin_off, std::min<std::size_t>(data.size() - stdin_off, 65536));
+        if (w > 0) stdin_off += static_cast<std::size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EINTR) p.closeStdin();
+      }
+      if (p.stdinFd() >= 0 && stdin_off >= data.size()) p.closeStdin();
+    }
+    if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
+      status = p.exitStatus();
+      if (status) p.closeStdin();
+    }
+  }
+  Map result;
+  if (status && WIFEXITED(*status) && !timed_out) {
+    result.emplace_back("exit_code", Value::integer(WEXITSTATUS(*status)));
+    result.emplace_back("signal", Value::nil());
+  } else if (status && WIFSIGNALED(*status)) {
+    result.emplace_back("exit_code", timed_out ? Value::nil() : Value::integer(128 + WTERMSIG(*status)));
+    result.emplace_back("signal", Value::integer(WTERMSIG(*status)));
+  } else {
+    result.emplace_back("exit_code", Value::nil());
+    result.emplace_back("signal", Value::nil());
+  }
+  result.emplace_back("stdout", text(std::move(out.data)));
+  result.emplace_back("stderr", text(std::move(err.data)));
+  result.emplace_back("timed_out", Value::boolean(timed_out));
+  result.emplace_back("stdout_truncated", Value::boolean(out.truncated));
+  result.emplace_back("stderr_truncated", Value::boolean(err.truncated));
+  result.emplace_back("duration_ms", Value::integer(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        BrokerClock::now() - started)
+                                                        .count()));
+  return Value::map(std::move(result));
+}
+
+// ---- fs ------------------------------------------------------------------------
+
+wire::Answer fsRead(const SandboxServices& s, const CallContext& ctx) {
+  auto path = requiredString(ctx.args, "path");
+  if (!path) return path.error();
+  auto ws = s.env->workspace(s.handle);
+  if (!ws) return refusalFor(ws.error());
+  auto data = (*ws)->read(*path);
+  if (!data) return refusalFor(data.error());
+  if (data->size() > kFsMaxBytes)
+    return Refusal{"too_large", "the file is larger than fs.read returns (" + std::to_string(kFsMaxBytes) + " bytes)"};
+  return Value::bytes(std::move(*data));
+}
+
+wire::Answer fsWrite(const SandboxServices& s, const CallContext& ctx) {
+  auto path = requiredString(ctx.args, "path");
+  if (!path) return path.error();
+  auto data = optionalData(ctx.args, "data");
+  if (!data) return data.error();
+  if (!*data) return badRequest("args.data must be a string or bytes");
+  if ((*data)->size() > kFsMaxBytes)
+    return Refusal{"too_large", "fs.write takes at most " + std::to_string(kFsMaxBytes) + " bytes"};
+  auto ws = s.env->workspace(s.handle);
+  if (!ws) return refusalFor(ws.error());
+  if (auto r = (*ws)->write(*path, **data); !r) return refusalFor(r.error());
+  return Value::nil();
+}
+
+wire::Answer fsList(const SandboxServices& s, const CallContext& ctx) {
+  auto path = optionalString(ctx.args, "path", ".");
+  if (!path) return path.error();
+  auto ws = s.env->workspace(s.handle);
+  if (!ws) return refusalFor(ws.error());
+  auto entries = (*ws)->listdir(*path == "" ? "." : *path);
+  if (!entries) return refusalFor(entries.error());
+  Array out;
+  for (auto& e : *entries) {
+    const char* type = e.type == WorkspaceEntry::Type::kFile        ? "file"
+                       : e.type == WorkspaceEntry::Type::kDirectory ? "directory"
+                       : e.type == WorkspaceEntry::Type::kSymlink   ? "symlink"
+                                                                    : "other";
+    out.push_back(Value::map({{"name", text(e.name)},
+                              {"type", Value::string(type)},
+                              {"size", Value::integer(e.size_bytes)}}));
+  }
+  return Value::array(std::move(out));
+}
+
+// ---- notes ---------------------------------------------------------------------
+
+// JSON-shaped: what a JSON blackboard can hold (no bytes, finite floats).
+bool jsonShaped(const Value& v, int depth = 0) {
+  if (depth > 64) return false;
+  switch (v.type()) {
+    case Value::Type::kBytes: return false;
+    case Value::Type::kFloat: {
+      double d = *v.asFloat();
+      return d == d && d - d == 0;
+    }
+    case Value::Type::kArray:
+      for (const auto& e : *v.asArray())
+        if (!jsonShaped(e, depth + 1)) return false;
+      return true;
+    case Value::Type::kMap:
+      for (const auto& [k, e] : *v.asMap())
+        if (!jsonShaped(e, depth + 1)) return false;
+      return true;
+    default: return true;
+  }
+}
+
+struct NotesBoard {
+  std::mutex mu;
+  std::map<std::string, Value> notes;
+};
+
+wire::Answer notesPut(NotesBoard& b, const CallContext& ctx) {
+  auto key = requiredString(ctx.args, "key");
+  if (!key) return key.error();
+  if (key->empty() || key->size() > kNoteKeyMaxBytes)
+    return badRequest("args.key must be 1 to " + std::to_string(kNoteKeyMaxBytes) + " bytes");
+  const Value* value = field(ctx.args, "value");
+  if (value == nullptr) return badRequest("args.value is required (nil is a value)");
+  if (!jsonShaped(*value)) return badRequest("args.value must be JSON-shaped (no bytes, finite numbers)");
+  std::string encoded;
+  if (!wire::encodeValue(*value, encoded) || encoded.size() > kNoteValueMaxBytes)
+    return Refusal{"too_large", "a note holds at most " + std::to_string(kNoteValueMaxBytes) + " bytes"};
+  std::lock_guard lk(b.mu);
+  b.notes[*key] = *value;
+  return Value::nil();
+}
+
+wire::Answer notesGet(NotesBoard& b, const CallContext& ctx) {
+  auto key = requiredString(ctx.args, "key");
+  if (!key) return key.error();
+  std::lock_guard lk(b.mu);
+  auto it = b.notes.find(*key);
+  if (it == b.notes.end()) return Refusal{"not_found", "no note is named " + *key};
+  return it->second;
+}
+
+wire::Answer notesList(NotesBoard& b, const CallContext& ctx) {
+  auto prefix = optionalString(ctx.args, "prefix", "");
+  if (!prefix) return prefix.error();
+  std::lock_guard lk(b.mu);
+  Array keys;
+  for (auto it = b.notes.lower_bound(*prefix); it != b.notes.end() && it->first.rfind(*prefix, 0) == 0; ++it)
+    keys.push_back(Value::string(it->first));
+  return Value::array(std::move(keys));
+}
+
+// ---- jobs ------------------------------------------------------------------------
+
+struct Job {
+  std::string id;
+  std::vector<std::string> argv;
+  std::unique_ptr<SideProcess> proc;
+  std::mutex mu;  // guards everything below and stdin
+  std::condition_variable cv;
+  struct Stream {
+    std::string tail;
+    std::uint64_t total = 0;
+    bool eof = false;
+  } out, err;
+  std::optional<int> status;
+  bool killed = false;
+  bool done = false;  // exited and both streams at end of file
+  std::thread pump;
+};
+
+class JobTable {
+ public:
+  explicit JobTable(sys::UniqueFd stop) : stop_(std::move(stop)) {}
+  ~JobTable() {
+    std::uint64_t one = 1;
+    (void)sys::writeAll(stop_.get(), &one, sizeof one);
+    std::lock_guard lk(mu_);
+    for (auto& [id, job] : jobs_) {
+      job->proc->killGroup();
+      if (job->pump.joinable()) job->pump.join();
+    }
+  }
+  std::shared_ptr<Job> add(std::vector<std::string> argv, std::unique_ptr<SideProcess> proc) {
+    auto job = std::make_shared<Job>();
+    job->argv = std::move(argv);
+    job->proc = std::move(proc);
+    std::lock_guard lk(mu_);
+    job->id = "job-" + std::to_string(++next_);
+    jobs_[job->id] = job;
+    job->pump = std::thread([this, job] { pump(*job); });
+    return job;
+  }
+  std::shared_ptr<Job> find(const std::string& id) {
+    std::lock_guard lk(mu_);
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : it->second;
+  }
+  std::vector<std::shared_ptr<Job>> all() {
+    std::lock_guard lk(mu_);
+    std::vector<std::shared_ptr<Job>> v;
+    for (auto& [id, j] : jobs_) v.push_back(j);
+    return v;
+  }
+
+ private:
+  void pump(Job& job) {
+    SideProcess& p = *job.proc;
+    char buf[65536];
+    std::optional<BrokerClock::time_point> drain_until;
+    for (;;) {
+      bool out_open, err_open, exited;
+      {
+        std::lock_guard lk(job.mu);
+        out_open = !job.out.eof;
+        err_open = !job.err.eof;
+        exited = job.status.has_value();
+        if (exited && !out_open && !err_open) {
+          job.done = true;
+          job.cv.notify_all();
+          return;
+        }
+      }
+      if (exited && !drain_until) {
+        p.killGroup();
+        drain_until = BrokerClock::now() + std::chrono::seconds(2);
+      }
+      if (drain_until && BrokerClock::now() >= *drain_until) {
+        std::lock_guard lk(job.mu);
+        job.out.eof = job.err.eof = true;
+        continue;
+      }
+      pollfd fds[4];
+      int n = 0, i_out = -1, i_err = -1, i_exit = -1;
+      if (out_open) { fds[n] = {p.stdoutFd(), POLLIN, 0}; i_out = n++; }
+      if (err_open) { fds[n] = {p.stderrFd(), POLLIN, 0}; i_err = n++; }
+      if (!exited) { fds[n] = {p.exitFd(), POLLIN, 0}; i_exit = n++; }
+      fds[n] = {stop_.get(), POLLIN, 0};
+      const int i_stop = n++;
+      int rc = ::poll(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0 || (fds[i_stop].revents & POLLIN)) {
+        p.killGroup();
+        std::lock_guard lk(job.mu);
+        job.out.eof = job.err.eof = true;
+        if (!job.status) job.status = SIGKILL;
+        job.done = true;
+        job.cv.notify_all();
+        return;
+      }
+      for (auto [idx, is_out] : {std::pair{i_out, true}, std::pair{i_err, false}}) {
+        if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
+        if (got < 0 && errno == EAGAIN) continue;
+        std::lock_guard lk(job.mu);
+        Job::Stream& s = is_out ? job.out : job.err;
+        if (got <= 0) {
+          s.eof = true;
+        } else {
+          s.tail.append(buf, static_cast<std::size_t>(got));
+          s.total += static_cast<std::uint64_t>(got);
+          if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
+        }
+        job.cv.notify_all();
+      }
+      if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
+        auto st = p.exitStatus();
+        if (st) {
+          std::lock_guard lk(job.mu);
+          job.status = st;
+          job.cv.notify_all();
+        }
+      }
+    }
+  }
+
+  sys::UniqueFd stop_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  std::uint64_t next_ = 0;
+};
+
+// The part of a stream after `cursor`: {data, cursor, dropped}. Cursors are
+// byte offsets into the stream; output older than the tail is counted in
+// `dropped` (it left the window unread).
+Value streamSince(const Job::Stream& s, std::uint64_t cursor) {
+  const std::uint64_t start = s.total - s.tail.size();
+  std::uint64_t dropped = 0;
+  std::string data;
+  if (cursor < start) {
+    dropped = start - cursor;
+    data = s.tail;
+  } else if (cursor < s.total) {
+    data = s.tail.substr(static_cast<std::size_t>(cursor - start));
+  }
+  return Value::map({{"data", text(std::move(data))},
+                     {"cursor", Value::unsignedInteger(s.total)},
+                     {"dropped", Value::unsignedInteger(dropped)}});
+}
+
+// Under job.mu.
+Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor) {
+  Map m;
+  m.emplace_back("job_id", Value::string(job.id));
+  m.emplace_back("state", Value::string(!job.status ? "running" : job.killed ? "killed" : "exited"));
+  if (job.status && WIFEXITED(*job.status) && !job.killed)
+    m.emplace_back("exit_code", Value::integer(WEXITSTATUS(*job.status)));
+  else
+    m.emplace_back("exit_code", Value::nil());
+  m.emplace_back("pending", Value::boolean(!job.done));
+  m.emplace_back("stdout", streamSince(job.out, out_cursor));
+  m.emplace_back("stderr", streamSince(job.err, err_cursor));
+  return Value::map(std::move(m));
+}
+
+tl::expected<std::shared_ptr<Job>, Refusal> findJob(JobTable& t, const Value& args) {
+  auto id = requiredString(args, "job_id");
+  if (!id) return tl::unexpected(id.error());
+  auto job = t.find(*id);
+  if (!job) return tl::unexpected(Refusal{"job_not_found", "no job is named " + *id});
+  return job;
+}
+
+wire::Answer jobStart(const SandboxServices& s, JobTable& t, const CallContext& ctx) {
+  auto req = parseProcRequest(ctx.args, false);
+  if (!req) return req.error();
+  req->command.with_stdin = true;
+  auto proc = s.env->startSideProcess(s.handle, req->command);
+  if (!proc) return refusalFor(proc.error());
+  auto job = t.add(req->command.argv, std::move(*proc));
+  return Value::map({{"job_id", Value::string(job->id)},
+                     {"stdout_cursor", Value::unsignedInteger(0)},
+                     {"stderr_cursor", Value::unsignedInteger(0)}});
+}
+
+wire::Answer jobPollOrWait(JobTable& t, const CallContext& ctx, bool wait) {
+  auto job = findJob(t, ctx.args);
+  if (!job) return job.error();
+  auto oc = optionalUint(ctx.args, "stdout_cursor", 0);
+  if (!oc) return oc.error();
+  auto ec = optionalUint(ctx.args, "stderr_cursor", 0);
+  if (!ec) return ec.error();
+  auto timeout = optionalUint(ctx.args, "timeout_ms", 0);
+  if (!timeout) return timeout.error();
+  Job& j = **job;
+  std::unique_lock lk(j.mu);
+  if (wait) {
+    // Until a cursor moves, the job settles, the timeout or the deadline
+    // passes, or the call is cancelled (checked on every wake).
+    auto until = ctx.deadline - std::chrono::milliseconds(20);
+    if (*timeout > 0) until = std::min(until, BrokerClock::now() + std::chrono::milliseconds(*timeout));
+    while (!(j.out.total > *oc || j.err.total > *ec || j.done) && BrokerClock::now() < until &&
+           !ctx.cancel.cancelled()) {
+      j.cv.wait_until(lk, std::min(until, BrokerClock::now() + std::chrono::milliseconds(50)));
+    }
+  }
+  return jobState(j, *oc, *ec);
+}
+
+wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
+  auto job = findJob(t, ctx.args);
+  if (!job) return job.error();
+  auto data = optionalData(ctx.args, "data");
+  if (!data) return data.error();
+  Job& j = **job;
+  std::lock_guard lk(j.mu);
+  if (j.proc->stdinFd() < 0) return Refusal{"job_refused", "the job's input is closed"};
+  const std::string bytes = data->value_or("");
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    pollfd p{j.proc->stdinFd(), POLLOUT, 0};
+    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(leftUntil(ctx.deadline).count(), 60000)));
+    if (rc <= 0 || ctx.cancel.cancelled())
+      return Refusal{"deadline_exceeded", "the job did not take its input in time"};
+    ssize_t w = ::write(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (w <= 0) {
+      j.proc->closeStdin();
+      return Refusal{"job_refused", "the job's input is closed"};
+    }
+    off += static_cast<std::size_t>(w);
+  }
+  if (last) j.proc->closeStdin();
+  return Value::nil();
+}
+
+wire::Answer jobKill(JobTable& t, const CallContext& ctx) {
+  auto job = findJob(t, ctx.args);
+  if (!job) return job.error();
+  Job& j = **job;
+  {
+    std::lock_guard lk(j.mu);
+    if (!j.status) j.killed = true;
+  }
+  j.proc->killGroup();
+  return Value::nil();
+}
+
+wire::Answer jobList(JobTable& t) {
+  Array out;
+  for (auto& j : t.all()) {
+    std::lock_guard lk(j->mu);
+    Array argv;
+    for (auto& a : j->argv) argv.push_back(text(a));
+    out.push_back(Value::map({{"job_id", Value::string(j->id)},
+                              {"argv", Value::array(std::move(argv))},
+                              {"state", Value::string(!j->status ? "running" : j->killed ? "killed" : "exited")}}));
+  }
+  return Value::array(std::move(out));
+}
+
+}  // namespace
+
+tl::expected<ProcRequest, Refusal> parseProcRequest(const Value& args, bool allow_stdin) {
+  if (args.asMap() == nullptr) return tl::unexpected(badRequest("args must be a map"));
+  ProcRequest req;
+  const Value* argv = field(args, "argv");
+  if (argv == nullptr || argv->asArray() == nullptr || argv->asArray()->empty())
+    return tl::unexpected(badRequest("args.argv must be a non-empty list of strings"));
+  if (argv->asArray()->size() > 4096) return tl::unexpected(badRequest("args.argv has more than 4096 items"));
+  std::size_t total = 0;
+  for (const auto& a : *argv->asArray()) {
+    const std::string* s = a.asString();
+    if (s == nullptr) return tl::unexpected(badRequest("args.argv must be a non-empty list of strings"));
+    if (s->find('\0') != std::string::npos) return tl::unexpected(badRequest("args.argv must not contain NUL bytes"));
+    total += s->size() + 1;
+    req.command.argv.push_back(*s);
+  }
+  if (total > 65536) return tl::unexpected(badRequest("args.argv is larger than 64 KiB"));
+  if (req.command.argv[0].empty()) return tl::unexpected(badRequest("args.argv[0] must name a program"));
+  auto cwd = optionalString(args, "cwd", ".");
+  if (!cwd) return tl::unexpected(cwd.error());
+  req.command.working_directory = cwd->empty() ? "." : *cwd;
+  if (const Value* env = field(args, "env"); env != nullptr && !env->isNil()) {
+    if (env->asMap() == nullptr) return tl::unexpected(badRequest("args.env must be a map of strings"));
+    for (const auto& [k, v] : *env->asMap()) {
+      if (!isValidEnvName(k)) return tl::unexpected(badRequest("args.env has an invalid name"));
+      if (isTier0Name(k) || isTier2Name(k))
+        return tl::unexpected(badRequest("args.env may not set " + k + " (reserved)"));
+      const std::string* s = v.asString();
+      if (s == nullptr || s->find('\0') != std::string::npos)
+        return tl::unexpected(badRequest("args.env." + k + " must be a string without NUL bytes"));
+      req.command.env_additions[k] = *s;
+    }
+  }
+  auto in = optionalData(args, "stdin");
+  if (!in) return tl::unexpected(in.error());
+  if (*in && !allow_stdin) return tl::unexpected(badRequest("args.stdin is not taken here (use job.send)"));
+  req.stdin_data = std::move(*in);
+  auto timeout = optionalUint(args, "timeout_ms", 0);
+  if (!timeout) return tl::unexpected(timeout.error());
+  req.timeout = std::chrono::milliseconds(std::min<std::uint64_t>(*timeout, 24ull * 3600 * 1000));
+  return req;
+}
+
+std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services) {
+  auto table = std::make_shared<CapabilityTable>();
+  const SandboxServices s = services;
+  table->add("proc.run", CeilingClass::kSpawn, [s](const CallContext& c) { return procRun(s, c); });
+  table->add("fs.read", CeilingClass::kNone, [s](const CallContext& c) { return fsRead(s, c); });
+  table->add("fs.write", CeilingClass::kNone, [s](const CallContext& c) { return fsWrite(s, c); });
+  table->add("fs.list", CeilingClass::kNone, [s](const CallContext& c) { return fsList(s, c); });
+  auto notes = std::make_shared<NotesBoard>();
+  table->add("notes.put", CeilingClass::kNote, [notes](const CallContext& c) { return notesPut(*notes, c); });
+  table->add("notes.get", CeilingClass::kNotes, [notes](const CallContext& c) { return notesGet(*notes, c); });
+  table->add("notes.list", CeilingClass::kNotes, [notes](const CallContext& c) { return notesList(*notes, c); });
+  auto jobs = std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)));
+  table->add("job.start", CeilingClass::kSpawn, [s, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
+  table->add("job.poll", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
+  table->add("job.wait", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, true); });
+  table->add("job.send", CeilingClass::kSend, [jobs](const CallContext& c) { return jobSend(*jobs, c, false); });
+  table->add("job.send_last", CeilingClass::kSend, [jobs](const CallContext& c) { return jobSend(*jobs, c, true); });
+  table->add("job.kill", CeilingClass::kNone, [jobs](const CallContext& c) { return jobKill(*jobs, c); });
+  table->add("job.list", CeilingClass::kNone, [jobs](const CallContext&) { return jobList(*jobs); });
+  for (const char* name : {"net", "schedule"}) {
+    const std::string module = name;
+    table->addModuleRoute(module, [module](const CallContext& c) -> wire::Answer {
+      return Refusal{"unavailable", "capability " + std::string(c.capability) + " is not available yet (" + module +
+                                        " is not built in this version)"};
+    });
+  }
+  return table;
+}
+
+Policy defaultCodeModePolicy() {
+  Policy p;
+  p.allowed = {"proc.*", "fs.*", "notes.*", "job.*", "net.*", "schedule.*",
+               "strand.*", "peer.*", "workflow.*", "mcp.*"};
+  return p;
+}
+
+}  // namespace airlock::capability

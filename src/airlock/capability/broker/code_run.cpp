@@ -1,0 +1,103 @@
+#include "airlock/capability/broker/code_run.h"
+
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/capability/broker/guest_files.h"
+#include "airlock/core/encoding.h"
+
+namespace airlock::capability {
+
+nlohmann::json valueToJson(const wire::Value& v) {
+  using T = wire::Value::Type;
+  switch (v.type()) {
+    case T::kNil: return nullptr;
+    case T::kBool: return *v.asBool();
+    case T::kInteger:
+      if (auto u = v.asUnsigned()) return *u;
+      return *v.asSigned();
+    case T::kFloat: {
+      double d = *v.asFloat();
+      if (d != d || d - d != 0) return nullptr;
+      return d;
+    }
+    case T::kString: return *v.asString();
+    case T::kBytes: return nlohmann::json{{"$base64", base64Encode(*v.asBytes())}};
+    case T::kArray: {
+      auto a = nlohmann::json::array();
+      for (const auto& e : *v.asArray()) a.push_back(valueToJson(e));
+      return a;
+    }
+    case T::kMap: {
+      auto o = nlohmann::json::object();
+      for (const auto& [k, e] : *v.asMap()) o[k] = valueToJson(e);
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+nlohmann::json outcomeToJson(const OutcomeReport& report) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!report.outcome) {
+    j["missing"] = true;
+  } else if (auto* c = std::get_if<wire::Completed>(&report.outcome->result)) {
+    j["completed"] = valueToJson(c->value);
+  } else {
+    const auto& e = std::get<wire::Errored>(report.outcome->result);
+    j["errored"] = {{"message", e.message}, {"details", valueToJson(e.details)}};
+  }
+  if (!report.problem.empty()) j["problem"] = report.problem;
+  return j;
+}
+
+Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle& handle,
+                              const CodeRunOptions& options) {
+  auto dir = env.openCapabilityDirectory(handle);
+  if (!dir) return tl::unexpected(dir.error());
+  if (auto r = installGuestFiles(dir->get()); !r) return tl::unexpected(r.error());
+  if (auto r = writeCapabilityFile(dir->get(), "program/main.py", options.program, 0644); !r)
+    return tl::unexpected(r.error());
+
+  auto result = std::make_shared<CodeRunResult>();
+  auto mu = std::make_shared<std::mutex>();
+  SessionOptions so;
+  so.execution_id = options.execution_id;
+  so.shape = BootShape::kRun;
+  so.policy = options.policy;
+  so.ceilings = options.ceilings;
+  auto sink = options.audit;
+  so.audit = [result, mu, sink](std::string_view line) {
+    {
+      std::lock_guard lk(*mu);
+      result->audit_lines.emplace_back(line);
+    }
+    if (sink) sink(line);
+  };
+  auto table = makeSandboxCapabilities(SandboxServices{&env, handle});
+  auto session = BrokerSession::open(dir->get(), std::move(so), std::move(table));
+  if (!session) return tl::unexpected(session.error());
+
+  ExecutionCommand command = options.limits;
+  command.argv = {"/usr/bin/env",
+                  "AIRLOCK_CAP_SOCKET=" + std::string(kSocketInSandbox),
+                  "AIRLOCK_CAP_TOKEN_FILE=" + std::string(kTokenFileInSandbox),
+                  "PYTHONPATH=" + std::string(kGuestPythonPath),
+                  "/usr/bin/python3", "-B", "-m", "airlock_cap.boot", "/run/airlock/program/main.py"};
+  command.stdin_data.reset();
+  auto executed = env.execute(handle, command, options.cancel);
+  // Every process of the program is gone now (the command's end kills them),
+  // so every connection reaches end-of-file: let the broker read what was
+  // sent before it, then revoke the token.
+  (*session)->waitForConnectionsClosed(std::chrono::seconds(2));
+  (*session)->finish();
+  if (!executed) return tl::unexpected(executed.error());
+  result->execution = std::move(*executed);
+  result->outcome = (*session)->outcome();
+  session->reset();
+  std::lock_guard lk(*mu);
+  return std::move(*result);
+}
+
+}  // namespace airlock::capability

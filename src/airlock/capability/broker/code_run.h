@@ -1,0 +1,57 @@
+// Code mode's single-shot boot shape, end to end (spec 001 "cap/runtime.run";
+// DESIGN.md 5.7; docs/capabilities.md): a Python program runs once in a live
+// sandbox, reaches the world only through the capability channel, and ends
+// with one outcome frame. Used by `airlock run --code` and the tests.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "airlock/capability/broker/broker.h"
+#include "airlock/capability/broker/capabilities.h"
+#include "airlock/core/types.h"
+#include "airlock/sandbox/execution_environment.h"
+
+namespace airlock::capability {
+
+struct CodeRunOptions {
+  std::string program;  // Python source, run by airlock_cap.boot
+  // timeout_seconds, maximum_output_bytes and working_directory apply; argv
+  // and stdin are replaced.
+  ExecutionCommand limits;
+  Policy policy = defaultCodeModePolicy();
+  Ceilings ceilings;
+  std::string execution_id;
+  // Receives each audit line as it is written (they are also collected).
+  std::function<void(std::string_view)> audit;
+  const CancelToken* cancel = nullptr;
+};
+
+struct CodeRunResult {
+  ExecutionResult execution;  // the interpreter's run (exit code, output, files_changed)
+  OutcomeReport outcome;      // the program's outcome frame, if it sent one
+  std::vector<std::string> audit_lines;
+};
+
+// Installs the guest library and the program into the sandbox's capability
+// directory, opens a broker session with the sandbox's capabilities, runs
+// `/usr/bin/python3 -B -m airlock_cap.boot /run/airlock/program/main.py` with
+// AIRLOCK_CAP_SOCKET, AIRLOCK_CAP_TOKEN_FILE and PYTHONPATH set, and finishes
+// the session (its token is revoked). Errors: those of execute(), and
+// ExecutionUnavailable when the adapter has no capability directory.
+Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle& handle,
+                              const CodeRunOptions& options);
+
+// A wire value as JSON: bytes become {"$base64": "..."}; a float that JSON
+// cannot carry (NaN, infinity) becomes null.
+nlohmann::json valueToJson(const wire::Value& value);
+
+// {"completed": VALUE} or {"errored": {"message": ..., "details": ...}}, and
+// "problem" when the report has one; {"missing": true} without an outcome.
+nlohmann::json outcomeToJson(const OutcomeReport& report);
+
+}  // namespace airlock::capability

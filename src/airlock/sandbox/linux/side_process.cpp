@@ -1,0 +1,406 @@
+#include "airlock/sandbox/linux/side_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
+#include "airlock/workspace/resolve.h"
+
+namespace airlock::linux_jail {
+namespace {
+
+using sys::UniqueFd;
+
+// One record on the status pipe, helper -> service.
+struct StatusRecord {
+  enum Kind : std::int32_t { kStarted = 1, kExited = 2, kFailed = 3 };
+  std::int32_t kind;
+  std::int32_t step;   // kFailed: which step
+  std::int32_t value;  // kStarted: the effect's pid; kExited: wait status; kFailed: errno
+};
+
+constexpr const char* kStepNames[] = {"", "wait for the cgroup", "enter the sandbox's namespaces",
+                                      "fork into the sandbox's pid namespace"};
+
+// --- after fork: no allocation, no locks, no logging ------------------------
+
+std::size_t cstrlen(const char* s) noexcept {
+  std::size_t n = 0;
+  while (s[n] != '\0') ++n;
+  return n;
+}
+
+void writeStr(int fd, const char* s) noexcept {
+  std::size_t n = cstrlen(s);
+  while (n > 0) {
+    ssize_t w = ::write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+void writeRecord(int fd, StatusRecord r) noexcept {
+  const char* p = reinterpret_cast<const char*>(&r);
+  std::size_t left = sizeof r;
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    left -= static_cast<std::size_t>(w);
+  }
+}
+
+// Raw credential syscalls (see init_process.cpp: glibc's setxid broadcast
+// would wait for threads this fork of a multi-threaded service lacks).
+long rawSetresuid(uid_t uid) noexcept { return ::syscall(SYS_setresuid, uid, uid, uid); }
+long rawSetresgid(gid_t gid) noexcept { return ::syscall(SYS_setresgid, gid, gid, gid); }
+long rawSetgroupsEmpty() noexcept { return ::syscall(SYS_setgroups, 0, nullptr); }
+
+void resetSignals() noexcept {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+struct Prepared {
+  char** argv;
+  char** envp;
+  const char* cwd;  // relative to /workspace; "" is the root
+  int stdin_fd;     // -1: /dev/null
+  int stdout_fd;
+  int stderr_fd;
+  int go_fd;        // read end: one byte once the helper is in the cgroup
+  int status_fd;    // write end of the status pipe
+  int init_pidfd;
+  const sock_fprog* seccomp;
+  uid_t uid;
+  gid_t gid;
+};
+
+// The effect process: the same steps, in the same order, as a command's
+// (init_process.cpp execCommand).
+[[noreturn]] void execEffect(const Prepared& p) noexcept {
+  if (::setsid() < 0) ::_exit(125);
+  int in = p.stdin_fd >= 0 ? p.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(p.stdout_fd, 1) < 0 || ::dup2(p.stderr_fd, 2) < 0)
+    ::_exit(125);
+  ::syscall(SYS_close_range, 3U, ~0U, 0U);
+
+  const struct rlimit no_core {0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  struct rlimit nofile {};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_max > 4096) nofile.rlim_max = 4096;
+    if (nofile.rlim_cur > nofile.rlim_max) nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  if (rawSetgroupsEmpty() != 0 || rawSetresgid(p.gid) != 0 || rawSetresuid(p.uid) != 0) ::_exit(125);
+  // The credential change cleared it: the effect dies with its helper.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  {
+    int ws = ::open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int dir = ws;
+    if (ws >= 0 && p.cwd[0] != '\0') {
+      struct open_how how {};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+      dir = static_cast<int>(::syscall(SYS_openat2, ws, p.cwd, &how, sizeof how));
+    }
+    if (dir < 0 || ::fchdir(dir) != 0) {
+      writeStr(2, "airlock: the working directory is not a directory inside /workspace\n");
+      ::_exit(125);
+    }
+    if (dir != ws) ::close(dir);
+    ::close(ws);
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
+  if (p.seccomp == nullptr || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p.seccomp) != 0) ::_exit(125);
+
+  const char* name = p.argv[0];
+  int err = ENOENT;
+  bool has_slash = false;
+  for (const char* c = name; *c; ++c) has_slash |= (*c == '/');
+  if (has_slash) {
+    ::execve(name, p.argv, p.envp);
+    err = errno;
+  } else {
+    static constexpr const char* kDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+    char path[4096];
+    bool saw_eacces = false;
+    for (const char* dir : kDirs) {
+      std::size_t dl = cstrlen(dir), nl = cstrlen(name);
+      if (dl + 1 + nl + 1 > sizeof path) break;
+      std::memcpy(path, dir, dl);
+      path[dl] = '/';
+      std::memcpy(path + dl + 1, name, nl + 1);
+      ::execve(path, p.argv, p.envp);
+      if (errno == EACCES) saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
+    }
+    if (err == ENOENT && saw_eacces) err = EACCES;
+  }
+  writeStr(2, "airlock: cannot execute '");
+  writeStr(2, name);
+  writeStr(2, err == ENOENT ? "': No such file or directory\n" : "': exec failed\n");
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+// The helper: waits to be in the cgroup, enters the namespaces, forks the
+// effect, reports its pid and later its wait status.
+[[noreturn]] void runHelper(const Prepared& p) noexcept {
+  resetSignals();
+  // Not dumpable from here until the effect's execve: no process of the
+  // sandbox may ptrace or open /proc/<pid>/{mem,exe,fd} of the helper or of
+  // the effect while they still hold the service's memory and fds.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  char go = 0;
+  ssize_t n;
+  do {
+    n = ::read(p.go_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    writeRecord(p.status_fd, {StatusRecord::kFailed, 1, n < 0 ? errno : EPIPE});
+    ::_exit(1);
+  }
+  if (::setns(p.init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                                CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
+    writeRecord(p.status_fd, {StatusRecord::kFailed, 2, errno});
+    ::_exit(1);
+  }
+  pid_t effect = ::_Fork();
+  if (effect < 0) {
+    writeRecord(p.status_fd, {StatusRecord::kFailed, 3, errno});
+    ::_exit(1);
+  }
+  if (effect == 0) execEffect(p);
+  writeRecord(p.status_fd, {StatusRecord::kStarted, 0, effect});
+  // Only the status pipe stays open here: the pipes belong to the effect
+  // and the service, and no other descriptor of the service may linger.
+  const unsigned keep = static_cast<unsigned>(p.status_fd);
+  if (keep > 3) ::syscall(SYS_close_range, 3U, keep - 1, 0U);
+  ::syscall(SYS_close_range, keep + 1, ~0U, 0U);
+  int status = 0;
+  pid_t w;
+  do {
+    w = ::waitpid(effect, &status, __WALL);
+  } while (w < 0 && errno == EINTR);
+  writeRecord(p.status_fd, {StatusRecord::kExited, 0, w == effect ? status : (SIGKILL)});
+  ::_exit(0);
+}
+
+class LinuxSideProcess final : public SideProcess {
+ public:
+  LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status)
+      : helper_(helper), effect_(effect), in_(std::move(in)), out_(std::move(out)), err_(std::move(err)),
+        status_(std::move(status)) {}
+  ~LinuxSideProcess() override {
+    killGroup();
+    in_.reset();
+    out_.reset();
+    err_.reset();
+    // The effect is dead or dying (SIGKILL): its helper exits as soon as it
+    // has reaped it. Killing the helper too is harmless (the effect has a
+    // parent-death signal) and bounds the wait.
+    if (!exited_) ::kill(helper_, SIGKILL);
+    int st;
+    while (::waitpid(helper_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  int stdinFd() const noexcept override { return in_.get(); }
+  void closeStdin() noexcept override { in_.reset(); }
+  int stdoutFd() const noexcept override { return out_.get(); }
+  int stderrFd() const noexcept override { return err_.get(); }
+  void closeOutput() noexcept override {
+    out_.reset();
+    err_.reset();
+  }
+  int exitFd() const noexcept override { return status_.get(); }
+  std::optional<int> exitStatus() override {
+    if (exited_) return status_value_;
+    if (!status_.valid()) return std::nullopt;
+    StatusRecord r{};
+    ssize_t n = sys::readSome(status_.get(), &r, sizeof r);
+    if (n < 0 && errno == EAGAIN) return std::nullopt;
+    if (n == static_cast<ssize_t>(sizeof r) && r.kind == StatusRecord::kExited) {
+      status_value_ = r.value;
+    } else {
+      status_value_ = SIGKILL;  // the helper died without a report: count it killed
+    }
+    exited_ = true;
+    return status_value_;
+  }
+  void killGroup() noexcept override {
+    std::lock_guard lk(kill_mu_);
+    if (effect_ > 0) ::kill(-effect_, SIGKILL);
+  }
+
+ private:
+  pid_t helper_;
+  pid_t effect_;
+  UniqueFd in_, out_, err_, status_;
+  bool exited_ = false;
+  int status_value_ = 0;
+  std::mutex kill_mu_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget& target,
+                                                        const SideCommand& command) {
+  if (command.argv.empty() || command.argv[0].empty())
+    return fail(ErrorCode::kToolValidationError, "argv must name a program");
+  for (const auto& a : command.argv)
+    if (a.find('\0') != std::string::npos)
+      return fail(ErrorCode::kToolValidationError, "argv must not contain NUL bytes");
+  auto cwd = checkRelativePath(command.working_directory);
+  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  if (target.init_pidfd < 0 || target.cgroup == nullptr || target.seccomp == nullptr)
+    return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init is gone");
+
+  // argv and envp, prepared here: the children only read them.
+  std::vector<std::string> env_strings;
+  std::map<std::string, std::string> env = target.environment;
+  for (const auto& [k, v] : command.env_additions) {
+    if (!isValidEnvName(k) || v.find('\0') != std::string::npos)
+      return fail(ErrorCode::kToolValidationError, "invalid environment variable " + k);
+    env[k] = v;
+  }
+  env["PWD"] = cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  auto pipeOf = [](UniqueFd& r, UniqueFd& w) -> bool {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return false;
+    r.reset(p[0]);
+    w.reset(p[1]);
+    return true;
+  };
+  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, go_r, go_w, st_r, st_w;
+  if ((command.with_stdin && !pipeOf(in_r, in_w)) || !pipeOf(out_r, out_w) || !pipeOf(err_r, err_w) ||
+      !pipeOf(go_r, go_w) || !pipeOf(st_r, st_w))
+    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+
+  Prepared p{argv.data(), envp.data(), cwd->c_str(), in_r.valid() ? in_r.get() : -1, out_w.get(),
+             err_w.get(), go_r.get(), st_w.get(), target.init_pidfd, target.seccomp,
+             target.sandbox_uid, target.sandbox_gid};
+  // _Fork: the service is multi-threaded; the child must take no lock that
+  // another thread may hold (see init_process.cpp).
+  pid_t helper = ::_Fork();
+  if (helper < 0) return failErrno(ErrorCode::kExecutionUnavailable, "fork (side process)", errno);
+  if (helper == 0) runHelper(p);
+
+  in_r.reset();
+  out_w.reset();
+  err_w.reset();
+  go_r.reset();
+  st_w.reset();
+  auto reapHelper = [helper] {
+    ::kill(helper, SIGKILL);
+    int st;
+    while (::waitpid(helper, &st, 0) < 0 && errno == EINTR) {
+    }
+  };
+  if (auto added = target.cgroup->addProcess(helper); !added) {
+    reapHelper();
+    return tl::unexpected(added.error());
+  }
+  const char go = 1;
+  if (!sys::writeAll(go_w.get(), &go, 1)) {
+    reapHelper();
+    return failErrno(ErrorCode::kExecutionUnavailable, "start side process", errno);
+  }
+  go_w.reset();
+
+  StatusRecord first{};
+  pollfd pfd{st_r.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&pfd, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  ssize_t n = rc > 0 ? sys::readFull(st_r.get(), &first, sizeof first) : -1;
+  if (n != static_cast<ssize_t>(sizeof first) || first.kind != StatusRecord::kStarted) {
+    reapHelper();
+    if (n == static_cast<ssize_t>(sizeof first) && first.kind == StatusRecord::kFailed) {
+      const int step = first.step;
+      const char* what = step > 0 && step < 4 ? kStepNames[step] : "start";
+      if (step == 3 && first.value == EAGAIN)
+        return fail(ErrorCode::kExecutionUnavailable,
+                    "the side process could not be started: the sandbox's process limit is reached");
+      return failErrno(ErrorCode::kExecutionUnavailable, std::string("side process: ") + what, first.value);
+    }
+    return fail(ErrorCode::kExecutionUnavailable, "side process: the helper did not start");
+  }
+  ::fcntl(st_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+  if (in_w.valid()) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
+  return std::unique_ptr<SideProcess>(std::make_unique<LinuxSideProcess>(
+      helper, static_cast<pid_t>(first.value), std::move(in_w), std::move(out_r), std::move(err_r),
+      std::move(st_r)));
+}
+
+namespace {
+void removeTreeAt(int parent, const char* name, int depth) noexcept {
+  if (::unlinkat(parent, name, 0) == 0 || errno == ENOENT) return;
+  if (errno != EISDIR && errno != EPERM) return;
+  int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  if (depth < 8) {
+    if (DIR* d = ::fdopendir(::dup(fd))) {
+      std::vector<std::string> names;
+      while (dirent* e = ::readdir(d)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+      }
+      ::closedir(d);
+      for (const auto& n : names) removeTreeAt(fd, n.c_str(), depth + 1);
+    }
+  }
+  ::close(fd);
+  ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+}  // namespace
+
+void removeCapabilityDirectory(const std::string& path) noexcept {
+  try {
+    removeTreeAt(AT_FDCWD, path.c_str(), 0);
+  } catch (...) {
+  }
+}
+
+}  // namespace airlock::linux_jail
