@@ -7,8 +7,11 @@
 // epoch. Then a clean SIGTERM leaves nothing either.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -57,8 +60,20 @@ std::vector<std::string> serveEnv(const std::string& state_dir) {
           "AIRLOCK_REAPER_INTERVAL=1s", "PATH=/usr/bin:/bin"};
 }
 
+// The killed service's sandbox inits die with it (parent-death signal) and
+// are re-parented to the nearest subreaper. A supervisor (systemd) reaps them
+// at once; the machine's pid 1 may take a second or more, and until then an
+// exited init still holds its cgroup busy. This test is the supervisor: it
+// becomes the subreaper and reaps them, as systemd would.
+void reapOrphanedInits() {
+  int status = 0;
+  while (::waitpid(-1, &status, __WALL) > 0 || errno == EINTR) {
+  }
+}
+
 TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   TempStateDir state;
   {
     ServeProcess first(serveEnv(state.path()));
@@ -87,6 +102,7 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
     if (seen.status != 200) {
       const std::string log = first.log();
       first.signalAndWait(SIGKILL);
+      reapOrphanedInits();
       running.join();
       { ServeProcess sweeper(serveEnv(state.path())); }  // leave nothing behind even on failure
       FAIL() << "the command never started; execute answered " << executed.status << " " << executed.body
@@ -95,6 +111,7 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
     EXPECT_FALSE(leftovers(state.path()).empty()) << "nothing to orphan: the test would pass vacuously";
     const int status = first.signalAndWait(SIGKILL);
     EXPECT_TRUE(WIFSIGNALED(status));
+    reapOrphanedInits();
     running.join();
   }
   ServeProcess second(serveEnv(state.path()));

@@ -12,11 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,32 +55,33 @@ class ServeProcess {
     posix_spawn_file_actions_destroy(&fa);
     ::close(err_pipe[1]);
     err_fd_ = err_pipe[0];
-    // Read stderr until the listening line (or the child exits).
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (pid_ > 0 && port_ == 0 && std::chrono::steady_clock::now() < deadline) {
-      if (!readSome(1000)) break;
-      for (std::size_t start = 0, nl; (nl = log_.find('\n', start)) != std::string::npos; start = nl + 1) {
-        auto line = nlohmann::json::parse(log_.substr(start, nl - start), nullptr, false);
-        if (line.is_object() && line.value("event", "") == "listening") port_ = line.value("port", 0);
-      }
-    }
+    // stderr is drained all the time, by a thread of its own: a service whose
+    // log pipe filled up would block in write(2) and stop answering (a test
+    // that polls an endpoint in a loop writes a request line per poll).
+    drainer_ = std::thread([this] { drain(); });
+    // Wait for the listening line (or the child's exit).
+    std::unique_lock lock(mu_);
+    logged_.wait_for(lock, std::chrono::seconds(60), [this] { return port_ != 0 || log_closed_; });
   }
   ~ServeProcess() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
+    if (drainer_.joinable()) drainer_.join();
     if (err_fd_ >= 0) ::close(err_fd_);
   }
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
-  int port() const { return port_; }
+  int port() const {
+    std::lock_guard lock(mu_);
+    return port_;
+  }
   pid_t pid() const { return pid_; }
-  // Everything the child wrote to stderr so far (drains what is pending).
-  const std::string& log() {
-    while (readSome(0)) {
-    }
+  // Everything the child wrote to stderr so far.
+  std::string log() const {
+    std::lock_guard lock(mu_);
     return log_;
   }
 
@@ -87,8 +92,8 @@ class ServeProcess {
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
-    while (readSome(0)) {
-    }
+    // The log is complete once every holder of the pipe has closed it.
+    if (drainer_.joinable()) drainer_.join();
     return status;
   }
 
@@ -97,7 +102,7 @@ class ServeProcess {
     HttpReply reply;
     CURL* curl = curl_easy_init();
     if (curl == nullptr) return reply;
-    const std::string url = "http://127.0.0.1:" + std::to_string(port_) + path;
+    const std::string url = "http://127.0.0.1:" + std::to_string(port()) + path;
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
     curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
@@ -123,25 +128,37 @@ class ServeProcess {
   }
 
  private:
-  bool readSome(int timeout_ms) {
-    if (err_fd_ < 0) return false;
-    pollfd p{err_fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+  // Appends stderr to log_ until end of file; finds the listening port.
+  void drain() {
     char buf[4096];
-    ssize_t n = ::read(err_fd_, buf, sizeof buf);
-    if (n <= 0) {
-      ::close(err_fd_);
-      err_fd_ = -1;
-      return false;
+    for (;;) {
+      const ssize_t n = ::read(err_fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      std::lock_guard lock(mu_);
+      if (n <= 0) {
+        log_closed_ = true;
+        logged_.notify_all();
+        return;
+      }
+      log_.append(buf, static_cast<std::size_t>(n));
+      if (port_ == 0) {
+        for (std::size_t start = 0, nl; (nl = log_.find('\n', start)) != std::string::npos; start = nl + 1) {
+          auto line = nlohmann::json::parse(log_.substr(start, nl - start), nullptr, false);
+          if (line.is_object() && line.value("event", "") == "listening") port_ = line.value("port", 0);
+        }
+      }
+      logged_.notify_all();
     }
-    log_.append(buf, static_cast<std::size_t>(n));
-    return true;
   }
 
   pid_t pid_ = -1;
   int err_fd_ = -1;
+  mutable std::mutex mu_;  // guards port_, log_, log_closed_
+  std::condition_variable logged_;
   int port_ = 0;
   std::string log_;
+  bool log_closed_ = false;
+  std::thread drainer_;
 };
 
 }  // namespace airlock::testing

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <nlohmann/json.hpp>
 
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/proxy.h"
@@ -24,22 +23,15 @@ Result<sys::UniqueFd> openLog(const std::string& log_path) {
   return fd;
 }
 
-// Writes each line, then tells the observer about refusals. The line is the
-// proxy's own JSON (proxy_log.h), so reading it back is exact.
-class ObservedLog final : public egress::DecisionLog {
+// Tells the service about every refusal, by reason code.
+class RefusalCounter final : public egress::ProxyObserver {
  public:
-  ObservedLog(int fd, RefusalObserver on_refusal) : out_(fd), on_refusal_(std::move(on_refusal)) {}
-  void write(std::string_view line) override {
-    out_.write(line);
-    if (!on_refusal_) return;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("verdict", "") == "deny" && j.contains("reason") &&
-        j["reason"].is_string())
-      on_refusal_(j["reason"].get<std::string>());
+  explicit RefusalCounter(RefusalObserver on_refusal) : on_refusal_(std::move(on_refusal)) {}
+  void onDecision(const egress::DecisionRecord& record) override {
+    if (!record.decision.allowed()) on_refusal_(record.decision.reasonCode());
   }
 
  private:
-  egress::FdDecisionLog out_;
   RefusalObserver on_refusal_;
 };
 
@@ -47,7 +39,7 @@ class ObservedLog final : public egress::DecisionLog {
 // written after the log closes), then the log and its fd.
 struct Holder {
   sys::UniqueFd log_fd;
-  std::shared_ptr<ObservedLog> log;
+  std::shared_ptr<egress::FdDecisionLog> log;
   std::shared_ptr<egress::EgressProxy> proxy;
   ~Holder() {
     if (proxy) proxy->stop();
@@ -72,12 +64,13 @@ Result<EgressRuntime> startEgressRuntime(const std::string& log_path, RefusalObs
     holder->log_fd = std::move(*opened);
     fd = holder->log_fd.get();
   }
-  holder->log = std::make_shared<ObservedLog>(fd, std::move(on_refusal));
+  holder->log = std::make_shared<egress::FdDecisionLog>(fd);
   egress::ProxyOptions options;
   options.resolver = std::make_shared<egress::GetaddrinfoResolver>();
   options.classifier = std::make_shared<const egress::AddressClassifier>(
       std::make_shared<egress::InterfaceAddressSource>());
   options.log = holder->log;
+  if (on_refusal) options.observer = std::make_shared<RefusalCounter>(std::move(on_refusal));
   auto proxy = egress::EgressProxy::create(std::move(options));
   if (!proxy) return tl::unexpected(proxy.error());
   holder->proxy = std::shared_ptr<egress::EgressProxy>(std::move(*proxy));

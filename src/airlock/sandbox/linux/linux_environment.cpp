@@ -62,6 +62,21 @@ bool filesystemFull(int fd) {
   return st.f_bavail == 0 || (st.f_files > 0 && st.f_ffree == 0);
 }
 
+// Kills what is left in `cg` and removes it. A cgroup whose processes were
+// just killed stays busy (EBUSY) until the kernel has finished them, and an
+// orphan's init must first be reaped by whoever inherited it: retry for up
+// to two seconds, killing again each time, before giving up (the next sweep
+// tries again).
+void killAndRemove(Cgroup& cg) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    (void)cg.killAll();
+    auto r = cg.remove();
+    if (r || r.error().sys_errno != EBUSY || std::chrono::steady_clock::now() >= deadline) return;
+    ::usleep(1000);
+  }
+}
+
 Timestamp nowMs() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
 }
@@ -505,12 +520,7 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
     // When the pid namespace's init is reaped the kernel has killed and
     // reaped every process in it, so the cgroup is empty; retry briefly for
     // the kernel's own bookkeeping.
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      auto r = sb.cgroup->remove();
-      if (r || r.error().sys_errno != EBUSY) break;
-      (void)sb.cgroup->killAll();
-      ::usleep(1000);
-    }
+    killAndRemove(*sb.cgroup);
     sb.cgroup.reset();
   }
   if (!sb.capability_dir.empty()) removeCapabilityDirectory(sb.capability_dir);
@@ -558,8 +568,7 @@ void LinuxEnvironment::sweepOrphans() {
           by_path.st_ino != by_fd.st_ino || by_path.st_dev != by_fd.st_dev)
         continue;
       auto cg = cgroups_->attach(cgroup_prefix_ + id);
-      (void)cg->killAll();
-      (void)cg->remove();
+      killAndRemove(*cg);
       removeCapabilityDirectory(options_.state_dir + "/cap/" + id);
       ::unlink(path.c_str());
     }
@@ -570,8 +579,7 @@ void LinuxEnvironment::sweepOrphans() {
     if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
     if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;  // just created by a peer
     auto cg = cgroups_->attach(name);
-    (void)cg->killAll();
-    (void)cg->remove();
+    killAndRemove(*cg);
   }
 }
 
