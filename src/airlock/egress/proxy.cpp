@@ -412,10 +412,12 @@ class ProxyImpl final : public EgressProxy {
     });
     if (l->closed) co_return;
 
-    if (active_.load() > opt_.limits.max_connections) {
+    const bool listener_full = l->connections.size() > opt_.limits.max_connections_per_listener;
+    if (listener_full || active_.load() > opt_.limits.max_connections) {
       Decision d;
       d.reason = Reason::kInternalError;
-      log(*l, d, TunnelOutcome::kOverCapacity, std::nullopt, "too many connections", "", started);
+      log(*l, d, TunnelOutcome::kOverCapacity, std::nullopt,
+          listener_full ? "too many connections from this sandbox" : "too many connections", "", started);
       const std::string response = refusalResponse(503, "over_capacity");
       co_await asio::async_write(client, asio::buffer(response), kNoThrow);
       co_return;
@@ -699,6 +701,7 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::create(ProxyOptions options) {
   const auto& l = options.limits;
   if (l.head_timeout.count() <= 0 || l.connect_timeout.count() <= 0 ||
       l.idle_timeout.count() <= 0 || l.buffer_bytes == 0 || l.max_connections == 0 ||
+      l.max_connections_per_listener == 0 ||
       l.resolver_threads == 0)
     return fail(ErrorCode::kConfigurationError, "egress proxy limits must be positive");
   return std::unique_ptr<EgressProxy>(new ProxyImpl(std::move(options)));

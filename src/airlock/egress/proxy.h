@@ -61,6 +61,10 @@ struct ProxyLimits {
   // (1 GiB at the defaults); lower either where that matters.
   std::size_t buffer_bytes = 1024 * 1024;
   std::size_t max_connections = 512;  // beyond it: 503, over_capacity
+  // Per listener (one sandbox): so that one sandbox cannot take every
+  // connection of a shared proxy from the others. Beyond it: 503,
+  // over_capacity, for that sandbox only.
+  std::size_t max_connections_per_listener = 64;
   std::size_t resolver_threads = 4;
 };
 

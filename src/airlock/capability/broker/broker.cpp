@@ -14,6 +14,7 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -191,6 +192,7 @@ struct BrokerSession::Impl {
   std::thread acceptor;
   std::atomic<bool> finished{false};
   std::atomic<std::uint64_t> answered{0};
+  std::atomic<std::uint32_t> calls_in_flight{0};  // across every connection
 
   std::mutex mu;  // guards everything below
   std::list<std::shared_ptr<Connection>> connections;
@@ -274,12 +276,21 @@ void BrokerSession::Impl::acceptLoop() {
     conn->fd = std::move(fd);
     std::lock_guard lk(mu);
     if (finished.load()) return;
+    // At most max_connections open at once: each holds a thread and may
+    // buffer a whole frame. The rest are closed unread (the peer sees EOF).
+    std::size_t open_now = 0;
+    for (const auto& c : connections) open_now += c->closed.load() ? 0 : 1;
+    if (open_now >= options.max_connections) continue;
     // A peer that stops reading must not stall a writer forever.
     timeval tv{5, 0};
     ::setsockopt(conn->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    try {
+      conn->reader = std::thread([this, conn] { serveConnection(conn); });
+    } catch (const std::system_error&) {
+      continue;  // no thread to serve it (the host is out of them): closed unread
+    }
     connections.push_back(conn);
     if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
-    conn->reader = std::thread([this, conn] { serveConnection(conn); });
   }
 }
 
@@ -426,6 +437,20 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   }
   const CeilingClass ceiling =
       entry->ceiling != CeilingClass::kNone ? entry->ceiling : defaultCeilingClass(call.capability);
+  // Every admitted call holds a thread until it answers: bounded per
+  // execution whatever its class (job.wait and fs.* have no ceiling).
+  if (calls_in_flight.fetch_add(1) >= options.max_calls_in_flight) {
+    calls_in_flight.fetch_sub(1);
+    return refuse(refusal("admission_ceiling_reached",
+                          "ceiling in_flight=" + std::to_string(options.max_calls_in_flight) + " reached"));
+  }
+  struct InFlightSlot {
+    std::atomic<std::uint32_t>& n;
+    bool held = true;
+    ~InFlightSlot() {
+      if (held) n.fetch_sub(1);
+    }
+  } slot{calls_in_flight};
   if (auto full = admit(ceiling)) return refuse(std::move(*full));
 
   auto token = CancelToken::create();
@@ -446,9 +471,19 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     conn->in_flight[id] = c;
     ++conn->workers;
   }
-  std::thread([this, conn, c, entry, args = std::move(call.args)]() mutable {
-    runCall(conn, c, entry, std::move(args));
-  }).detach();
+  try {
+    std::thread([this, conn, c, entry, args = std::move(call.args)]() mutable {
+      runCall(conn, c, entry, std::move(args));
+    }).detach();
+    slot.held = false;  // runCall gives the slot back
+  } catch (const std::system_error&) {
+    {
+      std::lock_guard lk(conn->mu);
+      conn->in_flight.erase(id);
+      if (--conn->workers == 0) conn->workers_done.notify_all();
+    }
+    return refuse(refusal("unavailable", "the service has no thread for the call right now; retry later"));
+  }
 }
 
 void BrokerSession::Impl::runCall(std::shared_ptr<Connection> conn, std::shared_ptr<Call> call,
@@ -494,6 +529,7 @@ void BrokerSession::Impl::runCall(std::shared_ptr<Connection> conn, std::shared_
   }
   audit(call->capability, call->id, verdict, code, call->started, call->request_bytes, bytes.size());
   if (!bytes.empty()) conn->write(bytes);
+  calls_in_flight.fetch_sub(1);
   std::lock_guard lk(conn->mu);
   conn->in_flight.erase(call->id);
   if (--conn->workers == 0) conn->workers_done.notify_all();

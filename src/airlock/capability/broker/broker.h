@@ -128,6 +128,15 @@ struct SessionOptions {
   BootShape shape = BootShape::kRun;
   Policy policy;
   Ceilings ceilings;
+  // Bounds on what one execution can make the service hold, whatever the
+  // ceilings say (each connection has a reader thread and may buffer up to
+  // one 16 MiB frame; each call in flight has a thread): connections beyond
+  // max_connections are closed at once, and a call beyond
+  // max_calls_in_flight is refused with admission_ceiling_reached
+  // ("ceiling in_flight=64 reached"). Worst case per execution:
+  // max_connections x 16 MiB of frame buffers.
+  std::uint32_t max_connections = 4;
+  std::uint32_t max_calls_in_flight = 64;
   // The longest any call may take, whatever its deadline_ms says (the
   // execution's own remaining time); zero means no cut.
   std::chrono::milliseconds max_call_budget{0};

@@ -24,6 +24,7 @@
 
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/linux/control_protocol.h"
+#include "airlock/sandbox/linux/sandboxed_exec.h"
 
 extern char** environ;
 
@@ -31,23 +32,6 @@ namespace airlock::linux_jail {
 namespace {
 
 // --- helpers safe after clone: no allocation ------------------------------
-
-std::size_t cstrlen(const char* s) noexcept {
-  std::size_t n = 0;
-  while (s[n] != '\0') ++n;
-  return n;
-}
-
-void writeStr(int fd, const char* s) noexcept {
-  std::size_t n = cstrlen(s);
-  while (n > 0) {
-    ssize_t w = ::write(fd, s, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    s += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
 
 void sendHeader(int fd, MessageType type, int status, int step, const int* pass_fds = nullptr,
                 int npass = 0, std::int64_t cpu_usec = 0) noexcept {
@@ -95,28 +79,7 @@ void scrubInheritedStrings(const InitContext& ctx) noexcept {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) std::memset(*e, 0, cstrlen(*e));
 }
 
-// Every signal back to its default action: the service may ignore SIGPIPE or
-// handle SIGINT, and an ignored signal would survive exec into the command.
-void resetSignalDispositions() noexcept {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::sigaction(sig, &dfl, nullptr);
-  }
-}
-
 void killAllButInit() noexcept { ::kill(-1, SIGKILL); }
-
-// Credential changes as raw syscalls. glibc's setresuid and friends apply
-// the change to every thread it knows of (the setxid broadcast), and init,
-// a raw clone of a multi-threaded service, inherits a thread list whose
-// threads do not exist here: the broadcast would wait for them forever.
-// The raw syscalls change the calling thread, which is all of init.
-long rawSetresuid(uid_t uid) noexcept { return ::syscall(SYS_setresuid, uid, uid, uid); }
-long rawSetresgid(gid_t gid) noexcept { return ::syscall(SYS_setresgid, gid, gid, gid); }
-long rawSetgroupsEmpty() noexcept { return ::syscall(SYS_setgroups, 0, nullptr); }
 
 // User + system CPU of every child init has reaped, in microseconds. The
 // command and everything it started end up reaped by init (orphans are
@@ -137,21 +100,6 @@ void reapAll(pid_t main, int* main_status) noexcept {
     if (p < 0 && errno == EINTR) continue;
     if (p < 0) return;
     if (p == main) *main_status = status;
-  }
-}
-
-const char* errnoText(int err) noexcept {
-  switch (err) {
-    case ENOENT: return "No such file or directory";
-    case EACCES: return "Permission denied";
-    case ENOEXEC: return "Exec format error";
-    case ENOTDIR: return "Not a directory";
-    case E2BIG: return "Argument list too long";
-    case ENOMEM: return "Out of memory";
-    case ELOOP: return "Too many levels of symbolic links";
-    case ETXTBSY: return "Text file busy";
-    case EPERM: return "Operation not permitted";
-    default: return "exec failed";
   }
 }
 
@@ -215,92 +163,21 @@ struct RunRequest {
   int stderr_fd;
 };
 
+// Every signal back to its default action matters here too: the service may
+// ignore SIGPIPE or handle SIGINT, and an ignored signal would survive exec
+// into the command. sandboxed_exec.h lists every step.
 [[noreturn]] void execCommand(const InitContext& ctx, const RunRequest& req) noexcept {
-  resetSignalDispositions();
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (::setsid() < 0) ::_exit(125);  // fail closed: never share a session (B17)
-
-  int in = req.stdin_fd >= 0 ? req.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(req.stdout_fd, 1) < 0 || ::dup2(req.stderr_fd, 2) < 0)
-    ::_exit(125);
-  ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the command (B12)
-
-  int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (adj >= 0) {
-    (void)!::write(adj, "0", 1);  // init is protected from the OOM killer; commands are not
-    ::close(adj);
-  }
-
-  const struct rlimit no_core {0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-
-  // nofile: enough for builds, bounded for the host.
-  struct rlimit nofile {};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    if (nofile.rlim_max > 4096) nofile.rlim_max = 4096;
-    if (nofile.rlim_cur > nofile.rlim_max) nofile.rlim_cur = nofile.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-
-  // Drop every capability: bounding set first (needs CAP_SETPCAP), then the
-  // uid change clears permitted/effective/ambient sets.
-  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  if (rawSetgroupsEmpty() != 0 || rawSetresgid(ctx.sandbox_gid) != 0 || rawSetresuid(ctx.sandbox_uid) != 0)
-    ::_exit(125);
-  // The working directory, resolved as the sandbox user and beneath
-  // /workspace: a symlink the sandbox planted cannot move it out (B12).
-  {
-    int ws = ::open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    int dir = ws;
-    if (ws >= 0 && req.cwd[0] != '\0') {
-      struct open_how how {};
-      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-      dir = static_cast<int>(::syscall(SYS_openat2, ws, req.cwd, &how, sizeof how));
-    }
-    if (dir < 0 || ::fchdir(dir) != 0) {
-      writeStr(2, "airlock: the working directory is not a directory inside /workspace\n");
-      ::_exit(125);
-    }
-    if (dir != ws) ::close(dir);
-    ::close(ws);
-  }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
-  if (ctx.seccomp != nullptr && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctx.seccomp) != 0)
-    ::_exit(125);
-
-  const char* name = req.argv[0];
-  int err = ENOENT;
-  bool has_slash = false;
-  for (const char* c = name; *c; ++c) has_slash |= (*c == '/');
-  if (has_slash) {
-    ::execve(name, req.argv, req.envp);
-    err = errno;
-  } else {
-    // The image PATH only; never the workspace (spec: argv[0] resolution).
-    static constexpr const char* kDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
-    char path[4096];
-    bool saw_eacces = false;
-    for (const char* dir : kDirs) {
-      std::size_t dl = cstrlen(dir), nl = cstrlen(name);
-      if (dl + 1 + nl + 1 > sizeof path) break;
-      std::memcpy(path, dir, dl);
-      path[dl] = '/';
-      std::memcpy(path + dl + 1, name, nl + 1);
-      ::execve(path, req.argv, req.envp);
-      if (errno == EACCES) saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
-    }
-    if (err == ENOENT && saw_eacces) err = EACCES;
-  }
-  writeStr(2, "airlock: cannot execute '");
-  writeStr(2, name);
-  writeStr(2, "': ");
-  writeStr(2, errnoText(err));
-  writeStr(2, "\n");
-  ::_exit(err == ENOENT ? 127 : 126);
+  SandboxedExec e;
+  e.argv = req.argv;
+  e.envp = req.envp;
+  e.cwd = req.cwd;
+  e.stdin_fd = req.stdin_fd;
+  e.stdout_fd = req.stdout_fd;
+  e.stderr_fd = req.stderr_fd;
+  e.seccomp = ctx.seccomp;
+  e.uid = ctx.sandbox_uid;
+  e.gid = ctx.sandbox_gid;
+  execSandboxed(e);
 }
 
 // Parses a kRun payload in place into the preallocated slots.

@@ -22,6 +22,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/linux/sandboxed_exec.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"
 #include "airlock/workspace/resolve.h"
@@ -44,23 +45,6 @@ constexpr const char* kStepNames[] = {"", "wait for the cgroup", "enter the sand
 
 // --- after fork: no allocation, no locks, no logging ------------------------
 
-std::size_t cstrlen(const char* s) noexcept {
-  std::size_t n = 0;
-  while (s[n] != '\0') ++n;
-  return n;
-}
-
-void writeStr(int fd, const char* s) noexcept {
-  std::size_t n = cstrlen(s);
-  while (n > 0) {
-    ssize_t w = ::write(fd, s, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    s += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 void writeRecord(int fd, StatusRecord r) noexcept {
   const char* p = reinterpret_cast<const char*>(&r);
   std::size_t left = sizeof r;
@@ -73,24 +57,6 @@ void writeRecord(int fd, StatusRecord r) noexcept {
   }
 }
 
-// Raw credential syscalls (see init_process.cpp: glibc's setxid broadcast
-// would wait for threads this fork of a multi-threaded service lacks).
-long rawSetresuid(uid_t uid) noexcept { return ::syscall(SYS_setresuid, uid, uid, uid); }
-long rawSetresgid(gid_t gid) noexcept { return ::syscall(SYS_setresgid, gid, gid, gid); }
-long rawSetgroupsEmpty() noexcept { return ::syscall(SYS_setgroups, 0, nullptr); }
-
-void resetSignals() noexcept {
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    ::sigaction(sig, &dfl, nullptr);
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
 
 struct Prepared {
   char** argv;
@@ -107,79 +73,27 @@ struct Prepared {
   gid_t gid;
 };
 
-// The effect process: the same steps, in the same order, as a command's
-// (init_process.cpp execCommand).
+// The effect process: exactly a command's steps (sandboxed_exec.h), and it
+// dies with its helper.
 [[noreturn]] void execEffect(const Prepared& p) noexcept {
-  if (::setsid() < 0) ::_exit(125);
-  int in = p.stdin_fd >= 0 ? p.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(p.stdout_fd, 1) < 0 || ::dup2(p.stderr_fd, 2) < 0)
-    ::_exit(125);
-  ::syscall(SYS_close_range, 3U, ~0U, 0U);
-
-  const struct rlimit no_core {0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  struct rlimit nofile {};
-  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    if (nofile.rlim_max > 4096) nofile.rlim_max = 4096;
-    if (nofile.rlim_cur > nofile.rlim_max) nofile.rlim_cur = nofile.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  if (rawSetgroupsEmpty() != 0 || rawSetresgid(p.gid) != 0 || rawSetresuid(p.uid) != 0) ::_exit(125);
-  // The credential change cleared it: the effect dies with its helper.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  {
-    int ws = ::open("/workspace", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    int dir = ws;
-    if (ws >= 0 && p.cwd[0] != '\0') {
-      struct open_how how {};
-      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-      dir = static_cast<int>(::syscall(SYS_openat2, ws, p.cwd, &how, sizeof how));
-    }
-    if (dir < 0 || ::fchdir(dir) != 0) {
-      writeStr(2, "airlock: the working directory is not a directory inside /workspace\n");
-      ::_exit(125);
-    }
-    if (dir != ws) ::close(dir);
-    ::close(ws);
-  }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(125);
-  if (p.seccomp == nullptr || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p.seccomp) != 0) ::_exit(125);
-
-  const char* name = p.argv[0];
-  int err = ENOENT;
-  bool has_slash = false;
-  for (const char* c = name; *c; ++c) has_slash |= (*c == '/');
-  if (has_slash) {
-    ::execve(name, p.argv, p.envp);
-    err = errno;
-  } else {
-    static constexpr const char* kDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
-    char path[4096];
-    bool saw_eacces = false;
-    for (const char* dir : kDirs) {
-      std::size_t dl = cstrlen(dir), nl = cstrlen(name);
-      if (dl + 1 + nl + 1 > sizeof path) break;
-      std::memcpy(path, dir, dl);
-      path[dl] = '/';
-      std::memcpy(path + dl + 1, name, nl + 1);
-      ::execve(path, p.argv, p.envp);
-      if (errno == EACCES) saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
-    }
-    if (err == ENOENT && saw_eacces) err = EACCES;
-  }
-  writeStr(2, "airlock: cannot execute '");
-  writeStr(2, name);
-  writeStr(2, err == ENOENT ? "': No such file or directory\n" : "': exec failed\n");
-  ::_exit(err == ENOENT ? 127 : 126);
+  SandboxedExec e;
+  e.argv = p.argv;
+  e.envp = p.envp;
+  e.cwd = p.cwd;
+  e.stdin_fd = p.stdin_fd;
+  e.stdout_fd = p.stdout_fd;
+  e.stderr_fd = p.stderr_fd;
+  e.seccomp = p.seccomp;
+  e.uid = p.uid;
+  e.gid = p.gid;
+  e.die_with_parent = true;
+  execSandboxed(e);
 }
 
 // The helper: waits to be in the cgroup, enters the namespaces, forks the
 // effect, reports its pid and later its wait status.
 [[noreturn]] void runHelper(const Prepared& p) noexcept {
-  resetSignals();
+  resetSignalDispositions();
   // Not dumpable from here until the effect's execve: no process of the
   // sandbox may ptrace or open /proc/<pid>/{mem,exe,fd} of the helper or of
   // the effect while they still hold the service's memory and fds.
@@ -205,6 +119,12 @@ struct Prepared {
   }
   if (effect == 0) execEffect(p);
   writeRecord(p.status_fd, {StatusRecord::kStarted, 0, effect});
+  // Not reaped before the service holds a pidfd of it: until then its pid
+  // cannot be reused, so the pidfd is the effect's and no other process's.
+  // (A service that died instead of answering ends the read with EOF.)
+  do {
+    n = ::read(p.go_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
   // Only the status pipe stays open here: the pipes belong to the effect
   // and the service, and no other descriptor of the service may linger.
   const unsigned keep = static_cast<unsigned>(p.status_fd);
@@ -221,9 +141,10 @@ struct Prepared {
 
 class LinuxSideProcess final : public SideProcess {
  public:
-  LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status)
-      : helper_(helper), effect_(effect), in_(std::move(in)), out_(std::move(out)), err_(std::move(err)),
-        status_(std::move(status)) {}
+  LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd effect_pidfd, UniqueFd in, UniqueFd out, UniqueFd err,
+                   UniqueFd status)
+      : helper_(helper), effect_(effect), effect_pidfd_(std::move(effect_pidfd)), in_(std::move(in)),
+        out_(std::move(out)), err_(std::move(err)), status_(std::move(status)) {}
   ~LinuxSideProcess() override {
     killGroup();
     in_.reset();
@@ -260,14 +181,24 @@ class LinuxSideProcess final : public SideProcess {
     exited_ = true;
     return status_value_;
   }
+  // The effect leads its own process group (setsid), whose id is its pid.
+  // That id cannot be reused while the effect exists, reaped or not (the
+  // pidfd says which): only then is the group signalled. Once the effect is
+  // reaped, a kill(-pgid) could hit any host process that took the number,
+  // so nothing is sent; what the effect left running in its group ends with
+  // the sandbox's command.
   void killGroup() noexcept override {
     std::lock_guard lk(kill_mu_);
-    if (effect_ > 0) ::kill(-effect_, SIGKILL);
+    if (effect_ <= 0 || !effect_pidfd_.valid()) return;
+    if (::syscall(SYS_pidfd_send_signal, effect_pidfd_.get(), 0, nullptr, 0) != 0) return;  // reaped
+    ::kill(-effect_, SIGKILL);
+    ::syscall(SYS_pidfd_send_signal, effect_pidfd_.get(), SIGKILL, nullptr, 0);
   }
 
  private:
   pid_t helper_;
   pid_t effect_;
+  UniqueFd effect_pidfd_;
   UniqueFd in_, out_, err_, status_;
   bool exited_ = false;
   int status_value_ = 0;
@@ -345,7 +276,6 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
     reapHelper();
     return failErrno(ErrorCode::kExecutionUnavailable, "start side process", errno);
   }
-  go_w.reset();
 
   StatusRecord first{};
   pollfd pfd{st_r.get(), POLLIN, 0};
@@ -366,12 +296,24 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
     }
     return fail(ErrorCode::kExecutionUnavailable, "side process: the helper did not start");
   }
+  // The helper does not reap the effect until this answer: the pidfd is
+  // the effect's own (see killGroup).
+  UniqueFd effect_pidfd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(first.value), 0)));
+  const int open_errno = errno;
+  const bool acked = sys::writeAll(go_w.get(), &go, 1);
+  go_w.reset();
+  if (!effect_pidfd.valid() || !acked) {
+    reapHelper();
+    return failErrno(ErrorCode::kExecutionUnavailable, "side process: pidfd_open",
+                     effect_pidfd.valid() ? EPIPE : open_errno);
+  }
   ::fcntl(st_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
   if (in_w.valid()) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
   return std::unique_ptr<SideProcess>(std::make_unique<LinuxSideProcess>(
-      helper, static_cast<pid_t>(first.value), std::move(in_w), std::move(out_r), std::move(err_r),
+      helper, static_cast<pid_t>(first.value), std::move(effect_pidfd), std::move(in_w), std::move(out_r),
+      std::move(err_r),
       std::move(st_r)));
 }
 
