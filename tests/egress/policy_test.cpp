@@ -53,6 +53,18 @@ TEST(Policy, LoadsTheSpecExample) {
   EXPECT_EQ(p->source(), "test.yaml");
 }
 
+// A new user's first mistake: YAML reads an unquoted *.x as an alias. The
+// message says what to write instead, at the line and column.
+TEST(Policy, AnUnquotedWildcardSaysToQuoteIt) {
+  auto p = loadEgressPolicy("egress:\n  mode: allowlist\n  destinations:\n    - host: *.lab.example\n"
+                            "      ports: [80]\n",
+                            "wild.yaml");
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().context.rfind("wild.yaml:4:", 0), 0u) << p.error().context;
+  EXPECT_NE(p.error().context.find("must be quoted: host: \"*.example.com\""), std::string::npos)
+      << p.error().context;
+}
+
 TEST(Policy, MatchesExactNamesAndOneLabelWildcards) {
   const auto p = load(kSpecExample);
   EXPECT_EQ(p->check("pypi.org", 443), Reason::kAllowed);

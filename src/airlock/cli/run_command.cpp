@@ -109,6 +109,10 @@ int executeRun(RunPlan plan) {
     store = std::move(*opened);
   }
 
+  if (plan.egress_policy_without_network)
+    writeFd(STDERR_FILENO,
+            "airlock: note: the egress policy is valid, but without --network the command has no "
+            "network\n");
   // The egress proxy, only for a sandbox with egress; declared before the
   // adapter so that it outlives every sandbox attached to it.
   EgressRuntime egress;

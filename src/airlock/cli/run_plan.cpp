@@ -246,6 +246,7 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
                       "destination)");
     plan.spec.egress = policy->toValue();
   }
+  plan.egress_policy_without_network = policy && !flags.network;
   if (flags.egress_log) {
     if (flags.egress_log->empty())
       return fail(ErrorCode::kToolValidationError, "--egress-log: the path is empty");

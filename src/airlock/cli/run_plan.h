@@ -59,6 +59,9 @@ struct RunPlan {
   // Where the proxy's decision lines go when it runs (empty: stderr); with
   // no egress the file is still created, and stays empty.
   std::string egress_log;
+  // --egress-policy without --network: the policy was checked, and the
+  // command has no network (the caller says so on stderr).
+  bool egress_policy_without_network = false;
   bool json = false;
   bool verbose = false;
   bool read_stdin = false;

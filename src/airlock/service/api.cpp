@@ -468,10 +468,16 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy, con
     if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
   }
   if (!result) {
-    // An expired or foreign handle is gone from the adapter: forget it too.
-    if (result.error().code == ErrorCode::kExecutionRejected ||
-        result.error().code == ErrorCode::kSandboxEscapeSuspected)
-      (void)destroyTracked(id, nullptr);
+    // A foreign handle: the adapter destroyed the sandbox; forget it too.
+    // An expired or destroyed one is gone from the adapter: forget it too.
+    // Any other refusal ("another command is running in this environment")
+    // leaves a live sandbox, and its running command, alone.
+    const ErrorCode code = result.error().code;
+    bool gone = code == ErrorCode::kSandboxEscapeSuspected;
+    if (code == ErrorCode::kExecutionRejected) {
+      if (auto live = find(id)) gone = !env_.workspace(live->handle).has_value();
+    }
+    if (gone) (void)destroyTracked(id, nullptr);
     return errorResponse(result.error());
   }
   metrics_.executed(std::chrono::duration<double>(busy).count(),
