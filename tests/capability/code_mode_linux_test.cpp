@@ -5,6 +5,7 @@
 // spawn ceiling are enforced. Needs root (skipped with the reason otherwise).
 #include <dirent.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -289,7 +290,8 @@ TEST_F(CodeModeLinuxTest, TheCapCommandReachesTheChannelFromAShell) {
 import json, subprocess
 
 def main():
-    ok = subprocess.run(["/run/airlock/bin/cap", "call", "proc.run", '{"argv": ["echo", "via-cap"]}'],
+    # A shell finds `cap` on PATH (the program's PATH starts with /run/airlock/bin).
+    ok = subprocess.run(["sh", "-c", """cap call proc.run '{"argv": ["echo", "via-cap"]}'"""],
                         capture_output=True, text=True)
     bad = subprocess.run(["/run/airlock/bin/cap", "call", "nope.nope"], capture_output=True, text=True)
     return {"ok": json.loads(ok.stdout)["stdout"], "rc": ok.returncode,
@@ -372,6 +374,65 @@ TEST(CodeModeCliTest, RunCodePrintsTheOutcomeAsJson) {
   ASSERT_TRUE(j["capability_audit"].is_array());
   EXPECT_EQ(j["capability_audit"].size(), 2u);
   EXPECT_EQ(j["capability_audit"][1]["cap"], "proc.run");
+}
+
+// `airlock run --code` wires net.fetch to the sandbox's own egress policy
+// and schedule.* to the metadata database under --state-dir. No request
+// leaves the machine: every URL here is refused before any lookup.
+std::string runCli(const std::string& args) {
+  FILE* p = ::popen((std::string(AIRLOCK_BINARY) + " run " + args + " --json 2>&1").c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+void writeText(const std::string& path, const char* text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(text, f);
+  std::fclose(f);
+}
+
+TEST(CodeModeCliTest, NetFollowsTheSandboxEgressPolicyAndSchedulesAreDurable) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  const std::string program = state.path() + "/prog.py";
+  writeText(program,
+            "import airlock_cap as cap\n"
+            "def main():\n"
+            "    try:\n"
+            "        cap.net.fetch('https://other.example.com/')\n"
+            "        net = 'fetched'\n"
+            "    except cap.CapError as e:\n"
+            "        net = type(e).__name__ + ' ' + e.code\n"
+            "    created = cap.schedule.after('ping', 60, body='hi')\n"
+            "    try:\n"
+            "        cap.schedule.every('fast', 5)\n"
+            "        bad = 'created'\n"
+            "    except cap.InvalidSchedule as e:\n"
+            "        bad = e.message\n"
+            "    return {'net': net, 'when': created['when'], 'bad': bad,\n"
+            "            'listed': [s['name'] for s in cap.schedule.list()]}\n");
+  // Without --network: the deny policy refuses every URL by its reason.
+  auto out = runCli("--state-dir " + state.path() + " --code " + program);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["outcome"]["completed"]["net"], "ModeDeny mode_deny") << out;
+  EXPECT_EQ(j["outcome"]["completed"]["listed"], nlohmann::json::array({"ping"})) << out;
+  EXPECT_EQ(j["outcome"]["completed"]["bad"].get<std::string>().rfind("interval_s: ", 0), 0u) << out;
+  // The schedule is in the metadata database beside the artifacts.
+  struct stat st {};
+  EXPECT_EQ(::stat((state.path() + "/artifacts/metadata.db").c_str(), &st), 0);
+  // With --network and a policy: the policy decides (a host off the list).
+  const std::string policy = state.path() + "/egress.yaml";
+  writeText(policy, "egress:\n  mode: allowlist\n  destinations:\n    - host: hooks.example.com\n      ports: [443]\n");
+  out = runCli("--state-dir " + state.path() + " --network --egress-policy " + policy + " --code " + program);
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["outcome"]["completed"]["net"], "HostNotAllowed host_not_allowed") << out;
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ from . import wire
 from .wire import Completed, Errored
 
 __all__ = [
-    "call", "proc", "fs", "notes", "job", "serve", "Completed", "Errored",
+    "call", "proc", "fs", "notes", "job", "net", "schedule", "serve", "Completed", "Errored",
     "CapError", "Invocation", "Refused",
 ]
 
@@ -97,11 +97,35 @@ _named("proc_failed", "ProcFailed", "proc.stdout: the command failed, timed out 
 _named("busy", "Busy", "Serving: an invocation was already open.")
 _named("crashed", "Crashed", "Serving: the handler raised.")
 _named("bad_kind", "BadKind", "Serving: the invocation kind is neither tool nor event.")
+_named("invalid_schedule", "InvalidSchedule", "schedule.*: a field is invalid or above the host's ceiling.")
+# net.fetch: the egress guard's reason codes (docs/egress.md), kept as names.
+_named("mode_deny", "ModeDeny", "net: the execution's egress policy denies all network.")
+_named("host_not_allowed", "HostNotAllowed", "net: the host is not on the egress allowlist.")
+_named("port_not_allowed", "PortNotAllowed", "net: the port is not allowed for this host.")
+_named("scheme_not_allowed", "SchemeNotAllowed", "net: only http and https URLs are taken.")
+_named("ip_literal", "IpLiteral", "net: an IP address where a host name must be.")
+_named("malformed_authority", "MalformedAuthority", "net: the URL's host part is malformed.")
+_named("malformed_request", "MalformedRequest", "net: the URL is malformed.")
+_named("non_ascii_host", "NonAsciiHost", "net: the host is not ASCII (write it as punycode).")
+_named("dns_error", "DnsError", "net: the host's lookup failed.")
+_named("dns_no_answer", "DnsNoAnswer", "net: the host has no address.")
+_named("resolved_denied", "ResolvedDenied",
+       "net: the host resolved to a denied address; `code` is resolved_denied:<class>.")
+_named("redirect_denied", "RedirectDenied", "net: a redirect went where the policy denies.")
+_named("connect_failed", "ConnectFailed", "net: the connection failed.")
+_named("timeout", "Timeout", "net: the request timed out.")
+_named("response_too_large", "ResponseTooLarge", "net: the response is larger than the guard's cap.")
+_named("transport_error", "TransportError", "net: the transfer failed.")
 
 
 def error_for(code: str, message: str) -> CapError:
     """The CapError subclass named by `code` (CapError itself for a new code)."""
     cls = _ERRORS.get(code)
+    if cls is None and ":" in code:
+        # "resolved_denied:metadata": the class of its family, the code whole.
+        cls = _ERRORS.get(code.split(":", 1)[0])
+        if cls is not None:
+            return cls(code, message)
     return cls(None, message) if cls is not None else CapError(code, message)
 
 
@@ -465,6 +489,84 @@ class job:  # noqa: N801
     @staticmethod
     def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:
         return call("job.list", None, deadline_ms)
+
+
+# ----------------------------------------------------------------- net
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    final_url: str
+    headers: List[List[Union[str, bytes]]]  # [name, value] in order
+    body: Union[str, bytes]                  # str when UTF-8, else bytes
+    redirects: int
+
+
+class net:  # noqa: N801
+    @staticmethod
+    def fetch(url: str, method: str = "GET", headers: Optional[Dict[str, str]] = None,
+              body: Optional[Union[str, bytes]] = None, timeout_ms: Optional[int] = None,
+              deadline_ms: int = DEFAULT_DEADLINE_MS) -> Response:
+        """One HTTP(S) request, decided by the execution's egress policy (deny
+        unless it allows the host and port). A refusal raises the guard's
+        reason as its error (HostNotAllowed, ModeDeny, ResolvedDenied with
+        code "resolved_denied:<class>", ...)."""
+        r = call("net.fetch", _args(url=url, method=method, headers=headers, body=body,
+                                    timeout_ms=timeout_ms), deadline_ms)
+        return Response(r["status"], r["final_url"], r["headers"], r["body"], r["redirects"])
+
+
+# ----------------------------------------------------------------- schedule
+
+
+class schedule:  # noqa: N801
+    """Durable schedules of this execution. Each create returns what the host
+    granted ({name, target, wake, when, cadence, next_fire_unix_s, max_fires,
+    fires, expires_at_unix_s}); read it rather than assume the request.
+    Refusals: InvalidSchedule naming the field."""
+
+    @staticmethod
+    def every(name: str, interval_s: int, body: str = "", wake: bool = False,
+              max_fires: Optional[int] = None, expires_after_s: Optional[int] = None,
+              deadline_ms: int = DEFAULT_DEADLINE_MS) -> Dict[str, Any]:
+        """A fixed interval on a grid aligned to the epoch; bounds only narrow."""
+        return call("schedule.every", _args(name=name, interval_s=interval_s, body=body, wake=wake,
+                                            bounds=schedule._bounds(max_fires, expires_after_s)), deadline_ms)
+
+    @staticmethod
+    def at(name: str, unix_s: int, body: str = "", wake: bool = False,
+           deadline_ms: int = DEFAULT_DEADLINE_MS) -> Dict[str, Any]:
+        """Once, at a UTC instant (Unix seconds)."""
+        return call("schedule.at", _args(name=name, at=unix_s, body=body, wake=wake), deadline_ms)
+
+    @staticmethod
+    def cron(name: str, expression: str, body: str = "", wake: bool = False, offset: Optional[str] = None,
+             max_fires: Optional[int] = None, expires_after_s: Optional[int] = None,
+             deadline_ms: int = DEFAULT_DEADLINE_MS) -> Dict[str, Any]:
+        """Five UTC fields ("0 9 * * 1-5"); `offset` "[+-]HH:MM" is a FIXED
+        offset, not a time zone: nothing follows daylight saving."""
+        return call("schedule.cron", _args(name=name, expression=expression, body=body, wake=wake, offset=offset,
+                                           bounds=schedule._bounds(max_fires, expires_after_s)), deadline_ms)
+
+    @staticmethod
+    def after(name: str, seconds: int, body: str = "", wake: bool = False,
+              deadline_ms: int = DEFAULT_DEADLINE_MS) -> Dict[str, Any]:
+        """Once, 1..604800 seconds from now (the host's clock)."""
+        return call("schedule.after", _args(name=name, after_s=seconds, body=body, wake=wake), deadline_ms)
+
+    @staticmethod
+    def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:
+        return call("schedule.list", None, deadline_ms)
+
+    @staticmethod
+    def cancel(name: str, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("schedule.cancel", {"name": name}, deadline_ms)
+
+    @staticmethod
+    def _bounds(max_fires: Optional[int], expires_after_s: Optional[int]) -> Optional[Dict[str, int]]:
+        b = _args(max_fires=max_fires, expires_after_s=expires_after_s)
+        return b or None
 
 
 # ----------------------------------------------------------------- serving

@@ -83,6 +83,19 @@ class ErrorTest(unittest.TestCase):
             self.assertEqual(e.code, code)
             self.assertEqual(e.message, "m")
 
+    def test_net_and_schedule_refusals_keep_their_names(self):
+        for code, cls in [("host_not_allowed", cap.HostNotAllowed), ("mode_deny", cap.ModeDeny),
+                          ("invalid_schedule", cap.InvalidSchedule), ("redirect_denied", cap.RedirectDenied)]:
+            e = cap.error_for(code, "m")
+            self.assertIsInstance(e, cls)
+            self.assertEqual(e.code, code)
+        e = cap.error_for("resolved_denied:metadata", "m")
+        self.assertIsInstance(e, cap.ResolvedDenied)
+        self.assertEqual(e.code, "resolved_denied:metadata")
+        e = cap.error_for("brand_new:thing", "m")
+        self.assertIs(type(e), cap.CapError)
+        self.assertEqual(e.code, "brand_new:thing")
+
     def test_an_unknown_code_arrives_as_itself(self):
         e = cap.error_for("brand_new_refusal", "m")
         self.assertIs(type(e), cap.CapError)

@@ -80,6 +80,17 @@ bool needsNewlineBeforeSummary(const ExecutionResult& result) {
          result.stdout_data.back() != '\n';
 }
 
+// <state_dir>/artifacts/metadata.db, the artifact metadata's file (created
+// as openLocalArtifactStore would create it).
+Result<std::shared_ptr<capability::schedule::ScheduleStore>> openCodeModeScheduleStore(const std::string& state_dir) {
+  if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
+    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
+  const std::string store_dir = state_dir + "/artifacts";
+  if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return failErrno(ErrorCode::kExecutionUnavailable, "create the metadata directory under " + state_dir, errno);
+  return capability::schedule::openSqliteScheduleStore(store_dir + "/metadata.db");
+}
+
 }  // namespace
 
 int executeRun(RunPlan plan) {
@@ -179,6 +190,18 @@ int executeRun(RunPlan plan) {
       options.limits = plan.command;
       options.execution_id = handle->environment_id;
       options.cancel = &*token;
+      // net.fetch decides with the sandbox's own egress policy (deny unless
+      // --network --egress-policy FILE), by the proxy's decide().
+      auto net = capability::productionNetServices(plan.spec.egress);
+      if (!net) return tl::unexpected(net.error());
+      options.net = std::move(*net);
+      // schedule.* keeps its schedules beside the artifact metadata; without
+      // a usable state directory schedule.* is refused "unavailable".
+      if (auto schedules = openCodeModeScheduleStore(plan.state_dir)) {
+        options.schedule.store = std::move(*schedules);
+      } else if (plan.verbose) {
+        writeFd(STDERR_FILENO, "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
+      }
       auto ran = capability::runCode(env, *handle, options);
       if (!ran) return tl::unexpected(ran.error());
       code_result = std::move(*ran);

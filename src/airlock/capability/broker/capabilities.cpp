@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <cerrno>
 #include <map>
@@ -16,6 +17,8 @@
 #include "airlock/capability/wire/msgpack.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
+#include "airlock/egress/classifier.h"
+#include "airlock/egress/resolver.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::capability {
@@ -566,6 +569,177 @@ wire::Answer jobList(JobTable& t) {
   return Value::array(std::move(out));
 }
 
+
+// ---- net.fetch -----------------------------------------------------------------
+
+bool isHeaderNameByte(unsigned char c) {
+  // RFC 9110 tchar.
+  return std::isalnum(c) != 0 || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+wire::Answer netFetch(const NetServices& net, const CallContext& ctx) {
+  auto req = parseNetFetchRequest(ctx.args);
+  if (!req) return req.error();
+  // A missing part of the composition is a deny policy: refused before any
+  // lookup, with the guard's own reason code.
+  auto policy = net.policy && net.resolver && net.classifier ? net.policy : egress::Policy::denyAll();
+  std::shared_ptr<egress::Resolver> resolver = net.resolver;
+  std::shared_ptr<const egress::AddressClassifier> classifier = net.classifier;
+  if (!resolver || !classifier) {
+    // Never consulted (denyAll decides before any lookup); the guard wants them non-null.
+    resolver = std::make_shared<egress::GetaddrinfoResolver>();
+    classifier = std::make_shared<const egress::AddressClassifier>(
+        std::make_shared<egress::FixedSelfAddresses>(std::vector<egress::IpAddress>{}));
+  }
+  egress::OutboundLimits limits = net.limits;
+  auto budget = leftUntil(ctx.deadline);
+  if (req->timeout.count() > 0) budget = std::min(budget, req->timeout);
+  if (budget.count() <= 0) return Refusal{"deadline_exceeded", "no time left for the request"};
+  limits.total_timeout = std::min(limits.total_timeout, budget);
+  limits.connect_timeout = std::min(limits.connect_timeout, budget);
+  // One guard per call: the limits carry this call's budget. The guard is
+  // three shared pointers; building it costs nothing next to a request.
+  const egress::OutboundGuard guard(std::move(policy), std::move(resolver), std::move(classifier), limits);
+  auto r = guard.fetch(req->request);
+  if (!r) return Refusal{r.error().code, r.error().error.message()};
+  Array headers;
+  for (auto& [k, v] : r->headers) headers.push_back(Value::array({text(k), text(v)}));
+  return Value::map({{"status", Value::integer(static_cast<std::int64_t>(r->status))},
+                     {"final_url", text(r->final_url)},
+                     {"headers", Value::array(std::move(headers))},
+                     {"body", text(std::move(r->body))},
+                     {"redirects", Value::integer(static_cast<std::int64_t>(r->hops.empty() ? 0 : r->hops.size() - 1))}});
+}
+
+// ---- schedule.* ------------------------------------------------------------------
+
+namespace sched = schedule;
+
+std::int64_t scheduleNow(const sched::ScheduleServices& s) {
+  if (s.now_s) return s.now_s();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Refusal invalidSchedule(const sched::CronError& e) { return Refusal{"invalid_schedule", e.text()}; }
+
+Value scheduleValue(const sched::ScheduleRecord& r) {
+  Map cadence{{"kind", Value::string(std::string(sched::timingName(r.kind)))}};
+  switch (r.kind) {
+    case sched::TimingKind::kEvery: cadence.emplace_back("interval_s", Value::integer(static_cast<std::int64_t>(std::stoll(r.cadence)))); break;
+    case sched::TimingKind::kCron:
+      cadence.emplace_back("expression", Value::string(r.cadence));
+      cadence.emplace_back("offset", Value::string(sched::formatUtcOffset(r.offset_minutes)));
+      break;
+    case sched::TimingKind::kAt:
+    case sched::TimingKind::kAfter: cadence.emplace_back("at", Value::integer(r.next_fire_s.value_or(r.expires_at_s))); break;
+  }
+  return Value::map({{"name", Value::string(r.name)},
+                     {"target", Value::string(r.target)},
+                     {"wake", Value::boolean(r.wake)},
+                     {"when", Value::string(r.when())},
+                     {"cadence", Value::map(std::move(cadence))},
+                     {"next_fire_unix_s", r.next_fire_s ? Value::integer(*r.next_fire_s) : Value::nil()},
+                     {"max_fires", Value::integer(static_cast<std::int64_t>(r.max_fires))},
+                     {"fires", Value::integer(static_cast<std::int64_t>(r.fires))},
+                     {"expires_at_unix_s", Value::integer(r.expires_at_s)}});
+}
+
+tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& args, sched::TimingKind kind) {
+  if (args.asMap() == nullptr) return tl::unexpected(badRequest("args must be a map"));
+  sched::ScheduleRequest req;
+  req.kind = kind;
+  auto name = requiredString(args, "name");
+  if (!name) return tl::unexpected(name.error());
+  req.name = std::move(*name);
+  auto requiredUint = [&](std::string_view key) -> tl::expected<std::uint64_t, Refusal> {
+    const Value* v = field(args, key);
+    if (v == nullptr || !v->asUnsigned())
+      return tl::unexpected(badRequest("args." + std::string(key) + " must be a non-negative integer"));
+    return *v->asUnsigned();
+  };
+  switch (kind) {
+    case sched::TimingKind::kEvery: {
+      auto i = requiredUint("interval_s");
+      if (!i) return tl::unexpected(i.error());
+      req.interval_s = *i;
+      break;
+    }
+    case sched::TimingKind::kAt: {
+      auto a = requiredUint("at");
+      if (!a) return tl::unexpected(a.error());
+      req.at_unix_s = static_cast<std::int64_t>(std::min<std::uint64_t>(*a, 1ull << 62));
+      break;
+    }
+    case sched::TimingKind::kCron: {
+      auto e = requiredString(args, "expression");
+      if (!e) return tl::unexpected(e.error());
+      req.cron = std::move(*e);
+      break;
+    }
+    case sched::TimingKind::kAfter: {
+      auto a = requiredUint("after_s");
+      if (!a) return tl::unexpected(a.error());
+      req.after_s = *a;
+      break;
+    }
+  }
+  // Offset and bounds are read for every timing so that the schedule layer
+  // refuses them by name beside the wrong one.
+  if (const Value* o = field(args, "offset"); o != nullptr && !o->isNil()) {
+    if (o->asString() == nullptr) return tl::unexpected(badRequest("args.offset must be a string"));
+    req.offset = *o->asString();
+  }
+  if (const Value* b = field(args, "bounds"); b != nullptr && !b->isNil()) {
+    if (b->asMap() == nullptr) return tl::unexpected(badRequest("args.bounds must be a map"));
+    sched::Bounds bounds;
+    for (const char* key : {"max_fires", "expires_after_s"}) {
+      const Value* v = b->find(key);
+      if (v == nullptr || v->isNil()) continue;
+      if (!v->asUnsigned()) return tl::unexpected(badRequest("args.bounds." + std::string(key) + " must be a non-negative integer"));
+      (std::string_view(key) == "max_fires" ? bounds.max_fires : bounds.expires_after_s) = *v->asUnsigned();
+    }
+    req.bounds = bounds;
+  }
+  if (const Value* w = field(args, "wake"); w != nullptr && !w->isNil()) {
+    if (!w->asBool()) return tl::unexpected(badRequest("args.wake must be a boolean"));
+    req.wake = *w->asBool();
+  }
+  auto body = optionalString(args, "body", "");
+  if (!body) return tl::unexpected(body.error());
+  req.body = std::move(*body);
+  return req;
+}
+
+wire::Answer scheduleCreate(const SandboxServices& s, sched::TimingKind kind, const CallContext& ctx) {
+  auto req = parseScheduleArgs(ctx.args, kind);
+  if (!req) return req.error();
+  auto record = sched::planSchedule(*req, s.handle.environment_id, scheduleNow(s.schedule), s.schedule.ceilings);
+  if (!record) return invalidSchedule(record.error());
+  if (auto r = s.schedule.store->create(*record, s.schedule.ceilings.max_per_creator); !r) {
+    if (r.error().code == ErrorCode::kExecutionRejected) return Refusal{"invalid_schedule", r.error().context};
+    return Refusal{"unavailable", r.error().message()};
+  }
+  return scheduleValue(*record);
+}
+
+wire::Answer scheduleList(const SandboxServices& s) {
+  auto rows = s.schedule.store->list(s.handle.environment_id);
+  if (!rows) return Refusal{"unavailable", rows.error().message()};
+  Array out;
+  for (const auto& r : *rows) out.push_back(scheduleValue(r));
+  return Value::array(std::move(out));
+}
+
+wire::Answer scheduleCancel(const SandboxServices& s, const CallContext& ctx) {
+  if (ctx.args.asMap() == nullptr) return badRequest("args must be a map");
+  auto name = requiredString(ctx.args, "name");
+  if (!name) return name.error();
+  auto removed = s.schedule.store->cancel(s.handle.environment_id, *name);
+  if (!removed) return Refusal{"unavailable", removed.error().message()};
+  if (!*removed) return Refusal{"not_found", "no schedule of this execution is named " + *name};
+  return Value::nil();
+}
+
 }  // namespace
 
 tl::expected<ProcRequest, Refusal> parseProcRequest(const Value& args, bool allow_stdin) {
@@ -610,6 +784,59 @@ tl::expected<ProcRequest, Refusal> parseProcRequest(const Value& args, bool allo
   return req;
 }
 
+tl::expected<NetFetchRequest, Refusal> parseNetFetchRequest(const Value& args) {
+  if (args.asMap() == nullptr) return tl::unexpected(badRequest("args must be a map"));
+  NetFetchRequest req;
+  auto url = requiredString(args, "url");
+  if (!url) return tl::unexpected(url.error());
+  if (url->size() > 8192) return tl::unexpected(badRequest("args.url is longer than 8192 bytes"));
+  req.request.url = std::move(*url);
+  auto method = optionalString(args, "method", "GET");
+  if (!method) return tl::unexpected(method.error());
+  for (auto& c : *method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+  if (std::find(std::begin(kMethods), std::end(kMethods), *method) == std::end(kMethods))
+    return tl::unexpected(badRequest("args.method must be one of GET, HEAD, POST, PUT, PATCH, DELETE"));
+  req.request.method = std::move(*method);
+  if (const Value* h = field(args, "headers"); h != nullptr && !h->isNil()) {
+    if (h->asMap() == nullptr) return tl::unexpected(badRequest("args.headers must be a map of strings"));
+    if (h->asMap()->size() > 100) return tl::unexpected(badRequest("args.headers has more than 100 entries"));
+    std::size_t total = 0;
+    for (const auto& [k, v] : *h->asMap()) {
+      if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) { return isHeaderNameByte(static_cast<unsigned char>(c)); }))
+        return tl::unexpected(badRequest("args.headers has an invalid header name"));
+      const std::string* sv = v.asString();
+      if (sv == nullptr || sv->find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+        return tl::unexpected(badRequest("args.headers." + k + " must be a string without CR, LF or NUL"));
+      total += k.size() + sv->size();
+      req.request.headers.emplace_back(k, *sv);
+    }
+    if (total > 65536) return tl::unexpected(badRequest("args.headers are larger than 64 KiB"));
+  }
+  auto body = optionalData(args, "body");
+  if (!body) return tl::unexpected(body.error());
+  if (*body) {
+    if ((*body)->size() > kFsMaxBytes) return tl::unexpected(Refusal{"too_large", "args.body is larger than 8 MiB"});
+    if (req.request.method == "GET" || req.request.method == "HEAD")
+      return tl::unexpected(badRequest("args.body is not sent with " + req.request.method));
+    req.request.body = std::move(**body);
+  }
+  auto timeout = optionalUint(args, "timeout_ms", 0);
+  if (!timeout) return tl::unexpected(timeout.error());
+  req.timeout = std::chrono::milliseconds(std::min<std::uint64_t>(*timeout, 24ull * 3600 * 1000));
+  return req;
+}
+
+Result<NetServices> productionNetServices(const airlock::EgressPolicy& egress) {
+  auto policy = egress::compilePolicy(egress, "sandbox egress policy");
+  if (!policy) return tl::unexpected(policy.error());
+  NetServices net;
+  net.policy = std::move(*policy);
+  net.resolver = std::make_shared<egress::GetaddrinfoResolver>();
+  net.classifier = std::make_shared<const egress::AddressClassifier>(std::make_shared<egress::InterfaceAddressSource>());
+  return net;
+}
+
 std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services) {
   auto table = std::make_shared<CapabilityTable>();
   const SandboxServices s = services;
@@ -629,11 +856,21 @@ std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& 
   table->add("job.send_last", CeilingClass::kSend, [jobs](const CallContext& c) { return jobSend(*jobs, c, true); });
   table->add("job.kill", CeilingClass::kNone, [jobs](const CallContext& c) { return jobKill(*jobs, c); });
   table->add("job.list", CeilingClass::kNone, [jobs](const CallContext&) { return jobList(*jobs); });
-  for (const char* name : {"net", "schedule"}) {
-    const std::string module = name;
-    table->addModuleRoute(module, [module](const CallContext& c) -> wire::Answer {
-      return Refusal{"unavailable", "capability " + std::string(c.capability) + " is not available yet (" + module +
-                                        " is not built in this version)"};
+  auto net = std::make_shared<const NetServices>(s.net);
+  table->add("net.fetch", CeilingClass::kNone, [net](const CallContext& c) { return netFetch(*net, c); });
+  if (s.schedule.store) {
+    using K = schedule::TimingKind;
+    for (auto [name, kind] : {std::pair{"schedule.every", K::kEvery}, std::pair{"schedule.at", K::kAt},
+                              std::pair{"schedule.cron", K::kCron}, std::pair{"schedule.after", K::kAfter}}) {
+      const K k = kind;
+      table->add(name, CeilingClass::kNone, [s, k](const CallContext& c) { return scheduleCreate(s, k, c); });
+    }
+    table->add("schedule.list", CeilingClass::kNone, [s](const CallContext&) { return scheduleList(s); });
+    table->add("schedule.cancel", CeilingClass::kNone, [s](const CallContext& c) { return scheduleCancel(s, c); });
+  } else {
+    table->addModuleRoute("schedule", [](const CallContext& c) -> wire::Answer {
+      return Refusal{"unavailable", "capability " + std::string(c.capability) +
+                                        " needs the metadata database, which this execution has none of"};
     });
   }
   return table;

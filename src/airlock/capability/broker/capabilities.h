@@ -7,8 +7,12 @@
 //   notes.put / notes.get / notes.list   a JSON blackboard per execution
 //   job.start / job.poll / job.wait / job.send / job.send_last / job.kill /
 //   job.list    background side processes with cursors over a bounded tail
-// net.* and schedule.* are refused by name ("unavailable") until they are
-// built; strand/peer/workflow/mcp go to a platform route when one is added
+//   net.fetch   one HTTP(S) request through the outbound guard
+//               (egress/outbound_guard.h), decided by the same decide() as
+//               the sandbox proxy against the execution's egress policy
+//   schedule.every / schedule.at / schedule.cron / schedule.after /
+//   schedule.list / schedule.cancel   durable schedules (schedule.h)
+// strand/peer/workflow/mcp go to a platform route when one is added
 // to the table (CapabilityTable::addModuleRoute), else are refused by name.
 //
 // Every argument parser here is total over any wire Value: a wrong shape is
@@ -22,7 +26,9 @@
 #include <string>
 
 #include "airlock/capability/broker/broker.h"
+#include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/types.h"
+#include "airlock/egress/outbound_guard.h"
 #include "airlock/sandbox/execution_environment.h"
 
 namespace airlock::capability {
@@ -51,11 +57,45 @@ struct ProcRequest {
 // The parsed request, or the refusal ("bad_request") naming the field.
 tl::expected<ProcRequest, wire::Refusal> parseProcRequest(const wire::Value& args, bool allow_stdin);
 
+// What net.fetch decides and dials with: the execution's egress policy
+// (EnvironmentSpec.egress compiled with egress::compilePolicy), the resolver
+// and the address classifier, exactly as the sandbox proxy has them. A null
+// policy (or resolver, or classifier) refuses every URL with "mode_deny"
+// without a lookup. `limits` are the guard's caps; each call's transfer is
+// further cut to its timeout_ms and to the call's deadline.
+struct NetServices {
+  std::shared_ptr<const egress::Policy> policy;
+  std::shared_ptr<egress::Resolver> resolver;
+  std::shared_ptr<const egress::AddressClassifier> classifier;
+  egress::OutboundLimits limits;
+};
+
+// The production composition for an execution: `egress` compiled by
+// egress::compilePolicy (a deny policy refuses everything), the platform
+// resolver (GetaddrinfoResolver) and the production classifier (fixed
+// denylist plus this host's interface addresses), as the proxy has them
+// (cli/egress_runtime.cpp). Errors: ConfigurationError from compilePolicy.
+Result<NetServices> productionNetServices(const airlock::EgressPolicy& egress);
+
+// net.fetch's arguments:
+//   {url: str, method: str (optional, GET|HEAD|POST|PUT|PATCH|DELETE),
+//    headers: {str: str} (optional), body: str | bin (optional),
+//    timeout_ms: uint (optional; 0 or absent: the call's deadline alone)}
+struct NetFetchRequest {
+  egress::OutboundRequest request;
+  std::chrono::milliseconds timeout{0};
+};
+tl::expected<NetFetchRequest, wire::Refusal> parseNetFetchRequest(const wire::Value& args);
+
 // What the capabilities act on. The table keeps the environment pointer:
 // the environment must outlive the table (and the session holding it).
 struct SandboxServices {
   ExecutionEnvironment* env = nullptr;
   EnvironmentHandle handle;
+  NetServices net;  // default: every URL refused (mode_deny)
+  // Where schedule.* keeps its schedules (creator: handle.environment_id);
+  // a null store: schedule.* is refused "unavailable" (no metadata database).
+  schedule::ScheduleServices schedule;
 };
 
 // A table with every capability above. Jobs and notes live as long as the

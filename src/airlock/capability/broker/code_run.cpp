@@ -1,5 +1,7 @@
 #include "airlock/capability/broker/code_run.h"
 
+#include "airlock/core/environment_tiers.h"
+
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -75,7 +77,10 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
     }
     if (sink) sink(line);
   };
-  auto table = makeSandboxCapabilities(SandboxServices{&env, handle});
+  SandboxServices services{&env, handle};
+  services.net = options.net;
+  services.schedule = options.schedule;
+  auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(dir->get(), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());
 
@@ -84,6 +89,8 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
                   "AIRLOCK_CAP_SOCKET=" + std::string(kSocketInSandbox),
                   "AIRLOCK_CAP_TOKEN_FILE=" + std::string(kTokenFileInSandbox),
                   "PYTHONPATH=" + std::string(kGuestPythonPath),
+                  // `cap` on PATH for the program's shell commands (guest/bin/cap).
+                  "PATH=/run/airlock/bin:" + std::string(kImagePath),
                   "/usr/bin/python3", "-B", "-m", "airlock_cap.boot", "/run/airlock/program/main.py"};
   command.stdin_data.reset();
   auto executed = env.execute(handle, command, options.cancel);

@@ -25,6 +25,12 @@ struct CodeRunOptions {
   ExecutionCommand limits;
   Policy policy = defaultCodeModePolicy();
   Ceilings ceilings;
+  // net.fetch's policy and resolver (capabilities.h); the default refuses
+  // every URL. `airlock run --code` passes productionNetServices() of the
+  // sandbox's EnvironmentSpec.egress.
+  NetServices net;
+  // schedule.*'s durable store; a null store: schedule.* is refused "unavailable".
+  schedule::ScheduleServices schedule;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected).
   std::function<void(std::string_view)> audit;
