@@ -127,4 +127,49 @@ std::string Statement::text(int column) const {
   return std::string(static_cast<const char*>(data), static_cast<std::size_t>(size));
 }
 
+Transaction::~Transaction() {
+  if (open_) (void)db_.exec("ROLLBACK");
+}
+
+Result<void> Transaction::beginImmediate() {
+  auto r = db_.exec("BEGIN IMMEDIATE");
+  open_ = r.has_value();
+  return r;
+}
+
+Result<void> Transaction::commit() {
+  auto r = db_.exec("COMMIT");
+  if (r) open_ = false;
+  return r;
+}
+
+Result<int> appliedVersion(Database& db, const MigrationTable& table) {
+  auto stmt = db.prepare(table.max_version);
+  if (!stmt) return tl::unexpected(stmt.error());
+  if (auto step = stmt->step(); !step) return tl::unexpected(step.error());
+  return static_cast<int>(stmt->int64(0));
+}
+
+Result<void> migrate(Database& db, const MigrationTable& table, std::span<const Migration> migrations,
+                     int build_version) {
+  Transaction tx(db);
+  if (auto r = tx.beginImmediate(); !r) return r;
+  if (auto r = db.exec(table.create); !r) return r;
+  auto version = appliedVersion(db, table);
+  if (!version) return tl::unexpected(version.error());
+  if (*version > build_version)
+    return fail(ErrorCode::kConfigurationError,
+                std::string(table.schema_name) + " database schema " + std::to_string(*version) +
+                    " is newer than this build's " + std::to_string(build_version));
+  for (const Migration& m : migrations) {
+    if (m.version <= *version) continue;
+    if (auto r = db.exec(m.sql); !r) return r;
+    auto record = db.prepare(table.record);
+    if (!record) return tl::unexpected(record.error());
+    record->bind(1, std::int64_t{m.version});
+    if (auto r = record->step(); !r) return tl::unexpected(r.error());
+  }
+  return tx.commit();
+}
+
 }  // namespace airlock::artifacts::sqlite

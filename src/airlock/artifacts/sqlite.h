@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -78,5 +79,45 @@ class Statement {
   std::unique_ptr<sqlite3_stmt, Finalize> stmt_;
   int bind_error_ = 0;
 };
+
+// Rolls back unless committed.
+class Transaction {
+ public:
+  explicit Transaction(Database& db) : db_(db) {}
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Result<void> beginImmediate();
+  Result<void> commit();
+
+ private:
+  Database& db_;
+  bool open_ = false;
+};
+
+// One schema step: applied once, in version order.
+struct Migration {
+  int version;
+  SqlText sql;
+};
+
+// A schema's migration bookkeeping: the three statements that name its
+// version table (literals, like all SQL here), and what the schema is called
+// in errors ("artifact", "schedule").
+struct MigrationTable {
+  SqlText create;       // CREATE TABLE IF NOT EXISTS <t> (version INTEGER PRIMARY KEY, applied_at_ms INTEGER)
+  SqlText max_version;  // SELECT COALESCE(MAX(version), 0) FROM <t>
+  SqlText record;       // INSERT INTO <t> (version, applied_at_ms) VALUES (?1, <now ms>)
+  const char* schema_name;
+};
+
+// The highest applied version (0 for a new database).
+Result<int> appliedVersion(Database& db, const MigrationTable& table);
+
+// Applies every migration newer than the applied version in one immediate
+// transaction (several processes may open the same file). A database newer
+// than `build_version` is a ConfigurationError naming the schema.
+Result<void> migrate(Database& db, const MigrationTable& table, std::span<const Migration> migrations,
+                     int build_version);
 
 }  // namespace airlock::artifacts::sqlite

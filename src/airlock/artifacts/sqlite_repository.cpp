@@ -10,10 +10,8 @@ namespace {
 
 using sqlite::Step;
 
-struct Migration {
-  int version;
-  SqlText sql;
-};
+using sqlite::Migration;
+using sqlite::Transaction;
 
 // Append only: a released migration is never edited.
 constexpr std::array<Migration, kArtifactSchemaVersion> kMigrations{{
@@ -36,28 +34,6 @@ constexpr std::array<Migration, kArtifactSchemaVersion> kMigrations{{
      "CREATE INDEX artifacts_by_tenant ON artifacts (tenant_id, artifact_id, size_bytes);"},
 }};
 
-// Rolls back unless committed.
-class Transaction {
- public:
-  explicit Transaction(sqlite::Database& db) : db_(db) {}
-  ~Transaction() {
-    if (open_) (void)db_.exec("ROLLBACK");
-  }
-  Result<void> beginImmediate() {
-    auto r = db_.exec("BEGIN IMMEDIATE");
-    open_ = r.has_value();
-    return r;
-  }
-  Result<void> commit() {
-    auto r = db_.exec("COMMIT");
-    if (r) open_ = false;
-    return r;
-  }
-
- private:
-  sqlite::Database& db_;
-  bool open_ = false;
-};
 
 ArtifactRow rowFrom(const sqlite::Statement& s) {
   ArtifactRow row;
@@ -93,39 +69,19 @@ std::int64_t clampLimit(std::size_t limit) {
              : static_cast<std::int64_t>(limit);
 }
 
-Result<int> currentVersion(sqlite::Database& db) {
-  auto stmt = db.prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  if (!stmt) return tl::unexpected(stmt.error());
-  auto step = stmt->step();
-  if (!step) return tl::unexpected(step.error());
-  return static_cast<int>(stmt->int64(0));
-}
+constexpr sqlite::MigrationTable kMigrationTable{
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "  version INTEGER PRIMARY KEY NOT NULL,"
+    "  applied_at_ms INTEGER NOT NULL)",
+    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+    "INSERT INTO schema_migrations (version, applied_at_ms)"
+    " VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+    "artifact"};
+
+Result<int> currentVersion(sqlite::Database& db) { return sqlite::appliedVersion(db, kMigrationTable); }
 
 Result<void> migrate(sqlite::Database& db) {
-  Transaction tx(db);
-  if (auto r = tx.beginImmediate(); !r) return r;
-  if (auto r = db.exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                       "  version INTEGER PRIMARY KEY NOT NULL,"
-                       "  applied_at_ms INTEGER NOT NULL)");
-      !r)
-    return r;
-  auto version = currentVersion(db);
-  if (!version) return tl::unexpected(version.error());
-  if (*version > kArtifactSchemaVersion)
-    return fail(ErrorCode::kConfigurationError,
-                "artifact database schema " + std::to_string(*version) +
-                    " is newer than this build's " + std::to_string(kArtifactSchemaVersion));
-  for (const Migration& m : kMigrations) {
-    if (m.version <= *version) continue;
-    if (auto r = db.exec(m.sql); !r) return r;
-    auto record = db.prepare(
-        "INSERT INTO schema_migrations (version, applied_at_ms)"
-        " VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))");
-    if (!record) return tl::unexpected(record.error());
-    record->bind(1, std::int64_t{m.version});
-    if (auto r = record->step(); !r) return tl::unexpected(r.error());
-  }
-  return tx.commit();
+  return sqlite::migrate(db, kMigrationTable, kMigrations, kArtifactSchemaVersion);
 }
 
 }  // namespace

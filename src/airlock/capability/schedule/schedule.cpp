@@ -201,10 +201,8 @@ namespace {
 using artifacts::SqlText;
 namespace sql = artifacts::sqlite;
 
-struct Migration {
-  int version;
-  SqlText sql;
-};
+using sql::Migration;
+using sql::Transaction;
 
 // Append only: a released migration is never edited.
 constexpr int kScheduleSchemaVersion = 1;
@@ -229,55 +227,18 @@ constexpr std::array<Migration, kScheduleSchemaVersion> kMigrations{{
      "CREATE INDEX schedules_due ON schedules (next_fire_s) WHERE next_fire_s IS NOT NULL;"},
 }};
 
-class Transaction {
- public:
-  explicit Transaction(sql::Database& db) : db_(db) {}
-  ~Transaction() {
-    if (open_) (void)db_.exec("ROLLBACK");
-  }
-  Result<void> beginImmediate() {
-    auto r = db_.exec("BEGIN IMMEDIATE");
-    open_ = r.has_value();
-    return r;
-  }
-  Result<void> commit() {
-    auto r = db_.exec("COMMIT");
-    if (r) open_ = false;
-    return r;
-  }
 
- private:
-  sql::Database& db_;
-  bool open_ = false;
-};
+constexpr sql::MigrationTable kMigrationTable{
+    "CREATE TABLE IF NOT EXISTS schedule_migrations ("
+    "  version INTEGER PRIMARY KEY NOT NULL,"
+    "  applied_at_ms INTEGER NOT NULL)",
+    "SELECT COALESCE(MAX(version), 0) FROM schedule_migrations",
+    "INSERT INTO schedule_migrations (version, applied_at_ms)"
+    " VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
+    "schedule"};
 
 Result<void> migrate(sql::Database& db) {
-  Transaction tx(db);
-  if (auto r = tx.beginImmediate(); !r) return r;
-  if (auto r = db.exec("CREATE TABLE IF NOT EXISTS schedule_migrations ("
-                       "  version INTEGER PRIMARY KEY NOT NULL,"
-                       "  applied_at_ms INTEGER NOT NULL)");
-      !r)
-    return r;
-  auto stmt = db.prepare("SELECT COALESCE(MAX(version), 0) FROM schedule_migrations");
-  if (!stmt) return tl::unexpected(stmt.error());
-  if (auto s = stmt->step(); !s) return tl::unexpected(s.error());
-  const auto version = static_cast<int>(stmt->int64(0));
-  if (version > kScheduleSchemaVersion)
-    return fail(ErrorCode::kConfigurationError,
-                "schedule database schema " + std::to_string(version) +
-                    " is newer than this build's " + std::to_string(kScheduleSchemaVersion));
-  for (const Migration& m : kMigrations) {
-    if (m.version <= version) continue;
-    if (auto r = db.exec(m.sql); !r) return r;
-    auto record = db.prepare(
-        "INSERT INTO schedule_migrations (version, applied_at_ms)"
-        " VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))");
-    if (!record) return tl::unexpected(record.error());
-    record->bind(1, std::int64_t{m.version});
-    if (auto r = record->step(); !r) return tl::unexpected(r.error());
-  }
-  return tx.commit();
+  return sql::migrate(db, kMigrationTable, kMigrations, kScheduleSchemaVersion);
 }
 
 // Columns in this order in every SELECT below.
