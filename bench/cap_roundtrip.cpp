@@ -45,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -286,6 +287,9 @@ int main(int argc, char** argv) {
   const int seq_n = argc > 1 ? std::atoi(argv[1]) : 20000;
   const int pipe_n = argc > 2 ? std::atoi(argv[2]) : 20000;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+  // "inline": the no-op runs on the connection's reader thread
+  // (CallPlacement::kInline, as notes.* do); default: on a session worker.
+  const bool run_inline = argc > 4 && std::string_view(argv[4]) == "inline";
   constexpr int kBlock = 1000;
   const std::vector<int> ks = {1, 8, 32, 60};
 
@@ -297,7 +301,9 @@ int main(int argc, char** argv) {
 
   UniqueFd devnull(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   auto table = std::make_shared<cap::CapabilityTable>();
-  table->add(kNoop, cap::CeilingClass::kNone, [](const cap::CallContext&) -> wire::Answer { return wire::Value::nil(); });
+  table->add(kNoop, cap::CeilingClass::kNone, [](const cap::CallContext&) -> wire::Answer { return wire::Value::nil(); },
+             run_inline ? cap::CallPlacement::kInline : cap::CallPlacement::kWorker);
+  std::printf("broker no-op placement: %s\n", run_inline ? "inline (reader thread)" : "worker");
   cap::SessionOptions opts;
   opts.execution_id = "bench";
   opts.shape = cap::BootShape::kRun;

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <deque>
+#include <functional>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -39,8 +41,8 @@ std::string_view ceilingClassName(CeilingClass c) noexcept {
   return "none";
 }
 
-void CapabilityTable::add(std::string name, CeilingClass ceiling, Handler handler) {
-  by_name_[std::move(name)] = Entry{ceiling, std::move(handler)};
+void CapabilityTable::add(std::string name, CeilingClass ceiling, Handler handler, CallPlacement placement) {
+  by_name_[std::move(name)] = Entry{ceiling, std::move(handler), placement};
 }
 
 void CapabilityTable::addModuleRoute(std::string module, Handler handler) {
@@ -193,6 +195,59 @@ struct BrokerSession::Impl {
   std::atomic<bool> finished{false};
   std::atomic<std::uint64_t> answered{0};
   std::atomic<std::uint32_t> calls_in_flight{0};  // across every connection
+
+  // The workers that run admitted calls: created on demand while none is
+  // idle, up to max_calls_in_flight, and reused (a thread per call cost
+  // ~50 us of the round trip; bench_cap_roundtrip). Joined by finish().
+  std::mutex pool_mu;
+  std::condition_variable pool_cv;
+  std::deque<std::function<void()>> pool_queue;
+  std::vector<std::thread> pool_threads;
+  int pool_idle = 0;
+  bool pool_stop = false;
+
+  // Queues `task`; false when no worker can take it (none idle and no
+  // thread can be created).
+  bool submit(std::function<void()> task) {
+    std::lock_guard lk(pool_mu);
+    if (pool_stop) return false;
+    if (pool_idle == 0 && pool_threads.size() < options.max_calls_in_flight) {
+      try {
+        pool_threads.emplace_back([this] { workerLoop(); });
+      } catch (const std::system_error&) {
+        if (pool_threads.empty()) return false;  // nobody would ever run it
+      }
+    }
+    pool_queue.push_back(std::move(task));
+    pool_cv.notify_one();
+    return true;
+  }
+
+  void workerLoop() {
+    std::unique_lock lk(pool_mu);
+    for (;;) {
+      ++pool_idle;
+      pool_cv.wait(lk, [this] { return pool_stop || !pool_queue.empty(); });
+      --pool_idle;
+      if (pool_queue.empty()) return;  // stopping, nothing left to run
+      auto task = std::move(pool_queue.front());
+      pool_queue.pop_front();
+      lk.unlock();
+      task();
+      lk.lock();
+    }
+  }
+
+  void stopPool() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lk(pool_mu);
+      pool_stop = true;
+      threads.swap(pool_threads);
+    }
+    pool_cv.notify_all();
+    for (auto& t : threads) t.join();
+  }
 
   std::mutex mu;  // guards everything below
   std::list<std::shared_ptr<Connection>> connections;
@@ -471,12 +526,15 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     conn->in_flight[id] = c;
     ++conn->workers;
   }
-  try {
-    std::thread([this, conn, c, entry, args = std::move(call.args)]() mutable {
-      runCall(conn, c, entry, std::move(args));
-    }).detach();
+  if (entry->placement == CallPlacement::kInline) {
     slot.held = false;  // runCall gives the slot back
-  } catch (const std::system_error&) {
+    runCall(conn, c, entry, std::move(call.args));
+    return;
+  }
+  auto args = std::make_shared<Value>(std::move(call.args));
+  if (submit([this, conn, c, entry, args] { runCall(conn, c, entry, std::move(*args)); })) {
+    slot.held = false;  // runCall gives the slot back
+  } else {
     {
       std::lock_guard lk(conn->mu);
       conn->in_flight.erase(id);
@@ -614,6 +672,8 @@ void BrokerSession::finish() {
   }
   for (auto& c : conns)
     if (c->reader.joinable()) c->reader.join();
+  // Every call has answered (each reader waited for its connection's).
+  s.stopPool();
   ::unlinkat(s.dir.get(), std::string(kSocketName).c_str(), 0);
   ::unlinkat(s.dir.get(), std::string(kTokenFileName).c_str(), 0);
   s.listener.reset();

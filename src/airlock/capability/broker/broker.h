@@ -95,13 +95,23 @@ using Handler = std::function<wire::Answer(const CallContext&)>;
 // The capabilities a session can serve, by dotted name, with their ceiling
 // class. Routes by module prefix ("strand", "peer", "workflow", "mcp")
 // serve every name in the module: the embedding platform registers those.
+// Where a call runs. kWorker: on one of the session's workers, so the
+// connection keeps reading (cancel frames, other calls) while it runs; for
+// anything that may block (processes, jobs, files, the network). kInline:
+// on the connection's reader thread, saving the hand-off to a worker (most
+// of a round trip on a 2-vCPU VM: bench_cap_roundtrip); only for handlers
+// that never block and finish in microseconds (notes).
+enum class CallPlacement { kWorker, kInline };
+
 class CapabilityTable {
  public:
-  void add(std::string name, CeilingClass ceiling, Handler handler);
+  void add(std::string name, CeilingClass ceiling, Handler handler,
+           CallPlacement placement = CallPlacement::kWorker);
   void addModuleRoute(std::string module, Handler handler);
   struct Entry {
     CeilingClass ceiling = CeilingClass::kNone;
     Handler handler;
+    CallPlacement placement = CallPlacement::kWorker;
   };
   // nullptr when neither a name nor a module route serves `name`.
   const Entry* find(std::string_view name) const;

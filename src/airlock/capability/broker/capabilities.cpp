@@ -845,9 +845,13 @@ std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& 
   table->add("fs.write", CeilingClass::kNone, [s](const CallContext& c) { return fsWrite(s, c); });
   table->add("fs.list", CeilingClass::kNone, [s](const CallContext& c) { return fsList(s, c); });
   auto notes = std::make_shared<NotesBoard>();
-  table->add("notes.put", CeilingClass::kNote, [notes](const CallContext& c) { return notesPut(*notes, c); });
-  table->add("notes.get", CeilingClass::kNotes, [notes](const CallContext& c) { return notesGet(*notes, c); });
-  table->add("notes.list", CeilingClass::kNotes, [notes](const CallContext& c) { return notesList(*notes, c); });
+  // The blackboard is memory under a mutex: never blocks, runs inline.
+  table->add("notes.put", CeilingClass::kNote, [notes](const CallContext& c) { return notesPut(*notes, c); },
+             CallPlacement::kInline);
+  table->add("notes.get", CeilingClass::kNotes, [notes](const CallContext& c) { return notesGet(*notes, c); },
+             CallPlacement::kInline);
+  table->add("notes.list", CeilingClass::kNotes, [notes](const CallContext& c) { return notesList(*notes, c); },
+             CallPlacement::kInline);
   auto jobs = std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)));
   table->add("job.start", CeilingClass::kSpawn, [s, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
   table->add("job.poll", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
