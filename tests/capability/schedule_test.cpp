@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <set>
 
 #include "airlock/capability/broker/capabilities.h"
@@ -271,6 +272,49 @@ TEST(PlanSchedule, BoundsCanOnlyNarrow) {
   EXPECT_EQ(p->expires_at_s, k2026 + 1 + 7200);
   r.bounds = Bounds{3, 60};
   EXPECT_EQ(planField(r), "interval_s") << "would first fire after it expires";
+}
+
+// ---- occurrences (what the stores fire through) ----
+
+TEST(Occurrences, TheNextIsStrictlyAfterAndWithinTheBounds) {
+  ScheduleCeilings c;
+  auto every = planSchedule(request(TimingKind::kEvery), "exec", k2026 + 1, c);  // 3600 s
+  ASSERT_TRUE(every);
+  EXPECT_EQ(occurrenceAfter(*every, k2026 + 3600), k2026 + 7200) << "strictly after a grid point";
+  EXPECT_EQ(occurrenceAfter(*every, k2026 + 3599), k2026 + 3600);
+  ScheduleRecord early = *every;
+  early.expires_at_s = 10'000;
+  EXPECT_EQ(occurrenceAfter(early, -1), 0) << "the grid holds before the epoch too";
+  EXPECT_EQ(occurrenceAfter(early, -3601), -3600);
+  EXPECT_EQ(occurrenceAfter(*every, every->expires_at_s), std::nullopt) << "past its expiry";
+  EXPECT_EQ(occurrenceAfter(*every, std::numeric_limits<std::int64_t>::max() - 10), std::nullopt)
+      << "no overflow at the end of time";
+  auto cron = request(TimingKind::kCron);
+  cron.offset = "+02:00";
+  auto daily = planSchedule(cron, "exec", k2026, c);  // 09:00 at +02:00 = 07:00 UTC
+  ASSERT_TRUE(daily);
+  EXPECT_EQ(occurrenceAfter(*daily, k2026 + 7 * 3600), k2026 + 86400 + 7 * 3600);
+  auto at = planSchedule(request(TimingKind::kAt), "exec", k2026, c);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(occurrenceAfter(*at, k2026), std::nullopt) << "a one-shot has no second occurrence";
+  EXPECT_EQ(nextFireAfter(*every, k2026 + 3600, every->max_fires), std::nullopt)
+      << "max_fires reached";
+}
+
+TEST(Occurrences, AFireMovesPastBothItsOccurrenceAndNow) {
+  auto every = planSchedule(request(TimingKind::kEvery), "exec", k2026 + 1, ScheduleCeilings{});
+  ASSERT_TRUE(every);
+  auto late = stepFire(*every, k2026 + 5 * 3600 + 1);  // four occurrences missed
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->occurrence_s, k2026 + 3600);
+  EXPECT_EQ(late->fire_number, 1u);
+  EXPECT_EQ(late->next_fire_s, k2026 + 6 * 3600) << "coalesced: resumes after now";
+  auto early = stepFire(*every, k2026);  // a clock behind the occurrence
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->next_fire_s, k2026 + 7200) << "still strictly after the occurrence";
+  ScheduleRecord spent = *every;
+  spent.next_fire_s.reset();
+  EXPECT_FALSE(stepFire(spent, k2026 + 3600));
 }
 
 // ---- the store ----

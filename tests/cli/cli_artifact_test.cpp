@@ -16,6 +16,7 @@
 
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/run_plan.h"
+#include "airlock/core/command_validation.h"
 #include "airlock/core/json.h"
 #include "airlock/sys/sha256.h"
 
@@ -238,12 +239,87 @@ TEST_F(CliArtifactTest, ExportErrorIsReportedAfterTheResultWithStatus125) {
 }
 
 TEST_F(CliArtifactTest, UnknownIdIsOneLineWithoutHostPaths) {
+  fs::create_directories(state_);
   Outcome get = airlock(stateArgs({"artifact", "get", "01a22b37-dfc9-7cba-8290-eb9786972bf7"}));
   EXPECT_EQ(get.status, 125);
   EXPECT_EQ(get.err, "airlock: error: no artifact \"01a22b37-dfc9-7cba-8290-eb9786972bf7\"\n");
   Outcome bad = airlock(stateArgs({"artifact", "rm", "../../etc/passwd"}));
   EXPECT_EQ(bad.status, 125);
   EXPECT_EQ(bad.err, "airlock: error: no artifact \"../../etc/passwd\"\n");
+}
+
+TEST_F(CliArtifactTest, GetToDashWritesTheBytesToStdout) {
+  const std::string content = binaryContent();
+  spit(src_ / "data.bin", content);
+  auto artifacts = exportAll({"data.bin"});
+  ASSERT_THAT(artifacts, SizeIs(1));
+  Outcome get = airlock(stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "-"}));
+  ASSERT_EQ(get.status, 0) << get.err;
+  EXPECT_EQ(get.out, content);
+  EXPECT_EQ(get.err, "") << "stdout carries the bytes alone";
+  EXPECT_FALSE(fs::exists(cwd_ / "-"));
+  // A file named "-" is still possible, spelled as a path.
+  Outcome file = airlock(stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "./-"}));
+  ASSERT_EQ(file.status, 0) << file.err;
+  EXPECT_EQ(slurp(cwd_ / "-"), content);
+}
+
+// A mistyped --state-dir: the read-only commands say the directory does not
+// exist (naming it) and create nothing; `airlock run` may still create it.
+TEST_F(CliArtifactTest, ArtifactCommandsOnAMissingStateDirFailAndCreateNothing) {
+  const fs::path typo = root_ / "stat";
+  const std::string id = "01a22b37-dfc9-7cba-8290-eb9786972bf7";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"artifact", "list"}, {"artifact", "list", "--json"}, {"artifact", "get", id}, {"artifact", "rm", id}}) {
+    std::vector<std::string> with = args;
+    with.insert(with.end(), {"--state-dir", typo.string()});
+    Outcome o = airlock(with);
+    EXPECT_EQ(o.status, 125) << args[1];
+    EXPECT_EQ(o.out, "") << args[1];
+    EXPECT_EQ(o.err, "airlock: error: state directory " + typo.string() +
+                         " does not exist, so it holds no artifacts (check --state-dir; airlock run --export "
+                         "creates it)\n")
+        << args[1];
+    EXPECT_FALSE(fs::exists(typo)) << args[1] << " created the state directory";
+  }
+  spit(src_ / "a.txt", "alpha");
+  Outcome run = airlock({"run", "--mechanism", "fake", "--state-dir", typo.string(), "--copy-in", src_.string(),
+                         "--export", "a.txt", "--", "true"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  Outcome list = airlock({"artifact", "list", "--state-dir", typo.string()});
+  EXPECT_EQ(list.status, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("  a.txt\n"));
+}
+
+// --export paths are checked before anything is provisioned, with the text
+// the export itself would give after the run.
+TEST_F(CliArtifactTest, AnEscapingExportIsRefusedBeforeTheCommandRuns) {
+  for (const std::string path : {"../x", "/etc/passwd", "a/../b", "a//b"}) {
+    Outcome o = airlock({"run", "--mechanism", "fake", "--state-dir", state_.string(), "--export", path, "--",
+                         "echo", "ran"});
+    EXPECT_EQ(o.status, 125) << path;
+    EXPECT_EQ(o.out, "") << path << ": the command ran";
+    auto contained = checkRelativePath(path);
+    ASSERT_FALSE(contained.has_value()) << path;
+    EXPECT_EQ(o.err, "airlock: error: --export \"" + path + "\": " + contained.error().context + "\n") << path;
+    EXPECT_FALSE(fs::exists(state_)) << path << ": the artifact store was opened";
+  }
+}
+
+TEST(ExportPath, TheEarlyCheckAndTheExportGiveTheSameText) {
+  auto early = checkExportPath("../x");
+  ASSERT_FALSE(early.has_value());
+  EXPECT_EQ(early.error().code, ErrorCode::kWorkspaceEscape);
+  EXPECT_EQ(early.error().context.rfind("--export \"../x\": path \"../x\" has a \".\" or \"..\" component", 0), 0u)
+      << early.error().context;
+  EXPECT_TRUE(checkExportPath("out/a.txt").has_value());
+  auto no_env = [](std::string_view) { return std::optional<std::string>{}; };
+  RunFlags flags;
+  flags.argv = {"true"};
+  flags.exports = {"ok.txt", "../x"};
+  auto plan = planRun(flags, no_env);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().message(), early.error().message());
 }
 
 TEST(SanitizeDownloadName, KeepsOnlyASafeBasename) {

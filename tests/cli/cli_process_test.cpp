@@ -264,6 +264,48 @@ TEST(CliRun, JsonCarriesTheKillReasonAndExitStatusIs126) {
   EXPECT_EQ(result->duration_ms, 1000);
 }
 
+// The field table of docs/cli.md ("Output", after "With `--json`"): the
+// backticked names in its first column, in order.
+std::vector<std::string> documentedJsonFields() {
+  std::ifstream in(std::string(AIRLOCK_DOCS_DIR) + "/cli.md");
+  std::string line;
+  bool in_section = false;
+  bool in_table = false;
+  std::vector<std::string> fields;
+  while (std::getline(in, line)) {
+    if (!in_section) {
+      in_section = line.rfind("With `--json`, stdout carries exactly one JSON document", 0) == 0;
+      continue;
+    }
+    if (line.rfind("| ", 0) == 0) {
+      in_table = true;
+      if (line.rfind("| `", 0) == 0) {
+        const auto end = line.find('`', 3);
+        fields.push_back(line.substr(3, end - 3));
+      }
+    } else if (in_table) {
+      break;
+    }
+  }
+  return fields;
+}
+
+// docs/cli.md names exactly the fields `airlock run --json` prints (a
+// plain run: --export adds "artifacts", --code "outcome" and
+// "capability_audit", each documented below the table).
+TEST(CliRun, JsonFieldsAreExactlyTheDocumentedOnes) {
+  const std::vector<std::string> documented = documentedJsonFields();
+  ASSERT_FALSE(documented.empty()) << "no field table under --json in docs/cli.md";
+  Outcome outcome = runAirlock({"run", "--mechanism", "fake", "--json", "--", "true"});
+  ASSERT_EQ(outcome.status, 0) << outcome.err;
+  const auto printed = nlohmann::json::parse(outcome.out);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : printed.items()) keys.push_back(key);
+  std::vector<std::string> sorted_documented = documented;
+  std::sort(sorted_documented.begin(), sorted_documented.end());
+  EXPECT_EQ(keys, sorted_documented);  // json objects iterate in key order
+}
+
 // Issue 3's limit commands, as a user types them, on the real mechanism:
 // each ends with its kill reason and exit status 126, and the sandbox is
 // gone afterwards (its lock in the default state directory removed with its

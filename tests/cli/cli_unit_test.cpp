@@ -7,6 +7,7 @@
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_plan.h"
 #include "airlock/cli/summary.h"
+#include "airlock/core/command_validation.h"
 #include "airlock/core/limits_defaults.h"
 
 namespace airlock::cli {
@@ -120,11 +121,27 @@ TEST(PlanRun, ATier0NameIsRefusedByName) {
 }
 
 TEST(PlanRun, ArgvWhitespaceInTheProgramNameIsAShellString) {
-  EXPECT_TRUE(shellStringProblem({"ls -la"}).has_value());
-  EXPECT_TRUE(shellStringProblem({"python script.py", "--flag"}).has_value());
-  EXPECT_FALSE(shellStringProblem({"sh", "-c", "echo hi"}).has_value());
-  EXPECT_FALSE(shellStringProblem({"echo", "two words"}).has_value());
-  EXPECT_THAT(*shellStringProblem({"ls -la", "/tmp"}), HasSubstr("sh -c 'ls -la /tmp'"));
+  constexpr auto kCli = ArgvSpelling::kCommandLine;
+  EXPECT_TRUE(shellStringProblem({"ls -la"}, kCli).has_value());
+  EXPECT_TRUE(shellStringProblem({"python script.py", "--flag"}, kCli).has_value());
+  EXPECT_FALSE(shellStringProblem({"sh", "-c", "echo hi"}, kCli).has_value());
+  EXPECT_FALSE(shellStringProblem({"echo", "two words"}, kCli).has_value());
+  EXPECT_THAT(*shellStringProblem({"ls -la", "/tmp"}, kCli), HasSubstr("airlock run -- sh -c 'ls -la /tmp'"));
+}
+
+// One message for the CLI and the HTTP API: the same words, each with the
+// suggestion spelled for where the user typed the command.
+TEST(PlanRun, TheShellStringHintIsTheOneTheApiGivesSpelledForTheCommandLine) {
+  auto plan = planRun(fakeFlags({"ls -la", "/tmp"}), noHostEnv);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().context, shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value());
+  const std::string cli = shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value();
+  const std::string api = shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kJson).value();
+  const std::string said = "say so: ";
+  ASSERT_NE(cli.find(said), std::string::npos);
+  EXPECT_EQ(cli.substr(0, cli.find(said)), api.substr(0, api.find(said)));
+  EXPECT_EQ(cli.substr(cli.find(said) + said.size()), "airlock run -- sh -c 'ls -la /tmp'");
+  EXPECT_EQ(api.substr(api.find(said) + said.size()), R"(["sh","-c","ls -la /tmp"])");
 }
 
 TEST(PlanRun, ShellQuoteSurvivesSingleQuotes) {

@@ -99,6 +99,13 @@ TEST(SanitizeForLog, EscapesEverythingUnprintable) {
   EXPECT_EQ(sanitizeForLog("abcdef", 3), "abc...");
 }
 
+TEST(PrintableMessage, KeepsQuotesAndBackslashesAndEscapesTheUnprintable) {
+  EXPECT_EQ(printableMessage("host \"example.com\" is not allowed"), "host \"example.com\" is not allowed");
+  EXPECT_EQ(printableMessage("a \"b\\x01\" c"), "a \"b\\x01\" c") << "already escaped parts are kept";
+  EXPECT_EQ(printableMessage(std::string("x\n\0\xff", 4)), "x\\x0a\\x00\\xff");
+  EXPECT_EQ(printableMessage("abcdef", 3), "abc...");
+}
+
 // --- properties
 
 rc::Gen<std::string> genString(std::size_t min, std::size_t max, std::string alphabet) {

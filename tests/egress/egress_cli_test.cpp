@@ -185,6 +185,25 @@ TEST_F(EgressCheckCli, RefusedBeforeDnsWithTheirReasons) {
   }
 }
 
+// The detail names what was refused in plain quotes ("..."), never the
+// \x22 of a second escaping pass; bytes that cannot be shown stay escaped.
+TEST_F(EgressCheckCli, DetailQuotesReadAsQuotesAndUnprintableBytesStayEscaped) {
+  for (const std::string& target : std::vector<std::string>{"gopher://hooks.example.com/",
+                                                             "hooks.example.com:0443", "hooks.exa\x01mple.com:443"}) {
+    SCOPED_TRACE(target);
+    const Outcome o = check(target);
+    EXPECT_EQ(o.status, 1) << o.out << o.err;
+    const auto at = o.out.find("\ndetail: ");
+    ASSERT_NE(at, std::string::npos) << o.out;
+    const std::string detail = o.out.substr(at + 9, o.out.find('\n', at + 1) - at - 9);
+    EXPECT_EQ(detail.find("\\x22"), std::string::npos) << detail;
+    EXPECT_NE(detail.find('"'), std::string::npos) << detail;
+    for (unsigned char c : detail) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << detail;
+  }
+  const Outcome control = check(std::string("hooks.exa\x01mple.com:443"));
+  EXPECT_NE(control.out.find("\\x01"), std::string::npos) << control.out;
+}
+
 TEST_F(EgressCheckCli, JsonOutput) {
   const Outcome o =
       run({"egress", "check", "--json", "--policy", policy(), "private.example.com:443"});

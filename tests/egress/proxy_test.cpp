@@ -711,6 +711,13 @@ TEST(ProxyLog, FormatsOneJsonLine) {
       std::chrono::system_clock::now()));
   EXPECT_TRUE(k["host"].is_null());
   EXPECT_EQ(k["request"], "GE\\xff\\x00T");
+  // An error message keeps its quotes (JSON escapes them once); only bytes
+  // that cannot be shown are escaped.
+  const auto e = nlohmann::json::parse(formatDecisionLine(
+      DecisionRecord{who, d, TunnelOutcome::kConnectFailed, std::nullopt,
+                     "connect to \"a.example.com\": refused\x01", "", {}},
+      std::chrono::system_clock::now()));
+  EXPECT_EQ(e["error"], "connect to \"a.example.com\": refused\\x01");
 }
 
 }  // namespace

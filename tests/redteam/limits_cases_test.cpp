@@ -178,7 +178,7 @@ namespace {
 // reason and its partial output; afterwards nothing new starts.
 TEST_F(RedteamLimits, ServiceShutdownEndsTheRunningCommand) {
   std::optional<Result<ExecutionResult>> result;
-  std::thread runner([&] { result = env_->execute(handle_, shell("echo started > ready; echo partial; sleep 60", 120)); });
+  std::thread runner([&] { result = env_->execute(handle_, shell("echo partial; echo started > ready; sleep 60", 120)); });
   // Wait (bounded) until the command has visibly started, then stop.
   auto ws = env_->workspace(handle_);
   ASSERT_TRUE(ws);

@@ -13,7 +13,9 @@
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
+#include "airlock/core/command_validation.h"
 #include "airlock/sandbox/fake/fake_environment.h"
+#include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
 
 namespace airlock::service {
@@ -282,6 +284,17 @@ TEST_F(ApiArtifactTest, ExportRefusesEscapesAndOversizedFiles) {
   EXPECT_EQ(media.status, 400);
 }
 
+TEST_F(ApiArtifactTest, ExportRefusesUnknownKeys) {
+  const std::string id = provision();
+  ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=a.txt", "a").status, 204);
+  auto r = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "a.txt", "file_name": "b.txt"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(code(r), "bad_request");
+  EXPECT_EQ(message(r), "unknown key \"file_name\" (did you mean \"filename\"?)");
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "a.txt", "filename": "b.txt"})").status,
+            201);
+}
+
 TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
   auto up = call("POST", "/v1/artifacts?tenant_id=t1&filename=..%2F..%2Fetc%2Fpasswd&media_type=text/plain", "uploaded");
   ASSERT_EQ(up.status, 201) << up.body;
@@ -340,6 +353,78 @@ TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
   EXPECT_EQ(call("POST", "/v1/tools/no.such.tool", json{{"environment_id", id}}.dump()).status, 404);
   EXPECT_EQ(call("POST", "/v1/tools/workspace.list", json{{"environment_id", "nope"}}.dump()).status, 404);
   EXPECT_EQ(call("POST", "/v1/tools/workspace.list", "[]").status, 400);
+}
+
+// Every JSON route refuses a top-level key it does not read, with 400
+// bad_request naming it (and the known key it resembles), before acting.
+TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
+  auto provisioned = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "netwrok": true})");
+  EXPECT_EQ(provisioned.status, 400);
+  EXPECT_EQ(code(provisioned), "bad_request");
+  EXPECT_EQ(message(provisioned), "unknown key \"netwrok\" (did you mean \"network\"?)");
+  EXPECT_EQ(env_->liveCount(), 0u) << "nothing was provisioned";
+
+  const std::string id = provision();
+  auto exec = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "timeout": 5})");
+  EXPECT_EQ(exec.status, 400);
+  EXPECT_EQ(code(exec), "bad_request");
+  EXPECT_EQ(message(exec),
+            "unknown key \"timeout\" (known keys: argv, working_directory, timeout_seconds, maximum_output_bytes, "
+            "stdin)");
+  auto cwd = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "workdir": "."})");
+  EXPECT_EQ(code(cwd), "bad_request");
+  EXPECT_NE(message(cwd).find("unknown key \"workdir\""), std::string::npos) << cwd.body;
+
+  HttpRequest stream{"POST", "/v1/environments/" + id + "/execute?stream=1", std::string("Bearer ") + kToken,
+                     R"({"argv": ["echo", "x"], "stdn": "y"})"};
+  std::vector<std::string> lines;
+  auto streamed = api_->handleStreaming(stream, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
+  EXPECT_EQ(streamed.status, 400);
+  EXPECT_EQ(code(streamed), "bad_request");
+  EXPECT_EQ(message(streamed), "unknown key \"stdn\" (did you mean \"stdin\"?)");
+  EXPECT_TRUE(lines.empty()) << "nothing ran";
+
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 2, "epoch": 3})");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_EQ(code(lease), "bad_request");
+  EXPECT_EQ(api_->leases().current("r1"), std::nullopt) << "the lease was not renewed";
+
+  auto tool = call("POST", "/v1/tools/workspace.list",
+                   json{{"environment_id", id}, {"argument", {{"path", "."}}}}.dump());
+  EXPECT_EQ(tool.status, 400);
+  EXPECT_EQ(code(tool), "bad_request");
+  EXPECT_EQ(message(tool), "unknown key \"argument\" (did you mean \"arguments\"?)");
+
+  // A key is quoted for the message, never echoed raw.
+  auto odd = call("POST", "/v1/environments/" + id + "/execute", json{{"argv", {"true"}}, {"a\nb", 1}}.dump());
+  EXPECT_EQ(message(odd).find('\n'), std::string::npos) << odd.body;
+  // Known keys still pass.
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/execute",
+                 R"({"argv": ["true"], "working_directory": ".", "timeout_seconds": 5,
+                     "maximum_output_bytes": 100, "stdin": "x"})")
+                .status,
+            200);
+}
+
+TEST(ClosestKey, SuggestsOnlyAKeyThatIsClose) {
+  EXPECT_EQ(closestKey("netwrok", {"tenant_id", "network"}), "network");
+  EXPECT_EQ(closestKey("tenant", {"tenant_id", "run_id"}), "tenant_id");
+  EXPECT_EQ(closestKey("Network", {"network"}), "network");
+  EXPECT_EQ(closestKey("foo", {"argv", "stdin"}), std::nullopt);
+  EXPECT_EQ(closestKey(std::string(500, 'x'), {"argv"}), std::nullopt);
+  EXPECT_EQ(unknownKeyMessage(json{{"argv", 1}}, {"argv"}), std::nullopt);
+  EXPECT_EQ(unknownKeyMessage(json::array(), {"argv"}), std::nullopt);
+}
+
+// The HTTP API gives the CLI's hint for a shell string in one argv element,
+// from the same function, spelled as the JSON argv to send instead.
+TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
+  const std::string id = provision();
+  auto r = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["ls -la", "/tmp"]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(message(r), shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kJson).value());
+  EXPECT_NE(message(r).find(R"(["sh","-c","ls -la /tmp"])"), std::string::npos) << r.body;
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "two words"]})").status, 200);
 }
 
 }  // namespace

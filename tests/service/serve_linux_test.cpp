@@ -4,6 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "serve_process.h"
@@ -13,18 +19,32 @@ namespace {
 
 constexpr const char* kToken = "serve-linux-token-0123456789abcdef";
 
+// One `airlock serve` on a fresh state directory (any free port, kToken)
+// with the environment of tenant t1, run r1 created: `serve` and its `id`.
+class ServeLinux : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+    serve_ = std::make_unique<ServeProcess>(std::vector<std::string>{
+        "AIRLOCK_STATE_DIR=" + state_.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+        std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin"});
+    ASSERT_GT(serve_->port(), 0) << serve_->log();
+    auto h = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+    ASSERT_EQ(h.status, 201) << h.body;
+    id_ = h.json()["environment_id"];
+  }
+
+  TempStateDir state_;
+  std::unique_ptr<ServeProcess> serve_;
+  std::string id_;
+};
+
 // A second execute while one runs is refused (409), and leaves the sandbox,
 // its running command and its files alone; a client that gives up waiting
 // for a non-streamed execute does not take the environment with it either.
-TEST(ServeLinux, ABusyOrAbandonedExecuteLeavesTheEnvironmentAlive) {
-  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-  TempStateDir state;
-  ServeProcess serve({"AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
-                      std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin"});
-  ASSERT_GT(serve.port(), 0) << serve.log();
-  auto h = serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
-  ASSERT_EQ(h.status, 201) << h.body;
-  const std::string id = h.json()["environment_id"];
+TEST_F(ServeLinux, ABusyOrAbandonedExecuteLeavesTheEnvironmentAlive) {
+  ServeProcess& serve = *serve_;
+  const std::string& id = id_;
   const std::string base = "/v1/environments/" + id;
   ASSERT_EQ(serve.request("PUT", base + "/files?path=keep.txt", "kept", kToken).status, 204);
 
@@ -57,6 +77,46 @@ TEST(ServeLinux, ABusyOrAbandonedExecuteLeavesTheEnvironmentAlive) {
   ASSERT_EQ(next.status, 200) << next.body;
   EXPECT_EQ(next.json()["stdout"], "kept") << next.body;
   EXPECT_EQ(serve.request("DELETE", base, "", kToken).status, 204);
+  const int status = serve.signalAndWait(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << serve.log();
+}
+
+// Code mode through `airlock serve`: a program runs over HTTP, and the
+// service's own fire loop moves its schedule into the outbox (the loop runs
+// every schedule_fire_interval, 1 s by default).
+TEST_F(ServeLinux, CodeModeRunsAProgramAndTheServiceFiresItsSchedule) {
+  ServeProcess& serve = *serve_;
+  const std::string& id = id_;
+  nlohmann::json body = {{"program",
+                          "from airlock_cap import schedule, proc\n"
+                          "def main():\n"
+                          "    schedule.after('soon', 1, body='wake up')\n"
+                          "    return proc.stdout(['echo', 'ran'])\n"}};
+  auto ran = serve.request("POST", "/v1/environments/" + id + "/code", body.dump(), kToken);
+  ASSERT_EQ(ran.status, 200) << ran.body << serve.log();
+  EXPECT_EQ(ran.json()["outcome"]["completed"], "ran\n") << ran.body;
+
+  // The fire appears in the outbox once the service's loop passes it.
+  nlohmann::json fires = nlohmann::json::array();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (fires.empty() && std::chrono::steady_clock::now() < until) {
+    auto r = serve.request("GET", "/v1/schedule-fires?after=0", "", kToken);
+    ASSERT_EQ(r.status, 200) << r.body;
+    fires = r.json()["fires"];
+  }
+  ASSERT_EQ(fires.size(), 1u) << serve.log();
+  EXPECT_EQ(fires[0]["creator"], id);
+  EXPECT_EQ(fires[0]["name"], "soon");
+  EXPECT_EQ(fires[0]["body"], "wake up");
+  // The counter moves once the firing pass has committed (just after the
+  // fire became visible in the outbox).
+  HttpReply metrics;
+  while (metrics.body.find("airlock_schedule_fires_total 1") == std::string::npos &&
+         std::chrono::steady_clock::now() < until)
+    metrics = serve.request("GET", "/metrics", "", kToken);
+  EXPECT_NE(metrics.body.find("airlock_schedule_fires_total 1"), std::string::npos) << metrics.body;
+  EXPECT_EQ(metrics.body.find("airlock_schedule_fires_total 2"), std::string::npos) << "fired twice";
+  EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
   const int status = serve.signalAndWait(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << serve.log();
 }

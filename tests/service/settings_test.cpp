@@ -113,6 +113,23 @@ TEST(Settings, EnvironmentOverridesTheFileAndNamesTheVariable) {
             "production");
 }
 
+TEST(Settings, ScheduleSettingsAreParsedAndADatabaseSecretIsNeverRepeated) {
+  auto s = parseSettings("schedule_fire_interval: 5s\nschedule_database: postgresql://u:pw@db/airlock\n",
+                         "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->schedule_fire_interval, std::chrono::seconds(5));
+  EXPECT_EQ(s->schedule_database, "postgresql://u:pw@db/airlock");
+  EXPECT_EQ(Settings{}.schedule_fire_interval, std::chrono::seconds(1));
+  EXPECT_TRUE(Settings{}.schedule_database.empty());
+  const std::string bad = errorOf("schedule_database: host=db password=hunter2\n");
+  EXPECT_NE(bad.find("schedule_database"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find("hunter2"), std::string::npos) << bad;
+  EXPECT_NE(errorOf("schedule_fire_interval: 100ms\n").find("schedule_fire_interval"), std::string::npos);
+  auto env = applyEnvironment(Settings{}, envOf({{"AIRLOCK_SCHEDULE_DATABASE", "postgres://x/y"}}));
+  ASSERT_TRUE(env) << env.error().message();
+  EXPECT_EQ(env->schedule_database, "postgres://x/y");
+}
+
 TEST(Settings, MissingFileIsNamed) {
   auto s = loadSettings(std::string("/nonexistent/airlock.yaml"), envOf({}));
   ASSERT_FALSE(s);

@@ -434,15 +434,54 @@ class Job:
 
 
 @dataclass(frozen=True)
+class SpilledStream:
+    """One stream's whole output, stored in the artifact store once the job
+    ended. `sha256` and `size_bytes` are of exactly the bytes the stream
+    carried, up to the per-stream cap; an empty stream is not stored
+    (`artifact_id` None, size 0, the digest of no bytes)."""
+
+    artifact_id: Optional[str]
+    media_type: Optional[str]  # "text/plain; charset=utf-8" or "application/octet-stream"
+    sha256: str
+    size_bytes: int
+    truncated: bool            # the stream passed the cap; the artifact is its start
+    dropped_bytes: int         # bytes past the cap
+
+
+@dataclass(frozen=True)
+class Spill:
+    """Both streams of a job that is no longer pending. A `str` in place of
+    a SpilledStream says why that stream was not stored (no artifact store
+    for this execution, the spool or the store failed)."""
+
+    stdout: Union[SpilledStream, str]
+    stderr: Union[SpilledStream, str]
+
+
+@dataclass(frozen=True)
 class JobState:
     job_id: str
     state: str                # "running", "exited" or "killed"
     exit_code: Optional[int]
-    pending: bool             # output may still come
+    pending: bool             # output, or its spill, may still come
     stdout: Union[str, bytes]  # since the cursor (the bounded tail at most)
     stderr: Union[str, bytes]
-    stdout_dropped: int       # bytes that left the tail unread
+    stdout_dropped: int       # bytes that left the tail unread (never lost: see spill)
     stderr_dropped: int
+    spill: Optional[Spill] = None  # None while pending
+
+
+def _spilled_stream(v: Any) -> Union[SpilledStream, str]:
+    if isinstance(v, str):
+        return v
+    return SpilledStream(v.get("artifact_id"), v.get("media_type"), v["sha256"], v["size_bytes"],
+                         v["truncated"], v.get("dropped_bytes", 0))
+
+
+def _spill(v: Any) -> Optional[Spill]:
+    if v is None:
+        return None
+    return Spill(_spilled_stream(v["stdout"]), _spilled_stream(v["stderr"]))
 
 
 class job:  # noqa: N801
@@ -457,7 +496,7 @@ class job:  # noqa: N801
         out, err = r["stdout"], r["stderr"]
         j.stdout_cursor, j.stderr_cursor = out["cursor"], err["cursor"]
         return JobState(r["job_id"], r["state"], r["exit_code"], r["pending"], out["data"], err["data"],
-                        out["dropped"], err["dropped"])
+                        out["dropped"], err["dropped"], _spill(r.get("spill")))
 
     @staticmethod
     def poll(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> JobState:
@@ -488,6 +527,8 @@ class job:  # noqa: N801
 
     @staticmethod
     def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:
+        """[{job_id, argv, state, spill}], `spill` as the wire has it (nil
+        while the job is pending; see Spill for the shape)."""
         return call("job.list", None, deadline_ms)
 
 

@@ -102,6 +102,39 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual(e.code, "brand_new_refusal")
 
 
+def job_answer(spill):
+    stream = {"data": "", "cursor": 7, "dropped": 0}
+    return {"job_id": "job-1", "state": "exited", "exit_code": 0, "pending": spill is None,
+            "stdout": stream, "stderr": dict(stream, cursor=0), "spill": spill}
+
+
+class JobSpillTest(unittest.TestCase):
+    def test_a_pending_job_has_no_spill(self):
+        j = cap.Job("job-1")
+        st = cap.job._state(j, job_answer(None))
+        self.assertIsNone(st.spill)
+        self.assertEqual((j.stdout_cursor, j.stderr_cursor), (7, 0))
+
+    def test_a_stored_stream_and_a_failed_one(self):
+        digest = "ab" * 32
+        st = cap.job._state(cap.Job("job-1"), job_answer({
+            "stdout": {"artifact_id": "0190a0c0-0000-7000-8000-000000000000", "media_type": "text/plain; charset=utf-8",
+                       "sha256": digest, "size_bytes": 7, "truncated": False, "dropped_bytes": 0},
+            "stderr": "no artifact store is configured for job output"}))
+        self.assertIsInstance(st.spill, cap.Spill)
+        self.assertEqual(st.spill.stdout, cap.SpilledStream("0190a0c0-0000-7000-8000-000000000000",
+                                                            "text/plain; charset=utf-8", digest, 7, False, 0))
+        self.assertEqual(st.spill.stderr, "no artifact store is configured for job output")
+
+    def test_an_empty_stream_has_no_artifact(self):
+        empty = {"artifact_id": None, "media_type": None,
+                 "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                 "size_bytes": 0, "truncated": False, "dropped_bytes": 0}
+        st = cap.job._state(cap.Job("job-1"), job_answer({"stdout": empty, "stderr": empty}))
+        self.assertIsNone(st.spill.stdout.artifact_id)
+        self.assertEqual(st.spill.stderr.size_bytes, 0)
+
+
 class BrokerDouble:
     """Answers cap_calls: echo.* with its args, anything else refused with
     the capability's name as the code."""

@@ -30,11 +30,23 @@ from .errors import (
     UnauthorizedError,
     WorkspaceEscapeError,
 )
-from .models import ArtifactMetadata, DirEntry, EnvironmentHandle, ExecutionResult, FileChange, Lease, ResourceLimits
+from .models import (
+    ArtifactMetadata,
+    CodeResult,
+    DirEntry,
+    EnvironmentHandle,
+    ExecutionResult,
+    FileChange,
+    Lease,
+    ResourceLimits,
+    Schedule,
+    ScheduleFire,
+)
 
 __all__ = [
     "AirlockClient",
     "ArtifactMetadata",
+    "CodeResult",
     "Environment",
     "EnvironmentHandle",
     "ExecutionResult",
@@ -42,6 +54,8 @@ __all__ = [
     "DirEntry",
     "Lease",
     "ResourceLimits",
+    "Schedule",
+    "ScheduleFire",
     "ERROR_CLASSES",
     "AirlockError",
     "AirlockConnectionError",

@@ -21,11 +21,14 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 from .errors import AirlockConnectionError, AirlockError, ArtifactIntegrityError, error_from_response
 from .models import (
     ArtifactMetadata,
+    CodeResult,
     DirEntry,
     EnvironmentHandle,
     ExecutionResult,
     Lease,
     ResourceLimits,
+    Schedule,
+    ScheduleFire,
     encode_bytes,
 )
 
@@ -215,6 +218,64 @@ class AirlockClient:
         j = self._json("POST", self._env_path(environment_id, "/execute"), json_body=body, timeout=wait)
         return ExecutionResult.from_json(j)
 
+    # --- code mode -------------------------------------------------------
+
+    def run_code(
+        self,
+        environment_id: str,
+        program: str,
+        capabilities: Optional[Sequence[str]] = None,
+        working_directory: Optional[str] = None,
+        timeout_seconds: Optional[int] = None,
+        maximum_output_bytes: Optional[int] = None,
+    ) -> CodeResult:
+        """POST /v1/environments/{id}/code: runs a Python program once in the
+        environment (it defines ``main()``; see docs/capabilities.md). The
+        program reaches the world only through capability calls;
+        ``capabilities`` narrows which it may call ("proc.run", "fs.*", "*").
+        One program at a time per environment (ExecutionRejectedError)."""
+        if not isinstance(program, str):
+            raise TypeError("program must be Python source text (str)")
+        body: dict[str, Any] = {"program": program}
+        if capabilities is not None:
+            if isinstance(capabilities, str):
+                raise TypeError('capabilities must be a list like ["proc.run", "fs.*"], not a string')
+            body["capabilities"] = list(capabilities)
+        if working_directory is not None:
+            body["working_directory"] = working_directory
+        if timeout_seconds is not None:
+            body["timeout_seconds"] = timeout_seconds
+        if maximum_output_bytes is not None:
+            body["maximum_output_bytes"] = maximum_output_bytes
+        seconds = timeout_seconds if isinstance(timeout_seconds, int) else _DEFAULT_COMMAND_SECONDS
+        wait = max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+        j = self._json("POST", self._env_path(environment_id, "/code"), json_body=body, timeout=wait)
+        return CodeResult.from_json(j)
+
+    def list_schedules(self, environment_id: str) -> list[Schedule]:
+        """GET /v1/environments/{id}/schedules: the schedules the
+        environment's programs created (they outlive the environment)."""
+        j = self._json("GET", self._env_path(environment_id, "/schedules"))
+        return [Schedule.from_json(s) for s in j.get("schedules", [])]
+
+    def cancel_schedule(self, environment_id: str, name: str) -> None:
+        """DELETE /v1/environments/{id}/schedules/{name} (NotFoundError when
+        there is none)."""
+        path = self._env_path(environment_id, "/schedules/" + urllib.parse.quote(name, safe=""))
+        self._request("DELETE", path)
+
+    def schedule_fires(self, after: int = 0, limit: int = 100) -> list[ScheduleFire]:
+        """GET /v1/schedule-fires: occurrences moved to the outbox and not yet
+        acknowledged, with sequence > ``after``, oldest first."""
+        j = self._json("GET", "/v1/schedule-fires", query={"after": str(after), "limit": str(limit)})
+        return [ScheduleFire.from_json(f) for f in j.get("fires", [])]
+
+    def acknowledge_fires(self, through: int) -> int:
+        """POST /v1/schedule-fires/ack: removes every fire with sequence <=
+        ``through`` from the outbox; returns how many."""
+        j = self._json("POST", "/v1/schedule-fires/ack", json_body={"through": through})
+        return int(j["acknowledged"])
+
     # --- workspace -------------------------------------------------------
 
     def read_file(self, environment_id: str, path: PathLike) -> bytes:
@@ -358,6 +419,15 @@ class Environment:
 
     def execute(self, argv: Sequence[str], **kwargs: Any) -> ExecutionResult:
         return self.client.execute(self.id, argv, **kwargs)
+
+    def run_code(self, program: str, **kwargs: Any) -> CodeResult:
+        return self.client.run_code(self.id, program, **kwargs)
+
+    def list_schedules(self) -> list[Schedule]:
+        return self.client.list_schedules(self.id)
+
+    def cancel_schedule(self, name: str) -> None:
+        self.client.cancel_schedule(self.id, name)
 
     def read_file(self, path: PathLike) -> bytes:
         return self.client.read_file(self.id, path)

@@ -58,7 +58,9 @@ class MethodNotAllowedError(AirlockError):
 
 
 class BadRequestError(AirlockError):
-    """The HTTP request itself was malformed (headers too large, bad framing)."""
+    """The HTTP request itself was malformed (headers too large, bad framing),
+    or its JSON body has a key the route does not take (the message names it,
+    e.g. ``unknown key "netwrok" (did you mean "network"?)``)."""
 
     code = "bad_request"
 

@@ -235,3 +235,101 @@ class ArtifactMetadata:
             created_at=parse_timestamp(j["created_at"]),
             expires_at=parse_timestamp(expires) if expires else None,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class CodeResult:
+    """The answer of POST /v1/environments/{id}/code (code mode).
+
+    ``outcome`` is the program's one outcome: ``{"completed": value}`` or
+    ``{"errored": {"message", "details"}}``, or ``{"missing": true}`` when the
+    program ended without sending one; ``audit`` holds one dict per
+    capability call (capability, verdict, duration, sizes; never a token or
+    an argument value)."""
+
+    result: ExecutionResult
+    outcome: dict[str, Any]
+    audit: list[dict[str, Any]]  # the first 10,000 lines
+    audit_dropped: int  # lines past them, counted
+
+    @property
+    def completed(self) -> bool:
+        return "completed" in self.outcome
+
+    @property
+    def value(self) -> Any:
+        """The completed value (None when the program errored)."""
+        return self.outcome.get("completed")
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "CodeResult":
+        return cls(
+            result=ExecutionResult.from_json(j["result"]),
+            outcome=dict(j.get("outcome", {})),
+            audit=list(j.get("audit", [])),
+            audit_dropped=int(j.get("audit_dropped", 0)),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """A durable schedule a program created (schedule.*)."""
+
+    name: str
+    target: str
+    timing: str  # "every" | "at" | "cron" | "after"
+    when: str  # "every 3600s", "cron 0 9 * * 1-5 at +02:00", ...
+    wake: bool
+    body: bytes
+    created_at_s: int
+    next_fire_s: Optional[int]  # None: spent
+    fires: int
+    max_fires: int
+    expires_at_s: int
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "Schedule":
+        nxt = j.get("next_fire_s")
+        return cls(
+            name=j["name"],
+            target=j["target"],
+            timing=j["timing"],
+            when=j["when"],
+            wake=bool(j["wake"]),
+            body=decode_bytes(j.get("body")),
+            created_at_s=int(j["created_at_s"]),
+            next_fire_s=int(nxt) if nxt is not None else None,
+            fires=int(j["fires"]),
+            max_fires=int(j["max_fires"]),
+            expires_at_s=int(j["expires_at_s"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleFire:
+    """One occurrence in the fire outbox, until acknowledged. (creator, name,
+    occurrence_s) identifies it; ``sequence`` orders the outbox."""
+
+    sequence: int
+    creator: str  # the environment whose program created the schedule
+    name: str
+    target: str
+    wake: bool
+    body: bytes
+    occurrence_s: int  # the UTC second the occurrence fell on
+    fired_at_s: int
+    fire_number: int
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "ScheduleFire":
+        return cls(
+            sequence=int(j["sequence"]),
+            creator=j["creator"],
+            name=j["name"],
+            target=j["target"],
+            wake=bool(j["wake"]),
+            body=decode_bytes(j.get("body")),
+            occurrence_s=int(j["occurrence_s"]),
+            fired_at_s=int(j["fired_at_s"]),
+            fire_number=int(j["fire_number"]),
+        )

@@ -253,6 +253,22 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((caught.exception.code, caught.exception.status), ("execution_rejected", 409))
         self.assertIn("memory_bytes", caught.exception.message)
 
+    def test_code_mode_routes(self):
+        # The fake mechanism has no capability channel: a program is refused
+        # as unavailable; the schedule routes answer with empty lists.
+        with self.client.environment("t-code", "r-code") as env:
+            with self.assertRaises(ExecutionUnavailableError):
+                env.run_code("def main():\n    return 1\n", capabilities=["notes.*"])
+            with self.assertRaises(TypeError):
+                env.run_code("def main(): pass", capabilities="proc.run")
+            self.assertEqual(env.list_schedules(), [])
+            with self.assertRaises(NotFoundError):
+                env.cancel_schedule("nothing")
+        self.assertEqual(self.client.schedule_fires(after=0, limit=10), [])
+        self.assertEqual(self.client.acknowledge_fires(0), 0)
+        with self.assertRaises(ToolValidationError):
+            self.client.schedule_fires(limit=0)
+
     def test_connection_error(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -12,6 +12,7 @@
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
+#include "airlock/core/command_validation.h"
 #include "airlock/core/json.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
@@ -38,10 +39,6 @@ std::string quoteName(std::string_view text) {
   return "\"" + escapeForTerminal(text) + "\"";
 }
 
-Result<artifacts::TenantId> localTenant() {
-  return artifacts::TenantId::parse(kLocalTenant);
-}
-
 // The artifact with this id if it exists and is the local tenant's; any
 // other case is "no artifact ID" (another tenant's does not exist here).
 Result<artifacts::StoredArtifact> findLocal(LocalArtifactStore& opened, const std::string& id) {
@@ -59,12 +56,27 @@ Result<artifacts::StoredArtifact> findLocal(LocalArtifactStore& opened, const st
 
 }  // namespace
 
+Result<artifacts::TenantId> localTenant() {
+  return artifacts::TenantId::parse(kLocalTenant);
+}
+
+Result<void> checkExportPath(const std::string& path) {
+  if (auto contained = checkRelativePath(path); !contained) {
+    Error error = contained.error();
+    error.context = "--export " + quoteName(path) + ": " + error.context;
+    return tl::unexpected(std::move(error));
+  }
+  return {};
+}
+
 Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env, const EnvironmentHandle& handle,
                                                    artifacts::ArtifactStore& store, const std::string& path) {
   auto with_path = [&](Error error) {
     error.context = "--export " + quoteName(path) + ": " + error.context;
     return tl::unexpected(std::move(error));
   };
+  // The same check (and text) as before the run (planRun), for any caller.
+  if (auto checked = checkExportPath(path); !checked) return tl::unexpected(checked.error());
   auto tenant = localTenant();
   if (!tenant) return tl::unexpected(tenant.error());
   auto ws = env.workspace(handle);
@@ -121,7 +133,7 @@ std::string sanitizeDownloadName(std::string_view original, std::string_view art
 }
 
 int runArtifactList(const std::string& state_dir, bool json) {
-  auto opened = openLocalArtifactStore(state_dir);
+  auto opened = openExistingLocalArtifactStore(state_dir);
   if (!opened) return reportError(opened.error().message());
   auto tenant = localTenant();
   if (!tenant) return reportError(tenant.error().message());
@@ -159,24 +171,31 @@ int runArtifactList(const std::string& state_dir, bool json) {
 }
 
 int runArtifactGet(const std::string& state_dir, const std::string& id, const std::optional<std::string>& output) {
-  auto opened = openLocalArtifactStore(state_dir);
+  auto opened = openExistingLocalArtifactStore(state_dir);
   if (!opened) return reportError(opened.error().message());
   auto stored = findLocal(*opened, id);
   if (!stored) return reportError(stored.error().message());
   const auto& m = stored->metadata;
   const std::string target = output ? *output : sanitizeDownloadName(m.filename, stored->artifact_id.str());
   if (target.empty()) return reportError("-o: the file name is empty");
+  // `-o -`: the bytes go to stdout (a file named "-" is `-o ./-`).
+  const bool to_stdout = target == "-";
+  const std::string where = to_stdout ? std::string("stdout") : quoteName(target);
 
   auto source = opened->store->open(artifacts::refOf(*stored));
   if (!source) return reportError(source.error().message());
-  // O_EXCL: never overwrite; O_NOFOLLOW: never write through a symlink.
-  const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST)
-      return reportError(quoteName(target) + " already exists; not overwriting it (choose another name with -o)");
-    return reportError(Error{ErrorCode::kExecutionUnavailable, errno, "create " + quoteName(target)}.message());
+  sys::UniqueFd file;
+  if (!to_stdout) {
+    // O_EXCL: never overwrite; O_NOFOLLOW: never write through a symlink.
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno == EEXIST)
+        return reportError(quoteName(target) + " already exists; not overwriting it (choose another name with -o)");
+      return reportError(Error{ErrorCode::kExecutionUnavailable, errno, "create " + quoteName(target)}.message());
+    }
+    file.reset(fd);
   }
-  sys::UniqueFd out(fd);
+  const int out = to_stdout ? STDOUT_FILENO : file.get();
   // Re-hash on the way out: the bytes written are the bytes recorded.
   sys::Sha256 hash;
   std::int64_t total = 0;
@@ -191,25 +210,28 @@ int runArtifactGet(const std::string& state_dir, const std::string& id, const st
     if (*n == 0) break;
     hash.update(buffer.data(), *n);
     total += static_cast<std::int64_t>(*n);
-    if (!sys::writeAll(out.get(), buffer.data(), *n)) {
-      problem = Error{ErrorCode::kExecutionUnavailable, errno, "write " + quoteName(target)}.message();
+    if (!sys::writeAll(out, buffer.data(), *n)) {
+      problem = Error{ErrorCode::kExecutionUnavailable, errno, "write " + where}.message();
       break;
     }
   }
   if (!problem && (total != m.size_bytes || hash.finishHex() != m.sha256))
-    problem = "artifact " + stored->artifact_id.str() + " does not match its recorded sha256; nothing written";
-  if (!problem && ::fsync(out.get()) != 0)
-    problem = Error{ErrorCode::kExecutionUnavailable, errno, "write " + quoteName(target)}.message();
+    problem = "artifact " + stored->artifact_id.str() + " does not match its recorded sha256; " +
+              (to_stdout ? "the bytes written to stdout are not the artifact" : "nothing written");
+  if (!problem && !to_stdout && ::fsync(out) != 0)
+    problem = Error{ErrorCode::kExecutionUnavailable, errno, "write " + where}.message();
   if (problem) {
-    ::unlink(target.c_str());
+    if (!to_stdout) ::unlink(target.c_str());
     return reportError(*problem);
   }
-  writeFd(STDERR_FILENO, "airlock: wrote " + std::to_string(total) + " bytes to " + quoteName(target) + "\n");
+  // On stdout the bytes are the output: nothing is added to stderr either.
+  if (!to_stdout)
+    writeFd(STDERR_FILENO, "airlock: wrote " + std::to_string(total) + " bytes to " + where + "\n");
   return 0;
 }
 
 int runArtifactRm(const std::string& state_dir, const std::string& id) {
-  auto opened = openLocalArtifactStore(state_dir);
+  auto opened = openExistingLocalArtifactStore(state_dir);
   if (!opened) return reportError(opened.error().message());
   auto stored = findLocal(*opened, id);
   if (!stored) return reportError(stored.error().message());

@@ -19,6 +19,16 @@ namespace airlock::cli {
 inline constexpr const char* kLocalTenant = "local";
 inline constexpr const char* kDefaultStateDir = "/run/airlock";
 
+// The tenant the CLI acts as (kLocalTenant, validated).
+Result<artifacts::TenantId> localTenant();
+
+// The containment check of an --export PATH (core checkRelativePath:
+// workspace-relative, not absolute, no "." or ".." or empty component), with
+// the error text the export itself gives: `--export "../x": path "../x" has
+// a "." or ".." component (DOT_COMPONENT); ...`. planRun calls it before
+// anything is provisioned; exportWorkspacePath calls it first.
+Result<void> checkExportPath(const std::string& path);
+
 // Exports one workspace path of a live sandbox as an artifact of tenant
 // "local" and the handle's run id (origin SANDBOX_EXPORT, trust
 // EXTERNAL_UNTRUSTED, media type application/octet-stream). Streams through

@@ -9,6 +9,7 @@
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/metadata_repository.h"
+#include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 
 namespace airlock::cli {
@@ -26,5 +27,20 @@ struct LocalArtifactStore {
 // ConfigurationError for a database newer than this build.
 Result<LocalArtifactStore> openLocalArtifactStore(const std::string& state_dir,
                                                   artifacts::FilesystemStoreOptions options = {});
+
+// For the commands that only use what is stored (`airlock artifact list`,
+// `get`, `rm`): openLocalArtifactStore, except that a state_dir that does
+// not exist is an error naming it (NotFound), never a new empty store made
+// from a mistyped --state-dir; a state_dir that is not a directory too.
+Result<LocalArtifactStore> openExistingLocalArtifactStore(const std::string& state_dir);
+
+// Code mode's schedule store (capability/schedule/schedule.h): with an empty
+// `database`, the SQLite file <state_dir>/artifacts/metadata.db (beside the
+// artifact metadata; directories created as above); with a postgresql://
+// URI, that PostgreSQL database. Errors: ExecutionUnavailable (open,
+// migrate), ConfigurationError (a schema newer than this build). An error
+// never repeats the URI (it may hold a password).
+Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(const std::string& state_dir,
+                                                                               const std::string& database = {});
 
 }  // namespace airlock::cli

@@ -83,7 +83,7 @@ int runEgressCheck(const EgressCheckFlags& flags) {
       out << "resolved: " << a.toString() << " ("
           << (c ? "denied: " + std::string(addressClassName(*c)) : std::string("public")) << ")\n";
     }
-    if (!d.detail.empty()) out << "detail: " << sanitizeForLog(d.detail) << "\n";
+    if (!d.detail.empty()) out << "detail: " << printableMessage(d.detail) << "\n";
     std::cout << out.str();
   }
   std::cout.flush();

@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   artifact_get->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
   artifact_get->add_option_function<std::string>(
                   "-o,--output", [&artifact_output](const std::string& value) { artifact_output = value; },
-                  "The file to create")
+                  "The file to create; - writes the bytes to stdout")
       ->type_name("FILE");
   CLI::App* artifact_rm = artifact->add_subcommand("rm", "Delete an artifact and its metadata.");
   artifact_rm->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/code_run.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
@@ -80,17 +81,6 @@ bool needsNewlineBeforeSummary(const ExecutionResult& result) {
          result.stdout_data.back() != '\n';
 }
 
-// <state_dir>/artifacts/metadata.db, the artifact metadata's file (created
-// as openLocalArtifactStore would create it).
-Result<std::shared_ptr<capability::schedule::ScheduleStore>> openCodeModeScheduleStore(const std::string& state_dir) {
-  if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
-  const std::string store_dir = state_dir + "/artifacts";
-  if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create the metadata directory under " + state_dir, errno);
-  return capability::schedule::openSqliteScheduleStore(store_dir + "/metadata.db");
-}
-
 }  // namespace
 
 int executeRun(RunPlan plan) {
@@ -109,15 +99,20 @@ int executeRun(RunPlan plan) {
                                                                       : "linux";
   // The artifact store is opened before any sandbox exists, so that a
   // store that cannot open leaves nothing behind.
+  // Code mode opens it too, for its jobs' spilled output; there a store
+  // that cannot open only leaves the jobs without a spill.
   std::optional<LocalArtifactStore> store;
-  if (!plan.exports.empty()) {
+  if (!plan.exports.empty() || plan.code_path) {
     auto opened = openLocalArtifactStore(plan.state_dir);
-    if (!opened) {
+    if (opened) {
+      store = std::move(*opened);
+    } else if (!plan.exports.empty()) {
       Error error = opened.error();
       error.context = "--export: " + error.context;
       return reportError(error);
+    } else if (plan.verbose) {
+      writeFd(STDERR_FILENO, "airlock: job output is not spilled: " + opened.error().message() + "\n");
     }
-    store = std::move(*opened);
   }
 
   if (plan.egress_policy_without_network)
@@ -197,10 +192,20 @@ int executeRun(RunPlan plan) {
       options.net = std::move(*net);
       // schedule.* keeps its schedules beside the artifact metadata; without
       // a usable state directory schedule.* is refused "unavailable".
-      if (auto schedules = openCodeModeScheduleStore(plan.state_dir)) {
+      if (auto schedules = openScheduleStore(plan.state_dir)) {
         options.schedule.store = std::move(*schedules);
       } else if (plan.verbose) {
         writeFd(STDERR_FILENO, "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
+      }
+      // Each job's whole output lands in the local artifact store as the
+      // tenant "local" and this run (`airlock artifact get` reads it). The
+      // store outlives runCode, and with it the job table.
+      if (store) {
+        auto tenant = localTenant();
+        if (!tenant) return tl::unexpected(tenant.error());
+        artifacts::ArtifactWriterScope scope{*tenant, handle->run_id, artifacts::ArtifactOrigin::kToolOutput,
+                                             artifacts::TrustLevel::kExternalUntrusted};
+        options.job_spill.writer = artifacts::makeArtifactWriter(*store->store, std::move(scope));
       }
       auto ran = capability::runCode(env, *handle, options);
       if (!ran) return tl::unexpected(ran.error());
@@ -240,8 +245,10 @@ int executeRun(RunPlan plan) {
         nlohmann::json audit = nlohmann::json::array();
         for (const auto& line : code_result->audit_lines) audit.push_back(nlohmann::json::parse(line, nullptr, false));
         object["capability_audit"] = std::move(audit);
+        if (code_result->audit_lines_dropped > 0)
+          object["capability_audit_dropped"] = code_result->audit_lines_dropped;
       }
-      if (store) {
+      if (store && !plan.exports.empty()) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& [path, ref] : exported) {
           list.push_back({{"path", path},

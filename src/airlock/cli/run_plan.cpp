@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "airlock/cli/artifact_command.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
@@ -40,36 +41,7 @@ Result<std::int64_t> parseCount(std::string_view flag, const std::string& text) 
   return value;
 }
 
-bool isShellSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 }  // namespace
-
-std::string shellQuote(std::string_view text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
-
-std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv) {
-  if (argv.empty()) return std::nullopt;
-  const std::string& first = argv[0];
-  if (std::none_of(first.begin(), first.end(), isShellSpace)) return std::nullopt;
-  std::string whole = first;
-  for (std::size_t i = 1; i < argv.size(); ++i) whole += " " + argv[i];
-  return "the command \"" + first +
-         "\" is a shell string, but Airlock runs an argument vector and picks no shell for "
-         "you; to run it with a shell, say so: airlock run -- sh -c " +
-         shellQuote(whole);
-}
 
 Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   RunPlan plan;
@@ -90,7 +62,7 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     return fail(ErrorCode::kToolValidationError,
                 "no command given: write it after --, as in airlock run -- python3 script.py");
   }
-  if (auto problem = shellStringProblem(flags.argv)) {
+  if (auto problem = shellStringProblem(flags.argv, ArgvSpelling::kCommandLine)) {
     return fail(ErrorCode::kToolValidationError, *problem);
   }
 
@@ -199,8 +171,10 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     plan.copy_in = *flags.copy_in;
   }
 
+  // Refused now, with the text the export would give after the run.
   for (const auto& path : flags.exports) {
     if (path.empty()) return fail(ErrorCode::kToolValidationError, "--export: the path is empty");
+    if (auto checked = checkExportPath(path); !checked) return tl::unexpected(checked.error());
   }
   plan.exports = flags.exports;
   if (flags.state_dir) {

@@ -78,12 +78,8 @@ inline constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
 // problem and, where one exists, the fix.
 Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env);
 
-// When argv looks like one shell string where a vector was expected (its
-// first element contains whitespace), the error message that teaches the
-// vector form: `... use: airlock run -- sh -c 'echo hi'`.
-std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv);
-
-// Quotes text for a POSIX shell with single quotes.
-std::string shellQuote(std::string_view text);
+// A shell string where a vector belongs (["ls -la"]) is refused with
+// shellStringProblem(argv, ArgvSpelling::kCommandLine), the message the HTTP
+// API gives too (core/command_validation.h).
 
 }  // namespace airlock::cli

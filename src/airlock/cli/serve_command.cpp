@@ -104,6 +104,11 @@ int executeServe(const std::optional<std::string>& config_path) {
   backend.retention.retention = std::chrono::hours(24 * settings->artifacts.retention_days);
   backend.max_bytes = settings->artifacts.max_artifact_bytes;
   api.attachArtifacts(backend);
+  // Code mode's schedules: SQLite beside the artifact metadata, or the
+  // PostgreSQL database the settings name.
+  auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
+  if (!schedules) return refuse(schedules.error());
+  api.attachSchedules(std::move(*schedules));
   auto server = service::HttpServer::create(*settings, api, *adapter->env);
   if (!server) return refuse(server.error());
   (*server)->run();

@@ -1,5 +1,9 @@
 #include "airlock/core/command_validation.h"
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
 #include "airlock/core/encoding.h"
 #include "airlock/core/limits_defaults.h"
 
@@ -67,6 +71,10 @@ std::string describe(PathProblem problem) {
   return "is invalid";
 }
 
+bool isShellSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
 tl::unexpected<Error> invalidCommand(std::string context) {
   return fail(ErrorCode::kToolValidationError, std::move(context));
 }
@@ -124,6 +132,35 @@ Result<void> validateCommand(const ExecutionCommand& command) {
                           std::to_string(command.maximum_output_bytes));
   }
   return {};
+}
+
+std::string shellQuote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv, ArgvSpelling spelling) {
+  if (argv.empty()) return std::nullopt;
+  const std::string& first = argv[0];
+  if (std::none_of(first.begin(), first.end(), isShellSpace)) return std::nullopt;
+  std::string whole = first;
+  for (std::size_t i = 1; i < argv.size(); ++i) whole += " " + argv[i];
+  const std::string suggestion =
+      spelling == ArgvSpelling::kCommandLine
+          ? "airlock run -- sh -c " + shellQuote(whole)
+          : nlohmann::json::array({"sh", "-c", whole}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return "the command " + quoteForMessage(first) +
+         " is a shell string, but Airlock runs an argument vector and picks no shell for you; to run it with a "
+         "shell, say so: " +
+         suggestion;
 }
 
 }  // namespace airlock

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
@@ -51,5 +52,24 @@ Result<std::string> checkRelativePath(std::string_view path);
 // working_directory passing checkRelativePath, timeout and output cap
 // positive. ToolValidationError naming the problem.
 Result<void> validateCommand(const ExecutionCommand& command);
+
+// How a suggested command is written back to the one who typed it.
+enum class ArgvSpelling {
+  kCommandLine,  // airlock run -- sh -c 'ls -la'
+  kJson,         // ["sh","-c","ls -la"] (the HTTP API's argv)
+};
+
+// The one message, for the CLI and the HTTP API alike, when argv looks like
+// a shell string where an argument vector belongs: its first element
+// contains whitespace (["ls -la"]). It names the command and shows it run
+// by sh -c in the caller's spelling:
+//   the command "ls -la" is a shell string, but Airlock runs an argument
+//   vector and picks no shell for you; to run it with a shell, say so:
+//   airlock run -- sh -c 'ls -la'      (or ["sh","-c","ls -la"])
+// nullopt when argv is empty or its first element has no whitespace.
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv, ArgvSpelling spelling);
+
+// Quotes text for a POSIX shell with single quotes ('it'\''s').
+std::string shellQuote(std::string_view text);
 
 }  // namespace airlock

@@ -201,4 +201,23 @@ std::string sanitizeForLog(std::string_view bytes, std::size_t max) {
   return out;
 }
 
+std::string printableMessage(std::string_view text, std::size_t max) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const std::size_t n = text.size() < max ? text.size() : max;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace airlock::egress

@@ -65,4 +65,12 @@ bool isNumericLabel(std::string_view label) noexcept;
 // non-ASCII bytes as \xNN, at most `max` input bytes.
 std::string sanitizeForLog(std::string_view bytes, std::size_t max = 300);
 
+// Printable form of a message built from sanitized parts (a Decision's
+// detail, a tunnel error): control and non-ASCII bytes as \xNN, at most
+// `max` input bytes; quotes and backslashes are kept, so a user reads
+// `host "example.com"` as it was written. (sanitizeForLog is for raw
+// untrusted bytes; applied to such a message it would print every quote
+// the message meant as \x22.)
+std::string printableMessage(std::string_view text, std::size_t max = 300);
+
 }  // namespace airlock::egress

@@ -54,7 +54,7 @@ std::string formatDecisionLine(const DecisionRecord& r, std::chrono::system_cloc
   line["reason"] = d.reasonCode();
   line["outcome"] = tunnelOutcomeName(r.outcome);
   line["error"] =
-      r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(sanitizeForLog(r.error));
+      r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(printableMessage(r.error));
   line["elapsed_us"] = r.elapsed.count();
   // Replace invalid UTF-8 rather than throw: every field above is already
   // ASCII, this is belt and braces for identity strings.

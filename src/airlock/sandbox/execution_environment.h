@@ -167,7 +167,8 @@ class ExecutionEnvironment {
   virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
 
   // ---- code mode (spec 001; DESIGN.md 5.7). Optional: adapters without it
-  // answer ExecutionUnavailable (fake and gvisor today).
+  // answer ExecutionUnavailable (fake today). linux: linux/side_process.h;
+  // gvisor: oci/gvisor_environment.h.
 
   // Starts `command` as a side process in the live sandbox (see SideProcess).
   // Errors: ToolValidationError (empty argv, bad working directory);

@@ -6,10 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/service/request_keys.h"
 
 namespace airlock::service {
 namespace {
@@ -122,6 +124,7 @@ Result<ExecutionCommand> commandFrom(const json& body) {
     if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
     c.argv.push_back(a.get<std::string>());
   }
+  if (auto problem = shellStringProblem(c.argv, ArgvSpelling::kJson)) return tl::unexpected(badRequest(*problem));
   if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
     if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
     c.working_directory = wd->get<std::string>();
@@ -323,6 +326,26 @@ HttpResponse Api::route(const HttpRequest& request) {
       if (m != "POST") return methodNotAllowed();
       return exportArtifact(id, request);
     }
+    if (parts.size() == 4 && parts[3] == "code") {
+      if (m != "POST") return methodNotAllowed();
+      return runCode(id, request);
+    }
+    if (parts.size() == 4 && parts[3] == "schedules") {
+      if (m != "GET") return methodNotAllowed();
+      return scheduleCall(id, std::nullopt, m);
+    }
+    if (parts.size() == 5 && parts[3] == "schedules") {
+      if (m != "DELETE") return methodNotAllowed();
+      return scheduleCall(id, parts[4], m);
+    }
+  }
+  if (path == "/v1/schedule-fires") {
+    if (m != "GET") return methodNotAllowed();
+    return pendingFires(query);
+  }
+  if (path == "/v1/schedule-fires/ack") {
+    if (m != "POST") return methodNotAllowed();
+    return acknowledgeFires(request);
   }
   if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "artifacts") {
     if (parts.size() == 2) {
@@ -355,6 +378,9 @@ HttpResponse Api::route(const HttpRequest& request) {
 HttpResponse Api::provision(const HttpRequest& request) {
   auto body = parseBody(request.body);
   if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(
+          *body, {"tenant_id", "run_id", "lease_epoch", "limits", "environment", "network"}))
+    return *refused;
   EnvironmentSpec spec;
   auto tenant = identifier(*body, "tenant_id");
   if (!tenant) return errorResponse(tenant.error());
@@ -397,7 +423,8 @@ HttpResponse Api::provision(const HttpRequest& request) {
   metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
   {
     std::lock_guard lk(mu_);
-    live_[handle->environment_id] = LiveEnvironment{*handle, Clock::now(), {}, spec.limits.wall_clock_seconds, 0};
+    live_[handle->environment_id] =
+        LiveEnvironment{*handle, Clock::now(), {}, spec.limits.wall_clock_seconds, 0, spec.egress};
     metrics_.liveSandboxes(static_cast<double>(live_.size()));
   }
   return jsonResponse(201, json(*handle));
@@ -452,13 +479,17 @@ HttpResponse Api::destroyEnvironment(const std::string& id) {
   return resp;
 }
 
-Result<Api::PreparedExecute> Api::prepareExecute(const std::string& id, const HttpRequest& request) {
+tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::string& id,
+                                                                      const HttpRequest& request) {
   auto live = find(id);
-  if (!live) return fail(ErrorCode::kNotFound, "no live environment " + quoteForMessage(id));
+  if (!live) return tl::unexpected(errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
   auto body = parseBody(request.body);
-  if (!body) return tl::unexpected(body.error());
+  if (!body) return tl::unexpected(errorResponse(body.error()));
+  if (auto refused = refuseUnknownKeys(
+          *body, {"argv", "working_directory", "timeout_seconds", "maximum_output_bytes", "stdin"}))
+    return tl::unexpected(std::move(*refused));
   auto command = commandFrom(*body);
-  if (!command) return tl::unexpected(command.error());
+  if (!command) return tl::unexpected(errorResponse(command.error()));
   return PreparedExecute{live->handle, std::move(*command)};
 }
 
@@ -488,9 +519,11 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy, con
 
 HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
   auto prepared = prepareExecute(id, request);
-  if (!prepared) return errorResponse(prepared.error());
+  if (!prepared) return prepared.error();
+  if (auto refused = claimRun(id, false)) return *refused;
   const auto started = Clock::now();
   auto result = env_.execute(prepared->handle, prepared->command);
+  releaseRun(id, false);
   return finishExecute(id, Clock::now() - started, result);
 }
 
@@ -510,7 +543,13 @@ HttpResponse Api::handleStreaming(const HttpRequest& request, const std::functio
     const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
     const std::string& id = parts.at(2);
     auto prepared = prepareExecute(id, request);
-    if (!prepared) return errorResponse(prepared.error());
+    if (!prepared) return prepared.error();
+    if (auto refused = claimRun(id, false)) return *refused;
+    struct Release {
+      Api* api;
+      const std::string& id;
+      ~Release() { api->releaseRun(id, false); }
+    } release{this, id};
     const auto started = Clock::now();
     auto result = env_.executeStreaming(
         prepared->handle, prepared->command, cancel,
@@ -570,6 +609,7 @@ HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, co
 HttpResponse Api::renewLease(const std::string& run_id, const HttpRequest& request) {
   auto body = parseBody(request.body);
   if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"lease_epoch"})) return *refused;
   json probe = {{"run_id", run_id}};
   if (auto ok = identifier(probe, "run_id"); !ok) return errorResponse(ok.error());
   auto epoch = integer(*body, "lease_epoch", std::nullopt);
@@ -614,5 +654,15 @@ std::size_t Api::liveCount() const {
   std::lock_guard lk(mu_);
   return live_.size();
 }
+
+// The body helpers other route files share (api_body.h).
+namespace body {
+Result<nlohmann::json> parse(const std::string& text) { return parseBody(text); }
+Result<ExecutionCommand> command(const nlohmann::json& object) { return commandFrom(object); }
+Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field, std::optional<std::int64_t> fallback) {
+  return integer(object, field, fallback);
+}
+HttpResponse reply(int status, const nlohmann::json& object) { return jsonResponse(status, object); }
+}  // namespace body
 
 }  // namespace airlock::service

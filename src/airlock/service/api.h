@@ -36,8 +36,20 @@
 //                                                     -> {"result": ...}; a refusal is an error
 //                                                     whose "argument" names the bad argument
 // The tools run in the environment's tenant and run (never from arguments).
+// Code mode (docs/capabilities.md, docs/serve.md "Code mode"; spec 001):
+//   POST   /v1/environments/{id}/code                 {"program": Python source, "capabilities"?: [names],
+//                                                     "timeout_seconds"?, "maximum_output_bytes"?,
+//                                                     "working_directory"?} -> {"result": ExecutionResult,
+//                                                     "outcome": {...}, "audit": [lines]}; one program at a
+//                                                     time per environment (409 while one runs)
+//   GET    /v1/environments/{id}/schedules            schedules the environment's programs created
+//   DELETE /v1/environments/{id}/schedules/{name}     cancel -> 204; 404 when there is none
+//   GET    /v1/schedule-fires?after=N&limit=M         the fire outbox, oldest first
+//   POST   /v1/schedule-fires/ack                     {"through": N} -> {"acknowledged": k}
 // Every route but /healthz needs "Authorization: Bearer <service token>".
 // Paths in errors are the workspace paths as given, never host paths.
+// A JSON body holds only the keys its route reads: any other top-level key
+// is refused, 400 bad_request naming it (request_keys.h, for every route).
 #pragma once
 
 #include <atomic>
@@ -48,12 +60,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "airlock/artifacts/artifact_store.h"
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
+#include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/core/types.h"
@@ -109,6 +123,7 @@ struct LiveEnvironment {
   std::chrono::nanoseconds busy{0};  // time inside execute (utilization)
   std::int64_t wall_clock_seconds = 0;  // the spec's limit, for the tools' timeout rule
   int destroy_failures = 0;
+  EgressPolicy egress;  // what the sandbox was provisioned with (net.fetch decides by it)
 };
 
 // The artifact store the API exports into and serves from (borrowed).
@@ -159,6 +174,14 @@ class Api {
   // EnvironmentSpec.egress when it allows something, and is refused when it
   // does not (spec 000, "Egress needs two independent yeses"). Default: deny.
   void allowEgress(EgressPolicy policy) { egress_ = std::move(policy); }
+  // Enables schedule.* in code mode and the schedule routes; without it
+  // schedule.* is refused "unavailable" and the routes answer 503.
+  void attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
+                       capability::schedule::ScheduleCeilings ceilings = {});
+  // One firing pass at the API's clock (the server calls it every
+  // schedule_fire_interval): due occurrences move into the fire outbox.
+  // Returns how many fired (0 without a store).
+  Result<std::size_t> fireSchedules();
 
  private:
   HttpResponse route(const HttpRequest& request);
@@ -171,7 +194,8 @@ class Api {
     EnvironmentHandle handle;
     ExecutionCommand command;
   };
-  Result<PreparedExecute> prepareExecute(const std::string& id, const HttpRequest& request);
+  // The command of an execute request, or the response refusing it.
+  tl::expected<PreparedExecute, HttpResponse> prepareExecute(const std::string& id, const HttpRequest& request);
   HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
                              const Result<ExecutionResult>& result);
   HttpResponse workspaceCall(const std::string& id, const std::string& op, const std::string& method,
@@ -182,6 +206,11 @@ class Api {
   HttpResponse artifactCall(const std::string& artifact_id, bool content, const std::string& method,
                             const std::string& query);
   void sweepArtifacts();
+  HttpResponse runCode(const std::string& id, const HttpRequest& request);
+  HttpResponse scheduleCall(const std::string& id, const std::optional<std::string>& name,
+                            const std::string& method);
+  HttpResponse pendingFires(const std::string& query);
+  HttpResponse acknowledgeFires(const HttpRequest& request);
   HttpResponse listTools() const;
   HttpResponse callTool(const std::string& name, const HttpRequest& request);
   std::optional<LiveEnvironment> find(const std::string& id) const;
@@ -199,6 +228,17 @@ class Api {
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
   std::shared_ptr<const gateway::ToolRegistry> tools_;
+  std::shared_ptr<capability::schedule::ScheduleStore> schedules_;
+  capability::schedule::ScheduleCeilings schedule_ceilings_;
+  // What runs through this API, per environment (under mu_): a program
+  // is refused while anything runs there (it writes /run/airlock before its
+  // command starts), and a command while a program runs.
+  std::set<std::string> code_running_;
+  std::multiset<std::string> commands_running_;
+  // Claims the environment for a command (program = false) or a program;
+  // the refusal when it cannot be claimed. releaseRun undoes a claim.
+  std::optional<HttpResponse> claimRun(const std::string& id, bool program);
+  void releaseRun(const std::string& id, bool program);
 };
 
 // Percent-decodes a query parameter's value; nullopt when malformed.

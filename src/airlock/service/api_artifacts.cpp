@@ -10,6 +10,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
 #include "airlock/service/api.h"
+#include "airlock/service/request_keys.h"
 
 namespace airlock::service {
 namespace {
@@ -84,6 +85,7 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  if (auto refused = refuseUnknownKeys(body, {"path", "filename", "media_type"})) return *refused;
   auto path_it = body.find("path");
   if (path_it == body.end() || !path_it->is_string())
     return errorResponse(400, "tool_validation_error", "path is required and must be a string");

@@ -6,6 +6,7 @@
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/core/encoding.h"
 #include "airlock/service/api.h"
+#include "airlock/service/request_keys.h"
 
 namespace airlock::service {
 namespace {
@@ -74,6 +75,7 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  if (auto refused = refuseUnknownKeys(body, {"environment_id", "arguments"})) return *refused;
   auto env_id = body.find("environment_id");
   if (env_id == body.end() || !env_id->is_string())
     return errorResponse(400, "tool_validation_error", "environment_id is required and must be a string");

@@ -54,7 +54,8 @@ class BeastServer final : public HttpServer {
         pool_(static_cast<std::size_t>(settings.max_concurrent_executions)),
         acceptor_(ioc_),
         signals_(ioc_, SIGINT, SIGTERM),
-        reaper_timer_(ioc_) {}
+        reaper_timer_(ioc_),
+        schedule_timer_(ioc_) {}
 
   Result<void> bind() {
     const std::string& listen = settings_.listen;
@@ -80,6 +81,7 @@ class BeastServer final : public HttpServer {
   void run() override {
     asio::co_spawn(ioc_, accept(), asio::detached);
     asio::co_spawn(ioc_, reaper(), asio::detached);
+    asio::co_spawn(ioc_, scheduler(), asio::detached);
     signals_.async_wait([this](const beast::error_code& ec, int) {
       if (!ec) beginStop();
     });
@@ -90,6 +92,7 @@ class BeastServer final : public HttpServer {
     // is destroyed.
     env_.shutdown();
     pool_.join();
+    background_.join();
     api_.destroyAll();
     logLine({{"level", "info"}, {"event", "stopped"}});
   }
@@ -103,6 +106,7 @@ class BeastServer final : public HttpServer {
     acceptor_.close(ec);
     signals_.cancel(ec);
     reaper_timer_.cancel();
+    schedule_timer_.cancel();
     // Running commands end now (SERVICE_SHUTDOWN); the loop stops once the
     // last in-flight response is written (see session()).
     env_.shutdown();
@@ -125,9 +129,38 @@ class BeastServer final : public HttpServer {
       reaper_timer_.expires_after(settings_.reaper_interval);
       auto [ec] = co_await reaper_timer_.async_wait(kNoThrow);
       if (ec || stopping_) co_return;
-      const int n = co_await asio::co_spawn(pool_, [this]() -> asio::awaitable<int> { co_return api_.reap(); },
+      const int n = co_await asio::co_spawn(background_, [this]() -> asio::awaitable<int> { co_return api_.reap(); },
                                             asio::use_awaitable);
       if (n > 0) logLine({{"level", "info"}, {"event", "reaped"}, {"environments", n}});
+    }
+  }
+
+  // Code-mode schedules: every schedule_fire_interval, due occurrences move
+  // into the fire outbox (on the pool: the store may block on its database).
+  asio::awaitable<void> scheduler() {
+    // A failure that repeats every tick (a full outbox, a database down) is
+    // logged when it starts or changes, and then once a minute.
+    std::string last_error;
+    auto last_logged = std::chrono::steady_clock::time_point{};
+    while (!stopping_) {
+      schedule_timer_.expires_after(settings_.schedule_fire_interval);
+      auto [ec] = co_await schedule_timer_.async_wait(kNoThrow);
+      if (ec || stopping_) co_return;
+      auto fired = co_await asio::co_spawn(
+          background_, [this]() -> asio::awaitable<Result<std::size_t>> { co_return api_.fireSchedules(); },
+          asio::use_awaitable);
+      if (!fired) {
+        const std::string message = fired.error().message();
+        const auto now = std::chrono::steady_clock::now();
+        if (message != last_error || now - last_logged >= std::chrono::minutes(1)) {
+          logLine({{"level", "error"}, {"event", "schedule_fire_failed"}, {"error", message}});
+          last_error = message;
+          last_logged = now;
+        }
+        continue;
+      }
+      last_error.clear();
+      if (*fired > 0) logLine({{"level", "info"}, {"event", "schedules_fired"}, {"fires", *fired}});
     }
   }
 
@@ -326,9 +359,13 @@ class BeastServer final : public HttpServer {
   ExecutionEnvironment& env_;
   asio::io_context ioc_;
   asio::thread_pool pool_;
+  // The reaper and the schedule fire loop: a thread of their own, so that
+  // requests filling pool_ (long executes) do not hold them up.
+  asio::thread_pool background_{1};
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer reaper_timer_;
+  asio::steady_timer schedule_timer_;
   std::atomic<bool> stopping_{false};
   int inflight_ = 0;
 };

@@ -39,6 +39,10 @@ struct Metrics::Impl {
                                                                   .Name("airlock_destroy_failures_total")
                                                                   .Help("Destroys that failed (retried)")
                                                                   .Register(*registry);
+  prometheus::Family<prometheus::Counter>& schedule_fires = prometheus::BuildCounter()
+                                                                .Name("airlock_schedule_fires_total")
+                                                                .Help("Schedule occurrences moved to the fire outbox")
+                                                                .Register(*registry);
   prometheus::Family<prometheus::Gauge>& artifact_bytes = prometheus::BuildGauge()
                                                               .Name("airlock_artifact_bytes")
                                                               .Help("Artifact bytes stored per tenant")
@@ -66,6 +70,7 @@ Metrics::Metrics(std::string mechanism) : impl_(std::make_unique<Impl>()) {
   impl_->mechanism = std::move(mechanism);
   impl_->live.Add({}).Set(0);
   impl_->destroy_failures.Add({});
+  impl_->schedule_fires.Add({});
   impl_->busy.Add({});
   impl_->lifetime.Add({});
 }
@@ -83,6 +88,7 @@ void Metrics::liveSandboxes(double count) { impl_->live.Add({}).Set(count); }
 void Metrics::egressRefused(const std::string& reason) { impl_->egress.Add({{"reason", reason}}).Increment(); }
 void Metrics::orphanReaped(const std::string& why) { impl_->orphans.Add({{"why", why}}).Increment(); }
 void Metrics::destroyFailed() { impl_->destroy_failures.Add({}).Increment(); }
+void Metrics::scheduleFired(double fires) { impl_->schedule_fires.Add({}).Increment(fires); }
 void Metrics::artifactBytes(const std::string& tenant, double bytes) {
   impl_->artifact_bytes.Add({{"tenant", tenant}}).Set(bytes);
 }

@@ -9,6 +9,7 @@
 //   airlock_egress_refusals_total{reason}         reason codes of egress-notes §3
 //   airlock_orphans_reaped_total{why}             expired, stale_lease, retried
 //   airlock_destroy_failures_total
+//   airlock_schedule_fires_total                  occurrences moved to the fire outbox
 //   airlock_artifact_bytes{tenant}                bytes stored per tenant
 //   airlock_http_requests_total{route,status}
 //   airlock_http_request_seconds{route}           histogram
@@ -34,6 +35,7 @@ class Metrics {
   void egressRefused(const std::string& reason);
   void orphanReaped(const std::string& why);
   void destroyFailed();
+  void scheduleFired(double fires);
   void artifactBytes(const std::string& tenant, double bytes);
   void request(const std::string& route, int status, double seconds);
 

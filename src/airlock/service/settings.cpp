@@ -135,6 +135,15 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     auto v = secondsSetting("reaper_interval", value, prefix);
     if (!v) return tl::unexpected(v.error());
     s.reaper_interval = *v;
+  } else if (key == "schedule_fire_interval") {
+    auto v = secondsSetting("schedule_fire_interval", value, prefix);
+    if (!v) return tl::unexpected(v.error());
+    s.schedule_fire_interval = *v;
+  } else if (key == "schedule_database") {
+    if (!value.empty() && value.rfind("postgresql://", 0) != 0 && value.rfind("postgres://", 0) != 0)
+      return tl::unexpected(configError(prefix + "schedule_database must be empty (SQLite under state_dir) or a "
+                                                 "postgresql:// connection URI (the value is not repeated: it may hold a password)"));
+    s.schedule_database = value;
   } else if (key == "request_timeout") {
     auto v = secondsSetting("request_timeout", value, prefix);
     if (!v) return tl::unexpected(v.error());
@@ -284,7 +293,7 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
 }
 
 Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kVars = {{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kVars = {{
       {"AIRLOCK_DEPLOYMENT_MODE", "deployment_mode"},
       {"AIRLOCK_AUTH_MODE", "auth_mode"},
       {"AIRLOCK_SANDBOX", "sandbox"},
@@ -293,6 +302,7 @@ Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
       {"AIRLOCK_SERVICE_TOKEN", "service_token"},
       {"AIRLOCK_REAPER_INTERVAL", "reaper_interval"},
       {"AIRLOCK_EGRESS_POLICY", "egress_policy"},
+      {"AIRLOCK_SCHEDULE_DATABASE", "schedule_database"},
   }};
   for (const auto& [var, key] : kVars) {
     auto value = env(var);

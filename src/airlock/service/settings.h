@@ -4,7 +4,8 @@
 // Sources, later wins: built-in defaults, a YAML file, environment variables
 // `AIRLOCK_<NAME>` for the top-level scalar settings (AIRLOCK_DEPLOYMENT_MODE,
 // AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX, AIRLOCK_STATE_DIR, AIRLOCK_LISTEN,
-// AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY).
+// AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY,
+// AIRLOCK_SCHEDULE_DATABASE).
 // Every value is validated when loaded; an error is ConfigurationError whose
 // message names the setting (and, for the file, its line and column) and the
 // value, e.g.
@@ -68,6 +69,12 @@ struct Settings {
   LimitCeilings limit_ceilings = defaultCeilings();
   ArtifactSettings artifacts;
   std::chrono::seconds reaper_interval{60};
+  // Code-mode schedules (docs/capabilities.md "schedule.*"): how often the
+  // service moves due occurrences into the fire outbox, and where schedules
+  // live: empty = the SQLite metadata database under state_dir; otherwise a
+  // postgresql:// connection URI (several replicas may share it). Never logged.
+  std::chrono::seconds schedule_fire_interval{1};
+  std::string schedule_database;
   // Request bounds.
   std::int64_t max_header_bytes = 16 * 1024;
   std::int64_t max_body_bytes = std::int64_t{64} << 20;

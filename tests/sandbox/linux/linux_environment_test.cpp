@@ -170,6 +170,9 @@ TEST_F(LinuxEnvironmentTest, OutputPastTheCapIsTruncatedAndKilled) {
   auto r = run(c);
   EXPECT_EQ(r.stdout_data.size(), 4096u);
   EXPECT_TRUE(r.stdout_truncated);
+  // stdout alone crossed the cap: stderr wrote nothing, so lost nothing.
+  EXPECT_EQ(r.stderr_data, "");
+  EXPECT_FALSE(r.stderr_truncated);
   EXPECT_EQ(r.killed_by, KillReason::kOutputLimit);
   EXPECT_FALSE(r.exit_code.has_value());
 }

@@ -22,6 +22,7 @@
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/linux/linux_environment.h"
+#include "../shell_command.h"
 
 namespace airlock::testing {
 
@@ -67,14 +68,6 @@ inline EnvironmentSpec linuxSpec(const linux_jail::LinuxEnvironmentOptions& opti
       ".", std::nullopt);
   spec.environment = built.variables;
   return spec;
-}
-
-inline ExecutionCommand shell(std::string script, std::int64_t timeout_seconds = 60) {
-  ExecutionCommand c;
-  c.argv = {"sh", "-c", std::move(script)};
-  c.timeout_seconds = timeout_seconds;
-  c.maximum_output_bytes = 1 << 20;
-  return c;
 }
 
 // A fixture with one provisioned sandbox (skipped with the reason where the

@@ -16,56 +16,14 @@
 #include <mutex>
 #include <thread>
 
+#include "gvisor_fixture.h"
 #include "gvisor_test_support.h"
 
 namespace airlock::testing {
 namespace {
 
-ExecutionCommand shell(std::string script, std::int64_t timeout_seconds = 60) {
-  ExecutionCommand c;
-  c.argv = {"sh", "-c", std::move(script)};
-  c.timeout_seconds = timeout_seconds;
-  c.maximum_output_bytes = 1 << 20;
-  return c;
-}
-
-bool mountedUnder(const std::string& dir) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find(dir) != std::string::npos) return true;
-  return false;
-}
-
-class GvisorSandboxTest : public ::testing::Test {
+class GvisorSandboxTest : public GvisorFixture {
  protected:
-  void SetUp() override {
-    if (auto why = gvisorUnavailableHere()) GTEST_SKIP() << *why;
-    options_ = gvisorOptions(state_.path());
-    tweakOptions(options_);
-    auto env = gvisor::createGvisorEnvironment(options_);
-    ASSERT_TRUE(env) << env.error().message();
-    env_ = std::move(*env);
-    auto h = env_->provision(gvisorSpec(options_));
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
-  void TearDown() override {
-    if (env_) {
-      EXPECT_TRUE(env_->destroy(handle_));
-      env_.reset();
-      EXPECT_FALSE(mountedUnder(state_.path())) << "a mount of the sandbox remains";
-    }
-  }
-  virtual void tweakOptions(gvisor::GvisorEnvironmentOptions&) {}
-  void reprovision(const std::function<void(ResourceLimits&)>& tweak) {
-    ASSERT_TRUE(env_->destroy(handle_));
-    auto spec = gvisorSpec(options_);
-    tweak(spec.limits);
-    auto h = env_->provision(spec);
-    ASSERT_TRUE(h) << h.error().message();
-    handle_ = *h;
-  }
   // Executes with a watchdog: a hang destroys the sandbox and fails.
   ExecutionResult run(const ExecutionCommand& c, const CancelToken* cancel = nullptr,
                       std::chrono::seconds limit = std::chrono::seconds(90)) {
@@ -92,11 +50,6 @@ class GvisorSandboxTest : public ::testing::Test {
     EXPECT_TRUE(r) << r.error().message();
     return r ? *r : ExecutionResult{};
   }
-
-  GvisorStateDir state_;
-  gvisor::GvisorEnvironmentOptions options_;
-  std::unique_ptr<ExecutionEnvironment> env_;
-  EnvironmentHandle handle_;
 };
 
 TEST_F(GvisorSandboxTest, RunsAsTheSandboxUserWithNoCapabilitiesAndTheTier2Environment) {
@@ -211,6 +164,9 @@ TEST_F(GvisorSandboxTest, OutputFloodIsCappedAndKilled) {
   EXPECT_EQ(r.killed_by, KillReason::kOutputLimit);
   EXPECT_TRUE(r.stdout_truncated);
   EXPECT_EQ(r.stdout_data.size(), 4096u);
+  // stdout alone crossed the cap: the empty stderr lost nothing.
+  EXPECT_EQ(r.stderr_data, "");
+  EXPECT_FALSE(r.stderr_truncated);
 }
 
 TEST_F(GvisorSandboxTest, MemoryIsReportedAndTheSandboxSurvivesIt) {
@@ -302,17 +258,7 @@ TEST_F(GvisorShortLivedTest, ReachingExpiresAtIsExpiredAndDestroysTheSandbox) {
 
 // Processes whose command line names this state directory (runsc run,
 // runsc-sandbox, runsc-gofer of its sandboxes).
-int runscProcessesUnder(const std::string& dir) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmdline.find("runsc") != std::string::npos && cmdline.find(dir) != std::string::npos) ++n;
-  }
-  return n;
-}
+int runscProcessesUnder(const std::string& dir) { return processesNaming(dir, "runsc"); }
 
 TEST_F(GvisorSandboxTest, DestroyKillsAtOnceAndTheRestFollowsWithoutLeftovers) {
   ASSERT_GT(runscProcessesUnder(state_.path()), 0);

@@ -131,6 +131,30 @@ TEST(OciConfig, EgressBindsItsDirectoryAndStartsTheRelayOnlyWhenGiven) {
   EXPECT_EQ(bad.error().code, ErrorCode::kExecutionRejected);
 }
 
+TEST(OciConfig, TheCapabilityDirectoryIsBoundReadOnlyAtRunAirlockWhenGiven) {
+  auto without = makeConfig(inputs());
+  ASSERT_TRUE(without);
+  EXPECT_EQ(mountAt(*without, "/run/airlock"), nullptr);
+
+  auto in = inputs();
+  in.capability_dir = "/state/sandboxes/x/cap";
+  auto with = makeConfig(in);
+  ASSERT_TRUE(with) << with.error().message();
+  const json* cap = mountAt(*with, "/run/airlock");
+  ASSERT_NE(cap, nullptr);
+  EXPECT_EQ((*cap)["source"], "/state/sandboxes/x/cap");
+  EXPECT_EQ((*cap)["type"], "bind");
+  EXPECT_TRUE(hasOption(*cap, "ro"));
+  EXPECT_FALSE(hasOption(*cap, "rw"));
+  EXPECT_TRUE(hasOption(*cap, "nosuid"));
+  EXPECT_TRUE(hasOption(*cap, "nodev"));
+
+  in.capability_dir = "/state/../etc";
+  auto bad = makeConfig(in);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::kExecutionRejected);
+}
+
 TEST(OciConfig, NamespacesIncludeAnEmptyNetwork) {
   auto c = makeConfig(inputs());
   ASSERT_TRUE(c);
@@ -180,8 +204,8 @@ TEST(OciRootfs, PreparesMountPointsSymlinksAndGeneratedEtc) {
   // Twice: idempotent.
   ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ld.so.cache"}));
   struct stat st {};
-  for (const char* d :
-       {"/usr", "/proc", "/dev", "/tmp", "/workspace", "/.airlock/ctl", "/.airlock/egress"}) {
+  for (const char* d : {"/usr", "/proc", "/dev", "/tmp", "/workspace", "/.airlock/ctl",
+                        "/.airlock/egress", "/run/airlock"}) {
     ASSERT_EQ(::stat((dir + d).c_str(), &st), 0) << d;
     EXPECT_TRUE(S_ISDIR(st.st_mode)) << d;
   }

@@ -40,6 +40,9 @@ struct Case {
   std::string stdout_data;
   bool stdout_is_prefix = false;                          // stdout must start with stdout_data
   std::vector<std::pair<std::string, ChangeKind>> files;  // files_changed, by path
+  // Bytes of this stream were dropped at the output cap (and only then).
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -138,7 +141,16 @@ const std::vector<Case>& table() {
            std::string s;
            while (s.size() < 4096) s += "y\n";
            return s.substr(0, 4096);
-         }()});
+         }(),
+         .stdout_truncated = true});
+    // The cap crossed by stderr alone: the empty stdout is not truncated.
+    add({.name = "OutputLimitOnStderr",
+         .limits = noLimits,
+         .script = "yes >&2",
+         .max_output = 4096,
+         .killed_by = KillReason::kOutputLimit,
+         .stdout_data = "",
+         .stderr_truncated = true});
     add({.name = "Memory",
          .limits = [](ResourceLimits& l) { l.memory_bytes = 64 << 20; },
          .script = "echo partial; exec python3 -c 'b = bytearray(256 << 20); b[::4096] = b\"x\" * "
@@ -238,6 +250,8 @@ void expectMatchesTable(const ExecutionResult& r, const Case& c) {
   EXPECT_EQ(r.exit_code, c.exit_code) << "stderr: " << r.stderr_data.substr(0, 300);
   EXPECT_EQ(r.killed_by, c.killed_by) << "stderr: " << r.stderr_data.substr(0, 300);
   EXPECT_EQ(r.timed_out, c.killed_by == KillReason::kTimeout);
+  EXPECT_EQ(r.stdout_truncated, c.stdout_truncated);
+  EXPECT_EQ(r.stderr_truncated, c.stderr_truncated);
   if (c.stdout_is_prefix)
     EXPECT_EQ(r.stdout_data.rfind(c.stdout_data, 0), 0u) << r.stdout_data.substr(0, 200);
   else

@@ -1,14 +1,17 @@
 #include "airlock/capability/broker/capabilities.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <condition_variable>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -20,6 +23,7 @@
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/resolver.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
 
 namespace airlock::capability {
 
@@ -312,6 +316,143 @@ wire::Answer notesList(NotesBoard& b, const CallContext& ctx) {
 
 // ---- jobs ------------------------------------------------------------------------
 
+// Whether bytes read in chunks are UTF-8 so far. A sequence split between
+// chunks is carried (at most 3 bytes) and completed from the next chunk.
+class Utf8Tracker {
+ public:
+  void feed(std::string_view data) {
+    if (!valid_) return;
+    if (!carry_.empty()) {
+      const std::size_t need = sequenceLength(static_cast<unsigned char>(carry_[0])) - carry_.size();
+      if (data.size() < need) {
+        carry_.append(data);
+        return;
+      }
+      carry_.append(data.substr(0, need));
+      data.remove_prefix(need);
+      valid_ = isValidUtf8(carry_);
+      carry_.clear();
+      if (!valid_) return;
+    }
+    const std::size_t cut = incompleteTail(data);
+    valid_ = isValidUtf8(data.substr(0, data.size() - cut));
+    if (valid_) carry_.assign(data.substr(data.size() - cut));
+  }
+  // At the end of the stream: nothing left half-finished.
+  bool valid() const { return valid_ && carry_.empty(); }
+
+ private:
+  // The length a lead byte announces; 0 for a continuation or invalid byte.
+  static std::size_t sequenceLength(unsigned char b) {
+    if (b < 0x80) return 1;
+    if ((b & 0xE0) == 0xC0) return 2;
+    if ((b & 0xF0) == 0xE0) return 3;
+    if ((b & 0xF8) == 0xF0) return 4;
+    return 0;
+  }
+  // How many bytes at the end start a sequence the data does not finish.
+  static std::size_t incompleteTail(std::string_view data) {
+    for (std::size_t i = 1; i <= std::min<std::size_t>(3, data.size()); ++i) {
+      const auto b = static_cast<unsigned char>(data[data.size() - i]);
+      if ((b & 0xC0) == 0x80) continue;
+      const std::size_t len = sequenceLength(b);
+      return len > i ? i : 0;
+    }
+    return 0;
+  }
+  bool valid_ = true;
+  std::string carry_;
+};
+
+// An unnamed file in `dir` for one stream's spool (JobSpillServices).
+Result<sys::UniqueFd> openSpoolFile(const std::string& dir) {
+  sys::UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (fd.valid()) return fd;
+  // EOPNOTSUPP: the filesystem has no O_TMPFILE; EISDIR: the kernel has none.
+  if (errno != EOPNOTSUPP && errno != EISDIR)
+    return failErrno(ErrorCode::kExecutionUnavailable, "open(O_TMPFILE) in the spool directory " + dir, errno);
+  std::string path = dir + "/airlock-job-spool-XXXXXX";
+  fd.reset(::mkostemp(path.data(), O_CLOEXEC));
+  if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "mkstemp in the spool directory " + dir, errno);
+  if (::unlink(path.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "unlink a spool file in " + dir, errno);
+  return fd;
+}
+
+// One stream's host copy while its job runs. Touched by the pump thread only.
+struct StreamSpool {
+  sys::UniqueFd fd;
+  sys::Sha256 hash;
+  std::uint64_t written = 0;
+  std::uint64_t dropped = 0;
+  std::optional<std::string> error;  // the spool failed; the stream spills nothing
+  Utf8Tracker utf8;
+
+  // `spooled_total` counts what every stream of the execution has spooled,
+  // against cfg.max_total_bytes: a byte is kept only when both the stream's
+  // cap and the execution's budget have room.
+  void append(const JobSpillServices& cfg, std::atomic<std::uint64_t>& spooled_total, const char* data,
+              std::size_t size) {
+    if (error) return;
+    const std::uint64_t room = cfg.max_stream_bytes - std::min(cfg.max_stream_bytes, written);
+    const std::uint64_t want = std::min<std::uint64_t>(room, size);
+    std::uint64_t used = spooled_total.load();
+    std::uint64_t grant = 0;
+    do grant = std::min(want, cfg.max_total_bytes - std::min(cfg.max_total_bytes, used));
+    while (grant > 0 && !spooled_total.compare_exchange_weak(used, used + grant));
+    const auto take = static_cast<std::size_t>(grant);
+    dropped += size - take;
+    if (take == 0) return;
+    if (!fd.valid()) {
+      auto opened = openSpoolFile(cfg.spool_dir);
+      if (!opened) {
+        error = "spooling failed: " + opened.error().message();
+        return;
+      }
+      fd = std::move(*opened);
+    }
+    if (!sys::writeAll(fd.get(), data, take)) {
+      error = "spooling failed after " + std::to_string(written) + " bytes: " + std::strerror(errno);
+      fd.reset();
+      return;
+    }
+    hash.update(data, take);
+    utf8.feed(std::string_view(data, take));
+    written += take;
+  }
+};
+
+// A spool file from its start, for put(). Fails once the table is being
+// destroyed, which is how a spill in progress is abandoned.
+class SpoolSource final : public artifacts::ByteSource {
+ public:
+  SpoolSource(sys::UniqueFd fd, const std::atomic<bool>& stopping) : fd_(std::move(fd)), stopping_(stopping) {}
+  Result<std::size_t> read(char* buffer, std::size_t size) override {
+    if (stopping_.load()) return fail(ErrorCode::kExecutionUnavailable, "the execution ended before the spill was stored");
+    ssize_t n;
+    do n = ::pread(fd_.get(), buffer, size, offset_);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read the spool file", errno);
+    offset_ += n;
+    return static_cast<std::size_t>(n);
+  }
+
+ private:
+  sys::UniqueFd fd_;
+  const std::atomic<bool>& stopping_;
+  off_t offset_ = 0;
+};
+
+// What one stream's spill came to.
+struct StreamSpill {
+  std::optional<std::string> error;        // set: nothing was stored, and why
+  std::optional<std::string> artifact_id;  // nullopt for an empty stream
+  std::string media_type;                  // of the artifact, when there is one
+  std::string sha256;                      // of the bytes spooled
+  std::uint64_t size_bytes = 0;
+  std::uint64_t dropped_bytes = 0;         // past max_stream_bytes or max_total_bytes
+};
+
 struct Job {
   std::string id;
   std::vector<std::string> argv;
@@ -325,14 +466,16 @@ struct Job {
   } out, err;
   std::optional<int> status;
   bool killed = false;
-  bool done = false;  // exited and both streams at end of file
+  bool done = false;  // exited, both streams at end of file, and the spill settled
+  std::optional<std::pair<StreamSpill, StreamSpill>> spill;  // set with `done` (stdout, stderr)
   std::thread pump;
 };
 
 class JobTable {
  public:
-  explicit JobTable(sys::UniqueFd stop) : stop_(std::move(stop)) {}
+  JobTable(sys::UniqueFd stop, JobSpillServices spill) : stop_(std::move(stop)), spill_(std::move(spill)) {}
   ~JobTable() {
+    stopping_.store(true);
     std::uint64_t one = 1;
     (void)sys::writeAll(stop_.get(), &one, sizeof one);
     std::lock_guard lk(mu_);
@@ -368,6 +511,12 @@ class JobTable {
     SideProcess& p = *job.proc;
     char buf[65536];
     std::optional<BrokerClock::time_point> drain_until;
+    // Local, so that every spool file is closed when the pump returns.
+    std::optional<StreamSpool> spools[2];
+    if (spill_.writer) {
+      spools[0].emplace();
+      spools[1].emplace();
+    }
     for (;;) {
       bool out_open, err_open, exited;
       {
@@ -375,12 +524,8 @@ class JobTable {
         out_open = !job.out.eof;
         err_open = !job.err.eof;
         exited = job.status.has_value();
-        if (exited && !out_open && !err_open) {
-          job.done = true;
-          job.cv.notify_all();
-          return;
-        }
       }
+      if (exited && !out_open && !err_open) break;
       if (exited && !drain_until) {
         p.killGroup();
         drain_until = BrokerClock::now() + std::chrono::seconds(2);
@@ -400,6 +545,7 @@ class JobTable {
       int rc = ::poll(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0 || (fds[i_stop].revents & POLLIN)) {
+        // The table is going away: nobody can ask for a spill any more.
         p.killGroup();
         std::lock_guard lk(job.mu);
         job.out.eof = job.err.eof = true;
@@ -412,16 +558,21 @@ class JobTable {
         if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
         if (got < 0 && errno == EAGAIN) continue;
-        std::lock_guard lk(job.mu);
-        Job::Stream& s = is_out ? job.out : job.err;
-        if (got <= 0) {
-          s.eof = true;
-        } else {
-          s.tail.append(buf, static_cast<std::size_t>(got));
-          s.total += static_cast<std::uint64_t>(got);
-          if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
+        {
+          std::lock_guard lk(job.mu);
+          Job::Stream& s = is_out ? job.out : job.err;
+          if (got <= 0) {
+            s.eof = true;
+          } else {
+            s.tail.append(buf, static_cast<std::size_t>(got));
+            s.total += static_cast<std::uint64_t>(got);
+            if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
+          }
+          job.cv.notify_all();
         }
-        job.cv.notify_all();
+        // The disk write is outside job.mu: a poll never waits for it.
+        if (got > 0 && spools[is_out ? 0 : 1])
+          spools[is_out ? 0 : 1]->append(spill_, spooled_, buf, static_cast<std::size_t>(got));
       }
       if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
         auto st = p.exitStatus();
@@ -432,9 +583,52 @@ class JobTable {
         }
       }
     }
+    // Terminal: store each stream, then publish the spill with `done`.
+    std::pair<StreamSpill, StreamSpill> spill{storeSpill(job.id + ".stdout", spools[0]),
+                                              storeSpill(job.id + ".stderr", spools[1])};
+    spools[0].reset();
+    spools[1].reset();
+    std::lock_guard lk(job.mu);
+    job.spill = std::move(spill);
+    job.done = true;
+    job.cv.notify_all();
+  }
+
+  StreamSpill storeSpill(std::string filename, std::optional<StreamSpool>& spool) {
+    StreamSpill r;
+    if (!spool) {
+      r.error = "no artifact store is configured for job output";
+      return r;
+    }
+    r.size_bytes = spool->written;
+    r.dropped_bytes = spool->dropped;
+    if (spool->error) {
+      r.error = *spool->error;
+      return r;
+    }
+    r.sha256 = spool->hash.finishHex();
+    if (spool->written == 0) return r;
+    r.media_type = spool->utf8.valid() ? "text/plain; charset=utf-8" : "application/octet-stream";
+    artifacts::MeasuredStream stream;
+    stream.size_bytes = static_cast<std::int64_t>(spool->written);
+    stream.sha256 = r.sha256;
+    stream.source = std::make_unique<SpoolSource>(std::move(spool->fd), stopping_);
+    auto ref = spill_.writer->create(std::move(stream), std::move(filename), r.media_type,
+                                     artifacts::TrustLevel::kExternalUntrusted);
+    if (!ref) {
+      r.error = "storing the spill failed: " + ref.error().message();
+      r.media_type.clear();
+      return r;
+    }
+    r.artifact_id = ref->artifact_id.str();
+    r.media_type = ref->media_type;
+    return r;
   }
 
   sys::UniqueFd stop_;
+  const JobSpillServices spill_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> spooled_{0};  // bytes spooled by every job (JobSpillServices::max_total_bytes)
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::uint64_t next_ = 0;
@@ -458,6 +652,25 @@ Value streamSince(const Job::Stream& s, std::uint64_t cursor) {
                      {"dropped", Value::unsignedInteger(dropped)}});
 }
 
+// One stream's spill: the error string, or {artifact_id (nil for an empty
+// stream), media_type (nil likewise), sha256, size_bytes, truncated,
+// dropped_bytes}.
+Value streamSpillValue(const StreamSpill& s) {
+  if (s.error) return Value::string(*s.error);
+  return Value::map({{"artifact_id", s.artifact_id ? Value::string(*s.artifact_id) : Value::nil()},
+                     {"media_type", s.artifact_id ? Value::string(s.media_type) : Value::nil()},
+                     {"sha256", Value::string(s.sha256)},
+                     {"size_bytes", Value::unsignedInteger(s.size_bytes)},
+                     {"truncated", Value::boolean(s.dropped_bytes > 0)},
+                     {"dropped_bytes", Value::unsignedInteger(s.dropped_bytes)}});
+}
+
+// Under job.mu. Nil until the job is done.
+Value jobSpillValue(const Job& job) {
+  if (!job.done || !job.spill) return Value::nil();
+  return Value::map({{"stdout", streamSpillValue(job.spill->first)}, {"stderr", streamSpillValue(job.spill->second)}});
+}
+
 // Under job.mu.
 Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor) {
   Map m;
@@ -470,6 +683,7 @@ Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_curso
   m.emplace_back("pending", Value::boolean(!job.done));
   m.emplace_back("stdout", streamSince(job.out, out_cursor));
   m.emplace_back("stderr", streamSince(job.err, err_cursor));
+  m.emplace_back("spill", jobSpillValue(job));
   return Value::map(std::move(m));
 }
 
@@ -564,7 +778,8 @@ wire::Answer jobList(JobTable& t) {
     for (auto& a : j->argv) argv.push_back(text(a));
     out.push_back(Value::map({{"job_id", Value::string(j->id)},
                               {"argv", Value::array(std::move(argv))},
-                              {"state", Value::string(!j->status ? "running" : j->killed ? "killed" : "exited")}}));
+                              {"state", Value::string(!j->status ? "running" : j->killed ? "killed" : "exited")},
+                              {"spill", jobSpillValue(*j)}}));
   }
   return Value::array(std::move(out));
 }
@@ -852,7 +1067,7 @@ std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& 
              CallPlacement::kInline);
   table->add("notes.list", CeilingClass::kNotes, [notes](const CallContext& c) { return notesList(*notes, c); },
              CallPlacement::kInline);
-  auto jobs = std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)));
+  auto jobs = std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)), s.job_spill);
   table->add("job.start", CeilingClass::kSpawn, [s, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
   table->add("job.poll", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
   table->add("job.wait", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, true); });

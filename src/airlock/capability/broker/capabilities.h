@@ -6,7 +6,9 @@
 //   fs.read / fs.write / fs.list   through the workspace port (containment)
 //   notes.put / notes.get / notes.list   a JSON blackboard per execution
 //   job.start / job.poll / job.wait / job.send / job.send_last / job.kill /
-//   job.list    background side processes with cursors over a bounded tail
+//   job.list    background side processes with cursors over a bounded tail,
+//               each stream's whole output spilled to the artifact store
+//               once the job is terminal (JobSpillServices)
 //   net.fetch   one HTTP(S) request through the outbound guard
 //               (egress/outbound_guard.h), decided by the same decide() as
 //               the sandbox proxy against the execution's egress policy
@@ -25,6 +27,8 @@
 #include <optional>
 #include <string>
 
+#include "airlock/artifacts/artifact_store.h"
+#include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/types.h"
@@ -87,6 +91,50 @@ struct NetFetchRequest {
 };
 tl::expected<NetFetchRequest, wire::Refusal> parseNetFetchRequest(const wire::Value& args);
 
+// Where each job's whole stdout and stderr go once the job is terminal
+// (spec 001 "cap/job", `Job.spill`; docs/capabilities.md "job.*").
+//
+// While a job runs, its pump thread copies every byte of each stream, beside
+// the rolling tail, into an unnamed host file in `spool_dir` (O_TMPFILE; on a
+// filesystem without it, mkstemp and an immediate unlink), hashing as it
+// writes (SHA-256). The file is opened at the stream's first byte. A stream
+// spools at most `max_stream_bytes`; later bytes are counted
+// (`dropped_bytes`) and the spill says `truncated`. When the job has exited
+// or was killed and both streams reached end of file, each non-empty stream
+// is stored through `writer` as "<job_id>.stdout" / "<job_id>.stderr", media
+// type "text/plain; charset=utf-8" when every spooled byte is UTF-8 and
+// "application/octet-stream" otherwise, trust EXTERNAL_UNTRUSTED (tenant,
+// run and origin are the writer's scope). An empty stream gets no artifact:
+// its spill reports size 0 and the digest of no bytes. The job stays
+// `pending` until both streams are stored or have failed, so a program that
+// polls until `pending` is false always sees the spill.
+//
+// Failures never touch the job's state, exit code or tail: a spool that
+// cannot be opened or written, or a put() the writer refuses, makes that
+// stream's spill an error string and nothing else.
+//
+// Host resources: at most 2 * max_stream_bytes of spool per job while it
+// runs (the spawn ceiling bounds the jobs). A spool file is closed (and so
+// gone) when its stream is stored, or when the table is destroyed: that
+// kills every job, abandons any spill in progress (the put fails, no
+// artifact) and joins the pumps, so no spool outlives the table.
+//
+// A null writer spools nothing; each stream of a terminal job's spill is
+// then the error string "no artifact store is configured for job output".
+struct JobSpillServices {
+  // Called from each job's pump thread, possibly several at once (the
+  // writer of makeArtifactWriter is safe so when its store is: every store
+  // here is). The writer, and the store it writes to, must outlive the table.
+  std::shared_ptr<artifacts::ArtifactWriter> writer;
+  std::string spool_dir = "/var/tmp";
+  // Per stream; the default is the store's own per-artifact cap.
+  std::uint64_t max_stream_bytes = static_cast<std::uint64_t>(artifacts::kDefaultMaxArtifactBytes);
+  // Per execution: every stream of every job together (the host disk the
+  // spool may take, 32 jobs x 2 streams notwithstanding). Bytes past it are
+  // dropped and counted like bytes past max_stream_bytes.
+  std::uint64_t max_total_bytes = std::uint64_t{1} << 30;
+};
+
 // What the capabilities act on. The table keeps the environment pointer:
 // the environment must outlive the table (and the session holding it).
 struct SandboxServices {
@@ -96,6 +144,8 @@ struct SandboxServices {
   // Where schedule.* keeps its schedules (creator: handle.environment_id);
   // a null store: schedule.* is refused "unavailable" (no metadata database).
   schedule::ScheduleServices schedule;
+  // Where jobs' whole output is spilled; default: a null writer, no spill.
+  JobSpillServices job_spill;
 };
 
 // A table with every capability above. Jobs and notes live as long as the

@@ -70,16 +70,20 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   so.policy = options.policy;
   so.ceilings = options.ceilings;
   auto sink = options.audit;
-  so.audit = [result, mu, sink](std::string_view line) {
+  so.audit = [result, mu, sink, max = options.max_audit_lines](std::string_view line) {
     {
       std::lock_guard lk(*mu);
-      result->audit_lines.emplace_back(line);
+      if (result->audit_lines.size() < max)
+        result->audit_lines.emplace_back(line);
+      else
+        ++result->audit_lines_dropped;
     }
     if (sink) sink(line);
   };
   SandboxServices services{&env, handle};
   services.net = options.net;
   services.schedule = options.schedule;
+  services.job_spill = options.job_spill;
   auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(dir->get(), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());

@@ -31,16 +31,24 @@ struct CodeRunOptions {
   NetServices net;
   // schedule.*'s durable store; a null store: schedule.* is refused "unavailable".
   schedule::ScheduleServices schedule;
+  // Where jobs' whole output is spilled (capabilities.h, JobSpillServices);
+  // a null writer: no spill. `airlock run --code` passes a writer over the
+  // state directory's artifact store (tenant "local", the run's id).
+  JobSpillServices job_spill;
   std::string execution_id;
-  // Receives each audit line as it is written (they are also collected).
+  // Receives each audit line as it is written (they are also collected, up
+  // to max_audit_lines: a program can make millions of refused calls, and
+  // the result must not grow with them).
   std::function<void(std::string_view)> audit;
+  std::size_t max_audit_lines = 10'000;
   const CancelToken* cancel = nullptr;
 };
 
 struct CodeRunResult {
   ExecutionResult execution;  // the interpreter's run (exit code, output, files_changed)
   OutcomeReport outcome;      // the program's outcome frame, if it sent one
-  std::vector<std::string> audit_lines;
+  std::vector<std::string> audit_lines;  // the first max_audit_lines
+  std::uint64_t audit_lines_dropped = 0;  // audit lines past max_audit_lines
 };
 
 // Installs the guest library and the program into the sandbox's capability

@@ -746,6 +746,7 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
   bool init_lost = false;
   std::size_t stdin_off = 0;
   const std::int64_t cap = command.maximum_output_bytes;
+  bool capped = false;  // the output cap was crossed: later output is dropped
   char buf[65536];
 
   auto sendEnd = [&] {
@@ -837,6 +838,12 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
         c.fd.reset();
         continue;
       }
+      if (capped) {
+        // Past the cap, until the kill closes the pipes: read and dropped,
+        // so this stream (and only a stream that wrote) is truncated.
+        c.truncated = true;
+        continue;
+      }
       const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
       const std::int64_t room = std::max<std::int64_t>(0, cap - used);
       const auto which = &c == &out ? OutputStream::kStdout : OutputStream::kStderr;
@@ -844,16 +851,14 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
         c.data.append(buf, static_cast<std::size_t>(got));
         if (sink) sink(which, std::string_view(buf, static_cast<std::size_t>(got)));
       } else {
-        // Past the cap: keep what fits, stop reading, kill (bug-log B35, B36).
+        // Past the cap: keep what fits, kill (bug-log B35, B36). Each flag
+        // means "bytes of this stream were dropped": this stream's are; the
+        // other's only if it writes before the kill (drained above), so an
+        // empty stderr is never reported truncated.
         c.data.append(buf, static_cast<std::size_t>(room));
         if (sink && room > 0) sink(which, std::string_view(buf, static_cast<std::size_t>(room)));
         c.truncated = true;
-        // The other stream is closed before its end too: whatever its writer
-        // still had is lost, so it is marked truncated as well.
-        for (Capture* other : {&out, &err})
-          if (other->fd.valid()) other->truncated = true;
-        out.fd.reset();
-        err.fd.reset();
+        capped = true;
         requestKill(KillReason::kOutputLimit);
       }
     }

@@ -23,6 +23,7 @@
 #include "airlock/core/environment_tiers.h"
 #include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/sandboxed_exec.h"
+#include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"
 #include "airlock/workspace/resolve.h"
@@ -139,17 +140,15 @@ struct Prepared {
   ::_exit(0);
 }
 
-class LinuxSideProcess final : public SideProcess {
+class LinuxSideProcess final : public PipedSideProcess {
  public:
   LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd effect_pidfd, UniqueFd in, UniqueFd out, UniqueFd err,
                    UniqueFd status)
-      : helper_(helper), effect_(effect), effect_pidfd_(std::move(effect_pidfd)), in_(std::move(in)),
-        out_(std::move(out)), err_(std::move(err)), status_(std::move(status)) {}
+      : PipedSideProcess(std::move(in), std::move(out), std::move(err)), helper_(helper), effect_(effect),
+        effect_pidfd_(std::move(effect_pidfd)), status_(std::move(status)) {}
   ~LinuxSideProcess() override {
     killGroup();
-    in_.reset();
-    out_.reset();
-    err_.reset();
+    closePipes();
     // The effect is dead or dying (SIGKILL): its helper exits as soon as it
     // has reaped it. Killing the helper too is harmless (the effect has a
     // parent-death signal) and bounds the wait.
@@ -157,14 +156,6 @@ class LinuxSideProcess final : public SideProcess {
     int st;
     while (::waitpid(helper_, &st, 0) < 0 && errno == EINTR) {
     }
-  }
-  int stdinFd() const noexcept override { return in_.get(); }
-  void closeStdin() noexcept override { in_.reset(); }
-  int stdoutFd() const noexcept override { return out_.get(); }
-  int stderrFd() const noexcept override { return err_.get(); }
-  void closeOutput() noexcept override {
-    out_.reset();
-    err_.reset();
   }
   int exitFd() const noexcept override { return status_.get(); }
   std::optional<int> exitStatus() override {
@@ -199,7 +190,7 @@ class LinuxSideProcess final : public SideProcess {
   pid_t helper_;
   pid_t effect_;
   UniqueFd effect_pidfd_;
-  UniqueFd in_, out_, err_, status_;
+  UniqueFd status_;
   bool exited_ = false;
   int status_value_ = 0;
   std::mutex kill_mu_;
@@ -209,45 +200,35 @@ class LinuxSideProcess final : public SideProcess {
 
 Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget& target,
                                                         const SideCommand& command) {
-  if (command.argv.empty() || command.argv[0].empty())
-    return fail(ErrorCode::kToolValidationError, "argv must name a program");
-  for (const auto& a : command.argv)
-    if (a.find('\0') != std::string::npos)
-      return fail(ErrorCode::kToolValidationError, "argv must not contain NUL bytes");
-  auto cwd = checkRelativePath(command.working_directory);
-  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  auto prepared = prepareSideCommand(target.environment, command);
+  if (!prepared) return tl::unexpected(prepared.error());
   if (target.init_pidfd < 0 || target.cgroup == nullptr || target.seccomp == nullptr)
     return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init is gone");
 
   // argv and envp, prepared here: the children only read them.
-  std::vector<std::string> env_strings;
-  std::map<std::string, std::string> env = target.environment;
-  for (const auto& [k, v] : command.env_additions) {
-    if (!isValidEnvName(k) || v.find('\0') != std::string::npos)
-      return fail(ErrorCode::kToolValidationError, "invalid environment variable " + k);
-    env[k] = v;
-  }
-  env["PWD"] = cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
   for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  for (auto& e : env_strings) envp.push_back(e.data());
+  for (auto& e : prepared->env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  auto pipeOf = [](UniqueFd& r, UniqueFd& w) -> bool {
+  auto pipes = makeSidePipes(command.with_stdin);
+  if (!pipes) return tl::unexpected(pipes.error());
+  UniqueFd in_r = std::move(pipes->stdin_read), in_w = std::move(pipes->stdin_write);
+  UniqueFd out_r = std::move(pipes->stdout_read), out_w = std::move(pipes->stdout_write);
+  UniqueFd err_r = std::move(pipes->stderr_read), err_w = std::move(pipes->stderr_write);
+  UniqueFd go_r, go_w, st_r, st_w;
+  {
     int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return false;
-    r.reset(p[0]);
-    w.reset(p[1]);
-    return true;
-  };
-  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, go_r, go_w, st_r, st_w;
-  if ((command.with_stdin && !pipeOf(in_r, in_w)) || !pipeOf(out_r, out_w) || !pipeOf(err_r, err_w) ||
-      !pipeOf(go_r, go_w) || !pipeOf(st_r, st_w))
-    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    if (::pipe2(p, O_CLOEXEC) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    go_r.reset(p[0]);
+    go_w.reset(p[1]);
+    if (::pipe2(p, O_CLOEXEC) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    st_r.reset(p[0]);
+    st_w.reset(p[1]);
+  }
 
-  Prepared p{argv.data(), envp.data(), cwd->c_str(), in_r.valid() ? in_r.get() : -1, out_w.get(),
+  Prepared p{argv.data(), envp.data(), prepared->working_directory.c_str(), in_r.valid() ? in_r.get() : -1, out_w.get(),
              err_w.get(), go_r.get(), st_w.get(), target.init_pidfd, target.seccomp,
              target.sandbox_uid, target.sandbox_gid};
   // _Fork: the service is multi-threaded; the child must take no lock that
@@ -308,9 +289,6 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
                      effect_pidfd.valid() ? EPIPE : open_errno);
   }
   ::fcntl(st_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
-  if (in_w.valid()) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
   return std::unique_ptr<SideProcess>(std::make_unique<LinuxSideProcess>(
       helper, static_cast<pid_t>(first.value), std::move(effect_pidfd), std::move(in_w), std::move(out_r),
       std::move(err_r),

@@ -34,6 +34,7 @@
 #include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
+#include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
@@ -138,6 +139,14 @@ struct Sandbox {
   std::string lock_path;
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
+  // Code mode: the side-process channel (shim_protocol.h) and the host
+  // directory seen read-only at /run/airlock (<dir>/cap, owned by uid 1000).
+  // side_mutex orders requests on `side` and keeps destroy from closing it
+  // under a start.
+  UniqueFd side_listen_fd;
+  UniqueFd side;
+  std::mutex side_mutex;
+  std::string capability_dir;
   // Egress (egress_route.h): the proxy's hold on <dir>/egress/sock; null
   // for a sandbox without egress.
   std::unique_ptr<EgressAttachment> egress;
@@ -213,7 +222,7 @@ bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(oci::kSideFdsMax * sizeof(int))] = {};
   msg.msg_control = control;
   msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
@@ -244,6 +253,81 @@ bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
   }
   return true;
 }
+
+// One request to the shim (shim_protocol.h): u32 length, then the
+// NUL-terminated fields process limit, working directory, argc, argv...,
+// envc, env... ToolValidationError past the shim's bound.
+Result<std::string> shimRequest(std::int64_t nproc, const std::string& cwd,
+                                const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env) {
+  std::string request(4, '\0');
+  auto field = [&](const std::string& f) {
+    request += f;
+    request.push_back('\0');
+  };
+  field(std::to_string(nproc));
+  field(cwd);
+  field(std::to_string(argv.size()));
+  for (const auto& a : argv) field(a);
+  field(std::to_string(env.size()));
+  for (const auto& e : env) field(e);
+  if (request.size() - 4 > kMaxRequestBytes)
+    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
+  const std::uint32_t len = static_cast<std::uint32_t>(request.size() - 4);
+  std::memcpy(request.data(), &len, 4);
+  return request;
+}
+
+// A side process in a gVisor sandbox: its keeper (gvisor_shim.cpp) reports
+// on the status pipe and kills the effect's group when the kill pipe closes.
+class GvisorSideProcess final : public PipedSideProcess {
+ public:
+  GvisorSideProcess(UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status, UniqueFd kill)
+      : PipedSideProcess(std::move(in), std::move(out), std::move(err)),
+        status_(std::move(status)),
+        kill_(std::move(kill)) {
+    ::fcntl(status_.get(), F_SETFL, O_NONBLOCK);
+  }
+  ~GvisorSideProcess() override {
+    killGroup();
+    closePipes();
+  }
+  int exitFd() const noexcept override { return status_.get(); }
+  std::optional<int> exitStatus() override {
+    if (exited_) return status_value_;
+    char buf[oci::kShimRecordBytes];
+    while (pending_.size() < oci::kShimRecordBytes) {
+      const ssize_t n = sys::readSome(status_.get(), buf, oci::kShimRecordBytes - pending_.size());
+      if (n < 0 && errno == EAGAIN) return std::nullopt;
+      if (n <= 0) break;
+      pending_.append(buf, static_cast<std::size_t>(n));
+    }
+    // Untrusted bytes: anything but kMainExited (end-of-file: the keeper
+    // was killed with the sandbox's command or the sandbox) counts as killed.
+    auto decoded = oci::decodeShimRecords(pending_);
+    status_value_ = SIGKILL;
+    if (!decoded.records.empty() && decoded.records[0].type == oci::ShimRecordType::kMainExited &&
+        decoded.records[0].value >= 0 && decoded.records[0].value <= 0xffff)
+      status_value_ = static_cast<int>(decoded.records[0].value);
+    exited_ = true;
+    return status_value_;
+  }
+  // Closing the kill pipe is the kill: the keeper SIGKILLs the group while
+  // it has not reaped the effect, so the group id is still the effect's;
+  // once reaped, nothing is sent (as linux).
+  void killGroup() noexcept override {
+    std::lock_guard lk(kill_mu_);
+    kill_.reset();
+  }
+
+ private:
+  UniqueFd status_;
+  std::string pending_;  // a partial record
+  bool exited_ = false;
+  int status_value_ = 0;
+  std::mutex kill_mu_;
+  UniqueFd kill_;
+};
 
 class GvisorEnvironment final : public ExecutionEnvironment {
  public:
@@ -282,6 +366,9 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
                                   const CancelToken* cancel) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
+  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
+                                                        const SideCommand& command) override;
+  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     auto sb = find(handle.environment_id);
     if (!sb) return tl::unexpected(goneError(handle.environment_id));
@@ -437,10 +524,18 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
                            {"/workspace", 0755},
                            {"/tmp", 0755},
                            {"/ctl", 0700},
+                           {"/cap", 0755},
                            {"/runsc", 0700},
                            {"/bundle", 0700}})
     if (auto r = mkdirs(sb->dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
+  // The capability directory belongs to the sandbox user (no user
+  // namespace here: uid 1000 inside is uid 1000 on the host, and the host
+  // user of that number cannot reach it under the 0700 sandbox directory);
+  // the broker gives its socket and token file the same owner.
+  sb->capability_dir = sb->dir + "/cap";
+  if (::chown(sb->capability_dir.c_str(), oci::kSandboxUid, oci::kSandboxGid) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "chown the capability directory", errno);
 
   // The workspace and /tmp: host tmpfs mounts with the sandbox's limits.
   const auto& l = spec.limits;
@@ -466,6 +561,9 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
     auto listener = listenUnixIn(sb->dir + "/ctl", oci::kControlSocketName, 1);
     if (!listener) return tl::unexpected(listener.error());
     sb->listen_fd = std::move(*listener);
+    auto side = listenUnixIn(sb->dir + "/ctl", oci::kSideSocketName, 1);
+    if (!side) return tl::unexpected(side.error());
+    sb->side_listen_fd = std::move(*side);
   }
   // The egress socket, only with egress: its directory is root's (0700),
   // like the control directory, so only the shim (uid 0 inside) reaches it.
@@ -499,6 +597,7 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
   in.control_dir = sb->dir + "/ctl";
   if (egress) in.egress_dir = sb->dir + "/egress";
+  in.capability_dir = sb->capability_dir;
   in.limits = spec.limits;
   auto config = oci::makeConfig(in);
   if (!config) return tl::unexpected(config.error());
@@ -561,6 +660,18 @@ Result<void> GvisorEnvironment::start(Sandbox& sb) {
       if (fd < 0) continue;
       sb.control.reset(fd);
       sb.listen_fd.reset();  // only the shim may ever connect
+      // The shim connected its side channel just before (gvisor_shim.cpp):
+      // it is already queued.
+      pollfd sp{sb.side_listen_fd.get(), POLLIN, 0};
+      const int side =
+          ::poll(&sp, 1, static_cast<int>(std::clamp<long long>(left, 1, 5000))) == 1
+              ? ::accept4(sb.side_listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)
+              : -1;
+      if (side < 0)
+        return fail(ErrorCode::kExecutionUnavailable,
+                    "the sandbox's init did not open its side-process channel");
+      sb.side.reset(side);
+      sb.side_listen_fd.reset();
       return {};
     }
     if (p[1].revents & POLLIN) {
@@ -587,6 +698,11 @@ void GvisorEnvironment::eraseSandboxDir(const std::string& dir) {
 void GvisorEnvironment::teardown(Sandbox& sb) {
   sb.control.reset();
   sb.listen_fd.reset();
+  {
+    std::lock_guard side(sb.side_mutex);
+    sb.side.reset();
+    sb.side_listen_fd.reset();
+  }
   sb.egress.reset();
   // SIGKILL the sentry, gofer, stubs and runsc itself: the sandbox ends at
   // once. runsc is our child: reap it, so no zombie stays in the cgroup.
@@ -635,10 +751,114 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
   // the sentry) happen on the teardown worker.
   sb->workspace.reset();
   sb->control.reset();
+  {
+    // A start in progress finishes first (the sandbox is dead: it fails).
+    std::lock_guard side(sb->side_mutex);
+    sb->side.reset();
+  }
   // The proxy stops accepting for this sandbox and closes its tunnels now.
   sb->egress.reset();
   enqueueTeardown(std::move(sb));
   return {};
+}
+
+// ---- code mode: side processes and the capability directory ---------------
+
+Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
+    const EnvironmentHandle& handle, const SideCommand& command) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
+  auto sb = find(handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
+  if (sb->handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto prepared = prepareSideCommand(sb->environment, command);
+  if (!prepared) return tl::unexpected(prepared.error());
+  auto request =
+      shimRequest(sb->limits.pids_max, prepared->working_directory, command.argv, prepared->env);
+  if (!request) return tl::unexpected(request.error());
+  auto pipes = makeSidePipes(command.with_stdin);
+  if (!pipes) return tl::unexpected(pipes.error());
+  UniqueFd status_r, status_w, kill_r, kill_w;
+  {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    status_r.reset(p[0]);
+    status_w.reset(p[1]);
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    kill_r.reset(p[0]);
+    kill_w.reset(p[1]);
+  }
+  {
+    std::lock_guard side(sb->side_mutex);
+    if (!sb->side.valid() || !sb->workspace_fd.valid())
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the sandbox has died; destroy it and provision again");
+    if (!prepared->working_directory.empty()) {
+      auto dir = workspace::openBeneath(sb->workspace_fd.get(), prepared->working_directory,
+                                        O_PATH | O_DIRECTORY);
+      if (!dir)
+        return fail(ErrorCode::kToolValidationError,
+                    "working directory \"" + prepared->working_directory +
+                        "\" is not a directory inside the workspace (" + dir.error().message() +
+                        ")");
+    }
+    int fds[oci::kSideFdsMax] = {pipes->stdout_write.get(), pipes->stderr_write.get(),
+                                 status_w.get(), kill_r.get(), pipes->stdin_read.get()};
+    const int nfds = command.with_stdin ? oci::kSideFdsMax : oci::kSideFdsMin;
+    if (!sendWithFds(sb->side.get(), *request, fds, nfds)) {
+      const int e = errno;
+      sb->side.reset();  // a request cut short leaves the stream unusable
+      return failErrno(ErrorCode::kExecutionUnavailable,
+                       "send the side process to the sandbox (its init has died?)", e);
+    }
+  }
+  // The sandbox holds its ends now; the host keeps none of them, so each
+  // pipe's end-of-file is the sandbox's.
+  pipes->stdin_read.reset();
+  pipes->stdout_write.reset();
+  pipes->stderr_write.reset();
+  status_w.reset();
+  kill_r.reset();
+
+  // The keeper's first record: kStarted, or why not. A dead sandbox closes
+  // the pipe; kill_w closing on a failure return kills whatever started.
+  char buf[oci::kShimRecordBytes];
+  pollfd p{status_r.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, 10000);
+  } while (rc < 0 && errno == EINTR);
+  const ssize_t n = rc > 0 ? sys::readFull(status_r.get(), buf, sizeof buf) : -1;
+  auto decoded = oci::decodeShimRecords(
+      std::string_view(buf, n > 0 ? static_cast<std::size_t>(n) : std::size_t{0}));
+  if (decoded.records.empty() || (decoded.records[0].type != oci::ShimRecordType::kStarted &&
+                                  decoded.records[0].type != oci::ShimRecordType::kStartFailed))
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the side process did not start (the sandbox's init did not answer)");
+  if (decoded.records[0].type == oci::ShimRecordType::kStartFailed) {
+    const int e = static_cast<int>(decoded.records[0].value);
+    if (e == EAGAIN)
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the side process could not be started: the sandbox's process limit is reached");
+    return failErrno(ErrorCode::kExecutionUnavailable, "side process: fork in the sandbox", e);
+  }
+  return std::unique_ptr<SideProcess>(std::make_unique<GvisorSideProcess>(
+      std::move(pipes->stdin_write), std::move(pipes->stdout_read), std::move(pipes->stderr_read),
+      std::move(status_r), std::move(kill_w)));
+}
+
+Result<UniqueFd> GvisorEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
+  auto sb = find(handle.environment_id);
+  if (!sb) return tl::unexpected(goneError(handle.environment_id));
+  if (sb->handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
+  return fd;
 }
 
 void GvisorEnvironment::sweepOrphans() {
@@ -743,28 +963,12 @@ Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& hand
   if (!effective) return tl::unexpected(effective.error());
 
   // The request, checked before anything changes.
-  std::string payload = std::to_string(sb->limits.pids_max);
-  payload.push_back('\0');
-  payload += *cwd;
-  payload.push_back('\0');
-  payload += std::to_string(command.argv.size());
-  payload.push_back('\0');
-  for (const auto& a : command.argv) {
-    payload += a;
-    payload.push_back('\0');
-  }
   std::vector<std::string> env;
   for (const auto& [k, v] : sb->environment)
     if (k != "PWD") env.push_back(k + "=" + v);
   env.push_back("PWD=" + (cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd));
-  payload += std::to_string(env.size());
-  payload.push_back('\0');
-  for (const auto& e : env) {
-    payload += e;
-    payload.push_back('\0');
-  }
-  if (payload.size() > kMaxRequestBytes)
-    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
+  auto request = shimRequest(sb->limits.pids_max, *cwd, command.argv, env);
+  if (!request) return tl::unexpected(request.error());
 
   restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
 
@@ -813,14 +1017,10 @@ Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& hand
   else
     in_w.reset();  // no stdin: the command reads end-of-file at once
 
-  std::string request(4, '\0');
-  const std::uint32_t len = static_cast<std::uint32_t>(payload.size());
-  std::memcpy(request.data(), &len, 4);
-  request += payload;
   const int fds[3] = {in_r.get(), out_w.get(), err_w.get()};
   const auto started = Clock::now();
   sb->control_buffer.clear();
-  if (!sendWithFds(sb->control.get(), request, fds, 3)) {
+  if (!sendWithFds(sb->control.get(), *request, fds, 3)) {
     sb->dead = true;
     return failErrno(ErrorCode::kExecutionUnavailable, "send the command to the sandbox", errno);
   }
@@ -839,6 +1039,7 @@ Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& hand
   bool lost = false;
   std::size_t stdin_off = 0;
   const std::int64_t cap = command.maximum_output_bytes;
+  bool capped = false;  // the output cap was crossed: later output is dropped
   char buf[65536];
 
   auto sendStop = [&] {
@@ -943,17 +1144,21 @@ Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& hand
         c.fd.reset();
         continue;
       }
+      if (capped) {
+        // Past the cap, until the kill closes the pipes: read and dropped.
+        c.truncated = true;
+        continue;
+      }
       const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
       const std::int64_t room = std::max<std::int64_t>(0, cap - used);
       if (got <= room) {
         c.data.append(buf, static_cast<std::size_t>(got));
       } else {
+        // Keep what fits and kill; each flag means "bytes of this stream
+        // were dropped" (the linux mechanism's rule).
         c.data.append(buf, static_cast<std::size_t>(room));
         c.truncated = true;
-        for (Capture* other : {&out, &err})
-          if (other->fd.valid()) other->truncated = true;
-        out.fd.reset();
-        err.fd.reset();
+        capped = true;
         requestKill(KillReason::kOutputLimit);
       }
     }

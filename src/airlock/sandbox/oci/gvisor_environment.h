@@ -97,6 +97,46 @@
 // (closing the listener and every tunnel opened through it) before it
 // returns; the directory goes with the sandbox directory.
 //
+// Code mode (spec 001; DESIGN.md 5.7; docs/capabilities.md; the port's
+// openCapabilityDirectory and startSideProcess):
+// * The capability directory: <state>/sandboxes/<id>/cap, created at
+//   provision (0755, owned by uid/gid 1000: no user namespace here, so the
+//   broker's token file, 0400 and given the directory's owner, is readable by
+//   the sandbox user inside and by no other), bound read-only at
+//   /run/airlock. The broker binds its socket there on the host; a program
+//   connects to it through runsc's --host-uds=open (the gofer connects on
+//   its behalf; bind mounts are revalidated, file-access-mounts=shared, so
+//   files the broker creates after the start are seen). It goes with the
+//   sandbox directory at destroy; the crash sweep removes it likewise.
+// * Side processes go to the shim, not to `runsc exec`. At start the shim
+//   connects a second channel, <state>/sandboxes/<id>/ctl/side
+//   (shim_protocol.h); per side process the host sends the command-format
+//   request with its stdout, stderr (and stdin) pipe ends, a status pipe and
+//   a kill pipe. A thread of the shim (pid 1) forks a keeper per request,
+//   which starts the effect exactly as a command (uid 1000, no capabilities,
+//   no_new_privs, its own session, RLIMIT_NPROC = pids_max shared with the
+//   command, working directory beneath /workspace, the sandbox's environment
+//   with the additions), reports its pid and wait status on the status pipe
+//   and SIGKILLs its process group when the host closes the kill pipe
+//   (killGroup, the SideProcess's destructor, or the host's death). The
+//   effect runs in the sandbox's cgroup (the sentry's), so the memory, cpu
+//   and host pids limits apply. It dies with the sandbox (destroy kills the
+//   sentry), with its keeper (a parent-death signal), and at the end of the
+//   command running at the time (the shim's stop kills every process but
+//   pid 1: code mode's jobs live as long as the program). One started
+//   between commands lives until it exits, the next command ends, or destroy.
+//   Cost: one more process in the sandbox per side process (the keeper, a
+//   fork of the static shim: on the ptrace platform, one more host stub
+//   process), a few milliseconds to start (a fork inside gVisor and one
+//   pipe round trip; no host process), and one idle thread in pid 1.
+//   `runsc exec` was not chosen: a Go runsc process on the host for each
+//   effect's whole life (36 ms median for `runsc exec /bin/true` alone,
+//   docs/benchmarks.md; 32 of them at a full spawn ceiling), an exit status
+//   mixed with runsc's own failures, no signal to a process group (runsc
+//   kill reaches one pid or the whole container), capabilities and rlimits
+//   from the container's process unless restated, and, as for commands,
+//   stdio held until the process exits.
+//
 // Known differences from the linux mechanism, in this gVisor build
 // (Debian runsc 0.0~20221219): statx with AT_NO_AUTOMOUNT fails with EINVAL,
 // so coreutils `ls` and `stat` fail inside the sandbox; no seccomp filter is

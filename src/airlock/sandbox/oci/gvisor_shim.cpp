@@ -42,6 +42,26 @@
 //               of pid 1 (uid 0; commands run as uid 1000), its fds are
 //               close-on-exec and each command keeps only fds 0-2, and the
 //               stop's kill(-1, SIGKILL) spares pid 1.
+//
+// Side processes (code mode's proc.run and job.start effects; the host's
+// ExecutionEnvironment::startSideProcess, and the channel in
+// shim_protocol.h): before the command channel, init connects to
+// /.airlock/ctl/side, and a side thread of pid 1 serves it for the
+// sandbox's life, concurrently with whatever command runs. Per request it
+// forks a *keeper* (uid 0, a child of pid 1, holding only its five pipe
+// ends), which forks the effect exactly as a command is started
+// (execCommand: uid 1000, no capabilities, no_new_privs, its own session,
+// RLIMIT_NPROC, stdio from the host's pipes, the working directory beneath
+// /workspace) plus a parent-death signal, reports kStarted and later
+// kMainExited on the status pipe, and SIGKILLs the effect's process group
+// when the kill pipe reaches end-of-file. The keeper is the effect's parent
+// until it has reaped it, so the group id it signals is the effect's own;
+// it exits once it has reported. Keepers are not the command's: pid 1 keeps
+// their pids (g_keepers) and leaves them out of the command's process count.
+// They do share pid 1's end-of-command rule: the stop's kill(-1, SIGKILL)
+// ends every side process still running (code mode's jobs live as long as
+// the program, docs/capabilities.md), and a keeper still alive holds back
+// kDone until the host's stop, as any other process would.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -84,7 +104,10 @@ void writeStr(int fd, const char* s) {
 }
 
 struct Request {
-  int stdio[3] = {-1, -1, -1};  // passed by the host with the request
+  int stdio[3] = {-1, -1, -1};  // passed by the host with the request; side: stdin may be -1
+  int status_fd = -1;           // side processes only: the status pipe's write end
+  int kill_fd = -1;             // side processes only: the kill pipe's read end
+  pid_t die_with = 0;           // > 0: SIGKILL when this parent (the keeper) dies
   long nproc = 0;
   std::string cwd;
   std::vector<std::string> argv;
@@ -106,22 +129,25 @@ bool readFull(int fd, void* buf, std::size_t n) {
 // Request: u32 length, then NUL-terminated fields: nproc, cwd, argc,
 // argv..., envc, env...
 // The host's stdin, stdout and stderr pipe ends arrive as SCM_RIGHTS with
-// the length.
-bool readRequest(int sock, Request& req) {
+// the length; for a side request (`side`), stdout, stderr, status, kill and
+// optionally stdin (shim_protocol.h).
+bool readRequest(int sock, Request& req, bool side = false) {
   std::uint32_t len = 0;
   {
     iovec iov{&len, sizeof len};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(airlock::oci::kSideFdsMax * sizeof(int))] = {};
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
     ssize_t n;
     do {
       n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
     } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(sizeof len)) return false;
+    const int want_min = side ? airlock::oci::kSideFdsMin : 3;
+    const int want_max = side ? airlock::oci::kSideFdsMax : 3;
+    int fds[airlock::oci::kSideFdsMax] = {-1, -1, -1, -1, -1};
     int got = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -129,13 +155,22 @@ bool readRequest(int sock, Request& req) {
       for (std::size_t k = 0; k < count; ++k) {
         int fd;
         std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
-        if (got < 3)
-          req.stdio[got++] = fd;
+        if (got < want_max)
+          fds[got++] = fd;
         else
           ::close(fd);
       }
     }
-    if (got != 3) return false;
+    if (side) {
+      req.stdio[1] = fds[0];
+      req.stdio[2] = fds[1];
+      req.status_fd = fds[2];
+      req.kill_fd = fds[3];
+      req.stdio[0] = fds[4];
+    } else {
+      for (int k = 0; k < 3; ++k) req.stdio[k] = fds[k];
+    }
+    if (n != static_cast<ssize_t>(sizeof len) || got < want_min) return false;
   }
   if (len == 0 || len > (8u << 20)) return false;
   std::string payload(len, '\0');
@@ -200,6 +235,11 @@ bool readRequest(int sock, Request& req) {
                   airlock::oci::kSandboxGid) != 0 ||
       ::setresuid(airlock::oci::kSandboxUid, airlock::oci::kSandboxUid,
                   airlock::oci::kSandboxUid) != 0)
+    ::_exit(125);
+  // Set after the uid change (which clears it); a keeper already gone by
+  // then is caught by the parent check.
+  if (req.die_with > 0 &&
+      (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != req.die_with))
     ::_exit(125);
   {
     // Resolved as the sandbox user beneath /workspace (openat2 where this
@@ -283,7 +323,35 @@ bool send(int sock, ShimRecordType type, std::int64_t value) {
   return true;
 }
 
-// Processes in the sandbox other than pid 1 and this shim: the command's.
+// ---- side-process keepers -----------------------------------------------------
+
+// The live keepers (children of pid 1): the side thread adds a keeper's pid
+// under the lock it forked it under, so pid 1's reaper, which removes pids
+// as it reaps them, never sees a keeper before it is listed.
+pthread_mutex_t g_keeper_mu = PTHREAD_MUTEX_INITIALIZER;
+std::vector<pid_t>* g_keepers = nullptr;  // created before any thread; never freed
+
+void forgetKeeper(pid_t pid) {
+  pthread_mutex_lock(&g_keeper_mu);
+  for (auto it = g_keepers->begin(); it != g_keepers->end(); ++it) {
+    if (*it == pid) {
+      g_keepers->erase(it);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_keeper_mu);
+}
+
+long keeperCount() {
+  pthread_mutex_lock(&g_keeper_mu);
+  const long n = static_cast<long>(g_keepers->size());
+  pthread_mutex_unlock(&g_keeper_mu);
+  return n;
+}
+
+// Processes in the sandbox other than pid 1, this shim and the side
+// processes' keepers: the command's (and the side processes' effects,
+// which run as the same user under the same RLIMIT_NPROC).
 long commandProcesses() {
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return 0;
@@ -295,7 +363,7 @@ long commandProcesses() {
     if (pid != 1 && pid != self) ++n;
   }
   ::closedir(d);
-  return n;
+  return n - keeperCount();
 }
 
 std::int64_t childrenCpuUsec() {
@@ -329,6 +397,7 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
       int status = 0;
       pid_t p = ::waitpid(-1, &status, WNOHANG);
       if (p > 0) {
+        forgetKeeper(p);
         if (p == main_pid) {
           main_exited = true;
           send(sock, ShimRecordType::kMainExited, status);
@@ -571,6 +640,144 @@ void* acceptThread(void* arg) {
   return nullptr;
 }
 
+// ---- side processes --------------------------------------------------------------
+
+bool writeRecord(int fd, ShimRecordType type, std::int64_t value) {
+  char buf[airlock::oci::kShimRecordBytes];
+  airlock::oci::encodeShimRecord(ShimRecord{type, value}, buf);
+  std::size_t off = 0;
+  while (off < sizeof buf) {
+    ssize_t n = ::write(fd, buf + off, sizeof buf - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void closeRequestFds(const Request& req) {
+  for (int fd : {req.stdio[0], req.stdio[1], req.stdio[2], req.status_fd, req.kill_fd})
+    if (fd >= 0) ::close(fd);
+}
+
+// The keeper of one side process (see the file comment). Runs in a child of
+// pid 1 forked by the side thread, single-threaded, with SIGCHLD blocked
+// (the side thread's mask) and SIGPIPE ignored (pid 1's).
+[[noreturn]] void runKeeper(Request req) {
+  // Keep only the five pipe ends, renumbered 3..7 (through numbers above
+  // them, so no renumbering overwrites an end not yet moved); every fd of
+  // pid 1 (its channels, the egress listener) is closed.
+  if (req.stdio[0] < 0) req.stdio[0] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int* ends[5] = {&req.stdio[0], &req.stdio[1], &req.stdio[2], &req.status_fd, &req.kill_fd};
+  for (int* e : ends) {
+    *e = ::fcntl(*e, F_DUPFD_CLOEXEC, 16);
+    if (*e < 0) ::_exit(125);
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (::dup3(*ends[i], 3 + i, O_CLOEXEC) < 0) ::_exit(125);
+    *ends[i] = 3 + i;
+  }
+  ::syscall(SYS_close_range, 8U, ~0U, 0U);
+  ::close(0);
+  ::close(1);  // the keeper writes nothing but records; its stderr stays pid 1's (runsc's log)
+
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int sigchld_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+
+  req.die_with = ::getpid();
+  const pid_t effect = ::fork();
+  if (effect == 0) execCommand(req);
+  const int fork_errno = errno;
+  // No copy of the effect's stdio stays here: end-of-file on the host's
+  // pipes is the effect's (and what it started).
+  for (int& fd : req.stdio) {
+    ::close(fd);
+    fd = -1;
+  }
+  if (effect < 0) {
+    writeRecord(req.status_fd, ShimRecordType::kStartFailed, fork_errno);
+    ::_exit(0);
+  }
+  writeRecord(req.status_fd, ShimRecordType::kStarted, effect);
+  bool kill_open = true;
+  for (;;) {
+    int status = 0;
+    const pid_t w = ::waitpid(effect, &status, WNOHANG);
+    if (w == effect) {
+      writeRecord(req.status_fd, ShimRecordType::kMainExited, status);
+      ::_exit(0);
+    }
+    if (w < 0 && errno != EINTR) ::_exit(1);  // unreachable: the effect is this process's child
+    pollfd p[2] = {{sigchld_fd, POLLIN, 0}, {kill_open ? req.kill_fd : -1, POLLIN, 0}};
+    // Without a signalfd, the exit is found by polling.
+    if (::poll(p, 2, sigchld_fd < 0 ? 50 : -1) < 0) continue;
+    if (p[0].revents & POLLIN) {
+      signalfd_siginfo info[16];
+      (void)!::read(sigchld_fd, info, sizeof info);
+    }
+    if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[64];
+      const ssize_t n = ::read(req.kill_fd, buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        // Not reaped yet: the group id is still the effect's.
+        ::kill(-effect, SIGKILL);
+        ::kill(effect, SIGKILL);  // in case it has not reached setsid
+        kill_open = false;
+      }
+    }
+  }
+}
+
+// Serves the side-process channel for the sandbox's life: one keeper per
+// request. Returns when the host closes the channel (or sends nonsense).
+void* sideThread(void* arg) {
+  const int sock = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
+  for (;;) {
+    Request req;
+    if (!readRequest(sock, req, true)) {
+      closeRequestFds(req);
+      break;
+    }
+    pthread_mutex_lock(&g_keeper_mu);
+    const pid_t keeper = ::fork();
+    if (keeper == 0) runKeeper(std::move(req));
+    const int fork_errno = errno;
+    if (keeper > 0) g_keepers->push_back(keeper);
+    pthread_mutex_unlock(&g_keeper_mu);
+    if (keeper < 0) writeRecord(req.status_fd, ShimRecordType::kStartFailed, fork_errno);
+    closeRequestFds(req);
+  }
+  ::close(sock);
+  return nullptr;
+}
+
+int connectControl(const char* name) {
+  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (sock < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = std::string(airlock::oci::kControlDirInSandbox) + "/" + name;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(sock);
+    return -1;
+  }
+  return sock;
+}
+
+// Reaps whatever has exited (between commands: side processes' keepers).
+void reapExited() {
+  for (;;) {
+    int status = 0;
+    const pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p <= 0) return;
+    forgetKeeper(p);
+  }
+}
+
 [[noreturn]] void runInit(bool egress) {
   ::signal(SIGPIPE, SIG_IGN);
   // The egress port is held before the host hears from this shim, so
@@ -582,13 +789,12 @@ void* acceptThread(void* arg) {
     writeStr(2, "\n");
     ::_exit(125);
   }
-  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string path =
-      std::string(airlock::oci::kControlDirInSandbox) + "/" + airlock::oci::kControlSocketName;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (sock < 0 || ::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  g_keepers = new std::vector<pid_t>();
+  // The side channel first: the host's readiness is the command channel's
+  // connection, and by then the side channel is already waiting for it.
+  const int side_sock = connectControl(airlock::oci::kSideSocketName);
+  const int sock = side_sock < 0 ? -1 : connectControl(airlock::oci::kControlSocketName);
+  if (sock < 0) {
     writeStr(2, "airlock: the sandbox's init cannot reach the host\n");
     ::_exit(125);
   }
@@ -614,7 +820,30 @@ void* acceptThread(void* arg) {
       ::_exit(125);
     }
   }
+  {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    if (pthread_create(&t, &attr, sideThread,
+                       reinterpret_cast<void*>(static_cast<std::intptr_t>(side_sock))) != 0) {
+      writeStr(2, "airlock: the sandbox's init cannot start the side-process thread\n");
+      ::_exit(125);
+    }
+  }
   for (;;) {
+    // Between commands: reap side processes' keepers as they exit, until
+    // the next request (or the host's end) arrives.
+    for (;;) {
+      pollfd p[2] = {{sock, POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents & POLLIN) {
+        signalfd_siginfo info[16];
+        (void)!::read(sigchld_fd, info, sizeof info);
+        reapExited();
+      }
+      if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) break;
+    }
     Request req;
     if (!readRequest(sock, req)) ::_exit(0);  // the host is gone (or spoke nonsense)
     if (!runCommand(sock, sigchld_fd, req)) ::_exit(0);

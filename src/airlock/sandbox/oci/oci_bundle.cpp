@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "airlock/sandbox/execution_environment.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"
 
@@ -81,9 +82,10 @@ Result<json> makeConfig(const BundleInputs& in) {
     if (!cleanAbsolute(*p))
       return fail(ErrorCode::kExecutionRejected,
                   "bundle path \"" + *p + "\" is not a clean absolute path");
-  if (!in.egress_dir.empty() && !cleanAbsolute(in.egress_dir))
-    return fail(ErrorCode::kExecutionRejected,
-                "bundle path \"" + in.egress_dir + "\" is not a clean absolute path");
+  for (const std::string* p : {&in.egress_dir, &in.capability_dir})
+    if (!p->empty() && !cleanAbsolute(*p))
+      return fail(ErrorCode::kExecutionRejected,
+                  "bundle path \"" + *p + "\" is not a clean absolute path");
   for (const auto& v : {in.image_dirs, in.image_etc})
     for (const auto& p : v)
       if (!cleanAbsolute(p))
@@ -113,6 +115,10 @@ Result<json> makeConfig(const BundleInputs& in) {
   // No egress: no directory, so nothing in the sandbox can reach a proxy.
   if (!in.egress_dir.empty())
     mounts.push_back(bindMount(kEgressDirInSandbox, in.egress_dir, false));
+  // Read-only: connect() reaches the broker's socket through it
+  // (--host-uds=open), and nothing in it can be replaced from inside.
+  if (!in.capability_dir.empty())
+    mounts.push_back(bindMount(std::string(kCapabilityDirInSandbox), in.capability_dir, true));
   json args = json::array({kShimPathInSandbox, "init"});
   if (!in.egress_dir.empty()) args.push_back("egress");
 
@@ -163,8 +169,10 @@ Result<json> makeConfig(const BundleInputs& in) {
 Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
                            const std::vector<std::string>& image_etc) {
   if (auto r = makeDir(dir, 0755); !r) return r;
-  for (const char* sub : {"/proc", "/dev", "/tmp", "/workspace", "/etc", "/root", "/.airlock"})
+  for (const char* sub :
+       {"/proc", "/dev", "/tmp", "/workspace", "/etc", "/root", "/.airlock", "/run"})
     if (auto r = makeDir(dir + sub, sub == std::string("/root") ? 0700 : 0755); !r) return r;
+  if (auto r = makeDir(dir + std::string(kCapabilityDirInSandbox), 0755); !r) return r;
   if (auto r = makeDir(dir + kControlDirInSandbox, 0700); !r) return r;
   if (auto r = makeDir(dir + kEgressDirInSandbox, 0700); !r) return r;
   if (auto r = makeFile(dir + kShimPathInSandbox, "", 0555); !r) return r;

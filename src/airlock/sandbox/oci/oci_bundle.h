@@ -18,7 +18,13 @@
 //   /proc, /dev, /dev/shm   gVisor's own (sentry-internal) filesystems
 //   /.airlock/shim    the in-sandbox supervisor binary, read-only
 //   /.airlock/ctl     the control directory (mode 0700, root): the host's
-//                     listening UNIX socket the shim connects to
+//                     listening UNIX sockets the shim connects to (`sock`,
+//                     the command channel; `side`, the side-process channel)
+//   /run/airlock      the capability directory (code mode; execution_environment.h
+//                     kCapabilityDirInSandbox), read-only: a per-sandbox host
+//                     directory owned by uid 1000 where the broker puts its
+//                     socket, token file and guest library; present whenever
+//                     capability_dir is given (the adapter always gives it)
 //   /.airlock/egress  only for a sandbox with egress (sandbox/egress_route.h):
 //                     the egress directory (mode 0700, root), holding the
 //                     host's listening socket that the shim's relay connects
@@ -45,6 +51,7 @@ namespace airlock::oci {
 inline constexpr const char* kShimPathInSandbox = "/.airlock/shim";
 inline constexpr const char* kControlDirInSandbox = "/.airlock/ctl";
 inline constexpr const char* kControlSocketName = "sock";
+inline constexpr const char* kSideSocketName = "side";
 inline constexpr const char* kEgressDirInSandbox = "/.airlock/egress";
 inline constexpr const char* kEgressSocketName = "sock";
 inline constexpr std::uint32_t kSandboxUid = 1000;
@@ -61,6 +68,7 @@ struct BundleInputs {
   std::string shim_path;                // host path of airlock-gvisor-shim
   std::string control_dir;              // host control directory -> /.airlock/ctl
   std::string egress_dir;               // host egress directory -> /.airlock/egress; empty: none
+  std::string capability_dir;           // host capability dir -> /run/airlock (ro); empty: none
   ResourceLimits limits;
 };
 

@@ -18,6 +18,22 @@
 // process exits; kPidsLimit(process count) whenever the shim sees the
 // command at its process limit; finally kDone(cpu microseconds of the
 // command's reaped processes) after every process of the command is gone.
+//
+// The side-process channel (code mode: ExecutionEnvironment::startSideProcess,
+// execution_environment.h; the shim's side in gvisor_shim.cpp): a second
+// connection, to the host's socket kSideSocketName in the control directory,
+// which the shim makes just before the command channel's. host -> shim only:
+// per side process one request in exactly the command request's format,
+// carrying as SCM_RIGHTS stdout's and stderr's write ends, the status pipe's
+// write end, the kill pipe's read end and, only when the process gets a
+// stdin, stdin's read end (kSideFdsMin or kSideFdsMax fds; without one its
+// stdin is the sandbox's /dev/null). Nothing comes back on the channel: the
+// process's keeper answers on its status pipe with the records above,
+// kStarted(pid inside the sandbox) or kStartFailed(errno of fork), then
+// kMainExited(wait status); end-of-file on the status pipe before
+// kMainExited means the keeper was killed (the host counts it SIGKILL). The
+// kill pipe carries no bytes: its end-of-file (the host closed its end, or
+// the host is gone) means "SIGKILL the process's group".
 #pragma once
 
 #include <cstdint>
@@ -42,6 +58,8 @@ struct ShimRecord {
 };
 
 inline constexpr std::size_t kShimRecordBytes = 16;
+inline constexpr int kSideFdsMin = 4;  // stdout, stderr, status, kill
+inline constexpr int kSideFdsMax = 5;  // and stdin
 inline constexpr char kStopByte = 'S';
 
 // Encodes one record (exactly kShimRecordBytes bytes).

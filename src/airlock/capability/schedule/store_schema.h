@@ -1,0 +1,21 @@
+// The schedule schema of each ScheduleStore backend: its migrations (append
+// only; the two lists share version numbers) and the ledger that records
+// which are applied. Internal to airlock_capability_schedule and its tests:
+// a test brings a database to an older version by migrating it with the
+// first migrations of the list only.
+#pragma once
+
+#include <span>
+
+#include "airlock/artifacts/postgres.h"
+#include "airlock/artifacts/sqlite.h"
+
+namespace airlock::capability::schedule::schema {
+
+std::span<const artifacts::sqlite::Migration> sqliteMigrations();
+const artifacts::sqlite::MigrationTable& sqliteMigrationTable();
+
+std::span<const artifacts::postgres::Migration> postgresMigrations();
+const artifacts::postgres::MigrationLedger& postgresLedger();
+
+}  // namespace airlock::capability::schedule::schema

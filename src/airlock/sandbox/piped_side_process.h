@@ -1,0 +1,75 @@
+// What every adapter's side processes share (execution_environment.h,
+// SideProcess and startSideProcess; implemented by linux/side_process.h and
+// oci/gvisor_environment.h; spec 001 "cap/proc", "cap/job"; DESIGN.md 5.7):
+// the service-side check of a SideCommand and the environment it runs with,
+// its three stdio pipes, and the stdio half of the SideProcess interface.
+// How the process is started, how its exit status arrives and how its group
+// is killed differ per mechanism and stay in the adapters.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/sandbox/execution_environment.h"
+#include "airlock/sys/unique_fd.h"
+
+namespace airlock {
+
+// A SideCommand that passed the service-side checks.
+struct PreparedSideCommand {
+  // checkRelativePath's answer: relative to /workspace, "" for its root.
+  // Not yet checked to exist: the adapter opens it beneath its workspace.
+  std::string working_directory;
+  // "NAME=value" strings, sorted by name: the sandbox's environment, then
+  // env_additions over it, then PWD (/workspace[/working_directory]).
+  std::vector<std::string> env;
+};
+
+// Errors (ToolValidationError, naming the problem): empty argv or argv[0],
+// a NUL byte in argv, an invalid variable name or a NUL in its value, a
+// working directory that checkRelativePath refuses.
+Result<PreparedSideCommand> prepareSideCommand(
+    const std::map<std::string, std::string>& sandbox_environment, const SideCommand& command);
+
+// A side process's stdio pipes, every end close-on-exec and blocking. The
+// stdin pair exists only when asked for (both ends -1 otherwise).
+struct SidePipes {
+  sys::UniqueFd stdin_read, stdin_write;
+  sys::UniqueFd stdout_read, stdout_write;
+  sys::UniqueFd stderr_read, stderr_write;
+};
+// ExecutionUnavailable ("pipe", errno) when the service is out of fds.
+Result<SidePipes> makeSidePipes(bool with_stdin);
+
+// The stdio half of SideProcess: owns the service's ends (stdin's write end,
+// stdout's and stderr's read ends), which the constructor makes non-blocking.
+// Adapters add exitFd, exitStatus and killGroup.
+class PipedSideProcess : public SideProcess {
+ public:
+  int stdinFd() const noexcept final { return stdin_.get(); }
+  void closeStdin() noexcept final { stdin_.reset(); }
+  int stdoutFd() const noexcept final { return stdout_.get(); }
+  int stderrFd() const noexcept final { return stderr_.get(); }
+  void closeOutput() noexcept final {
+    stdout_.reset();
+    stderr_.reset();
+  }
+
+ protected:
+  // Any end may be invalid (-1): stdin without with_stdin.
+  PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdout_read,
+                   sys::UniqueFd stderr_read) noexcept;
+  // Closes all three ends (the process then reads end-of-file and gets
+  // EPIPE on output).
+  void closePipes() noexcept {
+    closeStdin();
+    closeOutput();
+  }
+
+ private:
+  sys::UniqueFd stdin_, stdout_, stderr_;
+};
+
+}  // namespace airlock

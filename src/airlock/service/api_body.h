@@ -1,0 +1,29 @@
+// Request-body helpers the API's route files share (internal to
+// airlock_service; api.cpp defines them). Each error is ToolValidationError
+// ("bad_request" over HTTP) whose message names the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/service/api.h"
+
+namespace airlock::service::body {
+
+// The body as a JSON object; an empty body is {}.
+Result<nlohmann::json> parse(const std::string& text);
+// An ExecutionCommand from {argv, working_directory?, timeout_seconds?,
+// maximum_output_bytes?, stdin?}, with the execute route's defaults and caps.
+Result<ExecutionCommand> command(const nlohmann::json& object);
+// An integer field; `fallback` when absent or null, else an error naming it.
+Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field,
+                                 std::optional<std::int64_t> fallback);
+// A JSON response.
+HttpResponse reply(int status, const nlohmann::json& object);
+
+}  // namespace airlock::service::body

@@ -1,0 +1,272 @@
+// Code mode over HTTP (api.h: /v1/environments/{id}/code and the schedule
+// routes; docs/serve.md "Code mode"): a Python program runs once in a live
+// environment through capability::runCode, with the capabilities the request
+// narrows to, net.fetch decided by the environment's own egress policy, and
+// schedule.* kept in the service's schedule store. The fire outbox is read
+// and acknowledged by the embedding platform.
+#include <charconv>
+#include <chrono>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/artifacts/artifact_writer.h"
+#include "airlock/capability/broker/code_run.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/json.h"
+#include "airlock/service/api_body.h"
+#include "airlock/service/request_keys.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The largest program the route accepts (the CLI's --code cap).
+constexpr std::size_t kMaxProgramBytes = std::size_t{16} << 20;
+constexpr std::size_t kMaxFiresPerPass = 256;
+constexpr std::int64_t kMaxFiresPerPage = 1000;
+
+Error badRequest(std::string message) { return Error{ErrorCode::kToolValidationError, 0, std::move(message)}; }
+
+// "capabilities": a list narrowing what the program may call. Each entry is
+// an exact name ("proc.run"), a module wildcard ("fs.*") or "*"; absent
+// means every capability the sandbox serves (defaultCodeModePolicy).
+Result<capability::Policy> policyFrom(const json& object) {
+  auto it = object.find("capabilities");
+  if (it == object.end() || it->is_null()) return capability::defaultCodeModePolicy();
+  if (!it->is_array())
+    return tl::unexpected(badRequest("capabilities must be an array of capability names"));
+  capability::Policy policy;
+  for (const auto& entry : *it) {
+    if (!entry.is_string()) return tl::unexpected(badRequest("capabilities must be an array of capability names"));
+    const std::string name = entry.get<std::string>();
+    // "*", or dot-separated segments of [a-z0-9_] with at least two
+    // segments, the last of which may be "*" ("fs.*").
+    bool shaped = name == "*";
+    if (!shaped && name.size() <= 64) {
+      std::size_t segments = 0;
+      bool ok = true;
+      for (std::size_t at = 0; ok && at <= name.size();) {
+        std::size_t dot = name.find('.', at);
+        if (dot == std::string::npos) dot = name.size();
+        const std::string_view segment(name.data() + at, dot - at);
+        const bool last = dot == name.size();
+        ok = !segment.empty() &&
+             ((last && segment == "*") ||
+              segment.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos);
+        ++segments;
+        at = dot + 1;
+      }
+      shaped = ok && segments >= 2;
+    }
+    if (!shaped)
+      return tl::unexpected(badRequest("capabilities: " + quoteForMessage(name) +
+                                       " is not a capability name (\"proc.run\"), a module wildcard "
+                                       "(\"fs.*\") or \"*\""));
+    policy.allowed.insert(name);
+  }
+  return policy;
+}
+
+json scheduleToJson(const capability::schedule::ScheduleRecord& r) {
+  json j = {{"name", r.name},
+            {"target", r.target},
+            {"timing", std::string(capability::schedule::timingName(r.kind))},
+            {"when", r.when()},
+            {"wake", r.wake},
+            {"body", bytesToJson(r.body)},
+            {"created_at_s", r.created_at_s},
+            {"fires", r.fires},
+            {"max_fires", r.max_fires},
+            {"expires_at_s", r.expires_at_s}};
+  j["next_fire_s"] = r.next_fire_s ? json(*r.next_fire_s) : json(nullptr);
+  return j;
+}
+
+json fireToJson(const capability::schedule::Fire& f) {
+  return {{"sequence", f.sequence},       {"creator", f.creator},
+          {"name", f.name},               {"target", f.target},
+          {"wake", f.wake},               {"body", bytesToJson(f.body)},
+          {"occurrence_s", f.occurrence_s}, {"fired_at_s", f.fired_at_s},
+          {"fire_number", f.fire_number}};
+}
+
+HttpResponse noSchedules() {
+  return errorResponse(503, "execution_unavailable", "this service has no schedule store");
+}
+
+std::int64_t unixSeconds(Timestamp t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+void Api::attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
+                          capability::schedule::ScheduleCeilings ceilings) {
+  schedules_ = std::move(store);
+  schedule_ceilings_ = ceilings;
+}
+
+Result<std::size_t> Api::fireSchedules() {
+  if (!schedules_) return std::size_t{0};
+  auto fired = schedules_->fireDue(unixSeconds(clock_()), kMaxFiresPerPass);
+  if (!fired) return tl::unexpected(fired.error());
+  if (!fired->empty()) metrics_.scheduleFired(static_cast<double>(fired->size()));
+  return fired->size();
+}
+
+std::optional<HttpResponse> Api::claimRun(const std::string& id, bool program) {
+  std::lock_guard lk(mu_);
+  if (code_running_.contains(id))
+    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                               "a program is running in environment " + quoteForMessage(id)});
+  if (program) {
+    if (commands_running_.contains(id))
+      return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                                 "another command is running in environment " + quoteForMessage(id)});
+    code_running_.insert(id);
+  } else {
+    // Two commands: the adapter refuses the second ("another command is
+    // running"), as it always has.
+    commands_running_.insert(id);
+  }
+  return std::nullopt;
+}
+
+void Api::releaseRun(const std::string& id, bool program) {
+  std::lock_guard lk(mu_);
+  if (program) {
+    code_running_.erase(id);
+  } else if (auto it = commands_running_.find(id); it != commands_running_.end()) {
+    commands_running_.erase(it);
+  }
+}
+
+HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
+  auto live = find(id);
+  if (!live) return errorResponse(Error{ErrorCode::kNotFound, 0, "no live environment " + quoteForMessage(id)});
+  auto object = body::parse(request.body);
+  if (!object) return errorResponse(object.error());
+  if (auto refused = refuseUnknownKeys(
+          *object, {"program", "capabilities", "timeout_seconds", "maximum_output_bytes", "working_directory"}))
+    return *refused;
+  auto program = object->find("program");
+  if (program == object->end() || !program->is_string() || program->get_ref<const std::string&>().empty())
+    return errorResponse(badRequest("program is required and must be a non-empty string of Python source"));
+  if (program->get_ref<const std::string&>().size() > kMaxProgramBytes)
+    return errorResponse(badRequest("program is larger than " + std::to_string(kMaxProgramBytes) + " bytes"));
+  auto policy = policyFrom(*object);
+  if (!policy) return errorResponse(policy.error());
+  // The command's limits come from the execute route's rules; argv is the
+  // interpreter's (runCode replaces it) and stdin is the channel's.
+  json limits = {{"argv", json::array({"python3"})}};
+  for (const char* field : {"timeout_seconds", "maximum_output_bytes", "working_directory"})
+    if (auto it = object->find(field); it != object->end()) limits[field] = *it;
+  auto command = body::command(limits);
+  if (!command) return errorResponse(command.error());
+
+  capability::CodeRunOptions options;
+  options.program = program->get<std::string>();
+  options.limits = std::move(*command);
+  options.policy = std::move(*policy);
+  options.execution_id = id;
+  auto net = capability::productionNetServices(live->egress);
+  if (!net) return errorResponse(net.error());
+  options.net = std::move(*net);
+  options.schedule.store = schedules_;
+  options.schedule.ceilings = schedule_ceilings_;
+  options.schedule.now_s = [clock = clock_] { return unixSeconds(clock()); };
+  // Each job's whole output becomes artifacts of the environment's tenant
+  // and run (EXTERNAL_UNTRUSTED: sandbox bytes). Without an artifact store a
+  // job's result says its output was not kept.
+  if (artifacts_) {
+    auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
+    if (!tenant) return errorResponse(tenant.error());
+    artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id, artifacts::ArtifactOrigin::kToolOutput,
+                                         artifacts::TrustLevel::kExternalUntrusted};
+    options.job_spill.writer = artifacts::makeArtifactWriter(*artifacts_->store, std::move(scope),
+                                                             artifacts_->retention, clock_);
+    options.job_spill.max_stream_bytes = static_cast<std::uint64_t>(artifacts_->max_bytes);
+  }
+
+  // Nothing else may run: a second program would replace the first's
+  // program file and broker socket in /run/airlock, and a running command
+  // could read this program's source as it is written.
+  if (auto refused = claimRun(id, true)) return *refused;
+  const auto started = Clock::now();
+  auto ran = capability::runCode(env_, live->handle, options);
+  releaseRun(id, true);
+  Result<ExecutionResult> execution = ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
+  HttpResponse finished = finishExecute(id, Clock::now() - started, execution);
+  if (!ran || finished.status != 200) return finished;
+  json audit = json::array();
+  for (const auto& line : ran->audit_lines) audit.push_back(json::parse(line, nullptr, false));
+  return body::reply(200, json{{"result", json::parse(finished.body)},
+                               {"outcome", capability::outcomeToJson(ran->outcome)},
+                               {"audit", std::move(audit)},
+                               {"audit_dropped", ran->audit_lines_dropped}});
+}
+
+HttpResponse Api::scheduleCall(const std::string& id, const std::optional<std::string>& name,
+                               const std::string& method) {
+  if (!schedules_) return noSchedules();
+  // Schedules outlive the environment that created them: the creator's id
+  // is the key, live or not.
+  if (method == "GET") {
+    auto listed = schedules_->list(id);
+    if (!listed) return errorResponse(listed.error());
+    json out = json::array();
+    for (const auto& r : *listed) out.push_back(scheduleToJson(r));
+    return body::reply(200, json{{"schedules", std::move(out)}});
+  }
+  auto removed = schedules_->cancel(id, *name);
+  if (!removed) return errorResponse(removed.error());
+  if (!*removed)
+    return errorResponse(Error{ErrorCode::kNotFound, 0,
+                               "environment " + quoteForMessage(id) + " has no schedule " + quoteForMessage(*name)});
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+HttpResponse Api::pendingFires(const std::string& query) {
+  if (!schedules_) return noSchedules();
+  auto number = [&](const char* name, std::int64_t fallback, std::int64_t lo,
+                    std::int64_t hi) -> Result<std::int64_t> {
+    auto text = queryParam(query, name);
+    if (!text) return fallback;
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+    if (ec != std::errc{} || end != text->data() + text->size() || v < lo || v > hi)
+      return tl::unexpected(badRequest(std::string(name) + " must be a whole number from " + std::to_string(lo) +
+                                       " to " + std::to_string(hi)));
+    return v;
+  };
+  auto after = number("after", 0, 0, std::numeric_limits<std::int64_t>::max());
+  if (!after) return errorResponse(after.error());
+  auto limit = number("limit", 100, 1, kMaxFiresPerPage);
+  if (!limit) return errorResponse(limit.error());
+  auto fires = schedules_->pendingFires(*after, static_cast<std::size_t>(*limit));
+  if (!fires) return errorResponse(fires.error());
+  json out = json::array();
+  for (const auto& f : *fires) out.push_back(fireToJson(f));
+  return body::reply(200, json{{"fires", std::move(out)}});
+}
+
+HttpResponse Api::acknowledgeFires(const HttpRequest& request) {
+  if (!schedules_) return noSchedules();
+  auto object = body::parse(request.body);
+  if (!object) return errorResponse(object.error());
+  if (auto refused = refuseUnknownKeys(*object, {"through"})) return *refused;
+  auto through = body::wholeNumber(*object, "through", std::nullopt);
+  if (!through) return errorResponse(through.error());
+  if (*through < 0) return errorResponse(badRequest("through must be a sequence number, 0 or more"));
+  auto n = schedules_->acknowledgeFires(*through);
+  if (!n) return errorResponse(n.error());
+  return body::reply(200, json{{"acknowledged", *n}});
+}
+
+}  // namespace airlock::service
