@@ -286,6 +286,20 @@ def main():
   EXPECT_EQ(j["audit_dropped"], 50);
 }
 
+// An outcome the answer cannot carry (a NaN, a map with integer keys) is
+// sent as Errored saying why, and the interpreter's exit says so too.
+TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
+  for (const char* value : {"float('nan')", "[1.0, float('-inf')]", "{1: 2}"}) {
+    auto r = code(std::string("def main():\n    return ") + value + "\n");
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto j = json::parse(r.body);
+    ASSERT_TRUE(j["outcome"].contains("errored")) << value << ": " << r.body;
+    EXPECT_NE(j["outcome"]["errored"]["message"].get<std::string>().find("cannot be sent"), std::string::npos)
+        << r.body;
+    EXPECT_EQ(j["result"]["exit_code"], 1) << value;
+  }
+}
+
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
   Api bare(settings_, *env_, "digest", metrics_);
   auto r = bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});

@@ -140,6 +140,25 @@ class _Pending:
         self.result: Any = None
 
 
+def _non_finite(value: Any, depth: int = 0) -> Optional[str]:
+    """Where a NaN or infinity sits in an outcome value, or None."""
+    if depth > 64:
+        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return f"{value!r} is not a finite number (JSON cannot carry it)"
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            found = _non_finite(v, depth + 1)
+            if found:
+                return found
+    if isinstance(value, dict):
+        for v in value.values():
+            found = _non_finite(v, depth + 1)
+            if found:
+                return found
+    return None
+
+
 class Channel:
     """One connection to the broker. Thread-safe: calls from several threads
     are multiplexed by id; a reader thread delivers their results."""
@@ -249,14 +268,22 @@ class Channel:
             raise slot.result
         return slot.result.value
 
-    def send_outcome(self, result: Union[Completed, Errored]) -> None:
+    def send_outcome(self, result: Union[Completed, Errored]) -> Union[Completed, Errored]:
+        """Sends the outcome and returns what was sent: an outcome that cannot
+        be sent (a value msgpack cannot carry, or a NaN or infinity, which the
+        JSON the service answers with cannot carry either) is sent as Errored
+        saying why."""
+        problem = _non_finite(result.value if isinstance(result, Completed) else None)
         try:
+            if problem:
+                raise wire.WireEncodeError(problem)
             frame = wire.encode_frame(wire.Outcome(0, result))
         except wire.WireEncodeError as e:
-            frame = wire.encode_frame(
-                wire.Outcome(0, Errored(f"the outcome value cannot be sent: {e}", None)))
+            result = Errored(f"the outcome value cannot be sent: {e}", None)
+            frame = wire.encode_frame(wire.Outcome(0, result))
         with self._send_lock:
             self._sock.sendall(frame)
+        return result
 
     def send_hook_result(self, hook_id: int, answer: Any) -> None:
         try:

@@ -58,7 +58,7 @@ def main() -> int:
         return 2
     outcome = run_program(sys.argv[0])
     try:
-        ch.send_outcome(outcome)
+        outcome = ch.send_outcome(outcome)
     except OSError as e:
         print(f"airlock_cap: could not send the outcome: {e}", file=sys.stderr)
         return 2

@@ -8,6 +8,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include <vector>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -373,20 +375,48 @@ class BeastServer final : public HttpServer {
 }  // namespace
 
 std::string routeLabel(std::string_view path) {
-  // Segments after "environments" and "runs" are ids.
-  std::string out;
-  std::size_t i = 0;
-  std::string previous;
-  while (i < path.size()) {
-    std::size_t j = path.find('/', i + 1);
+  // The route's template (api.h), with ids and names as {id} / {name}; any
+  // path that is no route is "other", so that a client cannot mint label
+  // values (metric series) by inventing paths.
+  std::vector<std::string_view> seg;
+  for (std::size_t i = 0; i < path.size();) {
+    std::size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
-    std::string segment(path.substr(i, j - i));  // includes the leading '/'
-    const std::string name = segment.size() > 1 ? segment.substr(1) : "";
-    out += (previous == "environments" || previous == "runs") ? "/{id}" : segment;
-    previous = name;
-    i = j;
+    if (j > i) seg.push_back(path.substr(i, j - i));
+    i = j + 1;
   }
-  return out.empty() ? "/" : out;
+  const std::size_t n = seg.size();
+  auto is = [&](std::size_t k, std::string_view v) { return k < n && seg[k] == v; };
+  if (n == 1 && (is(0, "healthz") || is(0, "metrics"))) return "/" + std::string(seg[0]);
+  if (!is(0, "v1") || n < 2) return "other";
+  if (is(1, "environments")) {
+    if (n == 2) return "/v1/environments";
+    if (n == 3) return "/v1/environments/{id}";
+    static constexpr std::string_view kOps[] = {"execute", "files",     "list", "provenance",
+                                                "artifacts", "code", "schedules"};
+    for (std::string_view op : kOps) {
+      if (n == 4 && is(3, op)) return "/v1/environments/{id}/" + std::string(op);
+    }
+    if (n == 5 && is(3, "schedules")) return "/v1/environments/{id}/schedules/{name}";
+    return "other";
+  }
+  if (is(1, "runs") && n == 4 && is(3, "lease")) return "/v1/runs/{id}/lease";
+  if (is(1, "artifacts")) {
+    if (n == 2) return "/v1/artifacts";
+    if (n == 3) return "/v1/artifacts/{id}";
+    if (n == 4 && is(3, "content")) return "/v1/artifacts/{id}/content";
+    return "other";
+  }
+  if (is(1, "tools")) {
+    if (n == 2) return "/v1/tools";
+    if (n == 3) return "/v1/tools/{name}";
+    return "other";
+  }
+  if (is(1, "schedule-fires")) {
+    if (n == 2) return "/v1/schedule-fires";
+    if (n == 3 && is(2, "ack")) return "/v1/schedule-fires/ack";
+  }
+  return "other";
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings, Api& api,

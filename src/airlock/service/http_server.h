@@ -41,7 +41,8 @@ class HttpServer {
   virtual void stop() = 0;
 };
 
-// "/v1/environments/0190.../execute" -> "/v1/environments/{id}/execute":
+// "/v1/environments/0190.../execute" -> "/v1/environments/{id}/execute";
+// a path that is no route of api.h -> "other" (labels stay a fixed set):
 // the route label of metrics and logs.
 std::string routeLabel(std::string_view path);
 

@@ -25,7 +25,7 @@ nlohmann::json valueToJson(const wire::Value& v) {
       return d;
     }
     case T::kString: return *v.asString();
-    case T::kBytes: return nlohmann::json{{"$base64", base64Encode(*v.asBytes())}};
+    case T::kBytes: return nlohmann::json{{"base64", base64Encode(*v.asBytes())}};
     case T::kArray: {
       auto a = nlohmann::json::array();
       for (const auto& e : *v.asArray()) a.push_back(valueToJson(e));

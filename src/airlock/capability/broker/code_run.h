@@ -60,7 +60,8 @@ struct CodeRunResult {
 Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle& handle,
                               const CodeRunOptions& options);
 
-// A wire value as JSON: bytes become {"$base64": "..."}; a float that JSON
+// A wire value as JSON: bytes become {"base64": "..."} (the API's form for
+// bytes, core/json.h), always, so a value stays bytes; a float that JSON
 // cannot carry (NaN, infinity) becomes null.
 nlohmann::json valueToJson(const wire::Value& value);
 
