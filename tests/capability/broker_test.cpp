@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -398,6 +400,128 @@ TEST_F(BrokerTest, FinishRevokesTheTokenForOpenConnections) {
   EXPECT_FALSE(c.result(std::chrono::seconds(2)));
   WireClient again(socketPath());
   EXPECT_FALSE(again.connected());
+}
+
+// Two worker calls decoded from one read each get a worker of their own:
+// the second does not queue behind the first, which here waits for it (as
+// job.wait may wait for the job.send sent after it). Before the pool counted
+// queued tasks against idle workers, one idle worker took both in turn and
+// the first call ran into its deadline.
+TEST_F(BrokerTest, CallsDecodedFromOneReadDoNotWaitBehindEachOther) {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool opened = false;
+  };
+  auto gate = std::make_shared<Gate>();
+  auto t = std::make_shared<CapabilityTable>();
+  t->add("test.echo", CeilingClass::kNone, [](const CallContext& c) -> Answer { return c.args; });
+  t->add("test.wait", CeilingClass::kNone, [gate](const CallContext& c) -> Answer {
+    std::unique_lock lk(gate->mu);
+    return Value::boolean(gate->cv.wait_until(lk, c.deadline, [&] { return gate->opened; }));
+  });
+  t->add("test.open", CeilingClass::kNone, [gate](const CallContext&) -> Answer {
+    {
+      std::lock_guard lk(gate->mu);
+      gate->opened = true;
+    }
+    gate->cv.notify_all();
+    return Value::boolean(true);
+  });
+  // Whether the worker is already idle when the pair arrives is up to the
+  // scheduler: many rounds, stopping at the first that waited.
+  for (int round = 0; round < 40; ++round) {
+    {
+      std::lock_guard lk(gate->mu);
+      gate->opened = false;
+    }
+    auto s = open(BootShape::kRun, nullptr, t);
+    ASSERT_TRUE(s);
+    WireClient c(socketPath());
+    // One worker, which goes idle after answering.
+    c.call(s->token(), "test.echo", Value::nil());
+    ASSERT_TRUE(c.result());
+    auto wait = wire::encodeFrame(Frame{2, wire::CapCall{s->token(), "test.wait", Value::nil(), 2000}});
+    auto opener = wire::encodeFrame(Frame{3, wire::CapCall{s->token(), "test.open", Value::nil(), 2000}});
+    ASSERT_TRUE(wait && opener);
+    c.sendRaw(*wait + *opener);
+    std::map<std::uint64_t, Answer> answers;
+    for (int i = 0; i < 2; ++i) {
+      auto r = c.result();
+      ASSERT_TRUE(r) << "round " << round;
+      answers.emplace(r->first, r->second);
+    }
+    ASSERT_EQ(answers.count(2), 1u);
+    ASSERT_EQ(refusalCode(answers.at(2)), "(ok)") << "round " << round << ": " << refusalMessage(answers.at(2));
+    ASSERT_EQ(std::get<Value>(answers.at(2)), Value::boolean(true)) << "round " << round;
+  }
+}
+
+// An inline call (notes.*) is not entered in in_flight, but an id already in
+// flight on a worker is still refused; and a cancel frame for an inline call
+// that has answered changes nothing.
+TEST_F(BrokerTest, InlineCallWithAnIdInFlightOnAWorkerIsRefused) {
+  auto table = testTable(probe_);
+  table->add("notes.get", CeilingClass::kNotes, [](const CallContext&) -> Answer { return Value::string("note"); },
+             capability::CallPlacement::kInline);
+  auto s = open(BootShape::kRun, nullptr, table);
+  WireClient c(socketPath());
+  c.send(Frame{5, wire::CapCall{s->token(), "test.slow", Value::nil(), 60000}});
+  for (int i = 0; i < 2000 && probe_->started.load() == 0; ++i) ::usleep(1000);
+  ASSERT_EQ(probe_->started.load(), 1);
+  c.send(Frame{5, wire::CapCall{s->token(), "notes.get", Value::nil(), 60000}});
+  auto r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 5u);
+  EXPECT_EQ(refusalCode(r->second), "bad_request");
+  c.send(Frame{6, wire::CapCall{s->token(), "notes.get", Value::nil(), 60000}});
+  r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 6u);
+  EXPECT_EQ(refusalCode(r->second), "(ok)");
+  c.send(Frame{6, wire::Cancel{}});
+  c.send(Frame{7, wire::CapCall{s->token(), "notes.get", Value::nil(), 60000}});
+  r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 7u);
+  EXPECT_EQ(refusalCode(r->second), "(ok)") << "the connection's inline token was not fired";
+  c.send(Frame{5, wire::Cancel{}});
+  r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->first, 5u);
+  EXPECT_EQ(refusalCode(r->second), "cancelled");
+}
+
+// The audit line is JSON whatever the strings in it hold, and
+// request_bytes is the frame's size on the stream.
+TEST_F(BrokerTest, AuditLineEscapesItsStringsAndCountsTheFrame) {
+  SessionOptions o;
+  o.execution_id = "exec \"quoted\" \\ tab\t nl\n bad\xff utf8 \xc3\xa9";
+  o.policy.allowed = {"test.*"};
+  o.audit = audit_.sink();
+  auto opened = BrokerSession::open(dir_.fd(), std::move(o), testTable(probe_));
+  ASSERT_TRUE(opened);
+  auto& s = *opened;
+  WireClient c(socketPath());
+  const std::string odd_cap = "test.\"odd\"\\name\n\xc3\xa9";
+  const Frame call{1, wire::CapCall{s->token(), odd_cap, Value::nil(), 10000}};
+  const auto encoded = wire::encodeFrame(call);
+  ASSERT_TRUE(encoded);
+  c.send(call);
+  auto r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(refusalCode(r->second), "unknown_capability");
+  auto lines = audit_.parsed();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["cap"], odd_cap);
+  EXPECT_EQ(lines[0]["execution"], "exec \"quoted\" \\ tab\t nl\n bad\xef\xbf\xbd utf8 \xc3\xa9");
+  EXPECT_EQ(lines[0]["call_id"], 1);
+  EXPECT_EQ(lines[0]["verdict"], "refused");
+  EXPECT_EQ(lines[0]["code"], "unknown_capability");
+  EXPECT_EQ(lines[0]["request_bytes"].get<std::size_t>(), encoded->size());
+  EXPECT_GT(lines[0]["ts_ms"].get<std::int64_t>(), 1700000000000);
+  std::lock_guard lk(audit_.mu);
+  EXPECT_EQ(audit_.lines[0].find('\n'), std::string::npos);
 }
 
 TEST(PolicyTest, ExactNamesModuleWildcardsAndStar) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <list>
@@ -104,6 +105,29 @@ Result<std::string> randomToken() {
   return t;
 }
 
+template <typename N>
+void appendNumber(std::string& out, N n) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, r.ptr);
+}
+
+// `s` as a JSON string: printable ASCII without quote or backslash as is,
+// anything else through nlohmann::json (escapes, U+FFFD for invalid UTF-8).
+void appendJsonString(std::string& out, std::string_view s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+    return;
+  }
+  out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 wire::Refusal refusal(std::string code, std::string message) {
   return wire::Refusal{std::move(code), std::move(message)};
 }
@@ -117,7 +141,10 @@ struct Call {
   BrokerClock::time_point started;
   BrokerClock::time_point deadline;
   std::size_t request_bytes = 0;
-  std::optional<CancelToken> cancel;
+  // A worker call's own token; `cancel` points at it, or, for an inline
+  // call, at its connection's (which nothing fires: see onCapCall).
+  std::optional<CancelToken> own_cancel;
+  const CancelToken* cancel = nullptr;
   std::atomic<int> stop{0};
   void halt(Stop why) {
     int expected = 0;
@@ -137,6 +164,10 @@ struct Connection {
   int workers = 0;
   std::thread reader;
   std::atomic<bool> closed{false};
+  // The token inline calls get (created by the reader at the first one, and
+  // used only by it). Nothing fires it: an inline call is never in
+  // in_flight, so no cancel frame, deadline or disconnect reaches it.
+  std::optional<CancelToken> inline_cancel;
 
   // The frame's bytes; a result the peer could not decode (say, a string
   // that is not UTF-8) becomes an error answer instead, never a frame the
@@ -207,11 +238,16 @@ struct BrokerSession::Impl {
   bool pool_stop = false;
 
   // Queues `task`; false when no worker can take it (none idle and no
-  // thread can be created).
+  // thread can be created). Each queued task needs an idle worker of its
+  // own: a worker counts as idle from when it waits until it wakes, so tasks
+  // queued in between (two calls decoded from one read) are already spoken
+  // for; without a new thread the second would wait behind the first, which
+  // may block until its deadline (job.wait behind the job.send it needs).
   bool submit(std::function<void()> task) {
     std::lock_guard lk(pool_mu);
     if (pool_stop) return false;
-    if (pool_idle == 0 && pool_threads.size() < options.max_calls_in_flight) {
+    if (pool_queue.size() >= static_cast<std::size_t>(pool_idle) &&
+        pool_threads.size() < options.max_calls_in_flight) {
       try {
         pool_threads.emplace_back([this] { workerLoop(); });
       } catch (const std::system_error&) {
@@ -258,26 +294,46 @@ struct BrokerSession::Impl {
   std::uint64_t next_hook_id = 1;
   std::condition_variable hooks_cv;
   std::condition_variable closed_cv;  // a connection was read to its end
+  int accepting = 0;  // taken off the listen queue, not yet in connections
   std::weak_ptr<Connection> serving;
 
-  void audit(const std::string& cap, std::uint64_t id, std::string_view verdict, std::string_view code,
+  // options.execution_id as a JSON string, quotes included (open()).
+  std::string audit_execution;
+
+  // The audit line, formatted by hand (one allocation; it is on every
+  // call's path, before the answer): the fields of broker.h in that order,
+  // strings escaped as nlohmann::json dumps them (invalid UTF-8 replaced).
+  void audit(std::string_view cap, std::uint64_t id, std::string_view verdict, std::string_view code,
              BrokerClock::time_point started, std::size_t request_bytes, std::size_t response_bytes) {
     answered.fetch_add(1);
     if (!options.audit) return;
-    nlohmann::json line = {
-        {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count()},
-        {"execution", options.execution_id},
-        {"call_id", id},
-        {"cap", cap},
-        {"verdict", verdict},
-        {"code", code},
-        {"duration_us",
-         std::chrono::duration_cast<std::chrono::microseconds>(BrokerClock::now() - started).count()},
-        {"request_bytes", request_bytes},
-        {"response_bytes", response_bytes}};
-    options.audit(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    const long long ts_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    const long long duration_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(BrokerClock::now() - started).count();
+    std::string line;
+    line.reserve(192 + audit_execution.size() + cap.size() + code.size());
+    line += "{\"ts_ms\":";
+    appendNumber(line, ts_ms);
+    line += ",\"execution\":";
+    line += audit_execution;
+    line += ",\"call_id\":";
+    appendNumber(line, id);
+    line += ",\"cap\":";
+    appendJsonString(line, cap);
+    line += ",\"verdict\":";
+    appendJsonString(line, verdict);
+    line += ",\"code\":";
+    appendJsonString(line, code);
+    line += ",\"duration_us\":";
+    appendNumber(line, duration_us);
+    line += ",\"request_bytes\":";
+    appendNumber(line, request_bytes);
+    line += ",\"response_bytes\":";
+    appendNumber(line, response_bytes);
+    line += '}';
+    options.audit(line);
   }
 
   bool tokenAccepted(const std::string& presented) {
@@ -313,9 +369,8 @@ struct BrokerSession::Impl {
   void acceptLoop();
   void serveConnection(std::shared_ptr<Connection> conn);
   void onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
-                 BrokerClock::time_point read_at);
-  void runCall(std::shared_ptr<Connection> conn, std::shared_ptr<Call> call, const CapabilityTable::Entry* entry,
-               Value args);
+                 BrokerClock::time_point read_at, std::size_t request_bytes);
+  void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry, Value args);
 };
 
 void BrokerSession::Impl::acceptLoop() {
@@ -325,11 +380,25 @@ void BrokerSession::Impl::acceptLoop() {
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0 || (p[1].revents & POLLIN)) return;
     if (!(p[0].revents & POLLIN)) continue;
+    // Counted from before accept4 until the connection is in `connections`
+    // (or dropped), in one critical section with that: a connection that
+    // has left the listen queue is never missed by waitForConnectionsClosed.
+    {
+      std::lock_guard lk(mu);
+      ++accepting;
+    }
     UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd.valid()) continue;
     auto conn = std::make_shared<Connection>();
     conn->fd = std::move(fd);
     std::lock_guard lk(mu);
+    struct Accepted {
+      Impl& s;
+      ~Accepted() {
+        --s.accepting;
+        s.closed_cv.notify_all();
+      }
+    } accepted{*this};
+    if (!conn->fd.valid()) continue;
     if (finished.load()) return;
     // At most max_connections open at once: each holds a thread and may
     // buffer a whole frame. The rest are closed unread (the peer sees EOF).
@@ -356,8 +425,10 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
   while (open) {
     // The nearest deadline of a call in flight bounds the wait.
     int timeout_ms = -1;
+    bool calls_running = false;
     {
       std::lock_guard lk(conn->mu);
+      calls_running = !conn->in_flight.empty();
       const auto now = BrokerClock::now();
       for (auto& [id, call] : conn->in_flight) {
         if (call->stop.load() != 0) continue;
@@ -369,13 +440,23 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
         if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
       }
     }
-    pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-    int rc = ::poll(p, 2, timeout_ms);
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0 || (p[1].revents & POLLIN)) break;
-    if (rc == 0) continue;
-    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    ssize_t n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+    ssize_t n = 0;
+    if (calls_running) {
+      pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
+      int rc = ::poll(p, 2, timeout_ms);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0 || (p[1].revents & POLLIN)) break;
+      if (rc == 0) continue;
+      if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+    } else {
+      // No call of this connection in flight, so no deadline to watch and
+      // nothing that can add one but this thread: block in read (one
+      // syscall per frame instead of poll and read). finish() shuts the
+      // read side down to wake it, after setting `finished`.
+      n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+      if (finished.load()) break;
+    }
     if (n <= 0) break;
     const auto read_at = BrokerClock::now();
     decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
@@ -391,7 +472,7 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
         if (inv->kind == wire::Kind::kCapCall) {
           const std::string bytes =
               Connection::encode(wire::Frame{inv->id, wire::CapResult{refusal("bad_request", inv->reason)}});
-          audit("", inv->id, "refused", "bad_request", read_at, 0, bytes.size());
+          audit("", inv->id, "refused", "bad_request", read_at, decoder.lastFrameBytes(), bytes.size());
           conn->write(bytes);
         } else if (inv->kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
           std::lock_guard lk(mu);
@@ -413,7 +494,8 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
       auto& frame = std::get<wire::Frame>(ev);
       switch (frame.kind()) {
         case wire::Kind::kCapCall:
-          onCapCall(conn, frame.id, std::move(std::get<wire::CapCall>(frame.body)), read_at);
+          onCapCall(conn, frame.id, std::move(std::get<wire::CapCall>(frame.body)), read_at,
+                    decoder.lastFrameBytes());
           break;
         case wire::Kind::kCancel: {
           std::lock_guard lk(conn->mu);
@@ -445,14 +527,15 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
     }
   }
   // The connection is gone (or faulted, or the session finishes): every
-  // effect it started is cancelled, and waited for.
-  conn->closed.store(true);
+  // effect it started is cancelled, and waited for. Only then is it closed:
+  // waitForConnectionsClosed() promises every call answered and audited.
   {
     std::unique_lock lk(conn->mu);
     const Stop why = finished.load() ? Stop::kFinish : Stop::kDisconnect;
     for (auto& [id, call] : conn->in_flight) call->halt(why);
     conn->workers_done.wait(lk, [&] { return conn->workers == 0; });
   }
+  conn->closed.store(true);
   ::shutdown(conn->fd.get(), SHUT_RDWR);
   std::lock_guard lk(mu);
   closed_cv.notify_all();
@@ -462,13 +545,9 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
   hooks_cv.notify_all();
 }
 
+// `request_bytes`: the frame's bytes on the stream (FrameDecoder).
 void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
-                                    BrokerClock::time_point read_at) {
-  std::size_t request_bytes = 0;
-  {
-    wire::Frame sized{id, call};
-    if (auto p = wire::encodePayload(sized)) request_bytes = p->size() + wire::kLengthPrefixBytes;
-  }
+                                    BrokerClock::time_point read_at, std::size_t request_bytes) {
   // The audit line is written before the answer: a program that has its
   // answer can rely on the line existing.
   auto refuse = [&](wire::Refusal r) {
@@ -508,31 +587,63 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   } slot{calls_in_flight};
   if (auto full = admit(ceiling)) return refuse(std::move(*full));
 
+  auto budget = std::chrono::milliseconds(std::min<std::uint64_t>(call.deadline_ms, 24ull * 3600 * 1000));
+  if (options.max_call_budget.count() > 0) budget = std::min(budget, options.max_call_budget);
+  auto duplicate = [&] {
+    return refusal("bad_request", "call id " + std::to_string(id) + " is already in flight");
+  };
+  if (entry->placement == CallPlacement::kInline) {
+    // It runs here, and the reader reads nothing until it has answered, so
+    // no cancel frame can name it; nor is it in in_flight, where deadline,
+    // disconnect and finish halt calls: it needs no token of its own (the
+    // connection's is never fired) and no entry. Its deadline is still
+    // checked when it returns (runCall), and an id in flight on a worker is
+    // still refused.
+    {
+      std::lock_guard lk(conn->mu);
+      if (conn->in_flight.count(id) != 0) return refuse(duplicate());
+    }
+    if (!conn->inline_cancel) {
+      auto token = CancelToken::create();
+      if (!token) return refuse(refusal("unavailable", "the broker could not track the call"));
+      conn->inline_cancel.emplace(std::move(*token));
+    }
+    Call c;
+    c.id = id;
+    c.capability = std::move(call.capability);
+    c.started = read_at;
+    c.deadline = read_at + budget;
+    c.request_bytes = request_bytes;
+    c.cancel = &*conn->inline_cancel;
+    slot.held = false;  // runCall gives the slot back
+    runCall(*conn, c, entry, std::move(call.args));
+    return;
+  }
+
   auto token = CancelToken::create();
   if (!token) return refuse(refusal("unavailable", "the broker could not track the call"));
   auto c = std::make_shared<Call>();
   c->id = id;
   c->capability = call.capability;
   c->started = read_at;
-  auto budget = std::chrono::milliseconds(std::min<std::uint64_t>(call.deadline_ms, 24ull * 3600 * 1000));
-  if (options.max_call_budget.count() > 0) budget = std::min(budget, options.max_call_budget);
   c->deadline = read_at + budget;
   c->request_bytes = request_bytes;
-  c->cancel.emplace(std::move(*token));
+  c->own_cancel.emplace(std::move(*token));
+  c->cancel = &*c->own_cancel;
   {
     std::lock_guard lk(conn->mu);
-    if (conn->in_flight.count(id) != 0)
-      return refuse(refusal("bad_request", "call id " + std::to_string(id) + " is already in flight"));
+    if (conn->in_flight.count(id) != 0) return refuse(duplicate());
     conn->in_flight[id] = c;
     ++conn->workers;
   }
-  if (entry->placement == CallPlacement::kInline) {
-    slot.held = false;  // runCall gives the slot back
-    runCall(conn, c, entry, std::move(call.args));
-    return;
-  }
   auto args = std::make_shared<Value>(std::move(call.args));
-  if (submit([this, conn, c, entry, args] { runCall(conn, c, entry, std::move(*args)); })) {
+  auto task = [this, conn, c, entry, args] {
+    runCall(*conn, *c, entry, std::move(*args));
+    std::lock_guard lk(conn->mu);
+    conn->in_flight.erase(c->id);
+    if (--conn->workers == 0) conn->workers_done.notify_all();
+  };
+  if (submit(std::move(task))) {
     slot.held = false;  // runCall gives the slot back
   } else {
     {
@@ -544,40 +655,43 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   }
 }
 
-void BrokerSession::Impl::runCall(std::shared_ptr<Connection> conn, std::shared_ptr<Call> call,
-                                  const CapabilityTable::Entry* entry, Value args) {
+// Runs the handler, writes the audit line and the answer, and gives back
+// the call's calls_in_flight slot. The caller owns `call` (and, for a worker
+// call, its in_flight entry).
+void BrokerSession::Impl::runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry, Value args) {
   wire::Answer answer = Value::nil();
   try {
-    CallContext ctx{call->capability, args, call->deadline, *call->cancel};
+    CallContext ctx{call.capability, args, call.deadline, *call.cancel};
     answer = entry->handler(ctx);
   } catch (const std::exception& e) {
     answer = refusal("internal_error", std::string("the capability failed: ") + e.what());
   } catch (...) {
     answer = refusal("internal_error", "the capability failed");
   }
-  Stop stop = static_cast<Stop>(call->stop.load());
-  if (stop == Stop::kNone && BrokerClock::now() > call->deadline) stop = Stop::kDeadline;
+  Stop stop = static_cast<Stop>(call.stop.load());
+  if (stop == Stop::kNone && BrokerClock::now() > call.deadline) stop = Stop::kDeadline;
   std::string bytes;
-  std::string verdict = "ok", code;
+  std::string_view verdict = "ok";
+  std::string code;
   switch (stop) {
     case Stop::kNone:
       if (auto* r = std::get_if<wire::Refusal>(&answer)) {
         verdict = "error";
         code = r->code;
       }
-      bytes = Connection::encode(wire::Frame{call->id, wire::CapResult{std::move(answer)}});
+      bytes = Connection::encode(wire::Frame{call.id, wire::CapResult{std::move(answer)}});
       break;
     case Stop::kDeadline:
       verdict = "refused";
       code = "deadline_exceeded";
       bytes = Connection::encode(
-          wire::Frame{call->id, wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
+          wire::Frame{call.id, wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
       break;
     case Stop::kCancelFrame:
       verdict = "cancelled";
       code = "cancelled";
       bytes = Connection::encode(
-          wire::Frame{call->id, wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
+          wire::Frame{call.id, wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
       break;
     case Stop::kDisconnect:
     case Stop::kFinish:
@@ -585,12 +699,9 @@ void BrokerSession::Impl::runCall(std::shared_ptr<Connection> conn, std::shared_
       code = stop == Stop::kDisconnect ? "disconnected" : "finished";
       break;
   }
-  audit(call->capability, call->id, verdict, code, call->started, call->request_bytes, bytes.size());
-  if (!bytes.empty()) conn->write(bytes);
+  audit(call.capability, call.id, verdict, code, call.started, call.request_bytes, bytes.size());
+  if (!bytes.empty()) conn.write(bytes);
   calls_in_flight.fetch_sub(1);
-  std::lock_guard lk(conn->mu);
-  conn->in_flight.erase(call->id);
-  if (--conn->workers == 0) conn->workers_done.notify_all();
 }
 
 BrokerSession::BrokerSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -610,6 +721,8 @@ Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, S
                                                            std::shared_ptr<const CapabilityTable> table) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->audit_execution.clear();
+  appendJsonString(impl->audit_execution, impl->options.execution_id);
   impl->table = std::move(table);
   auto token = randomToken();
   if (!token) return tl::unexpected(token.error());
@@ -670,14 +783,16 @@ void BrokerSession::finish() {
     conns = s.connections;
     s.working_tokens.clear();
   }
+  // A reader with no call in flight waits in read(), not on `stop`.
+  for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RD);
   for (auto& c : conns)
     if (c->reader.joinable()) c->reader.join();
   // Every call has answered (each reader waited for its connection's).
   s.stopPool();
   ::unlinkat(s.dir.get(), std::string(kSocketName).c_str(), 0);
   ::unlinkat(s.dir.get(), std::string(kTokenFileName).c_str(), 0);
-  s.listener.reset();
   std::lock_guard lk(s.mu);
+  s.listener.reset();  // under mu: waitForConnectionsClosed polls it
   s.hooks_cv.notify_all();
 }
 
@@ -686,13 +801,18 @@ bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) 
   const auto until = BrokerClock::now() + timeout;
   // Connections still in the listen queue count too: wait for the acceptor
   // to take them.
-  while (!s.finished.load() && BrokerClock::now() < until) {
-    pollfd p{s.listener.get(), POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) break;
+  while (BrokerClock::now() < until) {
+    {
+      std::lock_guard lk(s.mu);
+      if (s.finished.load() || !s.listener.valid()) break;
+      pollfd p{s.listener.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::unique_lock lk(s.mu);
   return s.closed_cv.wait_until(lk, until, [&] {
+    if (s.accepting != 0) return false;
     for (auto& c : s.connections)
       if (!c->closed.load()) return false;
     return true;

@@ -20,11 +20,14 @@
 //      (spawn 32, send 128, note 256, notes 64), the refusal naming it:
 //      "ceiling spawn=32 reached"                      -> "spawn_ceiling_reached"
 //                                                         / "admission_ceiling_reached"
-// An admitted call runs on a thread of its own with a CancelToken that fires
-// when the program sends `cancel` for it, when its connection closes or
-// faults, when its deadline passes (the answer is then "deadline_exceeded")
-// and when the session finishes; capabilities stop their effect when it
-// fires (proc.run kills its process group).
+// An admitted call runs on one of the session's workers (CallPlacement) with
+// a CancelToken that fires when the program sends `cancel` for it, when its
+// connection closes or faults, when its deadline passes (the answer is then
+// "deadline_exceeded") and when the session finishes; capabilities stop
+// their effect when it fires (proc.run kills its process group). An inline
+// call runs on its connection's reader, which reads nothing until it has
+// answered; its token never fires, and its deadline is checked when it
+// returns.
 //
 // Every call that reached the broker as a well-formed or invalid cap_call
 // produces exactly one audit line (JSON, one line, no newline inside):
@@ -196,8 +199,9 @@ class BrokerSession {
                               std::chrono::milliseconds budget);
 
   // Waits until every connection accepted so far has been read to its end
-  // (the program closed it or died), at most `timeout`. Returns whether they
-  // all were. A single-shot run calls it after the program ended, so that
+  // (the program closed it or died) and every call it started has answered
+  // (cancelled if still running) and been audited, at most `timeout`.
+  // Returns whether they all were. A single-shot run calls it after the program ended, so that
   // the outcome frame is read before finish().
   bool waitForConnectionsClosed(std::chrono::milliseconds timeout);
 

@@ -15,37 +15,38 @@ constexpr std::array<std::string_view, 6> kKindNames = {"cap_call", "cap_result"
 
 // ---------------------------------------------------------------- decoding
 
-// Reads the fields of one body map; the first problem wins and names the
-// field as "body.<name>".
+// Reads the fields of one body map, moving them out of it (the map is the
+// decoder's own and is discarded after); the first problem wins and names
+// the field as "body.<name>". Each field is read once.
 class BodyReader {
  public:
-  explicit BodyReader(const Map& body) : body_(body) {}
+  explicit BodyReader(Map& body) : body_(body) {}
 
-  const Value* optional(std::string_view key) const {
-    for (const auto& [k, v] : body_) {
+  Value* optional(std::string_view key) const {
+    for (auto& [k, v] : body_) {
       if (k == key) return &v;
     }
     return nullptr;
   }
 
-  const Value* required(std::string_view key) {
-    const Value* v = optional(key);
+  Value* required(std::string_view key) {
+    Value* v = optional(key);
     if (v == nullptr) problem("body." + std::string(key) + " is missing");
     return v;
   }
 
   std::optional<std::string> string(std::string_view key) {
-    const Value* v = required(key);
+    Value* v = required(key);
     if (v == nullptr) return std::nullopt;
-    if (const std::string* s = v->asString()) return *s;
+    if (std::string* s = v->mutableString()) return std::move(*s);
     problem("body." + std::string(key) + " must be a string");
     return std::nullopt;
   }
 
   std::optional<std::string> bytes(std::string_view key) {
-    const Value* v = required(key);
+    Value* v = required(key);
     if (v == nullptr) return std::nullopt;
-    if (const std::string* b = v->asBytes()) return *b;
+    if (std::string* b = v->mutableBytes()) return std::move(*b);
     problem("body." + std::string(key) + " must be bytes (msgpack bin)");
     return std::nullopt;
   }
@@ -65,20 +66,20 @@ class BodyReader {
   std::string& reason() { return reason_; }
 
  private:
-  const Map& body_;
+  Map& body_;
   std::string reason_;
 };
 
 // {ok: any} or {error: {code: str, message: str}}, exactly one.
 std::optional<Answer> readAnswer(BodyReader& r) {
-  const Value* ok = r.optional("ok");
-  const Value* error = r.optional("error");
+  Value* ok = r.optional("ok");
+  Value* error = r.optional("error");
   if ((ok == nullptr) == (error == nullptr)) {
     r.problem("body must hold exactly one of ok, error");
     return std::nullopt;
   }
-  if (ok != nullptr) return Answer(*ok);
-  const Map* fields = error->asMap();
+  if (ok != nullptr) return Answer(std::move(*ok));
+  Map* fields = error->mutableMap();
   if (fields == nullptr) {
     r.problem("body.error must be a map");
     return std::nullopt;
@@ -94,14 +95,14 @@ std::optional<Answer> readAnswer(BodyReader& r) {
 }
 
 std::optional<Outcome> readOutcome(BodyReader& r) {
-  const Value* completed = r.optional("completed");
-  const Value* errored = r.optional("errored");
+  Value* completed = r.optional("completed");
+  Value* errored = r.optional("errored");
   if ((completed == nullptr) == (errored == nullptr)) {
     r.problem("body must hold exactly one of completed, errored");
     return std::nullopt;
   }
-  if (completed != nullptr) return Outcome{Completed{*completed}};
-  const Map* fields = errored->asMap();
+  if (completed != nullptr) return Outcome{Completed{std::move(*completed)}};
+  Map* fields = errored->mutableMap();
   if (fields == nullptr) {
     r.problem("body.errored must be a map");
     return std::nullopt;
@@ -112,8 +113,8 @@ std::optional<Outcome> readOutcome(BodyReader& r) {
     r.problem("body.errored." + inner.reason().substr(sizeof("body.") - 1));
     return std::nullopt;
   }
-  const Value* details = inner.optional("details");
-  return Outcome{Errored{std::move(*message), details != nullptr ? *details : Value()}};
+  Value* details = inner.optional("details");
+  return Outcome{Errored{std::move(*message), details != nullptr ? std::move(*details) : Value()}};
 }
 
 std::optional<Body> readBody(Kind kind, BodyReader& r) {
@@ -121,10 +122,10 @@ std::optional<Body> readBody(Kind kind, BodyReader& r) {
     case Kind::kCapCall: {
       auto token = r.bytes("token");
       auto cap = r.string("cap");
-      const Value* args = r.required("args");
+      Value* args = r.required("args");
       auto deadline = r.unsignedInteger("deadline_ms");
       if (!r.ok()) return std::nullopt;
-      return CapCall{std::move(*token), std::move(*cap), *args, *deadline};
+      return CapCall{std::move(*token), std::move(*cap), std::move(*args), *deadline};
     }
     case Kind::kCapResult:
       if (auto a = readAnswer(r)) return CapResult{std::move(*a)};
@@ -138,10 +139,10 @@ std::optional<Body> readBody(Kind kind, BodyReader& r) {
       auto token = r.bytes("token");
       auto hook = r.string("hook");
       auto name = r.string("name");
-      const Value* args = r.required("args");
+      Value* args = r.required("args");
       auto deadline = r.unsignedInteger("deadline_ms");
       if (!r.ok()) return std::nullopt;
-      return HookCall{std::move(*token), std::move(*hook), std::move(*name), *args, *deadline};
+      return HookCall{std::move(*token), std::move(*hook), std::move(*name), std::move(*args), *deadline};
     }
     case Kind::kHookResult:
       if (auto a = readAnswer(r)) return HookResult{std::move(*a)};
@@ -182,8 +183,20 @@ class PayloadWriter {
     char buf[16];
     out_.append(buf, mp_encode_uint(buf, n));
   }
+  // As encodeNestedValue writes a string Value (a string declares no
+  // values), without copying it into one.
   Result<void> string(const std::string& s) {
-    return encodeNestedValue(Value::string(s), out_, kWireLimits, 1, declared_);
+    if (s.size() > std::numeric_limits<std::uint32_t>::max()) {
+      return fail(ErrorCode::kToolValidationError, "string longer than msgpack's 2^32-1 limit");
+    }
+    if (!isValidUtf8(s)) {
+      return fail(ErrorCode::kToolValidationError,
+                  "string " + quoteForMessage(s) + " is not UTF-8 (send it as bytes)");
+    }
+    char buf[8];
+    out_.append(buf, mp_encode_strl(buf, static_cast<std::uint32_t>(s.size())));
+    out_ += s;
+    return {};
   }
   Result<void> bytes(const std::string& b) {
     if (b.size() > std::numeric_limits<std::uint32_t>::max()) {
@@ -318,7 +331,7 @@ Decoded decodePayload(std::string_view payload) {
         decoded.error().problem == ValueProblem::kLimit ? FaultKind::kLimit : FaultKind::kMalformed;
     return Fault{kind, std::move(decoded.error().detail)};
   }
-  const Value& envelope = *decoded;
+  Value& envelope = *decoded;
   if (envelope.asMap() == nullptr) {
     return badEnvelope("payload is a " + std::string(typeName(envelope.type())) + ", not a map");
   }
@@ -343,7 +356,8 @@ Decoded decodePayload(std::string_view payload) {
   const std::uint64_t frame_id = *id->asUnsigned();
   const auto known = kindFromName(*kind->asString());
   if (!known) return Dropped{frame_id, *kind->asString()};
-  const Map* fields = body->asMap();
+  // The body's parts are moved out of the decoded envelope, which is ours.
+  Map* fields = const_cast<Value*>(body)->mutableMap();
   if (fields == nullptr) return Invalid{frame_id, *known, "body must be a map"};
   BodyReader reader(*fields);
   auto parsed = readBody(*known, reader);
@@ -351,10 +365,13 @@ Decoded decodePayload(std::string_view payload) {
   return Frame{frame_id, std::move(*parsed)};
 }
 
-Result<std::string> encodePayload(const Frame& frame) {
-  std::string out;
+namespace {
+
+// Appends the payload of `frame` to `out`.
+Result<void> appendPayload(const Frame& frame, std::string& out) {
+  const std::size_t start = out.size();
   PayloadWriter w(out);
-  if (auto r = w.map(4); !r) return tl::unexpected(std::move(r.error()));
+  if (auto r = w.map(4); !r) return r;
   w.key("v");
   w.unsignedInteger(kWireVersion);
   w.key("id");
@@ -362,26 +379,40 @@ Result<std::string> encodePayload(const Frame& frame) {
   w.key("kind");
   w.key(kindName(frame.kind()));
   w.key("body");
-  if (auto r = writeBody(w, frame.body); !r) return tl::unexpected(std::move(r.error()));
-  if (out.size() > kMaxPayloadBytes) {
+  if (auto r = writeBody(w, frame.body); !r) return r;
+  const std::size_t size = out.size() - start;
+  if (size > kMaxPayloadBytes) {
     return fail(ErrorCode::kToolValidationError,
-                "frame payload of " + std::to_string(out.size()) + " bytes exceeds the " +
+                "frame payload of " + std::to_string(size) + " bytes exceeds the " +
                     std::to_string(kMaxPayloadBytes) + "-byte cap");
   }
+  return {};
+}
+
+// Room for a small frame (a cap_call, a nil cap_result) in one allocation.
+constexpr std::size_t kSmallFrameBytes = 192;
+
+}  // namespace
+
+Result<std::string> encodePayload(const Frame& frame) {
+  std::string out;
+  out.reserve(kSmallFrameBytes);
+  if (auto r = appendPayload(frame, out); !r) return tl::unexpected(std::move(r.error()));
   return out;
 }
 
+// The payload is written in place after a placeholder prefix: one buffer,
+// no copy.
 Result<std::string> encodeFrame(const Frame& frame) {
-  auto payload = encodePayload(frame);
-  if (!payload) return payload;
-  const auto n = static_cast<std::uint32_t>(payload->size());
   std::string out;
-  out.reserve(kLengthPrefixBytes + payload->size());
-  out += static_cast<char>(n >> 24);
-  out += static_cast<char>(n >> 16);
-  out += static_cast<char>(n >> 8);
-  out += static_cast<char>(n);
-  out += *payload;
+  out.reserve(kSmallFrameBytes);
+  out.append(kLengthPrefixBytes, '\0');
+  if (auto r = appendPayload(frame, out); !r) return tl::unexpected(std::move(r.error()));
+  const auto n = static_cast<std::uint32_t>(out.size() - kLengthPrefixBytes);
+  out[0] = static_cast<char>(n >> 24);
+  out[1] = static_cast<char>(n >> 16);
+  out[2] = static_cast<char>(n >> 8);
+  out[3] = static_cast<char>(n);
   return out;
 }
 
@@ -411,6 +442,7 @@ FrameDecoder::Event FrameDecoder::next() {
   if (available - kLengthPrefixBytes < length) return NeedMore{};
   const std::string_view payload(buffer_.data() + consumed_ + kLengthPrefixBytes, length);
   Decoded decoded = decodePayload(payload);
+  last_frame_bytes_ = kLengthPrefixBytes + length;
   consumed_ += kLengthPrefixBytes + length;
   if (consumed_ == buffer_.size()) {
     buffer_.clear();

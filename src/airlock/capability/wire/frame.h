@@ -205,9 +205,15 @@ class FrameDecoder {
   bool hasPartialFrame() const noexcept { return !faulted() && buffer_.size() > consumed_; }
   bool faulted() const noexcept { return fault_.has_value(); }
 
+  // The bytes on the stream (length prefix and payload) of the frame whose
+  // verdict next() last returned (a Frame, Invalid or Dropped; for a Fault
+  // found in a payload too); 0 before the first.
+  std::size_t lastFrameBytes() const noexcept { return last_frame_bytes_; }
+
  private:
   std::string buffer_;
   std::size_t consumed_ = 0;
+  std::size_t last_frame_bytes_ = 0;
   std::optional<Fault> fault_;
 };
 

@@ -96,6 +96,19 @@ const Map* Value::asMap() const noexcept {
   return std::get_if<Map>(&storage_);
 }
 
+std::string* Value::mutableString() noexcept {
+  return std::get_if<std::string>(&storage_);
+}
+
+std::string* Value::mutableBytes() noexcept {
+  if (auto* b = std::get_if<Bytes>(&storage_)) return &b->data;
+  return nullptr;
+}
+
+Map* Value::mutableMap() noexcept {
+  return std::get_if<Map>(&storage_);
+}
+
 const Value* Value::find(std::string_view key) const noexcept {
   const Map* m = asMap();
   if (m == nullptr) return nullptr;

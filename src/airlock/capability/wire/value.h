@@ -63,6 +63,11 @@ class Value {
   const std::string* asBytes() const noexcept;
   const Array* asArray() const noexcept;
   const Map* asMap() const noexcept;
+  // The same, mutable: for a decoder that moves the parts of a Value it owns
+  // out instead of copying them (frame.cpp).
+  std::string* mutableString() noexcept;
+  std::string* mutableBytes() noexcept;
+  Map* mutableMap() noexcept;
 
   // For a map, the value of the first entry named `key`; nullptr when absent
   // or when this is not a map.
