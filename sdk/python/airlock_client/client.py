@@ -190,6 +190,25 @@ class AirlockClient:
         j = self._json("GET", "/v1/environments")
         return [EnvironmentHandle.from_json(e) for e in j.get("environments", [])]
 
+    def _run_limits(
+        self,
+        body: dict[str, Any],
+        working_directory: Optional[str],
+        timeout_seconds: Optional[int],
+        maximum_output_bytes: Optional[int],
+    ) -> float:
+        """Adds the limits an execute or code request shares to ``body`` and
+        returns how long to wait for the answer (the command's timeout plus
+        slack, at least the client's own timeout)."""
+        if working_directory is not None:
+            body["working_directory"] = working_directory
+        if timeout_seconds is not None:
+            body["timeout_seconds"] = timeout_seconds
+        if maximum_output_bytes is not None:
+            body["maximum_output_bytes"] = maximum_output_bytes
+        seconds = timeout_seconds if isinstance(timeout_seconds, int) else _DEFAULT_COMMAND_SECONDS
+        return max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+
     def execute(
         self,
         environment_id: str,
@@ -205,16 +224,9 @@ class AirlockClient:
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list of strings like ["python3", "-c", "print(1)"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
-        if working_directory is not None:
-            body["working_directory"] = working_directory
-        if timeout_seconds is not None:
-            body["timeout_seconds"] = timeout_seconds
-        if maximum_output_bytes is not None:
-            body["maximum_output_bytes"] = maximum_output_bytes
         if stdin is not None:
             body["stdin"] = encode_bytes(stdin)
-        seconds = timeout_seconds if isinstance(timeout_seconds, int) else _DEFAULT_COMMAND_SECONDS
-        wait = max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+        wait = self._run_limits(body, working_directory, timeout_seconds, maximum_output_bytes)
         j = self._json("POST", self._env_path(environment_id, "/execute"), json_body=body, timeout=wait)
         return ExecutionResult.from_json(j)
 
@@ -241,14 +253,7 @@ class AirlockClient:
             if isinstance(capabilities, str):
                 raise TypeError('capabilities must be a list like ["proc.run", "fs.*"], not a string')
             body["capabilities"] = list(capabilities)
-        if working_directory is not None:
-            body["working_directory"] = working_directory
-        if timeout_seconds is not None:
-            body["timeout_seconds"] = timeout_seconds
-        if maximum_output_bytes is not None:
-            body["maximum_output_bytes"] = maximum_output_bytes
-        seconds = timeout_seconds if isinstance(timeout_seconds, int) else _DEFAULT_COMMAND_SECONDS
-        wait = max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+        wait = self._run_limits(body, working_directory, timeout_seconds, maximum_output_bytes)
         j = self._json("POST", self._env_path(environment_id, "/code"), json_body=body, timeout=wait)
         return CodeResult.from_json(j)
 
