@@ -108,6 +108,17 @@ TEST_F(ApiCodeLinuxTest, BadRequestsNameTheirProblem) {
     auto refused = code("def main(): pass", json{{"capabilities", {odd}}});
     EXPECT_EQ(refused.status, 400) << odd << ": " << refused.body;
   }
+  // Names are checked against what the service serves, with a suggestion.
+  auto typo = code("def main(): pass", json{{"capabilities", {"fs.rea"}}});
+  EXPECT_EQ(typo.status, 400) << typo.body;
+  EXPECT_NE(typo.body.find("is not a capability (did you mean \\\"fs.read\\\"?)"), std::string::npos)
+      << typo.body;
+  auto module_typo = code("def main(): pass", json{{"capabilities", {"fss.*"}}});
+  EXPECT_EQ(module_typo.status, 400) << module_typo.body;
+  EXPECT_NE(module_typo.body.find("names no capability module (did you mean \\\"fs\\\"?)"), std::string::npos)
+      << module_typo.body;
+  for (const char* fine : {"fs.read", "fs.*", "strand.spawn", "mcp.*", "schedule.cron", "*"})
+    EXPECT_EQ(code("def main():\n    return 1\n", json{{"capabilities", {fine}}}).status, 200) << fine;
   auto bad_cap = code("def main(): pass", json{{"capabilities", {"proc.run", "Proc Run"}}});
   EXPECT_EQ(bad_cap.status, 400);
   EXPECT_NE(bad_cap.body.find("\\\"Proc Run\\\" is not a capability name"), std::string::npos) << bad_cap.body;

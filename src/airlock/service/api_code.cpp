@@ -4,9 +4,12 @@
 // narrows to, net.fetch decided by the environment's own egress policy, and
 // schedule.* kept in the service's schedule store. The fire outbox is read
 // and acknowledged by the embedding platform.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <limits>
+#include <set>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +32,50 @@ constexpr std::size_t kMaxFiresPerPass = 256;
 constexpr std::int64_t kMaxFiresPerPage = 1000;
 
 Error badRequest(std::string message) { return Error{ErrorCode::kToolValidationError, 0, std::move(message)}; }
+
+// What a sandbox's capability table serves, and the modules the embedding
+// platform routes (strand, peer, workflow, mcp: any name under them).
+struct KnownCapabilities {
+  std::vector<std::string> names;    // "fs.read", ...
+  std::vector<std::string> modules;  // "fs", ..., "strand", ...
+  std::set<std::string> platform_modules;
+};
+
+const KnownCapabilities& knownCapabilities() {
+  static const KnownCapabilities known = [] {
+    KnownCapabilities k;
+    k.names = capability::makeSandboxCapabilities(capability::SandboxServices{})->names();
+    std::set<std::string> modules;
+    for (const auto& n : k.names) modules.insert(n.substr(0, n.find('.')));
+    for (const auto& wildcard : capability::defaultCodeModePolicy().allowed) {
+      std::string module = wildcard.substr(0, wildcard.find('.'));
+      if (!modules.contains(module)) k.platform_modules.insert(module);
+      modules.insert(std::move(module));
+    }
+    k.modules.assign(modules.begin(), modules.end());
+    return k;
+  }();
+  return known;
+}
+
+// Why `name` (shaped: "*", "module.*" or "module.name") names nothing this
+// service serves, with the closest known one; nullopt when it is known.
+std::optional<std::string> unknownCapability(const std::string& name) {
+  if (name == "*") return std::nullopt;
+  const KnownCapabilities& known = knownCapabilities();
+  const std::string module = name.substr(0, name.find('.'));
+  auto suggest = [](const std::string& what, const std::vector<std::string>& candidates) {
+    std::vector<std::string_view> views(candidates.begin(), candidates.end());
+    auto near = closestKey(what, std::span<const std::string_view>(views));
+    return near ? " (did you mean " + quoteForMessage(*near) + "?)" : std::string();
+  };
+  if (std::find(known.modules.begin(), known.modules.end(), module) == known.modules.end())
+    return "capabilities: " + quoteForMessage(name) + " names no capability module" +
+           suggest(module, known.modules);
+  if (name.ends_with(".*") || known.platform_modules.contains(module)) return std::nullopt;
+  if (std::find(known.names.begin(), known.names.end(), name) != known.names.end()) return std::nullopt;
+  return "capabilities: " + quoteForMessage(name) + " is not a capability" + suggest(name, known.names);
+}
 
 // "capabilities": a list narrowing what the program may call. Each entry is
 // an exact name ("proc.run"), a module wildcard ("fs.*") or "*"; absent
@@ -65,6 +112,7 @@ Result<capability::Policy> policyFrom(const json& object) {
       return tl::unexpected(badRequest("capabilities: " + quoteForMessage(name) +
                                        " is not a capability name (\"proc.run\"), a module wildcard "
                                        "(\"fs.*\") or \"*\""));
+    if (auto unknown = unknownCapability(name)) return tl::unexpected(badRequest(*unknown));
     policy.allowed.insert(name);
   }
   return policy;

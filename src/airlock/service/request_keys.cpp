@@ -32,6 +32,10 @@ constexpr std::size_t kMaxComparedKey = 64;
 }  // namespace
 
 std::optional<std::string_view> closestKey(std::string_view key, std::initializer_list<std::string_view> known) {
+  return closestKey(key, std::span<const std::string_view>(known.begin(), known.size()));
+}
+
+std::optional<std::string_view> closestKey(std::string_view key, std::span<const std::string_view> known) {
   if (key.size() > kMaxComparedKey) return std::nullopt;
   std::optional<std::string_view> best;
   std::size_t best_distance = 0;

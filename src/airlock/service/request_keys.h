@@ -8,6 +8,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,7 @@ namespace airlock::service {
 // most max(2, longer length / 3); ties: the first in `known`), or nullopt
 // when none is close.
 std::optional<std::string_view> closestKey(std::string_view key, std::initializer_list<std::string_view> known);
+std::optional<std::string_view> closestKey(std::string_view key, std::span<const std::string_view> known);
 
 // nullopt when `body` is not an object or every key is in `known`;
 // otherwise the message for its first unknown key (keys in sorted order),

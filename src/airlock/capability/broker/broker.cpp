@@ -50,6 +50,13 @@ void CapabilityTable::addModuleRoute(std::string module, Handler handler) {
   by_module_[std::move(module)] = Entry{CeilingClass::kNone, std::move(handler)};
 }
 
+std::vector<std::string> CapabilityTable::names() const {
+  std::vector<std::string> out;
+  out.reserve(by_name_.size());
+  for (const auto& [name, entry] : by_name_) out.push_back(name);
+  return out;
+}
+
 const CapabilityTable::Entry* CapabilityTable::find(std::string_view name) const {
   if (auto it = by_name_.find(name); it != by_name_.end()) return &it->second;
   const auto dot = name.find('.');

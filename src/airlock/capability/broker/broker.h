@@ -54,6 +54,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "airlock/capability/wire/frame.h"
 #include "airlock/capability/wire/value.h"
@@ -118,6 +119,8 @@ class CapabilityTable {
   };
   // nullptr when neither a name nor a module route serves `name`.
   const Entry* find(std::string_view name) const;
+  // Every exact name added, sorted.
+  std::vector<std::string> names() const;
 
  private:
   std::map<std::string, Entry, std::less<>> by_name_;
