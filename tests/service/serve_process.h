@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,8 +38,10 @@ struct HttpReply {
 
 class ServeProcess {
  public:
-  // env: the child's whole environment (nothing is inherited).
-  explicit ServeProcess(std::vector<std::string> env, std::string binary = AIRLOCK_BINARY) {
+  // env: the child's whole environment (nothing is inherited); args: after
+  // `serve` (e.g. {"--config", path}).
+  explicit ServeProcess(std::vector<std::string> env, std::string binary = AIRLOCK_BINARY,
+                        std::vector<std::string> args = {}) {
     int err_pipe[2];
     if (::pipe2(err_pipe, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t fa;
@@ -50,8 +53,10 @@ class ServeProcess {
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     std::string serve = "serve";
-    char* argv[] = {binary.data(), serve.data(), nullptr};
-    if (::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv, envp.data()) != 0) pid_ = -1;
+    std::vector<char*> argv = {binary.data(), serve.data()};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     ::close(err_pipe[1]);
     err_fd_ = err_pipe[0];
@@ -83,6 +88,25 @@ class ServeProcess {
   std::string log() const {
     std::lock_guard lock(mu_);
     return log_;
+  }
+
+  // Sends `sig` and waits up to `limit` for the exit: the wait status, or
+  // nullopt when the child still runs then (it is left to the destructor).
+  std::optional<int> signalAndWaitFor(int sig, std::chrono::milliseconds limit) {
+    if (pid_ <= 0) return std::nullopt;
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    ::kill(pid_, sig);
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+      ::close(pidfd);
+      if (ready <= 0) return std::nullopt;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, 0) != pid_) return std::nullopt;
+    pid_ = -1;
+    if (drainer_.joinable()) drainer_.join();
+    return status;
   }
 
   // Sends `sig` and waits for the exit; returns the wait status.

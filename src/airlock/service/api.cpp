@@ -535,6 +535,14 @@ bool Api::wantsStream(const HttpRequest& request) const {
          queryParam(request.target.substr(q + 1), "stream") == "1";
 }
 
+bool Api::runsCommand(const HttpRequest& request) const {
+  if (request.method != "POST") return false;
+  const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
+  if (parts.size() == 3 && parts[0] == "v1" && parts[1] == "tools") return true;
+  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" &&
+         (parts[3] == "execute" || parts[3] == "code" || parts[3] == "artifacts");
+}
+
 HttpResponse Api::handleStreaming(const HttpRequest& request, const std::function<void(std::string)>& emit,
                                   const CancelToken* cancel) {
   try {

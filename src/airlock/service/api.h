@@ -149,6 +149,12 @@ class Api {
 
   // True for the streaming execute (POST .../execute?stream=1).
   bool wantsStream(const HttpRequest& request) const;
+  // True for a request that may run a command or program for as long as its
+  // own timeout (execute, streamed or not; code; a tool call; an export):
+  // the server runs these on threads of their own and bounds how many run.
+  bool runsCommand(const HttpRequest& request) const;
+  // True when the request carries the service token.
+  bool authorized(const HttpRequest& request) const;
   // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
   // as it is produced, the result line last. A request refused before the
   // command starts emits nothing and returns the error response; otherwise
@@ -215,7 +221,6 @@ class Api {
   HttpResponse callTool(const std::string& name, const HttpRequest& request);
   std::optional<LiveEnvironment> find(const std::string& id) const;
   Result<void> destroyTracked(const std::string& id, const char* why);
-  bool authorized(const HttpRequest& request) const;
 
   const Settings& settings_;
   ExecutionEnvironment& env_;

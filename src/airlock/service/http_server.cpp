@@ -3,8 +3,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/as_tuple.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
-#include <boost/asio/use_future.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -16,16 +14,25 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <list>
 #include <mutex>
+#include <optional>
+#include <unordered_set>
+#include <utility>
 #include <variant>
 
 #include "airlock/core/json.h"
+#include "airlock/sys/resource_limits.h"
 
 namespace airlock::service {
 namespace {
@@ -35,6 +42,20 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 constexpr auto kNoThrow = asio::experimental::as_tuple(asio::use_awaitable);
+constexpr std::uint64_t kWantedOpenFiles = 65536;
+constexpr int kExecutionNice = 10;
+constexpr int kLoopNice = -10;
+
+// Threads that pump a command's output run at a lower CPU priority than the
+// loop and the request pool: on a loaded machine a hundred commands writing
+// as fast as they can still leave the loop the time to accept and answer
+// (/healthz, provisioning, listing). Idempotent per thread.
+void yieldToTheLoop() {
+  thread_local bool lowered = false;
+  if (lowered) return;
+  lowered = true;
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kExecutionNice);
+}
 
 void logLine(const nlohmann::json& fields) {
   nlohmann::json line = {{"time", formatTimestamp(std::chrono::time_point_cast<std::chrono::milliseconds>(
@@ -47,17 +68,89 @@ void logLine(const nlohmann::json& fields) {
   std::fflush(stderr);
 }
 
+// One accepted connection, touched only on the loop's thread. While it waits
+// for (or is reading) its next request it sits on an idle list, oldest
+// first, and may be closed to make room for a new connection.
+struct Connection {
+  explicit Connection(tcp::socket socket) : stream(std::move(socket)) {}
+  beast::tcp_stream stream;
+  bool authenticated = false;  // a request of it carried the service token
+  bool counted = true;         // still counted against the connection bounds
+  std::optional<std::list<Connection*>::iterator> idle;
+};
+
+// NDJSON lines of one streaming execute, from the executing thread to the
+// session. push() never blocks: the command's supervisor must not wait on a
+// client, whatever the client does. What is queued is bounded by the
+// command's output cap (the sink only ever sees bytes that also land in the
+// result), so a client that reads slowly costs memory up to that cap and no
+// more; the command still ends at its timeout or cap.
+struct StreamLine {
+  std::string text;
+};
+struct StreamEnd {
+  HttpResponse response;
+};
+using StreamEvent = std::variant<StreamLine, StreamEnd>;
+
+class StreamQueue : public std::enable_shared_from_this<StreamQueue> {
+ public:
+  explicit StreamQueue(asio::io_context& ioc) : wake_(ioc, asio::steady_timer::time_point::max()) {}
+
+  // Any thread. Dropped once the session has stopped reading.
+  void push(StreamEvent event) {
+    {
+      std::lock_guard lk(mu_);
+      if (closed_) return;
+      events_.push_back(std::move(event));
+      // One wake-up in flight at a time: the session takes everything
+      // queued when it runs, so a fast command costs the loop one handler
+      // per write, not one per chunk.
+      if (wake_pending_) return;
+      wake_pending_ = true;
+    }
+    // The wake-up runs on the loop's thread, after the session's check of
+    // the queue and its wait (both on that thread), so none is lost.
+    asio::post(wake_.get_executor(), [self = shared_from_this()] { self->wake_.cancel(); });
+  }
+  // The loop's thread: what arrived so far, or an empty deque.
+  std::deque<StreamEvent> take() {
+    std::lock_guard lk(mu_);
+    wake_pending_ = false;
+    return std::exchange(events_, {});
+  }
+  // The loop's thread: until push() is called (or at once if it was).
+  asio::awaitable<void> wait() {
+    wake_.expires_at(asio::steady_timer::time_point::max());
+    co_await wake_.async_wait(kNoThrow);
+  }
+  void close() {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+    events_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<StreamEvent> events_;
+  bool closed_ = false;
+  bool wake_pending_ = false;
+  asio::steady_timer wake_;
+};
+
 class BeastServer final : public HttpServer {
  public:
   BeastServer(const Settings& settings, Api& api, ExecutionEnvironment& env)
       : settings_(settings),
         api_(api),
         env_(env),
-        pool_(static_cast<std::size_t>(settings.max_concurrent_executions)),
+        exec_pool_(static_cast<std::size_t>(settings.max_concurrent_executions)),
         acceptor_(ioc_),
         signals_(ioc_, SIGINT, SIGTERM),
         reaper_timer_(ioc_),
-        schedule_timer_(ioc_) {}
+        schedule_timer_(ioc_),
+        accept_timer_(ioc_),
+        shutdown_timer_(ioc_) {}
 
   Result<void> bind() {
     const std::string& listen = settings_.listen;
@@ -88,12 +181,17 @@ class BeastServer final : public HttpServer {
       if (!ec) beginStop();
     });
     logLine({{"level", "info"}, {"event", "listening"}, {"address", settings_.listen}, {"port", port()}});
+    // The loop accepts, reads and answers for everyone: where the service
+    // may (CAP_SYS_NICE), it runs ahead of the sandboxes' processes, so a
+    // hundred busy sandboxes on two cores do not delay /healthz by seconds.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kLoopNice);
     ioc_.run();
     // Shutdown: running commands ended with SERVICE_SHUTDOWN and their
     // responses went out (beginStop waited for them); now every environment
     // is destroyed.
     env_.shutdown();
     pool_.join();
+    exec_pool_.join();
     background_.join();
     api_.destroyAll();
     logLine({{"level", "info"}, {"event", "stopped"}});
@@ -102,6 +200,13 @@ class BeastServer final : public HttpServer {
   void stop() override { asio::post(ioc_, [this] { beginStop(); }); }
 
  private:
+  // How long a stopping service waits for responses still being written
+  // (a streamed result to a client that reads slowly) before it closes them.
+  static constexpr auto kStopGrace = std::chrono::seconds(5);
+  // How long accept waits when the process is out of descriptors and no idle
+  // connection can be closed to free one.
+  static constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
+
   void beginStop() {
     if (stopping_.exchange(true)) return;
     beast::error_code ec;
@@ -109,20 +214,92 @@ class BeastServer final : public HttpServer {
     signals_.cancel(ec);
     reaper_timer_.cancel();
     schedule_timer_.cancel();
-    // Running commands end now (SERVICE_SHUTDOWN); the loop stops once the
-    // last in-flight response is written (see session()).
+    accept_timer_.cancel();
+    // Connections waiting for a request are closed now; running commands end
+    // now (SERVICE_SHUTDOWN) and the loop stops once the last in-flight
+    // response is written (see session()), or at the grace's end.
+    while (closeIdle(idle_unauthenticated_) || closeIdle(idle_authenticated_)) {
+    }
     env_.shutdown();
+    shutdown_timer_.expires_after(kStopGrace);
+    shutdown_timer_.async_wait([this](const beast::error_code& err) {
+      if (err) return;
+      for (Connection* c : std::vector<Connection*>(open_.begin(), open_.end())) closeConnection(*c);
+    });
     if (inflight_ == 0) ioc_.stop();
+  }
+
+  // ---- connection bounds (the loop's thread only)
+
+  std::list<Connection*>& idleList(Connection& c) {
+    return c.authenticated ? idle_authenticated_ : idle_unauthenticated_;
+  }
+  void markIdle(Connection& c) {
+    if (c.counted && !c.idle) c.idle = idleList(c).insert(idleList(c).end(), &c);
+  }
+  void markBusy(Connection& c) {
+    if (c.idle) idleList(c).erase(*c.idle);
+    c.idle.reset();
+  }
+  void markAuthenticated(Connection& c) {
+    if (c.authenticated || !c.counted) return;
+    markBusy(c);
+    c.authenticated = true;
+    --unauthenticated_;
+  }
+  // Stops counting `c` (idempotent); the session ends on its own.
+  void forget(Connection& c) {
+    if (!c.counted) return;
+    markBusy(c);
+    c.counted = false;
+    open_.erase(&c);
+    --connections_;
+    if (!c.authenticated) --unauthenticated_;
+  }
+  void closeConnection(Connection& c) {
+    forget(c);
+    c.stream.close();  // a pending read or write completes with an error
+  }
+  // Closes the connection of `list` idle longest; false when there is none.
+  bool closeIdle(std::list<Connection*>& list) {
+    if (list.empty()) return false;
+    closeConnection(*list.front());
+    return true;
+  }
+  // Makes room for one more connection, closing idle ones past the bounds.
+  // False when the new connection must be refused (nothing could be closed).
+  bool admit(Connection& c) {
+    ++connections_;
+    ++unauthenticated_;
+    open_.insert(&c);
+    if (unauthenticated_ > settings_.max_unauthenticated_connections) closeIdle(idle_unauthenticated_);
+    if (connections_ > settings_.max_connections && !closeIdle(idle_unauthenticated_))
+      closeIdle(idle_authenticated_);
+    return unauthenticated_ <= settings_.max_unauthenticated_connections &&
+           connections_ <= settings_.max_connections;
   }
 
   asio::awaitable<void> accept() {
     while (!stopping_) {
       auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
-      if (ec) {
-        if (stopping_) co_return;
+      if (stopping_) co_return;
+      if (ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system) {
+        // Out of descriptors: free one by closing the connection idle
+        // longest; with none to close, wait instead of spinning on accept.
+        if (!closeIdle(idle_unauthenticated_) && !closeIdle(idle_authenticated_)) {
+          accept_timer_.expires_after(kAcceptBackoff);
+          co_await accept_timer_.async_wait(kNoThrow);
+        }
         continue;
       }
-      asio::co_spawn(ioc_, session(beast::tcp_stream(std::move(socket))), asio::detached);
+      if (ec) continue;
+      auto conn = std::make_shared<Connection>(std::move(socket));
+      if (!admit(*conn)) {
+        closeConnection(*conn);
+        continue;
+      }
+      markIdle(*conn);  // from now on, in the order connections arrived
+      asio::co_spawn(ioc_, session(std::move(conn)), asio::detached);
     }
   }
 
@@ -173,20 +350,24 @@ class BeastServer final : public HttpServer {
     co_return !ec;
   }
 
-  // One streaming execute: the handler runs on the pool and hands NDJSON
-  // lines through a channel; the first line sends a chunked 200 header, each
-  // line is a chunk, and the end is the last chunk. A request refused before
-  // anything streamed gets an ordinary response. If the client goes away the
-  // command is cancelled. Returns (status, whether the exchange completed).
-  struct StreamLine {
-    std::string text;
-  };
-  struct StreamEnd {
-    HttpResponse response;
-  };
-  using StreamEvent = std::variant<StreamLine, StreamEnd>;
-  using Channel = asio::experimental::concurrent_channel<void(beast::error_code, StreamEvent)>;
+  asio::awaitable<bool> sendResponse(beast::tcp_stream& stream, HttpResponse& out, unsigned version,
+                                     bool keep_alive) {
+    http::response<http::string_body> res{static_cast<http::status>(out.status), version};
+    if (!out.content_type.empty()) res.set(http::field::content_type, out.content_type);
+    for (const auto& [k, v] : out.headers) res.set(k, v);
+    res.keep_alive(keep_alive);
+    res.body() = std::move(out.body);
+    res.prepare_payload();
+    co_return co_await send(stream, res) && keep_alive;
+  }
 
+  // One streaming execute: the handler runs on an execution thread and
+  // hands NDJSON lines through a StreamQueue; the first lines send a chunked
+  // 200 header, the lines queued since the last write go out as one chunk,
+  // and the end is the last chunk. A request refused before anything
+  // streamed gets an ordinary response. A client that goes away (its end of
+  // the stream, a failed write, or no write taken within request_timeout)
+  // cancels the command. Returns (status, whether the exchange completed).
   asio::awaitable<std::pair<int, bool>> streamExchange(beast::tcp_stream& stream, const HttpRequest& req,
                                                        unsigned version, bool keep_alive) {
     auto token = CancelToken::create();
@@ -204,104 +385,155 @@ class BeastServer final : public HttpServer {
           if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) cancel->cancel();
         },
         asio::detached);
-    auto outcome = co_await streamLines(stream, req, version, keep_alive, cancel);
+    auto queue = std::make_shared<StreamQueue>(ioc_);
+    asio::post(exec_pool_, [this, queue, cancel, req] {
+      yieldToTheLoop();
+      HttpResponse end = api_.handleStreaming(
+          req, [&](std::string line) { queue->push(StreamLine{std::move(line) + "\n"}); }, cancel.get());
+      queue->push(StreamEnd{std::move(end)});
+    });
+    auto outcome = co_await streamLines(stream, version, keep_alive, *queue);
+    if (!outcome.second) {
+      queue->close();
+      cancel->cancel();
+    }
     beast::error_code ignored;
     stream.socket().cancel(ignored);  // ends the watcher
     co_return outcome;
   }
 
-  asio::awaitable<std::pair<int, bool>> streamLines(beast::tcp_stream& stream, const HttpRequest& req,
-                                                    unsigned version, bool keep_alive,
-                                                    std::shared_ptr<CancelToken> cancel) {
-    auto channel = std::make_shared<Channel>(ioc_, 64);
-    asio::post(pool_, [this, channel, cancel, req] {
-      bool gone = false;
-      auto push = [&](StreamEvent event) {
-        if (gone) return;
-        try {
-          channel->async_send(beast::error_code{}, std::move(event), asio::use_future).get();
-        } catch (const std::exception&) {
-          gone = true;  // the session closed the channel: the client is gone
-          cancel->cancel();
-        }
-      };
-      HttpResponse end = api_.handleStreaming(
-          req, [&](std::string line) { push(StreamLine{std::move(line) + "\n"}); }, cancel.get());
-      push(StreamEnd{std::move(end)});
-    });
-
+  asio::awaitable<std::pair<int, bool>> streamLines(beast::tcp_stream& stream, unsigned version,
+                                                    bool keep_alive, StreamQueue& queue) {
     bool header_sent = false;
-    bool ok = true;
-    int status = 200;
     http::response<http::empty_body> head{http::status::ok, version};
     head.set(http::field::content_type, "application/x-ndjson");
     head.chunked(true);
     head.keep_alive(keep_alive);
     http::response_serializer<http::empty_body> serializer{head};
     for (;;) {
-      auto [ec, event] = co_await channel->async_receive(kNoThrow);
-      if (ec) break;
-      if (auto* line = std::get_if<StreamLine>(&event)) {
-        if (!ok) continue;  // draining after a failed write
-        if (!header_sent) {
-          auto [werr, n] = co_await http::async_write_header(stream, serializer, kNoThrow);
-          header_sent = true;
-          if (werr) ok = false;
-        }
-        if (ok) {
-          auto [werr, n] = co_await asio::async_write(stream, http::make_chunk(asio::buffer(line->text)), kNoThrow);
-          if (werr) ok = false;
-        }
-        if (!ok) {
-          cancel->cancel();
-          channel->close();
-          co_return std::pair{499, false};
-        }
+      auto events = queue.take();
+      if (events.empty()) {
+        co_await queue.wait();
         continue;
       }
-      HttpResponse& end = std::get<StreamEnd>(event).response;
+      // The lines go out as one chunk, written from where they lie (no
+      // copy on the loop's thread: a fast command queues megabytes).
+      std::vector<asio::const_buffer> chunk;
+      std::optional<HttpResponse> end;
+      for (auto& event : events) {
+        if (auto* line = std::get_if<StreamLine>(&event)) {
+          chunk.push_back(asio::buffer(line->text));
+        } else {
+          end = std::move(std::get<StreamEnd>(event).response);
+        }
+      }
+      if (!chunk.empty()) {
+        stream.expires_after(settings_.request_timeout);
+        if (!header_sent) {
+          header_sent = true;
+          auto [werr, n] = co_await http::async_write_header(stream, serializer, kNoThrow);
+          if (werr) co_return std::pair{499, false};
+        }
+        auto [werr, n] = co_await asio::async_write(stream, http::make_chunk(chunk), kNoThrow);
+        if (werr) co_return std::pair{499, false};
+      }
+      if (!end) continue;
       if (header_sent) {
+        stream.expires_after(settings_.request_timeout);
         auto [werr, n] = co_await asio::async_write(stream, http::make_chunk_last(), kNoThrow);
         co_return std::pair{200, !werr};
       }
-      status = end.status;
-      http::response<http::string_body> res{static_cast<http::status>(end.status), version};
-      if (!end.content_type.empty()) res.set(http::field::content_type, end.content_type);
-      res.keep_alive(keep_alive);
-      res.body() = std::move(end.body);
-      res.prepare_payload();
-      const bool sent = co_await send(stream, res);
-      co_return std::pair{status, sent};
+      const int status = end->status;
+      const bool sent = co_await sendResponse(stream, *end, version, keep_alive);
+      co_return std::pair{status, sent || !keep_alive};
     }
-    co_return std::pair{status, false};
   }
 
-  asio::awaitable<void> session(beast::tcp_stream stream) {
+  // A request the parser refused: its answer, and the connection closes.
+  static HttpResponse refusalFor(const beast::error_code& ec, std::int64_t max_body_bytes) {
+    if (ec == http::error::body_limit)
+      return errorResponse(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(max_body_bytes) + " bytes");
+    if (ec == http::error::header_limit) return errorResponse(431, "bad_request", "the request headers are too large");
+    return errorResponse(400, "bad_request", "malformed HTTP request");
+  }
+
+  void logRequest(const HttpRequest& req, int status, std::chrono::steady_clock::time_point started,
+                  bool streamed) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
+    api_.metrics().request(route, status, seconds);
+    nlohmann::json line = {{"level", status >= 500 ? "error" : "info"},
+                           {"event", "request"},
+                           {"method", req.method},
+                           {"route", route}};
+    if (streamed) line["stream"] = true;
+    line["status"] = status;
+    line["ms"] = static_cast<std::int64_t>(seconds * 1000);
+    logLine(line);
+  }
+
+  // Answers one parsed request; returns whether the connection stays open.
+  asio::awaitable<bool> exchange(Connection& conn, const HttpRequest& req, unsigned version, bool keep_alive) {
+    const auto started = std::chrono::steady_clock::now();
+    conn.stream.expires_never();  // an execute runs as long as its own timeout
+    const bool long_running = api_.runsCommand(req);
+    if (long_running && executions_ >= settings_.max_concurrent_executions) {
+      HttpResponse busy = errorResponse(
+          503, "execution_unavailable",
+          std::to_string(executions_) +
+              " commands are running, the most this service runs at once (max_concurrent_executions); try again");
+      logRequest(req, busy.status, started, false);
+      co_return co_await sendResponse(conn.stream, busy, version, keep_alive && !stopping_);
+    }
+    ++inflight_;
+    if (long_running) ++executions_;
+    bool open = false;
+    if (api_.wantsStream(req)) {
+      const auto [status, sent] = co_await streamExchange(conn.stream, req, version, keep_alive);
+      logRequest(req, status, started, true);
+      open = sent && keep_alive && !stopping_;
+    } else if (req.method == "GET" && req.target == "/healthz") {
+      // Answered on the loop's thread: a health probe never waits for a
+      // worker.
+      HttpResponse out = api_.handle(req);
+      logRequest(req, out.status, started, false);
+      open = co_await sendResponse(conn.stream, out, version, keep_alive && !stopping_);
+    } else {
+      HttpResponse out = co_await asio::co_spawn(
+          long_running ? exec_pool_.get_executor() : pool_.get_executor(),
+          [this, &req, long_running]() -> asio::awaitable<HttpResponse> {
+            if (long_running) yieldToTheLoop();
+            co_return api_.handle(req);
+          },
+          asio::use_awaitable);
+      logRequest(req, out.status, started, false);
+      open = co_await sendResponse(conn.stream, out, version, keep_alive && !stopping_);
+    }
+    if (long_running) --executions_;
+    if (--inflight_ == 0 && stopping_) ioc_.stop();
+    co_return open;
+  }
+
+  asio::awaitable<void> session(std::shared_ptr<Connection> conn) {
+    beast::tcp_stream& stream = conn->stream;
     beast::flat_buffer buffer;
-    for (;;) {
+    while (conn->counted && !stopping_) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(settings_.max_header_bytes));
       parser.body_limit(static_cast<std::uint64_t>(settings_.max_body_bytes));
-      stream.expires_after(settings_.request_timeout);
+      stream.expires_after(conn->authenticated
+                               ? settings_.request_timeout
+                               : std::min(settings_.request_timeout, settings_.unauthenticated_request_timeout));
+      markIdle(*conn);
       auto [ec, n] = co_await http::async_read(stream, buffer, parser, kNoThrow);
-      if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
-          ec == asio::error::connection_reset || stopping_)
+      markBusy(*conn);
+      if (!conn->counted || stopping_ || ec == http::error::end_of_stream || ec == beast::error::timeout ||
+          ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
         break;
       if (ec) {
-        HttpResponse err = ec == http::error::body_limit     ? errorResponse(413, "payload_too_large",
-                                                                             "the request body is larger than " +
-                                                                                 std::to_string(settings_.max_body_bytes) +
-                                                                                 " bytes")
-                           : ec == http::error::header_limit ? errorResponse(431, "bad_request",
-                                                                             "the request headers are too large")
-                                                             : errorResponse(400, "bad_request",
-                                                                             "malformed HTTP request");
-        http::response<http::string_body> res{static_cast<http::status>(err.status), 11};
-        res.set(http::field::content_type, err.content_type);
-        res.set(http::field::connection, "close");
-        res.body() = std::move(err.body);
-        res.prepare_payload();
-        co_await send(stream, res);
+        HttpResponse refused = refusalFor(ec, settings_.max_body_bytes);
+        co_await sendResponse(stream, refused, 11, false);
         break;
       }
       auto request = parser.release();
@@ -310,48 +542,20 @@ class BeastServer final : public HttpServer {
       req.target = std::string(request.target());
       if (auto it = request.find(http::field::authorization); it != request.end())
         req.authorization = std::string(it->value());
-      req.body = std::move(request.body());
-      const bool keep_alive = request.keep_alive();
-
-      const auto started = std::chrono::steady_clock::now();
-      stream.expires_never();  // an execute runs as long as its own timeout
-      if (api_.wantsStream(req)) {
-        ++inflight_;
-        const auto [status, sent] = co_await streamExchange(stream, req, request.version(), keep_alive);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
-        api_.metrics().request(route, status, seconds);
-        logLine({{"level", status >= 500 ? "error" : "info"}, {"event", "request"}, {"method", req.method},
-                 {"route", route}, {"stream", true}, {"status", status},
-                 {"ms", static_cast<std::int64_t>(seconds * 1000)}});
-        if (--inflight_ == 0 && stopping_) ioc_.stop();
-        if (!sent || !keep_alive || stopping_) break;
-        continue;
+      if (auto te = request.find(http::field::transfer_encoding);
+          te != request.end() && !beast::iequals(te->value(), "chunked")) {
+        // Only "chunked" is decoded; any other coding (gzip, chunked) would
+        // hand the handler bytes it cannot read (RFC 9112: 501).
+        HttpResponse refused = errorResponse(
+            501, "bad_request", "Transfer-Encoding \"" + std::string(te->value()) + "\" is not supported (only chunked)");
+        co_await sendResponse(stream, refused, request.version(), false);
+        break;
       }
-      ++inflight_;  // only touched on the loop's thread
-      HttpResponse out = co_await asio::co_spawn(
-          pool_, [this, &req]() -> asio::awaitable<HttpResponse> { co_return api_.handle(req); },
-          asio::use_awaitable);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
-      api_.metrics().request(route, out.status, seconds);
-      logLine({{"level", out.status >= 500 ? "error" : "info"},
-               {"event", "request"},
-               {"method", req.method},
-               {"route", route},
-               {"status", out.status},
-               {"ms", static_cast<std::int64_t>(seconds * 1000)}});
-
-      http::response<http::string_body> res{static_cast<http::status>(out.status), request.version()};
-      if (!out.content_type.empty()) res.set(http::field::content_type, out.content_type);
-      for (const auto& [k, v] : out.headers) res.set(k, v);
-      res.keep_alive(keep_alive && !stopping_);
-      res.body() = std::move(out.body);
-      res.prepare_payload();
-      const bool sent = co_await send(stream, res);
-      if (--inflight_ == 0 && stopping_) ioc_.stop();
-      if (!sent || !res.keep_alive()) break;
+      req.body = std::move(request.body());
+      if (api_.authorized(req)) markAuthenticated(*conn);
+      if (!co_await exchange(*conn, req, request.version(), request.keep_alive())) break;
     }
+    forget(*conn);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   }
@@ -360,16 +564,30 @@ class BeastServer final : public HttpServer {
   Api& api_;
   ExecutionEnvironment& env_;
   asio::io_context ioc_;
-  asio::thread_pool pool_;
+  // Requests that answer promptly (provision, files, listing, health).
+  asio::thread_pool pool_{16};
+  // Requests that run a command or program (Api::runsCommand): at most
+  // max_concurrent_executions at once, each on a thread of its own, so they
+  // never hold up pool_.
+  asio::thread_pool exec_pool_;
   // The reaper and the schedule fire loop: a thread of their own, so that
-  // requests filling pool_ (long executes) do not hold them up.
+  // requests filling the pools do not hold them up.
   asio::thread_pool background_{1};
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer reaper_timer_;
   asio::steady_timer schedule_timer_;
+  asio::steady_timer accept_timer_;
+  asio::steady_timer shutdown_timer_;
   std::atomic<bool> stopping_{false};
+  // The loop's thread only.
   int inflight_ = 0;
+  std::int64_t executions_ = 0;
+  std::int64_t connections_ = 0;
+  std::int64_t unauthenticated_ = 0;
+  std::list<Connection*> idle_unauthenticated_;
+  std::list<Connection*> idle_authenticated_;
+  std::unordered_set<Connection*> open_;
 };
 
 }  // namespace
@@ -421,6 +639,15 @@ std::string routeLabel(std::string_view path) {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings, Api& api,
                                                        ExecutionEnvironment& env) {
+  // Connections, sandboxes and their pipes all hold descriptors: start with
+  // as many as the process may have, never fewer than the connection bounds
+  // need.
+  if (auto limit = sys::raiseOpenFileLimit(kWantedOpenFiles);
+      limit && *limit < static_cast<std::uint64_t>(settings.max_connections) + 256)
+    logLine({{"level", "warning"},
+             {"event", "file_limit_low"},
+             {"open_files", *limit},
+             {"max_connections", settings.max_connections}});
   auto server = std::make_unique<BeastServer>(settings, api, env);
   if (auto r = server->bind(); !r) return tl::unexpected(r.error());
   return std::unique_ptr<HttpServer>(std::move(server));

@@ -3,17 +3,39 @@
 //
 // Bounds: headers up to settings.max_header_bytes (431 past it), bodies up
 // to settings.max_body_bytes (413), a request must arrive within
-// settings.request_timeout (the connection is closed otherwise); a handler
-// runs on a worker pool of settings.max_concurrent_executions threads, so a
-// long execute never blocks other requests. Keep-alive is honoured.
+// settings.request_timeout (unauthenticated_request_timeout for a connection
+// that has not yet sent the service token), else the connection is closed.
+// Transfer codings other than "chunked" are refused (501). Connections:
+// at most settings.max_connections, and max_unauthenticated_connections of
+// those that have not authenticated; past a bound the connection waiting
+// longest for its next request is closed (unauthenticated first), never one
+// with a request in progress. The descriptor limit is raised at start; an
+// accept that finds none free closes an idle connection or waits, it never
+// spins.
+//
+// Threads: one loop thread accepts, reads and writes for every connection
+// (an idle or slow connection costs a coroutine, never a thread) and
+// answers /healthz itself. Requests that run a command or program
+// (Api::runsCommand) run on threads of their own, at most
+// settings.max_concurrent_executions at once (503 past it), at a lower CPU
+// priority than the loop; every other request runs on a small pool of its
+// own, so long commands never hold up provisioning, listing or health.
+//
+// Streaming execute: the command's output is queued for the client without
+// ever blocking the command (what is queued is bounded by the command's
+// output cap), so its timeout and cap hold whatever the client does. A
+// client that closes its end, fails a write, or takes nothing within
+// request_timeout is gone: its command is cancelled.
 //
 // Logs: one JSON line per request on stderr (time, method, route with ids
 // replaced by {id}, status, milliseconds); never a header value or a body.
 //
 // Lifecycle: run() serves until SIGINT/SIGTERM or stop(); then it stops
-// accepting, tells the adapter to shut down (running commands end with
-// SERVICE_SHUTDOWN), waits for in-flight requests, destroys every
-// environment and returns. The reaper runs every settings.reaper_interval.
+// accepting, closes idle connections, tells the adapter to shut down
+// (running commands end with SERVICE_SHUTDOWN), waits for in-flight
+// responses (at most a few seconds for a client that does not read),
+// destroys every environment and returns. The reaper runs every
+// settings.reaper_interval.
 #pragma once
 
 #include <cstdint>

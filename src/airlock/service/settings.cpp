@@ -160,6 +160,18 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     auto v = positiveInt("max_concurrent_executions", value, prefix);
     if (!v) return tl::unexpected(v.error());
     s.max_concurrent_executions = *v;
+  } else if (key == "max_connections") {
+    auto v = positiveInt("max_connections", value, prefix);
+    if (!v) return tl::unexpected(v.error());
+    s.max_connections = *v;
+  } else if (key == "max_unauthenticated_connections") {
+    auto v = positiveInt("max_unauthenticated_connections", value, prefix);
+    if (!v) return tl::unexpected(v.error());
+    s.max_unauthenticated_connections = *v;
+  } else if (key == "unauthenticated_request_timeout") {
+    auto v = secondsSetting("unauthenticated_request_timeout", value, prefix);
+    if (!v) return tl::unexpected(v.error());
+    s.unauthenticated_request_timeout = *v;
   } else {
     return tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(key)));
   }

@@ -80,6 +80,16 @@ struct Settings {
   std::int64_t max_body_bytes = std::int64_t{64} << 20;
   std::chrono::seconds request_timeout{30};  // reading a request; execute adds its own timeout
   std::int64_t max_concurrent_executions = 64;
+  // Connection bounds. At most max_connections open at once, and at most
+  // max_unauthenticated_connections of them that have not yet presented the
+  // service token. Past a bound the connection that has waited longest for
+  // its next request (unauthenticated ones first) is closed to make room; a
+  // connection with a request in progress is never closed for this. A
+  // connection that has not authenticated must send a whole request within
+  // unauthenticated_request_timeout.
+  std::int64_t max_connections = 4096;
+  std::int64_t max_unauthenticated_connections = 1024;
+  std::chrono::seconds unauthenticated_request_timeout{10};
 };
 
 // Returns an environment variable's value, if set (injectable for tests).
