@@ -13,10 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "airlock/capability/broker/capabilities.h"
 #include "airlock/egress/classifier.h"
@@ -35,14 +37,20 @@ using capability::wire::Value;
 
 bool g_hermetic = false;
 constexpr const char* kSink = "127.0.0.2";
+constexpr const char* kOtherSink = "127.0.0.4";  // another origin
 
-std::shared_ptr<const egress::Policy> allowlist(const std::string& host, int port) {
+std::shared_ptr<const egress::Policy> allowlist(
+    std::vector<std::pair<std::string, int>> destinations) {
   EgressPolicy value;
   value.mode = EgressMode::kAllowlist;
-  value.destinations.push_back(EgressDestination{host, {port}});
+  for (auto& [host, port] : destinations)
+    value.destinations.push_back(EgressDestination{std::move(host), {port}});
   auto p = egress::compilePolicy(value, "test");
   EXPECT_TRUE(p) << p.error().message();
   return *p;
+}
+std::shared_ptr<const egress::Policy> allowlist(const std::string& host, int port) {
+  return allowlist({{host, port}});
 }
 
 struct Net {
@@ -54,7 +62,8 @@ struct Net {
     services.classifier = std::make_shared<const egress::AddressClassifier>(
         std::make_shared<egress::FixedSelfAddresses>(std::vector<egress::IpAddress>{}),
         egress::testing::makeTestSinkToken(),
-        std::vector<egress::IpAddress>{*egress::IpAddress::parse(kSink)});
+        std::vector<egress::IpAddress>{*egress::IpAddress::parse(kSink),
+                                       *egress::IpAddress::parse(kOtherSink)});
   }
 };
 
@@ -190,14 +199,19 @@ TEST(NetCapability, TheRefusalCodeCrossesTheWireUnchanged) {
   (*session)->finish();
 }
 
-// One request, one canned response, on kSink.
+constexpr const char* kHello =
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Sink: yes\r\nConnection: close\r\n\r\nhello";
+
+// Canned responses on `ip`, one connection each, in order; each request's
+// head is recorded.
 class OneShotSink {
  public:
-  OneShotSink() {
+  explicit OneShotSink(const char* ip = kSink, std::vector<std::string> responses = {kHello})
+      : responses_(std::move(responses)) {
     fd_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
-    ::inet_pton(AF_INET, kSink, &sa.sin_addr);
+    ::inet_pton(AF_INET, ip, &sa.sin_addr);
     ok_ = ::bind(fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
           ::listen(fd_.get(), 4) == 0;
     socklen_t len = sizeof sa;
@@ -211,33 +225,46 @@ class OneShotSink {
   }
   bool ok() const { return ok_; }
   int port() const { return port_; }
-  std::string request() {
+  // The request heads, once every response was served (or the sink ended).
+  std::vector<std::string> requests() {
     if (thread_.joinable()) thread_.join();
-    return request_;
+    return requests_;
+  }
+  std::string request() {
+    auto all = requests();
+    return all.empty() ? std::string() : all.front();
   }
 
  private:
   void serve() {
-    sys::UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c.valid()) return;
-    timeval tv{5, 0};
-    ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[4096];
-    while (request_.find("\r\n\r\n") == std::string::npos) {
-      ssize_t n = ::read(c.get(), buf, sizeof buf);
-      if (n <= 0) return;
-      request_.append(buf, static_cast<std::size_t>(n));
+    for (const std::string& response : responses_) {
+      sys::UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!c.valid()) return;
+      timeval tv{5, 0};
+      ::setsockopt(c.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[4096];
+      std::string request;
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::read(c.get(), buf, sizeof buf);
+        if (n <= 0) return;
+        request.append(buf, static_cast<std::size_t>(n));
+      }
+      requests_.push_back(std::move(request));
+      (void)::write(c.get(), response.data(), response.size());
     }
-    const std::string resp =
-        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Sink: yes\r\nConnection: close\r\n\r\nhello";
-    (void)::write(c.get(), resp.data(), resp.size());
   }
+  std::vector<std::string> responses_;
   sys::UniqueFd fd_;
   bool ok_ = false;
   int port_ = 0;
   std::thread thread_;
-  std::string request_;
+  std::vector<std::string> requests_;
 };
+
+std::string redirectTo(const std::string& location) {
+  return "HTTP/1.1 302 Found\r\nLocation: " + location +
+         "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+}
 
 TEST(NetCapability, AnAllowedFetchReachesTheSinkThroughTheGuard) {
   if (!g_hermetic) GTEST_SKIP() << "needs a private network namespace (root)";
@@ -260,6 +287,85 @@ TEST(NetCapability, AnAllowedFetchReachesTheSinkThroughTheGuard) {
   const std::string req = sink.request();
   EXPECT_EQ(req.rfind("GET /p HTTP/1.1\r\n", 0), 0u) << req;
   EXPECT_NE(req.find("X-Test: 1\r\n"), std::string::npos) << req;
+}
+
+bool hasHeader(const std::string& request, const std::string& name) {
+  std::string lower_request = request, lower_name = name;
+  for (char& c : lower_request) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : lower_name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower_request.find("\r\n" + lower_name + ":") != std::string::npos;
+}
+
+// The headers a program sets on net.fetch, and whether a redirect to another
+// origin may carry them (the safe list of egress/outbound_guard.h; the GET
+// here has no body, so Content-Type does not go).
+struct ProgramHeader {
+  const char* name;
+  bool crosses;
+};
+constexpr ProgramHeader kProgramHeaders[] = {
+    {"X-Api-Key", false},     {"Authorization", false},  {"Cookie", false},
+    {"Proxy-Authorization", false}, {"X-Custom-Token", false}, {"Content-Type", false},
+    {"Accept", true},         {"Accept-Language", true}, {"User-Agent", true},
+    {"Cache-Control", true},
+};
+
+Value programHeaders() {
+  std::vector<std::pair<std::string, Value>> headers;
+  for (const auto& h : kProgramHeaders) headers.emplace_back(h.name, Value::string("v-secret"));
+  return Value::map(std::move(headers));
+}
+
+TEST(NetCapability, ARedirectToAnotherOriginCarriesOnlyTheSafeHeaders) {
+  if (!g_hermetic) GTEST_SKIP() << "needs a private network namespace (root)";
+  OneShotSink b(kOtherSink);
+  ASSERT_TRUE(b.ok());
+  const std::string url_b = "http://other.example.com:" + std::to_string(b.port()) + "/landing";
+  OneShotSink a(kSink, {redirectTo(url_b)});
+  ASSERT_TRUE(a.ok());
+  Net net(allowlist({{"hooks.example.com", a.port()}, {"other.example.com", b.port()}}));
+  net.dns.add("hooks.example.com.", {kSink});
+  net.dns.add("other.example.com.", {kOtherSink});
+  auto answer = fetch(
+      net.services,
+      Value::map(
+          {{"url", Value::string("http://hooks.example.com:" + std::to_string(a.port()) + "/start")},
+           {"headers", programHeaders()},
+           {"timeout_ms", Value::integer(5000)}}));
+  ASSERT_TRUE(std::holds_alternative<Value>(answer))
+      << std::get<Refusal>(answer).code << ": " << std::get<Refusal>(answer).message;
+  const Value& v = std::get<Value>(answer);
+  EXPECT_EQ(v.find("status")->asUnsigned().value_or(0), 200u);
+  EXPECT_EQ(v.find("redirects")->asUnsigned().value_or(0), 1u);
+  const std::string at_a = a.request();
+  const std::string at_b = b.request();
+  EXPECT_EQ(at_b.rfind("GET /landing HTTP/1.1\r\n", 0), 0u) << at_b;
+  for (const auto& h : kProgramHeaders) {
+    EXPECT_TRUE(hasHeader(at_a, h.name)) << h.name << " at the first origin: " << at_a;
+    EXPECT_EQ(hasHeader(at_b, h.name), h.crosses) << h.name << " at the other origin: " << at_b;
+  }
+}
+
+TEST(NetCapability, ASameOriginRedirectKeepsTheProgramsHeaders) {
+  if (!g_hermetic) GTEST_SKIP() << "needs a private network namespace (root)";
+  OneShotSink a(kSink, {redirectTo("/next"), kHello});
+  ASSERT_TRUE(a.ok());
+  Net net(allowlist("hooks.example.com", a.port()));
+  net.dns.add("hooks.example.com.", {kSink});
+  auto answer = fetch(
+      net.services,
+      Value::map(
+          {{"url", Value::string("http://hooks.example.com:" + std::to_string(a.port()) + "/start")},
+           {"headers", programHeaders()},
+           {"timeout_ms", Value::integer(5000)}}));
+  ASSERT_TRUE(std::holds_alternative<Value>(answer))
+      << std::get<Refusal>(answer).code << ": " << std::get<Refusal>(answer).message;
+  EXPECT_EQ(std::get<Value>(answer).find("redirects")->asUnsigned().value_or(0), 1u);
+  const auto requests = a.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].rfind("GET /next HTTP/1.1\r\n", 0), 0u) << requests[1];
+  for (const auto& h : kProgramHeaders)
+    EXPECT_TRUE(hasHeader(requests[1], h.name)) << h.name << " after a same-origin redirect";
 }
 
 }  // namespace

@@ -314,16 +314,38 @@ TEST_F(OutboundGuardTest, RedirectToARefusedDestinationIsRefused) {
   EXPECT_TRUE(b_.requests().empty());
 }
 
-TEST_F(OutboundGuardTest, CredentialsAreDroppedOnACrossOriginRedirect) {
+// The headers a program might set: credentials by any name, custom ones,
+// and the safe list of outbound_guard.h.
+const std::vector<std::pair<std::string, std::string>> kProgramHeaders = {
+    {"Authorization", "Bearer secret-token"},
+    {"Proxy-Authorization", "Basic c2VjcmV0"},
+    {"Cookie", "session=1"},
+    {"X-Api-Key", "k"},
+    {"X-Trace", "t1"},
+    {"Api-Token", "t2"},
+    {"Accept", "application/json"},
+    {"Accept-Language", "en"},
+    {"Accept-Encoding", "identity"},
+    {"Cache-Control", "no-cache"},
+    {"User-Agent", "agent/1"},
+    {"Content-Type", "application/json"},
+    {"Content-Language", "en"},
+};
+const std::set<std::string> kAlwaysSafe = {"accept", "accept-language", "accept-encoding",
+                                           "cache-control", "user-agent"};
+const std::set<std::string> kSafeWithBody = {"content-type", "content-language"};
+
+std::string lowered(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+TEST_F(OutboundGuardTest, ACrossOriginRedirectCarriesOnlyTheSafeHeaders) {
   a_.on("/start", redirectResponse(307, urlB("/landing")));
   b_.on("/landing", redirectResponse(302, urlA("/back")));
   a_.on("/back", okResponse("done"));
   OutboundRequest req{urlA("/start"), "POST"};
-  req.headers = {{"Authorization", "Bearer secret-token"},
-                 {"Cookie", "session=1"},
-                 {"X-Api-Key", "k"},
-                 {"X-Trace", "t1"}};
-  req.credential_headers = {"x-api-key"};
+  req.headers = kProgramHeaders;
   req.body = "{\"event\":1}";
   const auto r = guard_->fetch(req);
   ASSERT_TRUE(r.has_value()) << r.error().error.message();
@@ -337,14 +359,20 @@ TEST_F(OutboundGuardTest, CredentialsAreDroppedOnACrossOriginRedirect) {
   const auto at_b = b_.requests();
   ASSERT_EQ(at_a.size(), 2u);
   ASSERT_EQ(at_b.size(), 1u);
-  EXPECT_TRUE(hasHeader(at_a[0], "Authorization"));
-  EXPECT_TRUE(hasHeader(at_a[0], "Cookie"));
-  EXPECT_TRUE(hasHeader(at_a[0], "X-Api-Key"));
-  for (const std::string& later : {at_b[0], at_a[1]}) {
-    EXPECT_FALSE(hasHeader(later, "Authorization")) << later;
-    EXPECT_FALSE(hasHeader(later, "Cookie")) << later;
-    EXPECT_FALSE(hasHeader(later, "X-Api-Key")) << later;
-    EXPECT_TRUE(hasHeader(later, "X-Trace")) << later;
+  for (const auto& [name, value] : kProgramHeaders)
+    EXPECT_TRUE(hasHeader(at_a[0], name)) << name << " on the first hop: " << at_a[0];
+  // B got a 307: the body and its Content-Type went along, nothing else but
+  // the safe list.
+  for (const auto& [name, value] : kProgramHeaders) {
+    const std::string n = lowered(name);
+    const bool expected = kAlwaysSafe.count(n) > 0 || kSafeWithBody.count(n) > 0;
+    EXPECT_EQ(hasHeader(at_b[0], name), expected) << name << " at the other origin: " << at_b[0];
+  }
+  // Back at A after a 302 (now a GET without a body): the safe list only,
+  // without the body's headers.
+  for (const auto& [name, value] : kProgramHeaders) {
+    const bool expected = kAlwaysSafe.count(lowered(name)) > 0;
+    EXPECT_EQ(hasHeader(at_a[1], name), expected) << name << " back at the first origin: " << at_a[1];
   }
   // 307 keeps method and body; 302 after POST becomes GET without a body.
   EXPECT_EQ(at_b[0].rfind("POST /landing ", 0), 0u) << at_b[0];
@@ -352,16 +380,32 @@ TEST_F(OutboundGuardTest, CredentialsAreDroppedOnACrossOriginRedirect) {
   EXPECT_EQ(at_a[1].rfind("GET /back ", 0), 0u) << at_a[1];
 }
 
-TEST_F(OutboundGuardTest, CredentialsAreKeptOnASameOriginRedirect) {
-  a_.on("/start", redirectResponse(302, "/next"));
-  a_.on("/next", okResponse("ok"));
+TEST_F(OutboundGuardTest, ASafeHeaderNamedAsACredentialIsDroppedAcrossOrigins) {
+  a_.on("/start", redirectResponse(302, urlB("/landing")));
+  b_.on("/landing", okResponse("ok"));
   OutboundRequest req{urlA("/start")};
-  req.headers = {{"Authorization", "Bearer t"}};
+  req.headers = {{"User-Agent", "tenant-42"}, {"Accept", "*/*"}};
+  req.credential_headers = {"user-agent"};
+  const auto r = guard_->fetch(req);
+  ASSERT_TRUE(r.has_value()) << r.error().error.message();
+  const auto at_b = b_.requests();
+  ASSERT_EQ(at_b.size(), 1u);
+  EXPECT_FALSE(hasHeader(at_b[0], "User-Agent")) << at_b[0];
+  EXPECT_TRUE(hasHeader(at_b[0], "Accept")) << at_b[0];
+}
+
+TEST_F(OutboundGuardTest, ASameOriginRedirectKeepsEveryHeader) {
+  a_.on("/start", redirectResponse(307, "/next"));
+  a_.on("/next", okResponse("ok"));
+  OutboundRequest req{urlA("/start"), "PUT"};
+  req.headers = kProgramHeaders;
+  req.body = "x";
   const auto r = guard_->fetch(req);
   ASSERT_TRUE(r.has_value()) << r.error().error.message();
   const auto at_a = a_.requests();
   ASSERT_EQ(at_a.size(), 2u);
-  EXPECT_TRUE(hasHeader(at_a[1], "Authorization"));
+  for (const auto& [name, value] : kProgramHeaders)
+    EXPECT_TRUE(hasHeader(at_a[1], name)) << name << ": " << at_a[1];
   EXPECT_TRUE(r->hops[1].credentials_sent);
 }
 

@@ -144,10 +144,10 @@ TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {
   const std::string other = provision({{"tenant_id", "t1"}, {"run_id", "run-b"}, {"lease_epoch", 1}});
   EXPECT_EQ(api_->reap(), 0);
   // The platform moves run-a to epoch 4: its epoch-3 sandbox is stale.
-  auto renew = call("PUT", "/v1/runs/run-a/lease", R"({"lease_epoch": 4})");
+  auto renew = call("PUT", "/v1/runs/run-a/lease", R"({"tenant_id": "t1", "lease_epoch": 4})");
   ASSERT_EQ(renew.status, 200) << renew.body;
   EXPECT_EQ(json::parse(renew.body)["lease_epoch"], 4);
-  EXPECT_EQ(json::parse(call("PUT", "/v1/runs/run-a/lease", R"({"lease_epoch": 2})").body)["lease_epoch"], 4)
+  EXPECT_EQ(json::parse(call("PUT", "/v1/runs/run-a/lease", R"({"tenant_id": "t1", "lease_epoch": 2})").body)["lease_epoch"], 4)
       << "leases only move forward";
   EXPECT_EQ(api_->reap(), 1);
   EXPECT_EQ(call("GET", "/v1/environments/" + current).status, 404);
@@ -384,10 +384,10 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
   EXPECT_EQ(message(streamed), "unknown key \"stdn\" (did you mean \"stdin\"?)");
   EXPECT_TRUE(lines.empty()) << "nothing ran";
 
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 2, "epoch": 3})");
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 2, "epoch": 3})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_EQ(code(lease), "bad_request");
-  EXPECT_EQ(api_->leases().current("r1"), std::nullopt) << "the lease was not renewed";
+  EXPECT_EQ(api_->leases().current("t1", "r1"), std::nullopt) << "the lease was not renewed";
 
   auto tool = call("POST", "/v1/tools/workspace.list",
                    json{{"environment_id", id}, {"argument", {{"path", "."}}}}.dump());

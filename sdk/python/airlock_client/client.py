@@ -373,13 +373,16 @@ class AirlockClient:
 
     # --- leases ----------------------------------------------------------
 
-    def renew_lease(self, run_id: str, epoch: int) -> Lease:
-        """PUT /v1/runs/{run_id}/lease: reports the run's current epoch.
-        Environments of the run with an older epoch are destroyed by the
-        reaper. Epochs only move forward: the returned lease holds the
-        service's current epoch, which may be higher than ``epoch``."""
+    def renew_lease(self, tenant_id: str, run_id: str, epoch: int) -> Lease:
+        """PUT /v1/runs/{run_id}/lease: reports the current epoch of the
+        tenant's run (a lease is per tenant and run: another tenant's run of
+        the same id is another lease). Environments of that run with an
+        older epoch are destroyed by the reaper. Epochs only move forward:
+        the returned lease holds the service's current epoch, which may be
+        higher than ``epoch``."""
         path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/lease"
-        return Lease.from_json(self._json("PUT", path, json_body={"lease_epoch": epoch}))
+        body = {"tenant_id": tenant_id, "lease_epoch": epoch}
+        return Lease.from_json(self._json("PUT", path, json_body=body))
 
     # --- convenience -----------------------------------------------------
 

@@ -192,14 +192,15 @@ class DirEntry:
 
 @dataclasses.dataclass(frozen=True)
 class Lease:
-    """A run's current lease epoch as the service knows it."""
+    """A tenant's run's current lease epoch as the service knows it."""
 
+    tenant_id: str
     run_id: str
     lease_epoch: int
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "Lease":
-        return cls(run_id=j["run_id"], lease_epoch=int(j["lease_epoch"]))
+        return cls(tenant_id=j["tenant_id"], run_id=j["run_id"], lease_epoch=int(j["lease_epoch"]))
 
 
 @dataclasses.dataclass(frozen=True)

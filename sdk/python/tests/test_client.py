@@ -65,7 +65,8 @@ class ClientTest(unittest.TestCase):
             raise AssertionError(f"airlock serve exited with {status}:\n{cls.serve.log()}")
 
     def provision(self, **kwargs) -> EnvironmentHandle:
-        handle = self.client.provision(TENANT, kwargs.pop("run_id", unique_run()), **kwargs)
+        tenant = kwargs.pop("tenant_id", TENANT)
+        handle = self.client.provision(tenant, kwargs.pop("run_id", unique_run()), **kwargs)
         self.addCleanup(self.client.destroy, handle.environment_id)
         return handle
 
@@ -284,18 +285,28 @@ class ClientTest(unittest.TestCase):
 
     def test_renew_lease_moves_forward_only(self):
         run = unique_run()
-        self.assertEqual(self.client.renew_lease(run, 5), Lease(run, 5))
-        self.assertEqual(self.client.renew_lease(run, 3), Lease(run, 5))
+        self.assertEqual(self.client.renew_lease(TENANT, run, 5), Lease(TENANT, run, 5))
+        self.assertEqual(self.client.renew_lease(TENANT, run, 3), Lease(TENANT, run, 5))
         with self.assertRaises(ExecutionRejectedError) as caught:
             self.client.provision(TENANT, run, lease_epoch=4)
         self.assertIn("older", caught.exception.message)
         self.provision(run_id=run, lease_epoch=5)
 
+    def test_a_lease_is_the_tenants_own(self):
+        run = unique_run()
+        self.assertEqual(self.client.renew_lease(TENANT, run, 7), Lease(TENANT, run, 7))
+        with self.assertRaises(ExecutionRejectedError):
+            self.client.provision(TENANT, run, lease_epoch=6)
+        # Another tenant's run of the same id is another lease: epoch 0 is
+        # current there (the reaper's side is tested in tests/service).
+        other = self.provision(tenant_id=TENANT + "-other", run_id=run, lease_epoch=0)
+        self.assertEqual((other.tenant_id, other.run_id), (TENANT + "-other", run))
+
     def test_a_stale_epoch_is_reaped(self):
         run = unique_run()
         handle = self.provision(run_id=run, lease_epoch=1)
         fresh = self.provision(run_id=run, lease_epoch=2)
-        self.client.renew_lease(run, 2)
+        self.client.renew_lease(TENANT, run, 2)
         # The reaper runs every second; wait for its verdict (bounded).
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

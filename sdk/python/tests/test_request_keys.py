@@ -81,7 +81,7 @@ class RequestKeysTest(unittest.TestCase):
             "execute": lambda c: c.execute("e", ["true"], working_directory="d", timeout_seconds=5,
                                            maximum_output_bytes=10, stdin=b"x"),
             "export_artifact": lambda c: c.export_artifact("e", "p", filename="f", media_type="text/plain"),
-            "renew_lease": lambda c: c.renew_lease("r", 2),
+            "renew_lease": lambda c: c.renew_lease("t", "r", 2),
         }
         if hasattr(AirlockClient, "run_code"):
             calls["run_code"] = lambda c: c.run_code("e", "def main(): pass", capabilities=["fs.*"],

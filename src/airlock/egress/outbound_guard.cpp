@@ -87,11 +87,20 @@ std::string originOf(std::string_view scheme, const Authority& a) {
   return std::string(scheme) + "://" + a.host + ":" + std::to_string(a.port);
 }
 
-bool isCredentialHeader(std::string_view name, const std::vector<std::string>& extra) {
+// Whether a request header goes with a hop to another origin than the
+// first: only the names of kCrossOriginSafeHeaders (outbound_guard.h), the
+// body's own headers only while the body goes too, and never a name the
+// caller listed in credential_headers.
+bool crossesOrigins(std::string_view name, bool with_body, const std::vector<std::string>& extra) {
   const std::string n = lower(name);
-  if (n == "authorization" || n == "proxy-authorization" || n == "cookie") return true;
-  return std::any_of(extra.begin(), extra.end(),
-                     [&n](const std::string& e) { return lower(e) == n; });
+  if (std::any_of(extra.begin(), extra.end(), [&n](const std::string& e) { return lower(e) == n; }))
+    return false;
+  if (std::find(std::begin(kCrossOriginSafeHeaders), std::end(kCrossOriginSafeHeaders), n) !=
+      std::end(kCrossOriginSafeHeaders))
+    return true;
+  return with_body && std::find(std::begin(kCrossOriginBodyHeaders),
+                                std::end(kCrossOriginBodyHeaders),
+                                n) != std::end(kCrossOriginBodyHeaders);
 }
 
 bool isRedirect(long status) {
@@ -374,7 +383,8 @@ OutboundResult OutboundGuard::fetch(const OutboundRequest& request) const {
       CurlList resolve(curl_slist_append(nullptr, resolveEntry(url.authority, io.allowed).c_str()));
       CurlList headers(curl_slist_append(nullptr, "Expect:"));
       for (const auto& [name, value] : request.headers) {
-        if (!credentials && isCredentialHeader(name, request.credential_headers)) continue;
+        if (!credentials && !crossesOrigins(name, !body.empty(), request.credential_headers))
+          continue;
         const std::string line = name + ": " + value;
         headers.reset(curl_slist_append(headers.release(), line.c_str()));
       }

@@ -42,12 +42,15 @@
 // redirect itself: each 301/302/303/307/308 Location is resolved against the
 // current URL and decided from step 1 again (a refusal is reported as
 // redirect_denied with the hop's own code in the message); at most
-// max_redirects hops (one more is redirect_denied). On a hop to another
-// origin (scheme, host, port) the Authorization, Proxy-Authorization and
-// Cookie headers and every header named in credential_headers are dropped
-// for that hop and all later ones. 301/302 turn POST into GET, 303 turns
-// anything but HEAD into GET (the body is dropped); 307/308 keep method and
-// body.
+// max_redirects hops (one more is redirect_denied). From the first hop to
+// another origin (scheme, host, port) on, for that hop and all later ones
+// (even back at the first origin), only the request headers named in
+// kCrossOriginSafeHeaders go along, plus kCrossOriginBodyHeaders while the
+// body does; every other header the caller set (Authorization,
+// Proxy-Authorization, Cookie, X-Api-Key, any custom one) is dropped, and so
+// is a safe name listed in credential_headers. Same-origin hops carry every
+// header. 301/302 turn POST into GET, 303 turns anything but HEAD into GET
+// (the body is dropped); 307/308 keep method and body.
 //
 // Thread-safe: every fetch uses its own curl handles. fetch() blocks (the
 // lookup, the connection and the transfer), bounded by the OutboundLimits.
@@ -106,13 +109,24 @@ struct OutboundLimits {
   std::chrono::milliseconds total_timeout{30'000};    // per hop, whole transfer
 };
 
+// The request headers a redirect to another origin carries (lower case;
+// names compare case-insensitively): content negotiation and caching, none
+// of which a program uses for credentials. The guard does not decompress,
+// so Accept-Encoding only asks for what the caller gets either way.
+inline constexpr std::string_view kCrossOriginSafeHeaders[] = {
+    "accept", "accept-encoding", "accept-language", "cache-control", "user-agent"};
+// ... and these while the body goes too (307/308 keep it).
+inline constexpr std::string_view kCrossOriginBodyHeaders[] = {"content-type",
+                                                               "content-language"};
+
 struct OutboundRequest {
   std::string url;
   std::string method = "GET";  // GET, HEAD, POST, PUT, PATCH or DELETE
-  // Sent on every hop, except the credential headers (Authorization,
-  // Proxy-Authorization, Cookie and those named below, case-insensitive),
-  // which are sent only while the origin is the original one.
+  // Sent on every hop while the origin is the first one; after a redirect to
+  // another origin only the safe ones above (see the header comment).
   std::vector<std::pair<std::string, std::string>> headers;
+  // Names (case-insensitive) dropped across origins even when on the safe
+  // list.
   std::vector<std::string> credential_headers;
   std::string body;  // sent when non-empty (POST/PUT/PATCH)
 };
@@ -123,7 +137,8 @@ struct OutboundHop {
   Decision decision;                // the decide() result for this hop
   std::optional<IpAddress> dialed;  // the address curl connected to
   long status = 0;                  // HTTP status, 0 if no response
-  bool credentials_sent = false;    // whether credential headers went with it
+  bool credentials_sent = false;    // whether every request header went with it
+                                    // (false: only the cross-origin safe ones)
 };
 
 struct OutboundResponse {

@@ -176,6 +176,10 @@ std::vector<std::string> splitPath(std::string_view path) {
   return parts;
 }
 
+// The operator routes (/metrics, the schedule fire outbox) span every
+// tenant: a call naming one is refused rather than answered with all.
+std::optional<HttpResponse> refuseTenantOnOperatorRoute(const std::string& query);
+
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -243,16 +247,24 @@ std::optional<std::string> queryParam(const std::string& query, const std::strin
   return std::nullopt;
 }
 
-std::int64_t LeaseBook::renew(const std::string& run_id, std::int64_t epoch) {
+namespace {
+std::optional<HttpResponse> refuseTenantOnOperatorRoute(const std::string& query) {
+  if (!queryParam(query, "tenant_id")) return std::nullopt;
+  return errorResponse(400, "bad_request",
+                       "tenant_id is not taken here: this route is the operator's and spans every tenant");
+}
+}  // namespace
+
+std::int64_t LeaseBook::renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch) {
   std::lock_guard lk(mu_);
-  auto [it, inserted] = epochs_.emplace(run_id, epoch);
+  auto [it, inserted] = epochs_.emplace(std::pair(tenant_id, run_id), epoch);
   if (!inserted && epoch > it->second) it->second = epoch;
   return it->second;
 }
 
-std::optional<std::int64_t> LeaseBook::current(const std::string& run_id) const {
+std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id, const std::string& run_id) const {
   std::lock_guard lk(mu_);
-  auto it = epochs_.find(run_id);
+  auto it = epochs_.find(std::pair(tenant_id, run_id));
   if (it == epochs_.end()) return std::nullopt;
   return it->second;
 }
@@ -299,6 +311,7 @@ HttpResponse Api::route(const HttpRequest& request) {
     return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
   if (path == "/metrics") {
     if (m != "GET") return methodNotAllowed();
+    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics_.render();
@@ -307,10 +320,25 @@ HttpResponse Api::route(const HttpRequest& request) {
   if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "environments") {
     if (parts.size() == 2) {
       if (m == "POST") return provision(request);
-      if (m == "GET") return listEnvironments();
+      if (m == "GET") return listEnvironments(query);
       return methodNotAllowed();
     }
     const std::string& id = parts[2];
+    {
+      auto tenant = namedTenant(queryParam(query, "tenant_id"));
+      if (!tenant) return tenant.error();
+      if (auto refused = refuseOtherTenant(id, *tenant)) {
+        // Destroy is idempotent: another tenant's environment is an unknown
+        // id, which is success, and nothing is destroyed.
+        if (parts.size() == 3 && m == "DELETE") {
+          HttpResponse gone;
+          gone.status = 204;
+          gone.content_type.clear();
+          return gone;
+        }
+        return *refused;
+      }
+    }
     if (parts.size() == 3) {
       if (m == "GET") return getEnvironment(id);
       if (m == "DELETE") return destroyEnvironment(id);
@@ -341,6 +369,7 @@ HttpResponse Api::route(const HttpRequest& request) {
   }
   if (path == "/v1/schedule-fires") {
     if (m != "GET") return methodNotAllowed();
+    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
     return pendingFires(query);
   }
   if (path == "/v1/schedule-fires/ack") {
@@ -405,7 +434,9 @@ HttpResponse Api::provision(const HttpRequest& request) {
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
                                "network was requested, but this service's egress_policy allows no "
                                "destination (an operator sets mode: allowlist with destinations)"});
-  if (auto current = leases_.current(*run); current && *epoch < *current)
+  // The lease of this tenant's run: another tenant's run of the same id is
+  // another lease.
+  if (auto current = leases_.current(*tenant, *run); current && *epoch < *current)
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
                                "lease_epoch " + std::to_string(*epoch) + " is older than run " + *run +
                                    "'s current epoch " + std::to_string(*current)});
@@ -430,11 +461,28 @@ HttpResponse Api::provision(const HttpRequest& request) {
   return jsonResponse(201, json(*handle));
 }
 
-HttpResponse Api::listEnvironments() {
+HttpResponse Api::listEnvironments(const std::string& query) {
+  auto tenant = namedTenant(queryParam(query, "tenant_id"));
+  if (!tenant) return tenant.error();
   json out = json::array();
   std::lock_guard lk(mu_);
-  for (const auto& [id, live] : live_) out.push_back(json(live.handle));
+  for (const auto& [id, live] : live_)
+    if (!*tenant || live.handle.tenant_id == **tenant) out.push_back(json(live.handle));
   return jsonResponse(200, json{{"environments", out}});
+}
+
+tl::expected<std::optional<std::string>, HttpResponse> Api::namedTenant(const std::optional<std::string>& tenant_id) {
+  if (!tenant_id) return std::nullopt;
+  if (auto ok = identifier(json{{"tenant_id", *tenant_id}}, "tenant_id"); !ok)
+    return tl::unexpected(errorResponse(ok.error()));
+  return tenant_id;
+}
+
+std::optional<HttpResponse> Api::refuseOtherTenant(const std::string& id,
+                                                   const std::optional<std::string>& tenant) const {
+  if (!tenant) return std::nullopt;
+  if (auto live = find(id); live && live->handle.tenant_id == *tenant) return std::nullopt;
+  return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
 }
 
 std::optional<LiveEnvironment> Api::find(const std::string& id) const {
@@ -550,6 +598,9 @@ HttpResponse Api::handleStreaming(const HttpRequest& request, const std::functio
       return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
     const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
     const std::string& id = parts.at(2);
+    auto tenant = namedTenant(queryParam(request.target.substr(request.target.find('?') + 1), "tenant_id"));
+    if (!tenant) return tenant.error();
+    if (auto refused = refuseOtherTenant(id, *tenant)) return *refused;
     auto prepared = prepareExecute(id, request);
     if (!prepared) return prepared.error();
     if (auto refused = claimRun(id, false)) return *refused;
@@ -617,14 +668,18 @@ HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, co
 HttpResponse Api::renewLease(const std::string& run_id, const HttpRequest& request) {
   auto body = parseBody(request.body);
   if (!body) return errorResponse(body.error());
-  if (auto refused = refuseUnknownKeys(*body, {"lease_epoch"})) return *refused;
+  if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "lease_epoch"})) return *refused;
   json probe = {{"run_id", run_id}};
   if (auto ok = identifier(probe, "run_id"); !ok) return errorResponse(ok.error());
+  // A run id is the platform's and unique only within a tenant: the lease
+  // is the tenant's run's.
+  auto tenant = identifier(*body, "tenant_id");
+  if (!tenant) return errorResponse(tenant.error());
   auto epoch = integer(*body, "lease_epoch", std::nullopt);
   if (!epoch) return errorResponse(epoch.error());
   if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
-  const std::int64_t current = leases_.renew(run_id, *epoch);
-  return jsonResponse(200, json{{"run_id", run_id}, {"lease_epoch", current}});
+  const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
+  return jsonResponse(200, json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
 }
 
 int Api::reap() {
@@ -637,7 +692,8 @@ int Api::reap() {
         doomed.emplace_back(id, "retried");
       } else if (live.handle.expires_at <= now) {
         doomed.emplace_back(id, "expired");
-      } else if (auto current = leases_.current(live.handle.run_id); current && *current > live.handle.lease_epoch) {
+      } else if (auto current = leases_.current(live.handle.tenant_id, live.handle.run_id);
+                 current && *current > live.handle.lease_epoch) {
         doomed.emplace_back(id, "stale_lease");
       }
     }

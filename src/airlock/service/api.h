@@ -9,7 +9,7 @@
 //   GET    /healthz                                   no authentication
 //   GET    /metrics                                   Prometheus text
 //   POST   /v1/environments                           provision -> 201 handle
-//   GET    /v1/environments                           live environments
+//   GET    /v1/environments                           live environments (?tenant_id=T: T's only)
 //   GET    /v1/environments/{id}                      handle
 //   DELETE /v1/environments/{id}                      destroy (idempotent) -> 204
 //   POST   /v1/environments/{id}/execute              ExecutionResult
@@ -20,7 +20,8 @@
 //   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
 //   GET    /v1/environments/{id}/list?path=P          directory entries
 //   GET    /v1/environments/{id}/provenance?path=P    TOOL_WRITTEN / ...
-//   PUT    /v1/runs/{run_id}/lease                    {"lease_epoch": n}: the run's current epoch
+//   PUT    /v1/runs/{run_id}/lease                    {"tenant_id", "lease_epoch": n}: the current epoch
+//                                                     of the tenant's run (leases are per tenant and run)
 //   POST   /v1/environments/{id}/artifacts            export {"path", "filename"?, "media_type"?}
 //                                                     -> 201 artifact metadata (EXTERNAL_UNTRUSTED)
 //   POST   /v1/artifacts?tenant_id=T[&run_id=R][&filename=F][&media_type=M]
@@ -47,6 +48,16 @@
 //   GET    /v1/schedule-fires?after=N&limit=M         the fire outbox, oldest first
 //   POST   /v1/schedule-fires/ack                     {"through": N} -> {"acknowledged": k}
 // Every route but /healthz needs "Authorization: Bearer <service token>".
+// Tenants: one service token serves every tenant, so a call's tenant is the
+// one it names. Every route under /v1/environments/{id} takes an optional
+// ?tenant_id=T (POST /v1/tools/{name} an optional "tenant_id" body key):
+// when named, an environment of another tenant is answered exactly as an
+// unknown id (404 not_found; DELETE 204 and nothing destroyed), so a call
+// naming one tenant never reads, changes or learns of another's. Without it
+// the call is the operator's, as before. The schedule routes need the
+// environment live when a tenant is named (schedules outlive it, keyed by
+// environment id only). Operator routes (/metrics, /v1/schedule-fires and
+// its ack) span tenants and refuse a tenant_id (400 bad_request).
 // Paths in errors are the workspace paths as given, never host paths.
 // A JSON body holds only the keys its route reads: any other top-level key
 // is refused, 400 bad_request naming it (request_keys.h, for every route).
@@ -101,19 +112,21 @@ int httpStatusFor(ErrorCode code) noexcept;
 HttpResponse errorResponse(const Error& error);
 HttpResponse errorResponse(int status, std::string_view code, std::string_view message);
 
-// Current lease epochs by run, as the platform last reported them (PUT
-// /v1/runs/{run_id}/lease). An environment whose epoch is older than its
-// run's current epoch is stale and the reaper destroys it.
+// Current lease epochs by (tenant, run), as the platform last reported
+// them (PUT /v1/runs/{run_id}/lease). An environment whose epoch is older
+// than its tenant's run's current epoch is stale and the reaper destroys it.
+// Run ids are the platform's and only unique within a tenant: two tenants'
+// runs of one id are two leases.
 class LeaseBook {
  public:
   // Raises the run's current epoch; a lower epoch than the known one is
   // ignored (leases move forward). Returns the current epoch.
-  std::int64_t renew(const std::string& run_id, std::int64_t epoch);
-  std::optional<std::int64_t> current(const std::string& run_id) const;
+  std::int64_t renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch);
+  std::optional<std::int64_t> current(const std::string& tenant_id, const std::string& run_id) const;
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, std::int64_t> epochs_;
+  std::map<std::pair<std::string, std::string>, std::int64_t> epochs_;  // (tenant, run) -> epoch
 };
 
 // What the API knows about one live environment.
@@ -192,7 +205,7 @@ class Api {
  private:
   HttpResponse route(const HttpRequest& request);
   HttpResponse provision(const HttpRequest& request);
-  HttpResponse listEnvironments();
+  HttpResponse listEnvironments(const std::string& query);
   HttpResponse getEnvironment(const std::string& id);
   HttpResponse destroyEnvironment(const std::string& id);
   HttpResponse execute(const std::string& id, const HttpRequest& request);
@@ -220,6 +233,15 @@ class Api {
   HttpResponse listTools() const;
   HttpResponse callTool(const std::string& name, const HttpRequest& request);
   std::optional<LiveEnvironment> find(const std::string& id) const;
+  // The tenant a request names (nullopt: none, the operator's call), or
+  // the 400 refusing a malformed one.
+  static tl::expected<std::optional<std::string>, HttpResponse> namedTenant(
+      const std::optional<std::string>& tenant_id);
+  // With a named tenant: the 404 for an environment that is not live or not
+  // that tenant's (the same answer as an unknown id); nullopt when the call
+  // may go on (always, without a tenant).
+  std::optional<HttpResponse> refuseOtherTenant(const std::string& id,
+                                                const std::optional<std::string>& tenant) const;
   Result<void> destroyTracked(const std::string& id, const char* why);
 
   const Settings& settings_;

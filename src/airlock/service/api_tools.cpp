@@ -75,10 +75,17 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object())
     return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
-  if (auto refused = refuseUnknownKeys(body, {"environment_id", "arguments"})) return *refused;
+  if (auto refused = refuseUnknownKeys(body, {"environment_id", "tenant_id", "arguments"})) return *refused;
   auto env_id = body.find("environment_id");
   if (env_id == body.end() || !env_id->is_string())
     return errorResponse(400, "tool_validation_error", "environment_id is required and must be a string");
+  // A call naming a tenant reaches only that tenant's environments.
+  if (auto t = body.find("tenant_id"); t != body.end()) {
+    if (!t->is_string()) return errorResponse(400, "tool_validation_error", "tenant_id must be a string");
+    auto tenant = namedTenant(t->get<std::string>());
+    if (!tenant) return tenant.error();
+    if (auto refused = refuseOtherTenant(env_id->get<std::string>(), *tenant)) return *refused;
+  }
   auto live = find(env_id->get<std::string>());
   if (!live)
     return errorResponse(404, "not_found", "no live environment " + quoteForMessage(env_id->get<std::string>()));

@@ -1,0 +1,495 @@
+// Tenant isolation over every route of the API (api.h, "Tenants"): a call
+// naming tenant B never lists, reads, changes or renews tenant A's objects,
+// and the same call naming A does reach them (so the refusal is the
+// tenant's, not a broken route). Table-driven: one row per route and
+// method, and the table must cover every route api.h documents and every
+// label routeLabel() (http_server.h) knows, so a new route without a row
+// fails here. Runs on the fake mechanism, a fresh service per row.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "airlock/artifacts/filesystem_store.h"
+#include "airlock/artifacts/memory_repository.h"
+#include "airlock/capability/schedule/schedule.h"
+#include "airlock/sandbox/fake/fake_environment.h"
+#include "airlock/service/api.h"
+#include "airlock/service/http_server.h"
+
+namespace airlock::service {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kToken = "0123456789abcdef0123456789";
+constexpr const char* kRun = "shared-run";  // both tenants' runs have this id
+constexpr std::int64_t kLeaseA = 5;
+
+// One service with two tenants' objects: A's environment (a file, an
+// artifact, a schedule, a lease at kLeaseA) and B's environment of the same
+// run id (epoch 0).
+struct World {
+  World() {
+    char tmpl[] = "/tmp/airlock-tenancy-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    dir = tmpl;
+    settings.service_token = kToken;
+    fake::FakeOptions options;
+    options.clock = [this] { return now; };
+    env = std::make_unique<fake::FakeEnvironment>(options);
+    env->setFallback(fake::basicCommands);
+    api = std::make_unique<Api>(settings, *env, fake::kFakeImageDigest, metrics,
+                                [this] { return now; });
+    repository = std::make_shared<artifacts::MemoryArtifactRepository>();
+    std::filesystem::create_directory(dir + "/artifacts");
+    auto created = artifacts::FilesystemArtifactStore::create(
+        sys::UniqueFd(::open((dir + "/artifacts").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)),
+        repository);
+    if (!created) throw std::runtime_error(created.error().message());
+    store = std::move(*created);
+    api->attachArtifacts(ArtifactBackend{store.get(), repository.get(), {}, 1 << 20});
+    auto schedules = capability::schedule::openSqliteScheduleStore(dir + "/schedules.db");
+    if (!schedules) throw std::runtime_error(schedules.error().message());
+    schedule_store = *schedules;
+    api->attachSchedules(schedule_store);
+
+    a_env = provision("tenant-a", kLeaseA);
+    b_env = provision("tenant-b", 0);
+    expect(call("PUT", "/v1/runs/" + std::string(kRun) + "/lease",
+                json{{"tenant_id", "tenant-a"}, {"lease_epoch", kLeaseA}}.dump()),
+           200);
+    expect(call("PUT", "/v1/environments/" + a_env + "/files?path=secret.txt", "a's secret"), 204);
+    auto exported =
+        call("POST", "/v1/environments/" + a_env + "/artifacts", R"({"path": "secret.txt"})");
+    expect(exported, 201);
+    a_artifact = json::parse(exported.body).value("artifact_id", "");
+    capability::schedule::ScheduleRequest request;
+    request.name = "nightly";
+    request.kind = capability::schedule::TimingKind::kAfter;
+    request.after_s = 3600;
+    auto planned = capability::schedule::planSchedule(
+        request, a_env,
+        std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count(), {});
+    if (!planned) throw std::runtime_error("planSchedule failed");
+    if (auto r = schedule_store->create(*planned, 64); !r)
+      throw std::runtime_error(r.error().message());
+  }
+  ~World() { std::filesystem::remove_all(dir); }
+
+  HttpResponse call(std::string method, std::string target, std::string body = "") {
+    return api->handle(HttpRequest{std::move(method), std::move(target),
+                                   std::string("Bearer ") + kToken, std::move(body)});
+  }
+  std::string provision(const std::string& tenant, std::int64_t epoch) {
+    auto r = call("POST", "/v1/environments",
+                  json{{"tenant_id", tenant}, {"run_id", kRun}, {"lease_epoch", epoch}}.dump());
+    expect(r, 201);
+    return json::parse(r.body).value("environment_id", "");
+  }
+  static void expect(const HttpResponse& r, int status) {
+    if (r.status != status)
+      throw std::runtime_error("setup call answered " + std::to_string(r.status) + ": " + r.body);
+  }
+
+  // Everything of tenant A a call could change or a reaper pass could
+  // destroy, read the operator's way (no tenant named).
+  std::string stateOfA() {
+    std::ostringstream out;
+    out << "env " << call("GET", "/v1/environments/" + a_env).body << "\n";
+    out << "file " << call("GET", "/v1/environments/" + a_env + "/files?path=secret.txt").body
+        << "\n";
+    out << "list " << call("GET", "/v1/environments/" + a_env + "/list?path=.").body << "\n";
+    out << "provenance "
+        << call("GET", "/v1/environments/" + a_env + "/provenance?path=secret.txt").body << "\n";
+    out << "artifact " << call("GET", "/v1/artifacts/" + a_artifact + "?tenant_id=tenant-a").body
+        << "\n";
+    out << "content "
+        << call("GET", "/v1/artifacts/" + a_artifact + "/content?tenant_id=tenant-a").body << "\n";
+    out << "bytes " << repository->tenantBytes(*artifacts::TenantId::parse("tenant-a")).value_or(-1)
+        << "\n";
+    out << "schedules " << call("GET", "/v1/environments/" + a_env + "/schedules").body << "\n";
+    const auto lease = api->leases().current("tenant-a", kRun);
+    out << "lease " << (lease ? std::to_string(*lease) : "none") << "\n";
+    return out.str();
+  }
+
+  std::string dir;
+  Timestamp now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  Settings settings;
+  Metrics metrics{"fake"};
+  std::unique_ptr<fake::FakeEnvironment> env;
+  std::unique_ptr<Api> api;
+  std::shared_ptr<artifacts::MemoryArtifactRepository> repository;
+  std::unique_ptr<artifacts::FilesystemArtifactStore> store;
+  std::shared_ptr<capability::schedule::ScheduleStore> schedule_store;
+  std::string a_env, b_env, a_artifact;
+};
+
+// A call as tenant `tenant` makes it (it names the tenant the way its route
+// takes one), aimed at A's objects.
+struct Call {
+  std::string method, target, body;
+  bool stream = false;
+};
+using MakeCall = std::function<Call(const World&, const std::string& tenant)>;
+
+struct Row {
+  std::string label;   // routeLabel() of the target
+  std::string method;  // as in api.h
+  MakeCall make;
+  int b_status;        // tenant B's answer
+  std::string b_code;  // its error code, empty for a success
+  // Tenant A's own call: checks it reached A's objects (the refusal above
+  // is the tenant's). Runs after B's call, on the same world.
+  std::function<void(World&, const HttpResponse&)> a_reaches;
+};
+
+std::string q(const std::string& tenant) {
+  return "tenant_id=" + tenant;
+}
+std::string envPath(const World& w, const std::string& op = "") {
+  return "/v1/environments/" + w.a_env + (op.empty() ? "" : "/" + op);
+}
+
+void expectStatus(const HttpResponse& r, int status) {
+  EXPECT_EQ(r.status, status) << r.body;
+}
+
+std::vector<Row> rows() {
+  const std::string run = kRun;
+  std::vector<Row> t;
+  t.push_back({"/healthz", "GET",
+               [](const World&, const std::string&) {
+                 return Call{"GET", "/healthz"};
+               },
+               200, "", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/metrics", "GET",
+               [](const World&, const std::string& tenant) {
+                 return Call{"GET", "/metrics?" + q(tenant)};
+               },
+               400, "bad_request",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 400);  // the operator's route, for no tenant
+                 EXPECT_EQ(w.call("GET", "/metrics").status, 200);
+               }});
+  // Provisioning tenant B's run of A's run id is B's own lease (epoch 0 is
+  // current there); A's epoch-0 provision is stale.
+  t.push_back({"/v1/environments", "POST",
+               [run](const World&, const std::string& tenant) {
+                 return Call{
+                     "POST", "/v1/environments",
+                     json{{"tenant_id", tenant}, {"run_id", run}, {"lease_epoch", 0}}.dump()};
+               },
+               201, "", [](World&, const HttpResponse& r) { expectStatus(r, 409); }});
+  t.push_back({"/v1/environments", "GET",
+               [](const World&, const std::string& tenant) {
+                 return Call{"GET", "/v1/environments?" + q(tenant)};
+               },
+               200, "",
+               [](World& w, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 const auto listed = json::parse(r.body)["environments"];
+                 ASSERT_EQ(listed.size(), 1u) << r.body;
+                 EXPECT_EQ(listed[0]["environment_id"], w.a_env);
+               }});
+  t.push_back({"/v1/environments/{id}", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w) + "?" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["tenant_id"], "tenant-a");
+               }});
+  // Destroy answers another tenant's environment as an unknown id: 204,
+  // and nothing is destroyed.
+  t.push_back({"/v1/environments/{id}", "DELETE",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"DELETE", envPath(w) + "?" + q(tenant)};
+               },
+               204, "",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 204);
+                 EXPECT_EQ(w.call("GET", envPath(w)).status, 404) << "A's own destroy destroys";
+               }});
+  for (bool stream : {false, true})
+    t.push_back({"/v1/environments/{id}/execute", "POST",
+                 [stream](const World& w, const std::string& tenant) {
+                   return Call{
+                       "POST",
+                       envPath(w, "execute") + "?" + (stream ? "stream=1&" : "") + q(tenant),
+                       R"({"argv": ["echo", "ran"]})", stream};
+                 },
+                 404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/environments/{id}/files", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "files") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(r.body, "a's secret");
+               }});
+  t.push_back(
+      {"/v1/environments/{id}/files", "PUT",
+       [](const World& w, const std::string& tenant) {
+         return Call{"PUT", envPath(w, "files") + "?path=secret.txt&" + q(tenant), "overwritten"};
+       },
+       404, "not_found",
+       [](World& w, const HttpResponse& r) {
+         expectStatus(r, 204);
+         EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=secret.txt").body, "overwritten");
+       }});
+  t.push_back({"/v1/environments/{id}/list", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "list") + "?path=.&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_NE(r.body.find("secret.txt"), std::string::npos) << r.body;
+               }});
+  t.push_back({"/v1/environments/{id}/provenance", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "provenance") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/environments/{id}/artifacts", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", envPath(w, "artifacts") + "?" + q(tenant),
+                             R"({"path": "secret.txt"})"};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 201) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["tenant_id"], "tenant-a");
+               }});
+  // The fake mechanism runs no interpreter: A's own program gets past the
+  // tenant check and fails later, never as an unknown environment.
+  t.push_back(
+      {"/v1/environments/{id}/code", "POST",
+       [](const World& w, const std::string& tenant) {
+         return Call{"POST", envPath(w, "code") + "?" + q(tenant),
+                     R"({"program": "def main():\n    return 1\n"})"};
+       },
+       404, "not_found",
+       [](World&, const HttpResponse& r) {
+         EXPECT_FALSE(r.status == 404 && r.body.find("no live environment") != std::string::npos)
+             << r.body;
+       }});
+  t.push_back({"/v1/environments/{id}/schedules", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "schedules") + "?" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_NE(r.body.find("nightly"), std::string::npos) << r.body;
+               }});
+  t.push_back({"/v1/environments/{id}/schedules/{name}", "DELETE",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"DELETE", envPath(w, "schedules/nightly") + "?" + q(tenant)};
+               },
+               404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 204); }});
+  // Tenant B's lease of its run of the same id: B's own, A's untouched (and
+  // A's environment is not reaped). A's renewal makes A's stale.
+  t.push_back({"/v1/runs/{id}/lease", "PUT",
+               [run](const World&, const std::string& tenant) {
+                 return Call{"PUT", "/v1/runs/" + run + "/lease",
+                             json{{"tenant_id", tenant}, {"lease_epoch", kLeaseA + 4}}.dump()};
+               },
+               200, "",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 200);
+                 EXPECT_EQ(w.api->reap(), 1) << "A's environment is stale now";
+                 EXPECT_EQ(w.call("GET", envPath(w)).status, 404);
+               }});
+  t.push_back({"/v1/artifacts", "POST",
+               [run](const World&, const std::string& tenant) {
+                 return Call{"POST",
+                             "/v1/artifacts?" + q(tenant) + "&run_id=" + run + "&filename=up.txt",
+                             "bytes"};
+               },
+               201, "",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 201) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["tenant_id"], "tenant-a");
+               }});
+  t.push_back({"/v1/artifacts/{id}", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", "/v1/artifacts/" + w.a_artifact + "?" + q(tenant)};
+               },
+               404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/artifacts/{id}", "DELETE",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"DELETE", "/v1/artifacts/" + w.a_artifact + "?" + q(tenant)};
+               },
+               404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 204); }});
+  t.push_back({"/v1/artifacts/{id}/content", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", "/v1/artifacts/" + w.a_artifact + "/content?" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(r.body, "a's secret");
+               }});
+  // The tool list holds no tenant's state.
+  t.push_back({"/v1/tools", "GET",
+               [](const World&, const std::string&) {
+                 return Call{"GET", "/v1/tools"};
+               },
+               200, "", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/tools/{name}", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", "/v1/tools/workspace.read_text",
+                             json{{"environment_id", w.a_env},
+                                  {"tenant_id", tenant},
+                                  {"arguments", {{"path", "secret.txt"}}}}
+                                 .dump()};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_NE(r.body.find("a's secret"), std::string::npos) << r.body;
+               }});
+  // The fire outbox is the operator's: it spans tenants, so a call naming
+  // one is refused rather than shown (or acknowledging) every tenant's.
+  t.push_back({"/v1/schedule-fires", "GET",
+               [](const World&, const std::string& tenant) {
+                 return Call{"GET", "/v1/schedule-fires?" + q(tenant)};
+               },
+               400, "bad_request",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 400);
+                 EXPECT_EQ(w.call("GET", "/v1/schedule-fires").status, 200);
+               }});
+  t.push_back({"/v1/schedule-fires/ack", "POST",
+               [](const World&, const std::string& tenant) {
+                 return Call{"POST", "/v1/schedule-fires/ack",
+                             json{{"through", 1000}, {"tenant_id", tenant}}.dump()};
+               },
+               400, "bad_request",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 400);
+                 EXPECT_EQ(w.call("POST", "/v1/schedule-fires/ack", R"({"through": 0})").status,
+                           200);
+               }});
+  return t;
+}
+
+HttpResponse run(World& w, const Call& c, std::vector<std::string>* lines) {
+  HttpRequest request{c.method, c.target, std::string("Bearer ") + kToken, c.body};
+  if (!c.stream) return w.api->handle(request);
+  EXPECT_TRUE(w.api->wantsStream(request)) << c.target;
+  return w.api->handleStreaming(
+      request, [&](std::string line) { lines->push_back(std::move(line)); }, nullptr);
+}
+
+TEST(TenantIsolation, NoCallNamingOneTenantChangesOrRevealsAnothers) {
+  for (const Row& row : rows()) {
+    SCOPED_TRACE(row.method + " " + row.label);
+    World w;
+    const Call as_b = row.make(w, "tenant-b");
+    EXPECT_EQ(routeLabel(as_b.target.substr(0, as_b.target.find('?'))), row.label) << as_b.target;
+    const std::string before = w.stateOfA();
+    std::vector<std::string> lines;
+    const HttpResponse b = run(w, as_b, &lines);
+    EXPECT_EQ(b.status, row.b_status) << b.body;
+    if (!row.b_code.empty()) {
+      const json answer = json::parse(b.body, nullptr, /*allow_exceptions=*/false);
+      EXPECT_EQ(answer.is_object() ? answer["error"]["code"] : json(), row.b_code) << b.body;
+    }
+    EXPECT_TRUE(lines.empty()) << "a refused stream emits nothing";
+    // Nothing of A's is in B's answer, but for what B's call itself named.
+    for (const std::string& secret :
+         {w.a_env, w.a_artifact, std::string("a's secret"), std::string("nightly")})
+      if (as_b.target.find(secret) == std::string::npos &&
+          as_b.body.find(secret) == std::string::npos) {
+        EXPECT_EQ(b.body.find(secret), std::string::npos) << secret << " in " << b.body;
+      }
+    // And nothing of A's changed, not even after a reaper pass.
+    w.api->reap();
+    EXPECT_EQ(w.stateOfA(), before);
+    EXPECT_EQ(w.call("GET", "/v1/environments/" + w.b_env).status,
+              row.label == "/v1/runs/{id}/lease" ? 404 : 200)
+        << "B's own lease renewal makes B's epoch-0 environment stale, nothing else touches it";
+
+    // The same call naming tenant A reaches A's objects.
+    std::vector<std::string> own_lines;
+    const HttpResponse a = run(w, row.make(w, "tenant-a"), &own_lines);
+    row.a_reaches(w, a);
+  }
+}
+
+// "(METHOD, path)" of every route in api.h's header comment, {params} as X.
+std::set<std::pair<std::string, std::string>> documentedRoutes() {
+  std::ifstream in(std::string(AIRLOCK_SOURCE_DIR) + "/src/airlock/service/api.h");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  const std::string header = all.substr(0, all.find("#pragma once"));
+  std::set<std::pair<std::string, std::string>> routes;
+  const std::regex line(R"(^//\s+(GET|PUT|POST|DELETE|PATCH|HEAD)\s+(/\S*))",
+                        std::regex::multiline);
+  for (auto it = std::sregex_iterator(header.begin(), header.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    std::string path = (*it)[2].str();
+    path = path.substr(0, path.find('?'));
+    path = std::regex_replace(path, std::regex(R"(\{[^}]*\})"), "X");
+    routes.emplace((*it)[1].str(), path);
+  }
+  return routes;
+}
+
+TEST(TenantIsolation, TheTableCoversEveryRoute) {
+  std::set<std::pair<std::string, std::string>> covered;  // (method, label)
+  std::set<std::string> labels;
+  for (const Row& row : rows()) {
+    covered.emplace(row.method, row.label);
+    labels.insert(row.label);
+  }
+  const auto documented = documentedRoutes();
+  ASSERT_GE(documented.size(), 20u) << "api.h's route list was not found";
+  std::set<std::string> words;
+  for (const auto& [method, path] : documented) {
+    const std::string label = routeLabel(path);
+    EXPECT_NE(label, "other") << path << " is documented but routeLabel() does not know it";
+    EXPECT_TRUE(covered.count({method, label}))
+        << method << " " << label << " has no isolation row";
+    std::stringstream parts(path);
+    for (std::string part; std::getline(parts, part, '/');)
+      if (!part.empty() && part != "v1") words.insert(part);
+  }
+  // Every label routeLabel() gives to a path made of the API's words (up to
+  // four segments under /v1) has a row: a route it learns is noticed here.
+  const std::vector<std::string> vocabulary(words.begin(), words.end());
+  std::set<std::string> known;
+  std::function<void(const std::string&, int)> probe = [&](const std::string& prefix, int depth) {
+    known.insert(routeLabel(prefix));
+    if (depth == 0) return;
+    for (const std::string& w : vocabulary) probe(prefix + "/" + w, depth - 1);
+  };
+  for (const std::string& w : vocabulary) known.insert(routeLabel("/" + w));
+  probe("/v1", 4);
+  known.erase("other");
+  for (const std::string& label : known)
+    EXPECT_TRUE(labels.count(label)) << label << " has no isolation row";
+  for (const std::string& label : labels)
+    EXPECT_TRUE(known.count(label)) << label << " is not a route label";
+}
+
+}  // namespace
+}  // namespace airlock::service
