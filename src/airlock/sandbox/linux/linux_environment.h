@@ -24,6 +24,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock::linux_jail {
 
@@ -33,8 +34,9 @@ struct LinuxEnvironmentOptions {
   // The image: host directories bound read-only at the same path inside.
   std::vector<std::string> image_dirs = {"/usr"};
   // Host /etc entries that are part of the image (not secrets), bound
-  // read-only when present: the loader cache and Debian's alternatives.
-  std::vector<std::string> image_etc = {"/etc/ld.so.cache", "/etc/alternatives"};
+  // read-only when present: the loader cache, Debian's alternatives, netbase's
+  // tables and the CA store (sandbox_baseline.h).
+  std::vector<std::string> image_etc = defaultImageEtc();
   std::chrono::seconds service_hard_cap{1800};
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();
