@@ -4,7 +4,8 @@
 //
 // Provision creates a cgroup (v2 or v1), then clones an init into new user,
 // pid, mount, net, ipc, uts and cgroup namespaces. Init builds a fresh root
-// from read-only binds of the image, mounts a tmpfs workspace at /workspace
+// from read-only binds of the image (with the /etc entries and the private
+// devpts of sandbox_baseline.h), mounts a tmpfs workspace at /workspace
 // (size= workspace_bytes, nr_inodes= inodes_max), pivots into it, and waits
 // for commands on a control socket. A sandbox with egress
 // (egress_route.h) also gets init's listener on 127.0.0.1:3128, whose
