@@ -109,6 +109,23 @@ TEST(OciConfig, ImageIsBoundReadOnlyAndWorkspaceReadWrite) {
   EXPECT_EQ(mountAt(*c, "/home"), nullptr);
 }
 
+TEST(OciConfig, PseudoTerminalsComeFromAPrivateDevpts) {
+  auto c = makeConfig(inputs());
+  ASSERT_TRUE(c);
+  const json* pts = mountAt(*c, "/dev/pts");
+  ASSERT_NE(pts, nullptr);
+  EXPECT_EQ((*pts)["type"], "devpts");
+  for (const char* o : {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"})
+    EXPECT_TRUE(hasOption(*pts, o)) << o;
+  // After /dev, whose tmpfs it is mounted on.
+  std::size_t dev = 0, at = 0;
+  for (std::size_t i = 0; i < (*c)["mounts"].size(); ++i) {
+    if ((*c)["mounts"][i]["destination"] == "/dev") dev = i;
+    if ((*c)["mounts"][i]["destination"] == "/dev/pts") at = i;
+  }
+  EXPECT_LT(dev, at);
+}
+
 TEST(OciConfig, EgressBindsItsDirectoryAndStartsTheRelayOnlyWhenGiven) {
   auto without = makeConfig(inputs());
   ASSERT_TRUE(without);
@@ -220,6 +237,19 @@ TEST(OciRootfs, PreparesMountPointsSymlinksAndGeneratedEtc) {
     ASSERT_GT(::readlink((dir + top).c_str(), mine, sizeof mine - 1), 0) << top;
     EXPECT_STREQ(host, mine);
   }
+  // A nested image entry gets its parents; the time zone is a fixed link.
+  ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ssl/certs"}));
+  if (::access("/etc/ssl/certs", F_OK) == 0) {
+    ASSERT_EQ(::stat((dir + "/etc/ssl/certs").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+  }
+  char zone[256] = {};
+  ASSERT_GT(::readlink((dir + "/etc/localtime").c_str(), zone, sizeof zone - 1), 0);
+  EXPECT_STREQ(zone, "/usr/share/zoneinfo/Etc/UTC");
+  std::ifstream group(dir + "/etc/group");
+  std::stringstream groups;
+  groups << group.rdbuf();
+  EXPECT_NE(groups.str().find("tty:x:5:\n"), std::string::npos);
   std::ifstream passwd(dir + "/etc/passwd");
   std::stringstream text;
   text << passwd.rdbuf();

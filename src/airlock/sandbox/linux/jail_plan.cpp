@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
+
+#include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock::linux_jail {
 namespace {
@@ -74,6 +77,14 @@ void addTmpfs(std::vector<SetupStep>& plan, const std::string& root, const std::
   plan.push_back(std::move(fs));
 }
 
+void addMkdir(std::vector<SetupStep>& plan, const std::string& root, const std::string& path,
+              mode_t mode) {
+  auto mk = step(Kind::kMkdir, "create " + path);
+  mk.target = root + path;
+  mk.mode = mode;
+  plan.push_back(std::move(mk));
+}
+
 void addFile(std::vector<SetupStep>& plan, const std::string& root, const std::string& path,
              std::string contents) {
   auto w = step(Kind::kWriteFile, "write " + path);
@@ -123,36 +134,39 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
     }
   }
 
-  // /etc: generated identity files, plus image-owned entries bound read-only.
-  {
-    auto mk = step(Kind::kMkdir, "create /etc");
-    mk.target = root + "/etc";
-    mk.mode = 0755;
-    plan.push_back(std::move(mk));
+  // /etc: the generated entries and the image's own, bound read-only
+  // (sandbox_baseline.h); the whole root becomes read-only after the pivot.
+  addMkdir(plan, root, "/etc", 0755);
+  for (const auto& e : generatedEtcEntries(in.sandbox_uid, in.sandbox_gid)) {
+    if (e.symlink) {
+      auto s = step(Kind::kSymlink, "link " + e.path);
+      s.source = e.contents;
+      s.target = root + e.path;
+      plan.push_back(std::move(s));
+    } else {
+      addFile(plan, root, e.path, e.contents);
+    }
   }
-  const std::string uid = std::to_string(in.sandbox_uid);
-  const std::string gid = std::to_string(in.sandbox_gid);
-  addFile(plan, root, "/etc/passwd",
-          "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-          "sandbox:x:" + uid + ":" + gid + ":sandbox:/workspace:/bin/sh\n"
-          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-  addFile(plan, root, "/etc/group",
-          "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n");
-  addFile(plan, root, "/etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n");
-  addFile(plan, root, "/etc/hostname", "sandbox\n");
-  addFile(plan, root, "/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n");
+  std::set<std::string> made = {"/etc"};
   for (const auto& entry : in.image_etc) {
     struct stat st {};
     if (::lstat(entry.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode))
-      addReadOnlyBind(plan, root, entry, true);
-    else if (S_ISREG(st.st_mode))
-      addReadOnlyBind(plan, root, entry, false);
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+    // Parents inside /etc (/etc/ssl for /etc/ssl/certs), each created once.
+    for (std::size_t slash = entry.find('/', 1); slash != std::string::npos;
+         slash = entry.find('/', slash + 1)) {
+      const std::string parent = entry.substr(0, slash);
+      if (made.insert(parent).second) addMkdir(plan, root, parent, 0755);
+    }
+    addReadOnlyBind(plan, root, entry, S_ISDIR(st.st_mode));
   }
 
   // /dev: a small tmpfs with the harmless character devices bound from the host.
   addTmpfs(plan, root, "/dev", "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC, 0755);
-  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+  // /dev/tty names the opener's controlling terminal (ENXIO without one);
+  // the only terminals there are the sandbox's own, from its devpts below.
+  for (const char* dev :
+       {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
     auto touch = step(Kind::kTouch, std::string("create ") + dev);
     touch.target = root + dev;
     plan.push_back(std::move(touch));
@@ -161,13 +175,29 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
     bind.target = root + dev;
     plan.push_back(std::move(bind));
   }
-  for (auto [name, to] : {std::pair{"/dev/fd", "/proc/self/fd"}, {"/dev/stdin", "/proc/self/fd/0"},
-                          {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/stderr", "/proc/self/fd/2"}}) {
+  // Pseudo-terminals: a private devpts instance (sandbox_baseline.h
+  // kDevptsOptions; gid 5 is mapped in the user namespace) and /dev/ptmx
+  // pointing at its multiplexer.
+  addMkdir(plan, root, "/dev/pts", 0755);
+  {
+    auto pts = step(Kind::kMountDevpts, "mount a private devpts at /dev/pts");
+    pts.target = root + "/dev/pts";
+    pts.data = kDevptsOptions;
+    pts.flags = MS_NOSUID | MS_NOEXEC;
+    plan.push_back(std::move(pts));
+  }
+  for (auto [name, to] : {std::pair{"/dev/fd", "/proc/self/fd"},
+                          {"/dev/stdin", "/proc/self/fd/0"},
+                          {"/dev/stdout", "/proc/self/fd/1"},
+                          {"/dev/stderr", "/proc/self/fd/2"},
+                          {"/dev/ptmx", "pts/ptmx"}}) {
     auto s = step(Kind::kSymlink, std::string("link ") + name);
     s.source = to;
     s.target = root + name;
     plan.push_back(std::move(s));
   }
+  const std::string uid = std::to_string(in.sandbox_uid);
+  const std::string gid = std::to_string(in.sandbox_gid);
   // /dev/shm and /tmp count against the memory cgroup (tmpfs pages are
   // charged to the writer) and are capped like the workspace.
   const std::string shm_opts = "size=" + std::to_string(std::min<std::int64_t>(lim.memory_bytes, lim.workspace_bytes)) +
@@ -266,6 +296,8 @@ int runSetupStep(const SetupStep& s) noexcept {
       if (s.mode == 1 && (errno == ENOENT || errno == EINVAL)) return 0;  // optional
       return errno;
     }
+    case Kind::kMountDevpts:
+      return rc(::mount("devpts", s.target.c_str(), "devpts", s.flags, s.data.c_str()));
     case Kind::kMountProc:
       return rc(::mount("proc", s.target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
     case Kind::kWriteFile: {

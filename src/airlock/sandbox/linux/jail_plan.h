@@ -24,6 +24,7 @@ struct SetupStep {
     kBind,               // source -> target, MS_BIND|MS_REC
     kRemountBind,        // target, flags (MS_RDONLY etc. added to a bind)
     kMountProc,          // target
+    kMountDevpts,        // target, data (devpts options), flags
     kWriteFile,          // target, data = contents, mode
     kTouch,              // target (empty file to bind a file onto)
     kPivotRoot,          // target = new root; old root detached
@@ -42,7 +43,10 @@ struct SetupStep {
 struct JailPlanInputs {
   std::string staging_root;                // empty host directory; mount point of the new root
   std::vector<std::string> image_dirs;     // host dirs bound read-only (e.g. /usr)
-  std::vector<std::string> image_etc;      // host /etc entries bound read-only if present
+  // Host /etc entries bound read-only if present (directories and regular
+  // files; parents such as /etc/ssl are created); sandbox_baseline.h
+  // defaultImageEtc() is the usual list.
+  std::vector<std::string> image_etc;
   // Host directory bound read-only at /run/airlock (code mode: the
   // capability socket and token file, execution_environment.h
   // openCapabilityDirectory); empty: none.

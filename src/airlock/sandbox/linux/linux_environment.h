@@ -4,7 +4,8 @@
 //
 // Provision creates a cgroup (v2 or v1), then clones an init into new user,
 // pid, mount, net, ipc, uts and cgroup namespaces. Init builds a fresh root
-// from read-only binds of the image, mounts a tmpfs workspace at /workspace
+// from read-only binds of the image (with the /etc entries and the private
+// devpts of sandbox_baseline.h), mounts a tmpfs workspace at /workspace
 // (size= workspace_bytes, nr_inodes= inodes_max), pivots into it, and waits
 // for commands on a control socket. A sandbox with egress
 // (egress_route.h) also gets init's listener on 127.0.0.1:3128, whose
@@ -24,6 +25,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock::linux_jail {
 
@@ -33,8 +35,9 @@ struct LinuxEnvironmentOptions {
   // The image: host directories bound read-only at the same path inside.
   std::vector<std::string> image_dirs = {"/usr"};
   // Host /etc entries that are part of the image (not secrets), bound
-  // read-only when present: the loader cache and Debian's alternatives.
-  std::vector<std::string> image_etc = {"/etc/ld.so.cache", "/etc/alternatives"};
+  // read-only when present: the loader cache, Debian's alternatives, netbase's
+  // tables and the CA store (sandbox_baseline.h).
+  std::vector<std::string> image_etc = defaultImageEtc();
   std::chrono::seconds service_hard_cap{1800};
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();

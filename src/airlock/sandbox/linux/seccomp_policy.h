@@ -7,7 +7,9 @@
 // API, pivot_root, chroot, unshare, setns, namespace-creating clone flags,
 // keyctl/add_key/request_key, bpf, perf_event_open, userfaultfd, io_uring_*,
 // ptrace, process_vm_readv/writev, kcmp, kexec_*, module loading, swapon/off,
-// reboot, acct, quotactl, open_by_handle_at, ioctl TIOCSTI and TIOCLINUX.
+// reboot, acct, quotactl, open_by_handle_at, ioctl TIOCSTI and TIOCLINUX
+// (refused on the sandbox's own pseudo-terminals too; everything else a pty
+// needs, TIOCGPTN, TIOCSPTLCK, TIOCGPTPEER, TIOCSCTTY and termios, is allowed).
 // socket/socketpair outside AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK get
 // EAFNOSUPPORT (AF_VSOCK is not confined by the network namespace).
 // clone3 returns ENOSYS (libc falls back to clone, whose flags can be

@@ -157,6 +157,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock::gvisor {
 
@@ -179,7 +180,7 @@ struct GvisorEnvironmentOptions {
   // build tree's copy.
   std::string shim_path;
   std::vector<std::string> image_dirs = {"/usr"};
-  std::vector<std::string> image_etc = {"/etc/ld.so.cache", "/etc/alternatives"};
+  std::vector<std::string> image_etc = defaultImageEtc();  // sandbox_baseline.h
   std::chrono::seconds service_hard_cap{1800};
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();

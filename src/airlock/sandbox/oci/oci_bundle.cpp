@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"
 
@@ -42,6 +43,32 @@ Result<void> makeDir(const std::string& path, mode_t mode) {
   return {};
 }
 
+// A symbolic link at `path` with text `target`; an existing one with other
+// text (or another file there) is replaced.
+Result<void> makeLink(const std::string& path, const std::string& target) {
+  char existing[256];
+  ssize_t m = ::readlink(path.c_str(), existing, sizeof existing - 1);
+  if (m >= 0 && target == std::string_view(existing, static_cast<std::size_t>(m))) return {};
+  ::unlink(path.c_str());
+  if (::symlink(target.c_str(), path.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "symlink " + path, errno);
+  return {};
+}
+
+// Options of a devpts mount in the OCI form: kDevptsOptions split at commas,
+// after nosuid and noexec.
+json devptsOptions() {
+  json opts = json::array({"nosuid", "noexec"});
+  const std::string_view all = kDevptsOptions;
+  for (std::size_t start = 0; start <= all.size();) {
+    std::size_t comma = all.find(',', start);
+    if (comma == std::string_view::npos) comma = all.size();
+    opts.push_back(std::string(all.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return opts;
+}
+
 Result<void> makeFile(const std::string& path, const std::string& contents, mode_t mode) {
   // Written beside and renamed, so a concurrent reader sees old or new bytes.
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
@@ -58,23 +85,6 @@ Result<void> makeFile(const std::string& path, const std::string& contents, mode
 }
 
 }  // namespace
-
-std::vector<std::pair<std::string, std::string>> generatedEtcFiles() {
-  const std::string uid = std::to_string(kSandboxUid);
-  const std::string gid = std::to_string(kSandboxGid);
-  return {
-      {"passwd",
-       "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-       "sandbox:x:" +
-           uid + ":" + gid +
-           ":sandbox:/workspace:/bin/sh\n"
-           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-      {"group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n"},
-      {"hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"},
-      {"hostname", "sandbox\n"},
-      {"nsswitch.conf", "passwd: files\ngroup: files\nhosts: files\n"},
-  };
-}
 
 Result<json> makeConfig(const BundleInputs& in) {
   for (const std::string* p :
@@ -102,6 +112,10 @@ Result<json> makeConfig(const BundleInputs& in) {
                     {"type", "tmpfs"},
                     {"source", "tmpfs"},
                     {"options", json::array({"nosuid", "strictatime", "mode=755"})}});
+  mounts.push_back({{"destination", "/dev/pts"},
+                    {"type", "devpts"},
+                    {"source", "devpts"},
+                    {"options", devptsOptions()}});
   mounts.push_back({{"destination", "/dev/shm"},
                     {"type", "tmpfs"},
                     {"source", "shm"},
@@ -196,18 +210,15 @@ Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string
     char link[256];
     ssize_t n = ::readlink(top, link, sizeof link - 1);
     if (n <= 0) continue;
-    const std::string target(link, static_cast<std::size_t>(n));
-    const std::string path = dir + top;
-    char existing[256];
-    ssize_t m = ::readlink(path.c_str(), existing, sizeof existing - 1);
-    if (m == n && target == std::string(existing, static_cast<std::size_t>(m))) continue;
-    ::unlink(path.c_str());
-    if (::symlink(target.c_str(), path.c_str()) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "symlink " + path, errno);
+    if (auto r = makeLink(dir + top, std::string(link, static_cast<std::size_t>(n))); !r) return r;
   }
   for (const auto& e : image_etc) {
     struct stat st {};
     if (::stat(e.c_str(), &st) != 0) continue;
+    // Parents first (/etc/ssl for /etc/ssl/certs).
+    for (std::size_t slash = e.find('/', 1); slash != std::string::npos;
+         slash = e.find('/', slash + 1))
+      if (auto r = makeDir(dir + e.substr(0, slash), 0755); !r) return r;
     const std::string path = dir + e;
     if (S_ISDIR(st.st_mode)) {
       if (auto r = makeDir(path, 0755); !r) return r;
@@ -215,8 +226,11 @@ Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string
       if (auto r = makeFile(path, "", 0444); !r) return r;
     }
   }
-  for (const auto& [name, contents] : generatedEtcFiles())
-    if (auto r = makeFile(dir + "/etc/" + name, contents, 0644); !r) return r;
+  for (const auto& e : generatedEtcEntries(kSandboxUid, kSandboxGid)) {
+    auto r =
+        e.symlink ? makeLink(dir + e.path, e.contents) : makeFile(dir + e.path, e.contents, 0644);
+    if (!r) return r;
+  }
   return {};
 }
 

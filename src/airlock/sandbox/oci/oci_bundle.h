@@ -7,15 +7,20 @@
 // sandbox/linux/jail_plan.h):
 //   /                 the shared rootfs directory, read-only: empty mount
 //                     points, the usr-merge symlinks (/bin -> usr/bin ...)
-//                     mirrored from the host, and generated /etc identity
-//                     files (passwd, group, hosts, hostname, nsswitch.conf)
+//                     mirrored from the host, and the generated /etc entries
+//                     of sandbox_baseline.h (passwd, group, hosts, hostname,
+//                     nsswitch.conf, localtime, timezone)
 //   /usr ...          image directories, host paths bound read-only
-//   /etc/ld.so.cache  image /etc entries, bound read-only when present
+//   /etc/ssl/certs ...  image /etc entries (sandbox_baseline.h
+//                     defaultImageEtc()), bound read-only when present
 //   /workspace        the sandbox's workspace: a host tmpfs the adapter
 //                     mounted (size= workspace_bytes, nr_inodes=
 //                     inodes_max), read-write
 //   /tmp              a second host tmpfs with the same limits
 //   /proc, /dev, /dev/shm   gVisor's own (sentry-internal) filesystems
+//   /dev/pts          a devpts (kDevptsOptions; this runsc keeps each slave
+//                     0600 and owned by its opener's group whatever the
+//                     options say), /dev/ptmx its multiplexer (runsc's link)
 //   /.airlock/shim    the in-sandbox supervisor binary, read-only
 //   /.airlock/ctl     the control directory (mode 0700, root): the host's
 //                     listening UNIX sockets the shim connects to (`sock`,
@@ -82,8 +87,5 @@ Result<nlohmann::json> makeConfig(const BundleInputs& in);
 // syscall.
 Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
                            const std::vector<std::string>& image_etc);
-
-// The generated /etc files as (path under /etc, contents).
-std::vector<std::pair<std::string, std::string>> generatedEtcFiles();
 
 }  // namespace airlock::oci

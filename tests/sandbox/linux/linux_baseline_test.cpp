@@ -1,0 +1,105 @@
+// The baseline real programs expect (sandbox/sandbox_baseline.h) on the linux
+// mechanism: pseudo-terminals from a private devpts, netbase's tables, the
+// image's CA store, the image PATH, and an /etc with nothing of the host's
+// secrets. The checks are shared with gvisor (../baseline_checks.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "../baseline_checks.h"
+#include "airlock/sandbox/linux/jail_plan.h"
+#include "linux_test_support.h"
+
+namespace airlock::testing {
+namespace {
+
+// The plan alone (no sandbox): the steps the baseline adds, in an order that
+// works, and no bind of anything under /etc but the image's entries.
+TEST(LinuxJailPlan, TheBaselineStepsAreNamedOrderedAndBindOnlyTheImage) {
+  linux_jail::JailPlanInputs in;
+  in.staging_root = "/stage";
+  in.image_dirs = {"/usr"};
+  in.image_etc = defaultImageEtc();
+  in.limits = defaultLimits();
+  auto plan = linux_jail::buildJailPlan(in);
+  ASSERT_TRUE(plan) << plan.error().message();
+  auto at = [&](std::string_view description) -> std::ptrdiff_t {
+    for (std::size_t i = 0; i < plan->size(); ++i)
+      if ((*plan)[i].description == description) return static_cast<std::ptrdiff_t>(i);
+    ADD_FAILURE() << "no step \"" << description << "\"";
+    return -1;
+  };
+  const auto dev = at("mount tmpfs at /dev");
+  const auto pts_dir = at("create /dev/pts");
+  const auto pts = at("mount a private devpts at /dev/pts");
+  const auto ptmx = at("link /dev/ptmx");
+  const auto pivot = at("pivot into the new root");
+  EXPECT_LT(dev, pts_dir);
+  EXPECT_LT(pts_dir, pts);
+  EXPECT_LT(pts, pivot);
+  EXPECT_LT(ptmx, pivot);
+  ASSERT_GE(pts, 0);
+  EXPECT_EQ((*plan)[static_cast<std::size_t>(pts)].data, kDevptsOptions);
+  ASSERT_GE(ptmx, 0);
+  EXPECT_EQ((*plan)[static_cast<std::size_t>(ptmx)].source, "pts/ptmx");
+  if (::access("/etc/ssl/certs", F_OK) == 0) {
+    EXPECT_LT(at("create /etc/ssl"), at("bind /etc/ssl/certs"));
+  }
+  const auto image_etc = defaultImageEtc();
+  for (const auto& s : *plan) {
+    if (s.kind != linux_jail::SetupStep::Kind::kBind || s.source.rfind("/etc", 0) != 0) continue;
+    EXPECT_NE(std::find(image_etc.begin(), image_etc.end(), s.source), image_etc.end()) << s.source;
+  }
+}
+
+class LinuxBaselineTest : public SandboxTest {};
+
+TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
+  auto r = run(baseline::python(baseline::kPtyScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, baseline::kPtyExpected) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, DevTtyIsTheControllingTerminalAndTheMasterSeesTheHangup) {
+  auto r = run(baseline::python(baseline::kControllingTerminalScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, baseline::kControllingTerminalExpected) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, APtySlaveIsTheOpenersWithMode0620AndGroupTty) {
+  auto r = run(baseline::python(baseline::kPtyOwnerScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, baseline::kPtyOwnerExpected) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, ServicesAndProtocolsResolve) {
+  auto r = run(baseline::python(baseline::kNetdbScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, baseline::kNetdbExpected) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, TheDefaultTlsContextLoadsTheImagesCertificates) {
+  const std::string host = baseline::hostCertStoreStats();
+  ASSERT_NE(host.find("'x509_ca': "), std::string::npos) << "host python: " << host;
+  ASSERT_EQ(host.find("'x509_ca': 0}"), std::string::npos) << "the host has no CA store: " << host;
+  auto r = run(baseline::python(baseline::kCaScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, host) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, EtcHoldsTheBaselineAndNoSecretOfTheHost) {
+  ASSERT_EQ(::access("/etc/shadow", F_OK), 0) << "the host has no /etc/shadow to keep out";
+  auto r = run(baseline::python(baseline::kEtcScript));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, baseline::etcExpected()) << r.stderr_data;
+}
+
+TEST_F(LinuxBaselineTest, TheImagePathFindsTheImagesPython) {
+  auto r = run(shell("command -v python3"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "/usr/bin/python3\n");
+}
+
+}  // namespace
+}  // namespace airlock::testing
