@@ -406,6 +406,47 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
             200);
 }
 
+// A key named twice is refused on every JSON route, 400 naming the key,
+// before anything acts (nlohmann alone would keep the last value).
+TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
+  auto provisioned =
+      call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "tenant_id": "t2"})");
+  EXPECT_EQ(provisioned.status, 400);
+  EXPECT_EQ(code(provisioned), "tool_validation_error");
+  EXPECT_EQ(
+      message(provisioned),
+      "the request body is not valid JSON: the key \"tenant_id\" appears twice in one object");
+  EXPECT_EQ(env_->liveCount(), 0u) << "nothing was provisioned";
+  auto nested =
+      call("POST", "/v1/environments",
+           R"({"tenant_id": "t1", "run_id": "r1", "limits": {"pids_max": 64, "pids_max": 99999}})");
+  EXPECT_EQ(nested.status, 400);
+  EXPECT_NE(message(nested).find("the key \"pids_max\" appears twice"), std::string::npos)
+      << nested.body;
+
+  const std::string id = provision();
+  auto exec = call("POST", "/v1/environments/" + id + "/execute",
+                   R"({"argv": ["true"], "argv": ["false"]})");
+  EXPECT_EQ(exec.status, 400);
+  EXPECT_NE(message(exec).find("the key \"argv\" appears twice"), std::string::npos) << exec.body;
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 2, "lease_epoch": 3})");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_NE(message(lease).find("the key \"lease_epoch\" appears twice"), std::string::npos)
+      << lease.body;
+  EXPECT_EQ(api_->leases().current("r1"), std::nullopt) << "the lease was not renewed";
+  auto tool =
+      call("POST", "/v1/tools/workspace.list",
+           R"({"environment_id": ")" + id + R"(", "arguments": {"path": ".", "path": "/"}})");
+  EXPECT_EQ(tool.status, 400);
+  EXPECT_EQ(code(tool), "tool_validation_error");
+  EXPECT_NE(message(tool).find("the key \"path\" appears twice"), std::string::npos) << tool.body;
+  auto code_run =
+      call("POST", "/v1/environments/" + id + "/code", R"({"program": "1", "program": "2"})");
+  EXPECT_EQ(code_run.status, 400);
+  EXPECT_NE(message(code_run).find("the key \"program\" appears twice"), std::string::npos)
+      << code_run.body;
+}
+
 TEST(ClosestKey, SuggestsOnlyAKeyThatIsClose) {
   EXPECT_EQ(closestKey("netwrok", {"tenant_id", "network"}), "network");
   EXPECT_EQ(closestKey("tenant", {"tenant_id", "run_id"}), "tenant_id");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include "airlock/core/encoding.h"
 
@@ -30,6 +32,49 @@ std::string withoutExceptionTag(const char* what) {
   return std::string(text);
 }
 }  // namespace json_detail
+
+// --- untrusted text ---------------------------------------------------------
+
+namespace {
+
+// Thrown out of the parser callback to end the parse at a repeated key.
+struct DuplicateKey {
+  std::string key;
+};
+
+}  // namespace
+
+Result<json> parseUntrustedJson(std::string_view text) {
+  // The keys seen so far in each object still open, innermost last.
+  std::vector<std::unordered_set<std::string>> open;
+  const json::parser_callback_t check = [&open](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && !open.back().insert(parsed.get_ref<const std::string&>()).second)
+          throw DuplicateKey{parsed.get<std::string>()};
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check, /*allow_exceptions=*/true);
+  } catch (const DuplicateKey& d) {
+    return fail(ErrorCode::kToolValidationError,
+                "the key " + quoteForMessage(d.key) + " appears twice in one object");
+  } catch (const json::exception& e) {
+    return fail(ErrorCode::kToolValidationError, json_detail::withoutExceptionTag(e.what()));
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kToolValidationError, "too large to parse");
+  }
+}
 
 namespace {
 

@@ -99,12 +99,27 @@ namespace json_detail {
 std::string withoutExceptionTag(const char* what);
 }  // namespace json_detail
 
-// Parse text into T without throwing.
+// The one parser for JSON that arrives from outside: HTTP request bodies,
+// tool calls, MCP messages. RFC 8259 text (no comments, UTF-8 strings), and
+// an object that names a key twice is refused: nlohmann (like many parsers)
+// keeps the last value, so two readers of the same bytes could see two
+// different requests. Never throws.
+// ToolValidationError whose context describes the problem, for the caller
+// to put after the input's name ("the request body is not valid JSON: "):
+//   `parse error at line 1, column 2: syntax error while parsing ...`
+//   `the key "lease_epoch" appears twice in one object` (the key quoted as
+//   quoteForMessage() does).
+Result<nlohmann::json> parseUntrustedJson(std::string_view text);
+
+// Parse text into T without throwing (through parseUntrustedJson: a key
+// named twice is refused).
 template <class T>
 Result<T> fromJson(std::string_view text) {
+  auto parsed = parseUntrustedJson(text);
+  if (!parsed)
+    return fail(ErrorCode::kToolValidationError, "invalid JSON: " + parsed.error().context);
   try {
-    auto parsed = nlohmann::json::parse(text);
-    return parsed.get<T>();
+    return parsed->get<T>();
   } catch (const JsonFieldError& e) {
     return fail(ErrorCode::kToolValidationError, "invalid JSON: " + e.describe());
   } catch (const nlohmann::json::exception& e) {

@@ -58,9 +58,10 @@ Result<std::int64_t> integer(const json& body, const char* field, std::optional<
 
 Result<json> parseBody(const std::string& body) {
   if (body.empty()) return json::object();
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return tl::unexpected(badRequest("the request body is not valid JSON"));
-  if (!j.is_object()) return tl::unexpected(badRequest("the request body must be a JSON object"));
+  auto j = parseUntrustedJson(body);
+  if (!j)
+    return tl::unexpected(badRequest("the request body is not valid JSON: " + j.error().context));
+  if (!j->is_object()) return tl::unexpected(badRequest("the request body must be a JSON object"));
   return j;
 }
 
