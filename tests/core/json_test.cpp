@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -261,10 +262,10 @@ TEST(JsonDecode, WrongTypesAreNamed) {
   json limits = sampleLimits();
   limits["memory_bytes"] = "2G";
   EXPECT_EQ(errorOf(limits.dump(), ResourceLimits{}),
-            "invalid JSON: field \"memory_bytes\" must be an integer");
+            "invalid JSON: field \"memory_bytes\" must be a whole number");
   limits = sampleLimits();
   limits["pids_max"] = 1.5;
-  EXPECT_NE(errorOf(limits.dump(), ResourceLimits{}).find("\"pids_max\" must be an integer"),
+  EXPECT_NE(errorOf(limits.dump(), ResourceLimits{}).find("\"pids_max\" must be a whole number"),
             std::string::npos);
   limits = sampleLimits();
   limits["inodes_max"] = 18446744073709551615ULL;
@@ -278,7 +279,7 @@ TEST(JsonDecode, WrongTypesAreNamed) {
   result = sampleResult();
   result["files_changed"][1]["size_bytes"] = "big";
   EXPECT_EQ(errorOf(result.dump(), ExecutionResult{}),
-            "invalid JSON: field \"files_changed[1].size_bytes\" must be an integer");
+            "invalid JSON: field \"files_changed[1].size_bytes\" must be a whole number");
   result = sampleResult();
   result["stdout"] = 5;
   EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("field \"stdout\" must be a string"),
@@ -628,6 +629,38 @@ TEST(UntrustedJson, PropertyDistinctKeysParseAndARepeatedOneIsNamed) {
     RC_ASSERT(parsed.error().context ==
               "the key " + quoteForMessage(again) + " appears twice in one object");
   }));
+}
+
+// --- integers --------------------------------------------------------------
+
+TEST(Int64FromJson, OutOfRangeNamesTheLimitAndNeverWraps) {
+  const auto contextOf = [](std::string_view text) {
+    auto r = int64FromJson(json::parse(text));
+    return r ? "<" + std::to_string(*r) + ">" : r.error().context;
+  };
+  EXPECT_EQ(contextOf("9223372036854775807"), "<9223372036854775807>");
+  EXPECT_EQ(contextOf("-9223372036854775808"), "<-9223372036854775808>");
+  for (const char* big : {"9223372036854775808", "18446744073709551615", "18446744073709551616",
+                          "100000000000000000000000000000"})
+    EXPECT_EQ(contextOf(big), "is out of range: the largest allowed is 9223372036854775807") << big;
+  EXPECT_EQ(contextOf("-9223372036854775809"),
+            "is out of range: the smallest allowed is -9223372036854775808");
+  for (const char* other : {"1.5", "\"1\"", "null", "true", "[1]", "1e3"})
+    EXPECT_EQ(contextOf(other), "must be a whole number") << other;
+  EXPECT_TRUE(rc::check("every int64 reads back; every larger uint64 is out of range", [] {
+    const auto n = *rc::gen::arbitrary<std::int64_t>();
+    RC_ASSERT(int64FromJson(json::parse(std::to_string(n))).value() == n);
+    const auto u = *rc::gen::inRange<std::uint64_t>(std::uint64_t{1} << 63,
+                                                    std::numeric_limits<std::uint64_t>::max());
+    RC_ASSERT(!int64FromJson(json::parse(std::to_string(u))).has_value());
+  }));
+}
+
+TEST(Int64FromJson, TheDecodersUseIt) {
+  EXPECT_EQ(errorOf(R"({"tenant_id": "t", "run_id": "r", "lease_epoch": 9223372036854775808})",
+                    EnvironmentSpec{}),
+            "invalid JSON: field \"lease_epoch\" is out of range: the largest allowed is "
+            "9223372036854775807");
 }
 
 }  // namespace

@@ -447,6 +447,46 @@ TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
       << code_run.body;
 }
 
+// Integers beyond 64 bits are out of range, named with the largest value
+// allowed; never wrapped into a negative number ("must not be negative").
+TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
+  const std::string largest = "is out of range: the largest allowed is 9223372036854775807";
+  auto provisioned =
+      call("POST", "/v1/environments",
+           R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 9223372036854775808})");
+  EXPECT_EQ(provisioned.status, 400);
+  EXPECT_EQ(message(provisioned), "lease_epoch " + largest);
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 9223372036854775808})");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_EQ(message(lease), "lease_epoch " + largest);
+  auto huge =
+      call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 123456789012345678901234567890})");
+  EXPECT_EQ(message(huge), "lease_epoch " + largest);
+  auto tiny = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -9223372036854775809})");
+  EXPECT_EQ(message(tiny),
+            "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
+  EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -1})")),
+            "lease_epoch must not be negative");
+  auto limit = call(
+      "POST", "/v1/environments",
+      R"({"tenant_id": "t1", "run_id": "r1", "limits": {"memory_bytes": 18446744073709551615}})");
+  EXPECT_EQ(limit.status, 400);
+  EXPECT_EQ(message(limit), "limits.memory_bytes " + largest);
+  EXPECT_EQ(env_->liveCount(), 0u);
+
+  const std::string id = provision();
+  for (const char* field : {"timeout_seconds", "maximum_output_bytes"}) {
+    auto r = call("POST", "/v1/environments/" + id + "/execute",
+                  R"({"argv": ["true"], ")" + std::string(field) + R"(": 9223372036854775808})");
+    EXPECT_EQ(r.status, 400) << field;
+    EXPECT_EQ(message(r), std::string(field) + " " + largest);
+  }
+  auto code_run = call("POST", "/v1/environments/" + id + "/code",
+                       R"({"program": "1", "timeout_seconds": 9223372036854775808})");
+  EXPECT_EQ(code_run.status, 400);
+  EXPECT_EQ(message(code_run), "timeout_seconds " + largest);
+}
+
 TEST(ClosestKey, SuggestsOnlyAKeyThatIsClose) {
   EXPECT_EQ(closestKey("netwrok", {"tenant_id", "network"}), "network");
   EXPECT_EQ(closestKey("tenant", {"tenant_id", "run_id"}), "tenant_id");

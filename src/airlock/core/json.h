@@ -37,6 +37,7 @@
 // offending field ("field \"limits.memory_bytes\" is missing").
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -110,6 +111,15 @@ std::string withoutExceptionTag(const char* what);
 //   `the key "lease_epoch" appears twice in one object` (the key quoted as
 //   quoteForMessage() does).
 Result<nlohmann::json> parseUntrustedJson(std::string_view text);
+
+// A JSON integer as a signed 64-bit value, the range of every integer field
+// in the port's types and the API's bodies. ToolValidationError whose
+// context is a phrase to follow the field's name:
+//   `must be a whole number` (a string, a fraction, 1e3, ...)
+//   `is out of range: the largest allowed is 9223372036854775807` (2^63 and
+//   beyond, including integers too long for any 64-bit type)
+//   `is out of range: the smallest allowed is -9223372036854775808`.
+Result<std::int64_t> int64FromJson(const nlohmann::json& value);
 
 // Parse text into T without throwing (through parseUntrustedJson: a key
 // named twice is refused).

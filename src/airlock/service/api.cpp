@@ -51,9 +51,9 @@ Result<std::int64_t> integer(const json& body, const char* field, std::optional<
     if (fallback) return *fallback;
     return tl::unexpected(badRequest(std::string(field) + " is required"));
   }
-  if (!it->is_number_integer())
-    return tl::unexpected(badRequest(std::string(field) + " must be a whole number"));
-  return it->get<std::int64_t>();
+  auto n = int64FromJson(*it);
+  if (!n) return tl::unexpected(badRequest(std::string(field) + " " + n.error().context));
+  return *n;
 }
 
 Result<json> parseBody(const std::string& body) {
@@ -79,8 +79,9 @@ Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
                           : key == "wall_clock_seconds" ? &limits.wall_clock_seconds
                                                         : nullptr;
     if (field == nullptr) return tl::unexpected(badRequest("limits." + key + " is not a limit"));
-    if (!value.is_number_integer()) return tl::unexpected(badRequest("limits." + key + " must be a whole number"));
-    *field = value.get<std::int64_t>();
+    auto n = int64FromJson(value);
+    if (!n) return tl::unexpected(badRequest("limits." + key + " " + n.error().context));
+    *field = *n;
   }
   if (auto r = checkLimits(limits, settings.limit_ceilings); !r) return tl::unexpected(r.error());
   const LimitMinimums least = minimumLimits();
