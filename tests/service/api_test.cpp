@@ -9,11 +9,13 @@
 
 #include <fcntl.h>
 
+#include <cctype>
 #include <filesystem>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
@@ -58,12 +60,37 @@ TEST_F(ApiTest, HealthNeedsNoTokenAndEverythingElseDoes) {
   for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
            {"GET", "/metrics"}, {"POST", "/v1/environments"}, {"GET", "/v1/environments"},
            {"DELETE", "/v1/environments/x"}, {"PUT", "/v1/runs/r1/lease"}}) {
-    for (const std::string& auth : std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
-                                   std::string("Bearer ") + kToken + "x", std::string("bearer ") + kToken}) {
+    for (const std::string& auth :
+         std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
+                                  std::string("Bearer ") + kToken + "x"}) {
       auto r = call(method, target, "{}", auth);
       EXPECT_EQ(r.status, 401) << method << " " << target << " with '" << auth << "'";
       EXPECT_EQ(code(r), "unauthorized");
     }
+  }
+}
+
+// RFC 9110, "Authentication Scheme": the scheme is case-insensitive, the
+// token is not. Only "<scheme> SP <token>" authenticates: a value with a
+// line break, a tab or extra spaces in it (what a folded or padded header
+// leaves) does not.
+TEST_F(ApiTest, TheBearerSchemeIsCaseInsensitiveAndNothingElseIsLoose) {
+  const std::string token = kToken;
+  for (const std::string scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
+    auto r = call("GET", "/v1/environments", "", scheme + " " + token);
+    EXPECT_EQ(r.status, 200) << scheme << ": " << r.body;
+  }
+  std::string upper = token;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& auth : std::vector<std::string>{
+           "Bearer\r\n " + token, "Bearer \r\n " + token, "Bearer " + token + "\r\n",
+           "Bearer " + token + "\r\n ", "Bearer\n" + token, "Bearer\r" + token, "Bearer\t" + token,
+           "Bearer  " + token, " Bearer " + token, "Bearer " + token + " ",
+           "Bearer " + token + "\t", "Bearer" + token, "Bearer " + upper,
+           "Bearer " + token.substr(0, token.size() - 1), "Bearerx " + token, "Bearer: " + token,
+           std::string("Bearer ") + '\0' + token, "Bearer " + token + '\0'}) {
+    auto r = call("GET", "/v1/environments", "", auth);
+    EXPECT_EQ(r.status, 401) << "authenticated with " << quoteForMessage(auth);
   }
 }
 

@@ -270,10 +270,19 @@ Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_
 }
 
 bool Api::authorized(const HttpRequest& request) const {
-  const std::string expected = "Bearer " + settings_.service_token;
   if (settings_.service_token.empty()) return false;
-  return request.authorization.size() == expected.size() &&
-         CRYPTO_memcmp(request.authorization.data(), expected.data(), expected.size()) == 0;
+  // "<scheme> SP <token>" and nothing else: the scheme compared without
+  // case (RFC 9110, "Authentication Scheme"), the token exactly. Any other
+  // byte around them (CR, LF, HT, a second space: what is left of a folded
+  // or padded value) fails the length or the comparison.
+  constexpr std::string_view kScheme = "bearer";
+  const std::string_view value = request.authorization;
+  const std::string& token = settings_.service_token;
+  if (value.size() != kScheme.size() + 1 + token.size()) return false;
+  for (std::size_t i = 0; i < kScheme.size(); ++i)
+    if ((value[i] | 0x20) != kScheme[i]) return false;
+  return value[kScheme.size()] == ' ' &&
+         CRYPTO_memcmp(value.data() + kScheme.size() + 1, token.data(), token.size()) == 0;
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {
