@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "airlock/egress/authority.h"
 #include "airlock/sys/unique_fd.h"
 #include "egress_printers.h"
 #include "fake_dns.h"
@@ -665,6 +666,50 @@ TEST_F(ProxyTest, ObserverSeesEveryLoggedDecisionWithItsReason) {
   EXPECT_EQ(counting->waitFor(3), expected);
   EXPECT_EQ(log->lines().size(), 3u);
   EXPECT_EQ(counting->tenants(), std::set<std::string>{"tenant-a"});
+}
+
+// Bytes that cannot begin an HTTP/1.x head with CRLF line ends are answered
+// 400 at once and logged: the head timeout is a minute here, longer than
+// every socket timeout of the test, so waiting it out would fail the read.
+TEST_F(ProxyTest, NonHttpBytesAreAnswered400AtOnceAndLogged) {
+  ProxyLimits limits;
+  limits.head_timeout = std::chrono::seconds(60);
+  startProxy(limits);
+  struct Case {
+    std::string bytes;
+    std::string error_start;
+  };
+  const std::vector<Case> cases = {
+      {std::string("\x05\x01\x00", 3), "a SOCKS5 greeting"},
+      {std::string("\x04\x01\x01\xbb\x7f\x00\x00\x01user\0", 13), "a SOCKS4 greeting"},
+      {"CONNECT " + sinkTarget() + " HTTP/1.1\n", "bare LF"},
+      {"GET / HTTP/1.1\nHost: sink.example.com\n\n", "bare LF"},
+      {"CONNECT " + sinkTarget() + " HTTP/1.1\r\nHost: x\n", "bare LF"},
+  };
+  for (const auto& c : cases) {
+    UniqueFd fd = connectTcp("127.0.0.1", port);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(sendAll(fd.get(), c.bytes));
+    const std::string head = readHead(fd.get());
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 400 ")) << sanitizeForLog(c.bytes) << " -> " << head;
+    EXPECT_NE(head.find("X-Airlock-Egress-Reason: malformed_request\r\n"), std::string::npos)
+        << head;
+    EXPECT_EQ(readExactly(fd.get(), 34), "egress refused: malformed_request\n");
+    EXPECT_EQ(readSome(fd.get()), 0) << "the connection is closed after the answer";
+  }
+  const auto lines = log->waitFor(cases.size());
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(lines[i]["reason"], "malformed_request") << i;
+    EXPECT_EQ(lines[i]["verdict"], "deny") << i;
+    EXPECT_EQ(lines[i]["outcome"], "refused") << i;
+    ASSERT_TRUE(lines[i]["error"].is_string()) << i;
+    EXPECT_EQ(lines[i]["error"].get<std::string>().rfind(cases[i].error_start, 0), 0u)
+        << lines[i].dump();
+  }
+  EXPECT_EQ(lines[0]["request"], "\\x05\\x01\\x00");
+  EXPECT_EQ(sink.accepted(), 0);
+  EXPECT_EQ(dns->lookupCount(), 0u) << "nothing was decided for bytes that are not a request";
 }
 
 TEST(EgressProxy, RefusesIncompleteOptionsAndNonLoopbackTcp) {

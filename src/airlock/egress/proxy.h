@@ -2,8 +2,11 @@
 // DESIGN.md 5.5; issue 5 item 5). Boost.Asio stays in proxy.cpp.
 //
 // Per connection: read the request head (at most kMaxRequestHead bytes,
-// within head_timeout), decide with decideRequest() on the resolver pool
-// (one lookup, every address checked), then either answer the refusal
+// within head_timeout; bytes that cannot begin an HTTP/1.x head with CRLF
+// line ends, a SOCKS greeting or a bare LF, are answered 400
+// malformed_request at once: refuseEarly() in request_head.h), decide
+// with decideRequest() on the resolver pool (one lookup, every address
+// checked), then either answer the refusal
 // (status from httpStatusFor(), header "X-Airlock-Egress-Reason: <code>",
 // Connection: close) or connect to the decision's dialAddresses() in order,
 // never to a name and never after a second lookup, within connect_timeout
