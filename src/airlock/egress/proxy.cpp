@@ -393,6 +393,11 @@ class ProxyImpl final : public EgressProxy {
     }
   }
 
+  // Why a listener's connections are being closed, for the log.
+  std::string whyCancelled() const {
+    return stopped_.load() ? "the proxy stopped" : "the sandbox's listener was closed";
+  }
+
   template <class Socket>
   asio::awaitable<void> session(std::shared_ptr<Listener> l, Socket client) {
     const auto started = Clock::now();
@@ -494,7 +499,16 @@ class ProxyImpl final : public EgressProxy {
       co_return decideRequest(*policy, head, *opt_.resolver, *opt_.classifier);
     };
     Decision d = co_await asio::co_spawn(pool_, decide_on_pool, asio::use_awaitable);
-    if (l->closed) co_return;
+    if (l->closed) {
+      // The sandbox ended while its request was decided: no one is left to
+      // answer, but the decision still gets its line.
+      if (d.allowed())
+        log(*l, d, TunnelOutcome::kDialCancelled, std::nullopt, "not dialled: " + whyCancelled(),
+            head, started);
+      else
+        log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, head, started);
+      co_return;
+    }
     if (!d.allowed()) {
       log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, head, started);
       const std::string response = refusalResponse(httpStatusFor(d.reason), d.reasonCode());
@@ -515,7 +529,12 @@ class ProxyImpl final : public EgressProxy {
       timer.expires_at(deadline);
       const tcp::endpoint endpoint = toEndpoint(a, d.port);
       auto r = co_await (upstream.async_connect(endpoint, kNoThrow) || timer.async_wait(kNoThrow));
-      if (l->closed) co_return;
+      if (l->closed) {
+        // Closing the listener closed `upstream` under the dial.
+        log(*l, d, TunnelOutcome::kDialCancelled, std::nullopt,
+            a.toString() + ": dial cancelled: " + whyCancelled(), head, started);
+        co_return;
+      }
       if (r.index() == 0 && !std::get<0>(std::get<0>(r))) {
         dialed = a;
         break;

@@ -17,7 +17,9 @@
 // them to user space; a heap buffer if a socket cannot splice),
 // half-closing each side on EOF and closing both after idle_timeout without
 // traffic in either direction. Every decision writes one line to the
-// DecisionLog (proxy_log.h), including refusals and connect failures.
+// DecisionLog (proxy_log.h), including refusals, connect failures, and an
+// allowed CONNECT whose dial closeListener() or stop() cut short (outcome
+// dial_cancelled).
 //
 // Listeners. Each listener belongs to one sandbox: its ProxyIdentity and the
 // Policy it was provisioned with are fixed at listen time (a running sandbox
