@@ -1,6 +1,7 @@
 // The egress authority parser and the proxy's request-head parser (issue 5):
 // total on any bytes; an accepted authority is canonical and re-parses to
-// itself; an accepted CONNECT head carries exactly the parsed target.
+// itself; an accepted CONNECT head carries exactly the parsed target; what
+// refuseEarly refuses, the head parser refuses too.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -37,6 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (auto head = airlock::egress::parseRequestHead(text)) {
     checkCanonical(head->target);
+  }
+  // refuseEarly is sound: bytes it refuses make the head the proxy would
+  // read from them (up to the first empty line) malformed, whatever follows.
+  if (auto early = airlock::egress::refuseEarly(text)) {
+    if (early->reason != airlock::egress::Reason::kMalformedRequest) std::abort();
+    std::string head = std::string(text) + "\r\n\r\n";
+    head.resize(head.find("\r\n\r\n") + 4);
+    const auto parsed = airlock::egress::parseRequestHead(head);
+    if (parsed || parsed.error().reason != airlock::egress::Reason::kMalformedRequest) std::abort();
   }
   // The same bytes as a request-target inside a well-formed head (bytes
   // that end the request line would make them something else).

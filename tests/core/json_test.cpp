@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <limits>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "airlock/core/encoding.h"
 
 namespace airlock {
 namespace {
@@ -257,10 +262,10 @@ TEST(JsonDecode, WrongTypesAreNamed) {
   json limits = sampleLimits();
   limits["memory_bytes"] = "2G";
   EXPECT_EQ(errorOf(limits.dump(), ResourceLimits{}),
-            "invalid JSON: field \"memory_bytes\" must be an integer");
+            "invalid JSON: field \"memory_bytes\" must be a whole number");
   limits = sampleLimits();
   limits["pids_max"] = 1.5;
-  EXPECT_NE(errorOf(limits.dump(), ResourceLimits{}).find("\"pids_max\" must be an integer"),
+  EXPECT_NE(errorOf(limits.dump(), ResourceLimits{}).find("\"pids_max\" must be a whole number"),
             std::string::npos);
   limits = sampleLimits();
   limits["inodes_max"] = 18446744073709551615ULL;
@@ -274,7 +279,7 @@ TEST(JsonDecode, WrongTypesAreNamed) {
   result = sampleResult();
   result["files_changed"][1]["size_bytes"] = "big";
   EXPECT_EQ(errorOf(result.dump(), ExecutionResult{}),
-            "invalid JSON: field \"files_changed[1].size_bytes\" must be an integer");
+            "invalid JSON: field \"files_changed[1].size_bytes\" must be a whole number");
   result = sampleResult();
   result["stdout"] = 5;
   EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("field \"stdout\" must be a string"),
@@ -533,6 +538,129 @@ TEST(JsonDecode, HandleTimestampErrorsNameTheField) {
                 .find("field \"created_at\" must be an RFC 3339 timestamp like "
                       "2026-11-30T02:43:57.123Z (got \"yesterday\")"),
             std::string::npos);
+}
+
+// --- untrusted text: a key named twice -------------------------------------
+
+std::string parseErrorOf(std::string_view text) {
+  auto r = parseUntrustedJson(text);
+  if (r.has_value()) return "<no error>";
+  EXPECT_EQ(r.error().code, ErrorCode::kToolValidationError);
+  return r.error().context;
+}
+
+TEST(UntrustedJson, AKeyNamedTwiceInOneObjectIsRefusedByName) {
+  EXPECT_EQ(parseErrorOf(R"({"lease_epoch": 1, "lease_epoch": 2})"),
+            "the key \"lease_epoch\" appears twice in one object");
+  EXPECT_EQ(parseErrorOf(R"({"limits": {"pids_max": 1, "cpu": 2, "pids_max": 3}})"),
+            "the key \"pids_max\" appears twice in one object");
+  EXPECT_EQ(parseErrorOf(R"([1, {"a": [{"b": 1, "b": 1}]}])"),
+            "the key \"b\" appears twice in one object");
+  // The same name spelt with an escape is the same key.
+  EXPECT_EQ(parseErrorOf(R"({"argv": [], "\u0061rgv": ["rm"]})"),
+            "the key \"argv\" appears twice in one object");
+  // A key that cannot be shown is quoted, never echoed raw.
+  EXPECT_EQ(parseErrorOf("{\"a\\nb\": 1, \"a\\nb\": 2}"),
+            "the key \"a\\nb\" appears twice in one object");
+}
+
+TEST(UntrustedJson, TheSameKeyInDifferentObjectsIsFine) {
+  auto r = parseUntrustedJson(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"a": {}}})");
+  ASSERT_TRUE(r) << r.error().context;
+  EXPECT_EQ((*r)["b"][1]["a"], 2);
+  EXPECT_EQ(parseUntrustedJson("{}").value(), json::object());
+  EXPECT_EQ(parseUntrustedJson(R"("x")").value(), "x");
+}
+
+TEST(UntrustedJson, BrokenTextIsAParseErrorThatSaysWhere) {
+  const std::string broken = parseErrorOf(R"({"a": )");
+  EXPECT_EQ(broken.rfind("parse error at line 1, column 7", 0), 0u) << broken;
+  EXPECT_EQ(parseErrorOf("").rfind("parse error", 0), 0u);
+  EXPECT_EQ(parseErrorOf("\"\xff\"").rfind("parse error", 0), 0u);
+  EXPECT_EQ(parseErrorOf("{} {}").rfind("parse error", 0), 0u) << "one value only";
+  EXPECT_EQ(parseErrorOf("/* c */ {}").rfind("parse error", 0), 0u) << "no comments";
+}
+
+TEST(UntrustedJson, TheDecodersRefuseAKeyNamedTwice) {
+  EXPECT_EQ(errorOf(R"({"argv": ["true"], "working_directory": ".", "timeout_seconds": 5,
+                        "timeout_seconds": 500000, "maximum_output_bytes": 10})",
+                    ExecutionCommand{}),
+            "invalid JSON: the key \"timeout_seconds\" appears twice in one object");
+}
+
+// Printable ASCII, so that every generated key is valid JSON text as is.
+rc::Gen<std::string> genKey() {
+  return rc::gen::container<std::string>(rc::gen::inRange<char>(' ', '~' + 1));
+}
+
+std::string objectText(const std::vector<std::pair<std::string, int>>& members) {
+  std::string out = "{";
+  for (const auto& [key, value] : members) {
+    if (out.size() > 1) out += ",";
+    out += json(key).dump() + ":" + std::to_string(value);
+  }
+  return out + "}";
+}
+
+TEST(UntrustedJson, PropertyDistinctKeysParseAndARepeatedOneIsNamed) {
+  EXPECT_TRUE(rc::check("distinct keys parse to the same object", [] {
+    const auto keys = *rc::gen::container<std::set<std::string>>(genKey());
+    std::vector<std::pair<std::string, int>> members;
+    for (const auto& k : keys) members.emplace_back(k, *rc::gen::arbitrary<int>());
+    const std::string text = "[" + objectText(members) + "]";
+    auto parsed = parseUntrustedJson(text);
+    RC_ASSERT(parsed.has_value());
+    RC_ASSERT((*parsed)[0].size() == keys.size());
+    for (const auto& [k, v] : members) RC_ASSERT((*parsed)[0][k] == v);
+    RC_ASSERT(*parsed == json::parse(text));
+  }));
+  EXPECT_TRUE(rc::check("a key named twice is refused, naming it", [] {
+    const auto keys = *rc::gen::nonEmpty(rc::gen::container<std::set<std::string>>(genKey()));
+    std::vector<std::pair<std::string, int>> members;
+    for (const auto& k : keys) members.emplace_back(k, 1);
+    const auto again = *rc::gen::elementOf(std::vector<std::string>(keys.begin(), keys.end()));
+    const auto at = *rc::gen::inRange<std::size_t>(0, members.size() + 1);
+    members.insert(members.begin() + static_cast<std::ptrdiff_t>(at), {again, 2});
+    const bool nested = *rc::gen::arbitrary<bool>();
+    const std::string text =
+        nested ? "{\"outer\": [null, " + objectText(members) + "]}" : objectText(members);
+    auto parsed = parseUntrustedJson(text);
+    RC_ASSERT(!parsed.has_value());
+    RC_ASSERT(parsed.error().context ==
+              "the key " + quoteForMessage(again) + " appears twice in one object");
+  }));
+}
+
+// --- integers --------------------------------------------------------------
+
+TEST(Int64FromJson, OutOfRangeNamesTheLimitAndNeverWraps) {
+  const auto contextOf = [](std::string_view text) {
+    auto r = int64FromJson(json::parse(text));
+    return r ? "<" + std::to_string(*r) + ">" : r.error().context;
+  };
+  EXPECT_EQ(contextOf("9223372036854775807"), "<9223372036854775807>");
+  EXPECT_EQ(contextOf("-9223372036854775808"), "<-9223372036854775808>");
+  for (const char* big : {"9223372036854775808", "18446744073709551615", "18446744073709551616",
+                          "100000000000000000000000000000"})
+    EXPECT_EQ(contextOf(big), "is out of range: the largest allowed is 9223372036854775807") << big;
+  EXPECT_EQ(contextOf("-9223372036854775809"),
+            "is out of range: the smallest allowed is -9223372036854775808");
+  for (const char* other : {"1.5", "\"1\"", "null", "true", "[1]", "1e3"})
+    EXPECT_EQ(contextOf(other), "must be a whole number") << other;
+  EXPECT_TRUE(rc::check("every int64 reads back; every larger uint64 is out of range", [] {
+    const auto n = *rc::gen::arbitrary<std::int64_t>();
+    RC_ASSERT(int64FromJson(json::parse(std::to_string(n))).value() == n);
+    const auto u = *rc::gen::inRange<std::uint64_t>(std::uint64_t{1} << 63,
+                                                    std::numeric_limits<std::uint64_t>::max());
+    RC_ASSERT(!int64FromJson(json::parse(std::to_string(u))).has_value());
+  }));
+}
+
+TEST(Int64FromJson, TheDecodersUseIt) {
+  EXPECT_EQ(errorOf(R"({"tenant_id": "t", "run_id": "r", "lease_epoch": 9223372036854775808})",
+                    EnvironmentSpec{}),
+            "invalid JSON: field \"lease_epoch\" is out of range: the largest allowed is "
+            "9223372036854775807");
 }
 
 }  // namespace

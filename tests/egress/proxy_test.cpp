@@ -7,6 +7,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -22,6 +25,7 @@
 #include <set>
 #include <thread>
 
+#include "airlock/egress/authority.h"
 #include "airlock/sys/unique_fd.h"
 #include "egress_printers.h"
 #include "fake_dns.h"
@@ -177,6 +181,45 @@ class CapturingLog : public DecisionLog {
   std::vector<nlohmann::json> lines_;
 };
 
+// Passes every lookup to `inner`, except that once hold() was called the
+// next lookup waits (bounded) until release(): a decision held in flight.
+class GatedResolver : public Resolver {
+ public:
+  explicit GatedResolver(std::shared_ptr<Resolver> inner) : inner_(std::move(inner)) {}
+  ResolveResult resolve(std::string_view host) override {
+    {
+      std::unique_lock lock(mu_);
+      if (held_) {
+        entered_ = true;
+        cv_.notify_all();
+        cv_.wait_for(lock, std::chrono::seconds(kIoTimeoutSeconds), [&] { return !held_; });
+      }
+    }
+    return inner_->resolve(host);
+  }
+  void hold() {
+    std::lock_guard lock(mu_);
+    held_ = true;
+  }
+  // True once a lookup is waiting at the gate (bounded wait).
+  bool waitEntered() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(kIoTimeoutSeconds), [&] { return entered_; });
+  }
+  void release() {
+    std::lock_guard lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::shared_ptr<Resolver> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool entered_ = false;
+};
+
 class ProxyTest : public ::testing::Test {
  protected:
   void SetUp() override { startProxy(ProxyLimits{}); }
@@ -190,13 +233,16 @@ class ProxyTest : public ::testing::Test {
     dns->add("mixed.example.com.", {"127.0.0.2", "169.254.169.254"});
     dns->add("loop.example.com.", {"127.0.0.1"});
     dns->add("closed.example.com.", {"127.0.0.3"});
+    dns->add("stall.example.com.", {"127.0.0.4"});
     log = std::make_shared<CapturingLog>();
     auto classifier = std::make_shared<AddressClassifier>(
         std::make_shared<FixedSelfAddresses>(std::vector<IpAddress>{}),
         testing::makeTestSinkToken(),
-        std::vector<IpAddress>{*IpAddress::parse("127.0.0.2"), *IpAddress::parse("127.0.0.3")});
+        std::vector<IpAddress>{*IpAddress::parse("127.0.0.2"), *IpAddress::parse("127.0.0.3"),
+                               *IpAddress::parse("127.0.0.4")});
+    gate = std::make_shared<GatedResolver>(std::make_shared<GetaddrinfoResolver>(dns->backend()));
     ProxyOptions o;
-    o.resolver = std::make_shared<GetaddrinfoResolver>(dns->backend());
+    o.resolver = gate;
     o.classifier = classifier;
     o.log = log;
     o.observer = observer;
@@ -226,6 +272,7 @@ class ProxyTest : public ::testing::Test {
   EchoSink sink{"127.0.0.2"};
   ProxyIdentity who{"env-1", "tenant-a", "run-7"};
   std::shared_ptr<testing::FakeDns> dns;
+  std::shared_ptr<GatedResolver> gate;
   std::shared_ptr<CapturingLog> log;
   std::shared_ptr<ProxyObserver> observer;  // set before startProxy() to observe
   std::shared_ptr<const Policy> policy;
@@ -665,6 +712,179 @@ TEST_F(ProxyTest, ObserverSeesEveryLoggedDecisionWithItsReason) {
   EXPECT_EQ(counting->waitFor(3), expected);
   EXPECT_EQ(log->lines().size(), 3u);
   EXPECT_EQ(counting->tenants(), std::set<std::string>{"tenant-a"});
+}
+
+// Bytes that cannot begin an HTTP/1.x head with CRLF line ends are answered
+// 400 at once and logged: the head timeout is a minute here, longer than
+// every socket timeout of the test, so waiting it out would fail the read.
+TEST_F(ProxyTest, NonHttpBytesAreAnswered400AtOnceAndLogged) {
+  ProxyLimits limits;
+  limits.head_timeout = std::chrono::seconds(60);
+  startProxy(limits);
+  struct Case {
+    std::string bytes;
+    std::string error_start;
+  };
+  const std::vector<Case> cases = {
+      {std::string("\x05\x01\x00", 3), "a SOCKS5 greeting"},
+      {std::string("\x04\x01\x01\xbb\x7f\x00\x00\x01user\0", 13), "a SOCKS4 greeting"},
+      {"CONNECT " + sinkTarget() + " HTTP/1.1\n", "bare LF"},
+      {"GET / HTTP/1.1\nHost: sink.example.com\n\n", "bare LF"},
+      {"CONNECT " + sinkTarget() + " HTTP/1.1\r\nHost: x\n", "bare LF"},
+  };
+  for (const auto& c : cases) {
+    UniqueFd fd = connectTcp("127.0.0.1", port);
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(sendAll(fd.get(), c.bytes));
+    const std::string head = readHead(fd.get());
+    EXPECT_TRUE(head.starts_with("HTTP/1.1 400 ")) << sanitizeForLog(c.bytes) << " -> " << head;
+    EXPECT_NE(head.find("X-Airlock-Egress-Reason: malformed_request\r\n"), std::string::npos)
+        << head;
+    EXPECT_EQ(readExactly(fd.get(), 34), "egress refused: malformed_request\n");
+    EXPECT_EQ(readSome(fd.get()), 0) << "the connection is closed after the answer";
+  }
+  const auto lines = log->waitFor(cases.size());
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(lines[i]["reason"], "malformed_request") << i;
+    EXPECT_EQ(lines[i]["verdict"], "deny") << i;
+    EXPECT_EQ(lines[i]["outcome"], "refused") << i;
+    ASSERT_TRUE(lines[i]["error"].is_string()) << i;
+    EXPECT_EQ(lines[i]["error"].get<std::string>().rfind(cases[i].error_start, 0), 0u)
+        << lines[i].dump();
+  }
+  EXPECT_EQ(lines[0]["request"], "\\x05\\x01\\x00");
+  EXPECT_EQ(sink.accepted(), 0);
+  EXPECT_EQ(dns->lookupCount(), 0u) << "nothing was decided for bytes that are not a request";
+}
+
+// A loopback address:port whose SYNs are dropped: a listener with a backlog
+// of 0 whose one accept-queue slot is taken, so a dial to it stays in
+// SYN_SENT until its timeout.
+class StalledSink {
+ public:
+  StalledSink(const char* ip, std::uint16_t port) {
+    listener_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    ::setsockopt(listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    ::inet_pton(AF_INET, ip, &sa.sin_addr);
+    if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+        ::listen(listener_.get(), 0) != 0)
+      throw std::runtime_error("stalled sink bind failed");
+    filler_ = connectTcp(ip, port);
+    if (!filler_.valid()) throw std::runtime_error("stalled sink filler failed");
+  }
+
+ private:
+  UniqueFd listener_;
+  UniqueFd filler_;
+};
+
+// Sees the TCP SYNs to ip:port on lo (a packet socket; we run as root), so a
+// test knows that a dial is in flight.
+class SynWatch {
+ public:
+  SynWatch(const char* ip, std::uint16_t port) : port_(port) {
+    ::inet_pton(AF_INET, ip, &ip_);
+    fd_ = UniqueFd(::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP)));
+    if (!fd_.valid()) return;
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_IP);
+    sll.sll_ifindex = static_cast<int>(::if_nametoindex("lo"));
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) fd_.reset();
+    if (fd_.valid()) setTimeouts(fd_.get());
+  }
+  bool valid() const { return fd_.valid(); }
+  // True once a SYN (without ACK) to ip:port was seen; false after the
+  // test's I/O timeout.
+  bool waitForSyn() {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(kIoTimeoutSeconds);
+    unsigned char p[2048];
+    while (std::chrono::steady_clock::now() < deadline) {
+      const ssize_t n = ::recv(fd_.get(), p, sizeof p, 0);
+      if (n < 0) return false;
+      const std::size_t ihl = static_cast<std::size_t>(p[0] & 0x0f) * 4;
+      if (n < 20 || (p[0] >> 4) != 4 || p[9] != IPPROTO_TCP ||
+          static_cast<std::size_t>(n) < ihl + 20)
+        continue;
+      if (std::memcmp(p + 16, &ip_, 4) != 0) continue;
+      if (((p[ihl + 2] << 8) | p[ihl + 3]) != port_) continue;
+      const unsigned char flags = p[ihl + 13];
+      if ((flags & 0x02) != 0 && (flags & 0x10) == 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  UniqueFd fd_;
+  in_addr ip_{};
+  int port_;
+};
+
+// An allowed CONNECT whose dial is still in flight when its sandbox ends
+// (the listener is closed: the sandbox was destroyed) gets its decision
+// line: allowed, outcome dial_cancelled, the address and the cause.
+TEST_F(ProxyTest, ADialInFlightWhenTheListenerClosesIsLogged) {
+  StalledSink stalled("127.0.0.4", sink.port());
+  SynWatch syn("127.0.0.4", sink.port());
+  ASSERT_TRUE(syn.valid()) << "packet socket on lo: " << std::strerror(errno);
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget("stall.example.com"))));
+  ASSERT_TRUE(syn.waitForSyn()) << "the proxy never dialled";
+  EXPECT_TRUE(log->lines().empty()) << "the dial must still be in flight";
+  proxy->closeListener(listener);
+  EXPECT_EQ(readSome(c.get()), 0) << "the client was not closed";
+  const auto lines = log->waitFor(1);
+  ASSERT_EQ(lines.size(), 1u);
+  const auto& l = lines[0];
+  EXPECT_EQ(l["host"], "stall.example.com");
+  EXPECT_EQ(l["verdict"], "allow");
+  EXPECT_EQ(l["reason"], "allowed");
+  EXPECT_EQ(l["outcome"], "dial_cancelled");
+  EXPECT_TRUE(l["address"].is_null()) << "nothing was connected";
+  EXPECT_EQ(l["addresses"], nlohmann::json::array({"127.0.0.4"}));
+  EXPECT_EQ(l["error"], "127.0.0.4: dial cancelled: the sandbox's listener was closed");
+  EXPECT_EQ(l["run"], "run-7");
+}
+
+TEST_F(ProxyTest, ADialInFlightWhenTheProxyStopsIsLogged) {
+  StalledSink stalled("127.0.0.4", sink.port());
+  SynWatch syn("127.0.0.4", sink.port());
+  ASSERT_TRUE(syn.valid()) << "packet socket on lo: " << std::strerror(errno);
+  UniqueFd c = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(c.get(), connectTo(sinkTarget("stall.example.com"))));
+  ASSERT_TRUE(syn.waitForSyn()) << "the proxy never dialled";
+  proxy->stop();  // joins the I/O thread: every line is written when it returns
+  const auto lines = log->lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["outcome"], "dial_cancelled");
+  EXPECT_EQ(lines[0]["verdict"], "allow");
+  EXPECT_EQ(lines[0]["error"], "127.0.0.4: dial cancelled: the proxy stopped");
+  EXPECT_EQ(readSome(c.get()), 0);
+}
+
+// The sandbox ends while its CONNECT is still being decided (the lookup is
+// held): the decision, once made, is logged although nobody is left to
+// answer.
+TEST_F(ProxyTest, ADecisionInFlightWhenTheListenerClosesIsLogged) {
+  gate->hold();
+  UniqueFd allowed = connectTcp("127.0.0.1", port);
+  ASSERT_TRUE(sendAll(allowed.get(), connectTo(sinkTarget())));
+  ASSERT_TRUE(gate->waitEntered());
+  proxy->closeListener(listener);
+  EXPECT_EQ(readSome(allowed.get()), 0) << "the client was not closed";
+  gate->release();
+  const auto lines = log->waitFor(1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["verdict"], "allow");
+  EXPECT_EQ(lines[0]["outcome"], "dial_cancelled");
+  EXPECT_EQ(lines[0]["error"], "not dialled: the sandbox's listener was closed");
+  EXPECT_EQ(sink.accepted(), 0) << "a cancelled CONNECT must not be dialled";
 }
 
 TEST(EgressProxy, RefusesIncompleteOptionsAndNonLoopbackTcp) {

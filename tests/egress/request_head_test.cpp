@@ -136,5 +136,115 @@ RC_GTEST_PROP(RequestHeadProperty, ConnectTargetIsExactlyTheParsedAuthority,
   RC_ASSERT(r->form == RequestForm::kConnect);
 }
 
+// --- a head still arriving --------------------------------------------------
+
+std::string earlyDetail(std::string_view received) {
+  const auto r = refuseEarly(received);
+  if (!r) return "<undecided>";
+  EXPECT_EQ(r->reason, Reason::kMalformedRequest) << sanitizeForLog(received);
+  return r->detail;
+}
+
+TEST(RefuseEarly, NotHttpIsRefusedFromTheFirstBytes) {
+  EXPECT_EQ(earlyDetail(std::string("\x05\x01\x00", 3)).rfind("a SOCKS5 greeting; ", 0), 0u);
+  EXPECT_EQ(earlyDetail(std::string("\x04\x01\x01\xbb\x7f\x00\x00\x01", 8))
+                .rfind("a SOCKS4 greeting; ", 0),
+            0u);
+  EXPECT_EQ(earlyDetail("\x16\x03\x01").rfind("a TLS handshake; ", 0), 0u);
+  EXPECT_EQ(earlyDetail(" CONNECT").rfind("not an HTTP request; ", 0), 0u);
+  EXPECT_EQ(earlyDetail("\x05"), earlyDetail(std::string("\x05\x01\x00", 3)))
+      << "one byte is enough";
+}
+
+TEST(RefuseEarly, BareLineEndsAndBrokenLinesAreRefusedAsSoonAsTheyArrive) {
+  const std::string line = "CONNECT pypi.org:443 HTTP/1.1";
+  EXPECT_EQ(earlyDetail("GET / HTTP/1.1\n").rfind("bare LF", 0), 0u);
+  EXPECT_EQ(earlyDetail(line + "\n").rfind("bare LF", 0), 0u);
+  EXPECT_EQ(earlyDetail(line + "\r\nHost: pypi.org\n").rfind("bare LF", 0), 0u);
+  EXPECT_EQ(earlyDetail(line + "\rX"), "bare CR in request head");
+  EXPECT_EQ(earlyDetail(std::string("CONNECT \0", 9)), "NUL in request head");
+  EXPECT_EQ(earlyDetail("CO\"NNECT"), "invalid method");
+  EXPECT_EQ(earlyDetail("CONNECT  "), "empty method or request-target");
+  EXPECT_EQ(earlyDetail("CONNECT pypi.org:443 HTTP/2"), "unsupported HTTP version");
+  EXPECT_EQ(earlyDetail("CONNECT pypi.org:443 HTTP/1.1 x").rfind("request line must be", 0), 0u);
+  EXPECT_EQ(earlyDetail("CONNECT pypi.org:443\r\n").rfind("request line must be", 0), 0u);
+  EXPECT_EQ(earlyDetail(line + "\r\n folded"), "obsolete line folding");
+  EXPECT_EQ(earlyDetail(line + "\r\n\tfolded"), "obsolete line folding");
+  EXPECT_EQ(earlyDetail(line + "\r\n: v"), "header line without a name");
+  EXPECT_EQ(earlyDetail(line + "\r\nHost : pypi.org"), "invalid header name");
+  EXPECT_EQ(earlyDetail(line + "\r\nnocolon\r\n"), "header line without a name");
+  EXPECT_EQ(earlyDetail(line + "\r\nX: a\x01"), "control byte in a header value");
+}
+
+TEST(RefuseEarly, EveryPrefixOfAHeadThatParsesIsUndecided) {
+  for (const std::string head : {"CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n",
+                                 "CONNECT pypi.org:443 HTTP/1.0\r\nX:\t a\tb \r\n\r\n",
+                                 // refused later, for reasons only the whole head shows
+                                 "GET / HTTP/1.1\r\nHost: pypi.org\r\n\r\n",
+                                 "CONNECT pypi.org:443 HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+                                 "connect pypi.org:443 HTTP/1.1\r\n\r\n"}) {
+    for (std::size_t n = 0; n <= head.size(); ++n)
+      EXPECT_EQ(earlyDetail(head.substr(0, n)), "<undecided>") << sanitizeForLog(head.substr(0, n));
+  }
+  // What follows the head is tunnel payload, whatever its bytes.
+  EXPECT_EQ(earlyDetail(std::string("CONNECT pypi.org:443 HTTP/1.1\r\n\r\n\x05\n\0", 36)),
+            "<undecided>");
+}
+
+// Near-HTTP text: the pieces of request heads and the bytes that break them.
+rc::Gen<std::string> genNearHttp() {
+  static const std::vector<std::string> pieces = {"CONNECT",
+                                                  "GET",
+                                                  " ",
+                                                  "\r\n",
+                                                  "\r",
+                                                  "\n",
+                                                  "\t",
+                                                  ":",
+                                                  "a",
+                                                  "Host",
+                                                  "HTTP/1.1",
+                                                  "HTTP/1.0",
+                                                  "HTTP/2",
+                                                  "/",
+                                                  "x.example:443",
+                                                  "\x05",
+                                                  "\x16",
+                                                  "\x01",
+                                                  std::string(1, '\0')};
+  return rc::gen::map(rc::gen::container<std::vector<std::string>>(rc::gen::elementOf(pieces)),
+                      [](const std::vector<std::string>& parts) {
+                        std::string out;
+                        for (const auto& p : parts) out += p;
+                        return out;
+                      });
+}
+
+RC_GTEST_PROP(RefuseEarlyProperty, WhatItRefusesTheHeadParserRefusesAsMalformed, ()) {
+  const std::string text = *genNearHttp();
+  // The head a proxy would read: up to the first empty line.
+  std::string head = text + "\r\n\r\n";
+  head.resize(head.find("\r\n\r\n") + 4);
+  const auto parsed = parseRequestHead(head);
+  for (std::size_t n = 0; n <= head.size(); ++n) {
+    if (!refuseEarly(head.substr(0, n))) continue;
+    RC_ASSERT(!parsed.has_value());
+    RC_ASSERT(parsed.error().reason == Reason::kMalformedRequest);
+  }
+}
+
+RC_GTEST_PROP(RefuseEarlyProperty, AWellFormedConnectIsNeverRefusedEarly, ()) {
+  const std::string host = *rc::gen::element<std::string>("pypi.org", "a.example", "x-1.test");
+  const auto port = *rc::gen::inRange<int>(1, 65536);
+  std::string head = "CONNECT " + host + ":" + std::to_string(port) + " HTTP/1." +
+                     (*rc::gen::arbitrary<bool>() ? "1" : "0") + "\r\n";
+  const auto headers = *rc::gen::container<std::vector<std::string>>(rc::gen::element<std::string>(
+      "User-Agent: curl/8.0", "X:", "Proxy-Connection:\tkeep-alive ", "Accept: */*"));
+  for (const auto& h : headers) head += h + "\r\n";
+  head += "\r\n";
+  RC_ASSERT(parseRequestHead(head).has_value());
+  for (std::size_t n = 0; n <= head.size(); ++n) RC_ASSERT(!refuseEarly(head.substr(0, n)));
+}
+
 }  // namespace
 }  // namespace airlock::egress

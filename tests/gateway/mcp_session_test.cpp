@@ -116,6 +116,24 @@ TEST_F(McpSessionTest, JsonRpcErrors) {
             kInvalidParams);
 }
 
+// A key named twice could mean one request to one reader and another to the
+// next (nlohmann keeps the last): refused as a parse error naming the key,
+// before anything runs, with a null id since the id itself may be the key.
+TEST_F(McpSessionTest, AKeyNamedTwiceIsAParseErrorNamingIt) {
+  initialize();
+  const json twice = sendLine(
+      R"({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "workspace.list",)"
+      R"( "arguments": {"path": "."}, "name": "sandbox.run_command"}})");
+  EXPECT_EQ(errorCode(twice), kParseError);
+  EXPECT_TRUE(twice.at("id").is_null());
+  EXPECT_EQ(twice.at("error").at("message"),
+            "Parse error: the key \"name\" appears twice in one object");
+  EXPECT_EQ(errorCode(sendLine(R"({"jsonrpc": "2.0", "id": 1, "id": 2, "method": "ping"})")),
+            kParseError);
+  // Still served afterwards.
+  EXPECT_EQ(request(3, "ping").at("result"), json::object());
+}
+
 TEST_F(McpSessionTest, NotificationsAndClientResponsesGetNoAnswer) {
   EXPECT_FALSE(session_.handleLine(
       R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}})"));

@@ -9,11 +9,13 @@
 
 #include <fcntl.h>
 
+#include <cctype>
 #include <filesystem>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
@@ -58,12 +60,37 @@ TEST_F(ApiTest, HealthNeedsNoTokenAndEverythingElseDoes) {
   for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
            {"GET", "/metrics"}, {"POST", "/v1/environments"}, {"GET", "/v1/environments"},
            {"DELETE", "/v1/environments/x"}, {"PUT", "/v1/runs/r1/lease"}}) {
-    for (const std::string& auth : std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
-                                   std::string("Bearer ") + kToken + "x", std::string("bearer ") + kToken}) {
+    for (const std::string& auth :
+         std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
+                                  std::string("Bearer ") + kToken + "x"}) {
       auto r = call(method, target, "{}", auth);
       EXPECT_EQ(r.status, 401) << method << " " << target << " with '" << auth << "'";
       EXPECT_EQ(code(r), "unauthorized");
     }
+  }
+}
+
+// RFC 9110, "Authentication Scheme": the scheme is case-insensitive, the
+// token is not. Only "<scheme> SP <token>" authenticates: a value with a
+// line break, a tab or extra spaces in it (what a folded or padded header
+// leaves) does not.
+TEST_F(ApiTest, TheBearerSchemeIsCaseInsensitiveAndNothingElseIsLoose) {
+  const std::string token = kToken;
+  for (const std::string scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {
+    auto r = call("GET", "/v1/environments", "", scheme + " " + token);
+    EXPECT_EQ(r.status, 200) << scheme << ": " << r.body;
+  }
+  std::string upper = token;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& auth : std::vector<std::string>{
+           "Bearer\r\n " + token, "Bearer \r\n " + token, "Bearer " + token + "\r\n",
+           "Bearer " + token + "\r\n ", "Bearer\n" + token, "Bearer\r" + token, "Bearer\t" + token,
+           "Bearer  " + token, " Bearer " + token, "Bearer " + token + " ",
+           "Bearer " + token + "\t", "Bearer" + token, "Bearer " + upper,
+           "Bearer " + token.substr(0, token.size() - 1), "Bearerx " + token, "Bearer: " + token,
+           std::string("Bearer ") + '\0' + token, "Bearer " + token + '\0'}) {
+    auto r = call("GET", "/v1/environments", "", auth);
+    EXPECT_EQ(r.status, 401) << "authenticated with " << quoteForMessage(auth);
   }
 }
 
@@ -404,6 +431,87 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
                      "maximum_output_bytes": 100, "stdin": "x"})")
                 .status,
             200);
+}
+
+// A key named twice is refused on every JSON route, 400 naming the key,
+// before anything acts (nlohmann alone would keep the last value).
+TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
+  auto provisioned =
+      call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "tenant_id": "t2"})");
+  EXPECT_EQ(provisioned.status, 400);
+  EXPECT_EQ(code(provisioned), "tool_validation_error");
+  EXPECT_EQ(
+      message(provisioned),
+      "the request body is not valid JSON: the key \"tenant_id\" appears twice in one object");
+  EXPECT_EQ(env_->liveCount(), 0u) << "nothing was provisioned";
+  auto nested =
+      call("POST", "/v1/environments",
+           R"({"tenant_id": "t1", "run_id": "r1", "limits": {"pids_max": 64, "pids_max": 99999}})");
+  EXPECT_EQ(nested.status, 400);
+  EXPECT_NE(message(nested).find("the key \"pids_max\" appears twice"), std::string::npos)
+      << nested.body;
+
+  const std::string id = provision();
+  auto exec = call("POST", "/v1/environments/" + id + "/execute",
+                   R"({"argv": ["true"], "argv": ["false"]})");
+  EXPECT_EQ(exec.status, 400);
+  EXPECT_NE(message(exec).find("the key \"argv\" appears twice"), std::string::npos) << exec.body;
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 2, "lease_epoch": 3})");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_NE(message(lease).find("the key \"lease_epoch\" appears twice"), std::string::npos)
+      << lease.body;
+  EXPECT_EQ(api_->leases().current("r1"), std::nullopt) << "the lease was not renewed";
+  auto tool =
+      call("POST", "/v1/tools/workspace.list",
+           R"({"environment_id": ")" + id + R"(", "arguments": {"path": ".", "path": "/"}})");
+  EXPECT_EQ(tool.status, 400);
+  EXPECT_EQ(code(tool), "tool_validation_error");
+  EXPECT_NE(message(tool).find("the key \"path\" appears twice"), std::string::npos) << tool.body;
+  auto code_run =
+      call("POST", "/v1/environments/" + id + "/code", R"({"program": "1", "program": "2"})");
+  EXPECT_EQ(code_run.status, 400);
+  EXPECT_NE(message(code_run).find("the key \"program\" appears twice"), std::string::npos)
+      << code_run.body;
+}
+
+// Integers beyond 64 bits are out of range, named with the largest value
+// allowed; never wrapped into a negative number ("must not be negative").
+TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
+  const std::string largest = "is out of range: the largest allowed is 9223372036854775807";
+  auto provisioned =
+      call("POST", "/v1/environments",
+           R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 9223372036854775808})");
+  EXPECT_EQ(provisioned.status, 400);
+  EXPECT_EQ(message(provisioned), "lease_epoch " + largest);
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 9223372036854775808})");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_EQ(message(lease), "lease_epoch " + largest);
+  auto huge =
+      call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 123456789012345678901234567890})");
+  EXPECT_EQ(message(huge), "lease_epoch " + largest);
+  auto tiny = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -9223372036854775809})");
+  EXPECT_EQ(message(tiny),
+            "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
+  EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -1})")),
+            "lease_epoch must not be negative");
+  auto limit = call(
+      "POST", "/v1/environments",
+      R"({"tenant_id": "t1", "run_id": "r1", "limits": {"memory_bytes": 18446744073709551615}})");
+  EXPECT_EQ(limit.status, 400);
+  EXPECT_EQ(message(limit), "limits.memory_bytes " + largest);
+  EXPECT_EQ(env_->liveCount(), 0u);
+
+  const std::string id = provision();
+  for (const char* field : {"timeout_seconds", "maximum_output_bytes"}) {
+    auto r = call("POST", "/v1/environments/" + id + "/execute",
+                  R"({"argv": ["true"], ")" + std::string(field) + R"(": 9223372036854775808})");
+    EXPECT_EQ(r.status, 400) << field;
+    EXPECT_EQ(message(r), std::string(field) + " " + largest);
+  }
+  auto code_run = call("POST", "/v1/environments/" + id + "/code",
+                       R"({"program": "1", "timeout_seconds": 9223372036854775808})");
+  EXPECT_EQ(code_run.status, 400);
+  EXPECT_EQ(message(code_run), "timeout_seconds " + largest);
 }
 
 TEST(ClosestKey, SuggestsOnlyAKeyThatIsClose) {

@@ -153,6 +153,39 @@ TEST(Settings, LimitDefaultsAboveTheirCeilingsAreRefusedAtStart) {
       << r2.error().context;
 }
 
+// Production with dev authentication (a random token in a file) does not
+// start, whatever the mechanism; the message names both settings and their
+// values. Development with dev auth, and production with a token, do.
+TEST(Settings, ProductionRefusesDevAuthNamingBothSettings) {
+  for (Mechanism m : {Mechanism::kGvisor, Mechanism::kMicrovm}) {
+    Settings s;
+    s.sandbox = m;
+    s.deployment_mode = DeploymentMode::kProduction;
+    s.auth_mode = AuthMode::kDev;
+    auto r = checkStartup(s);
+    ASSERT_FALSE(r) << "production started with auth_mode=dev on " << mechanismName(m);
+    EXPECT_EQ(r.error().code, ErrorCode::kConfigurationError);
+    const std::string& why = r.error().context;
+    EXPECT_EQ(why.rfind("refusing to start: ", 0), 0u) << why;
+    EXPECT_NE(why.find("deployment_mode=production"), std::string::npos) << why;
+    EXPECT_NE(why.find("auth_mode=dev"), std::string::npos) << why;
+    // A token set by hand does not make dev auth production auth.
+    s.service_token = "0123456789abcdef0123";
+    EXPECT_FALSE(checkStartup(s)) << mechanismName(m);
+    s.auth_mode = AuthMode::kToken;
+    EXPECT_TRUE(checkStartup(s)) << checkStartup(s).error().message();
+    s.deployment_mode = DeploymentMode::kDevelopment;
+    s.auth_mode = AuthMode::kDev;
+    EXPECT_TRUE(checkStartup(s)) << checkStartup(s).error().message();
+  }
+  auto loaded = loadSettings(std::nullopt, envOf({{"AIRLOCK_DEPLOYMENT_MODE", "production"},
+                                                  {"AIRLOCK_SANDBOX", "gvisor"}}));
+  ASSERT_TRUE(loaded) << loaded.error().message();
+  auto r = checkStartup(*loaded);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().context.find("auth_mode=dev"), std::string::npos) << r.error().context;
+}
+
 TEST(Settings, TokenAuthNeedsAToken) {
   Settings s;
   s.sandbox = Mechanism::kGvisor;

@@ -1,8 +1,11 @@
 #include "airlock/core/json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include "airlock/core/encoding.h"
 
@@ -30,6 +33,78 @@ std::string withoutExceptionTag(const char* what) {
   return std::string(text);
 }
 }  // namespace json_detail
+
+// --- untrusted text and integers -------------------------------------------
+
+namespace {
+
+// Thrown out of the parser callback to end the parse at a repeated key.
+struct DuplicateKey {
+  std::string key;
+};
+
+}  // namespace
+
+Result<json> parseUntrustedJson(std::string_view text) {
+  // The keys seen so far in each object still open, innermost last.
+  std::vector<std::unordered_set<std::string>> open;
+  const json::parser_callback_t check = [&open](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && !open.back().insert(parsed.get_ref<const std::string&>()).second)
+          throw DuplicateKey{parsed.get<std::string>()};
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, check, /*allow_exceptions=*/true);
+  } catch (const DuplicateKey& d) {
+    return fail(ErrorCode::kToolValidationError,
+                "the key " + quoteForMessage(d.key) + " appears twice in one object");
+  } catch (const json::exception& e) {
+    return fail(ErrorCode::kToolValidationError, json_detail::withoutExceptionTag(e.what()));
+  } catch (const std::bad_alloc&) {
+    return fail(ErrorCode::kToolValidationError, "too large to parse");
+  }
+}
+
+Result<std::int64_t> int64FromJson(const json& v) {
+  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+  constexpr auto kMin = std::numeric_limits<std::int64_t>::min();
+  const auto tooLarge = [] {
+    return fail(ErrorCode::kToolValidationError,
+                "is out of range: the largest allowed is " + std::to_string(kMax));
+  };
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(kMax)) return tooLarge();
+    return static_cast<std::int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    // nlohmann keeps an integer literal that fits no 64-bit type as a
+    // double: a whole number, just too far from zero. Such a double is at
+    // least 2^63 or at most -2^63 (-2^63 - 1 rounds to it; -2^63 itself
+    // parses as an int64 and never arrives here).
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::trunc(d) == d) {
+      if (d >= 0x1p63) return tooLarge();
+      if (d <= -0x1p63)
+        return fail(ErrorCode::kToolValidationError,
+                    "is out of range: the smallest allowed is " + std::to_string(kMin));
+    }
+  }
+  return fail(ErrorCode::kToolValidationError, "must be a whole number");
+}
 
 namespace {
 
@@ -75,15 +150,9 @@ const json* optionalMember(const json& j, const char* name) {
 }
 
 std::int64_t int64Value(const json& v, const std::string& name) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fieldError(name, "is out of range for a 64-bit integer");
-    }
-    return static_cast<std::int64_t>(u);
-  }
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  fieldError(name, "must be an integer");
+  auto n = int64FromJson(v);
+  if (!n) fieldError(name, n.error().context);
+  return *n;
 }
 
 std::int64_t int64Field(const json& j, const char* name) {

@@ -37,6 +37,7 @@
 // offending field ("field \"limits.memory_bytes\" is missing").
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -99,12 +100,36 @@ namespace json_detail {
 std::string withoutExceptionTag(const char* what);
 }  // namespace json_detail
 
-// Parse text into T without throwing.
+// The one parser for JSON that arrives from outside: HTTP request bodies,
+// tool calls, MCP messages. RFC 8259 text (no comments, UTF-8 strings), and
+// an object that names a key twice is refused: nlohmann (like many parsers)
+// keeps the last value, so two readers of the same bytes could see two
+// different requests. Never throws.
+// ToolValidationError whose context describes the problem, for the caller
+// to put after the input's name ("the request body is not valid JSON: "):
+//   `parse error at line 1, column 2: syntax error while parsing ...`
+//   `the key "lease_epoch" appears twice in one object` (the key quoted as
+//   quoteForMessage() does).
+Result<nlohmann::json> parseUntrustedJson(std::string_view text);
+
+// A JSON integer as a signed 64-bit value, the range of every integer field
+// in the port's types and the API's bodies. ToolValidationError whose
+// context is a phrase to follow the field's name:
+//   `must be a whole number` (a string, a fraction, 1e3, ...)
+//   `is out of range: the largest allowed is 9223372036854775807` (2^63 and
+//   beyond, including integers too long for any 64-bit type)
+//   `is out of range: the smallest allowed is -9223372036854775808`.
+Result<std::int64_t> int64FromJson(const nlohmann::json& value);
+
+// Parse text into T without throwing (through parseUntrustedJson: a key
+// named twice is refused).
 template <class T>
 Result<T> fromJson(std::string_view text) {
+  auto parsed = parseUntrustedJson(text);
+  if (!parsed)
+    return fail(ErrorCode::kToolValidationError, "invalid JSON: " + parsed.error().context);
   try {
-    auto parsed = nlohmann::json::parse(text);
-    return parsed.get<T>();
+    return parsed->get<T>();
   } catch (const JsonFieldError& e) {
     return fail(ErrorCode::kToolValidationError, "invalid JSON: " + e.describe());
   } catch (const nlohmann::json::exception& e) {

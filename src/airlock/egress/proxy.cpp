@@ -17,7 +17,6 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -394,6 +393,11 @@ class ProxyImpl final : public EgressProxy {
     }
   }
 
+  // Why a listener's connections are being closed, for the log.
+  std::string whyCancelled() const {
+    return stopped_.load() ? "the proxy stopped" : "the sandbox's listener was closed";
+  }
+
   template <class Socket>
   asio::awaitable<void> session(std::shared_ptr<Listener> l, Socket client) {
     const auto started = Clock::now();
@@ -423,31 +427,62 @@ class ProxyImpl final : public EgressProxy {
       co_return;
     }
 
-    // 1. The request head, bounded in size and time.
+    // 1. The request head, bounded in size and time. Each read is checked
+    // at once: bytes that cannot begin an HTTP/1.x head with CRLF line ends
+    // (a SOCKS greeting, a bare LF) are refused without waiting for more.
     std::string buf;
-    asio::steady_timer timer(ioc_);
-    timer.expires_after(opt_.limits.head_timeout);
-    auto read = co_await (asio::async_read_until(client, asio::dynamic_buffer(buf, kMaxRequestHead),
-                                                 "\r\n\r\n", kNoThrow) ||
-                          timer.async_wait(kNoThrow));
-    if (l->closed) co_return;
-    const bool head_timed_out = read.index() == 1;
-    boost::system::error_code read_ec;
     std::size_t head_size = 0;
-    if (!head_timed_out) std::tie(read_ec, head_size) = std::get<0>(read);
-    if (head_timed_out || read_ec) {
+    asio::steady_timer timer(ioc_);
+    const auto head_deadline = Clock::now() + opt_.limits.head_timeout;
+    const char* client_error = nullptr;  // why the client sent no head
+    std::optional<RequestRefusal> refused_early;
+    for (;;) {
+      const std::size_t had = buf.size();
+      buf.resize(kMaxRequestHead);
+      timer.expires_at(head_deadline);
+      const auto room = asio::buffer(buf.data() + had, kMaxRequestHead - had);
+      auto read = co_await (client.async_read_some(room, kNoThrow) || timer.async_wait(kNoThrow));
+      const std::size_t got = read.index() == 0 ? std::get<1>(std::get<0>(read)) : 0;
+      buf.resize(had + got);
+      if (l->closed) {
+        client_error = "the listener closed before the request head was complete";
+        break;
+      }
+      if (read.index() == 1) {
+        client_error = "no complete request head in time";
+        break;
+      }
+      if (std::get<0>(std::get<0>(read))) {
+        client_error = "connection ended before the request head";
+        break;
+      }
+      const auto end = buf.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+      if (end != std::string::npos) {
+        head_size = end + 4;
+        break;
+      }
+      if ((refused_early = refuseEarly(buf))) break;
+      if (buf.size() >= kMaxRequestHead) {
+        refused_early = RequestRefusal{
+            Reason::kMalformedRequest,
+            "request head larger than " + std::to_string(kMaxRequestHead) + " bytes"};
+        break;
+      }
+    }
+    if (refused_early) {
       Decision d;
-      d.reason = Reason::kMalformedRequest;
-      if (!head_timed_out && (read_ec == asio::error::not_found || buf.size() >= kMaxRequestHead)) {
-        d.detail = "request head larger than " + std::to_string(kMaxRequestHead) + " bytes";
-        log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, buf, started);
-        const std::string response = refusalResponse(400, d.reasonCode());
-        co_await asio::async_write(client, asio::buffer(response), kNoThrow);
-      } else if (!buf.empty()) {
-        log(*l, d, TunnelOutcome::kClientError, std::nullopt,
-            head_timed_out ? "no complete request head in time"
-                           : "connection ended before the request head",
-            buf, started);
+      d.reason = refused_early->reason;
+      d.detail = std::move(refused_early->detail);
+      log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, buf, started);
+      const std::string response = refusalResponse(httpStatusFor(d.reason), d.reasonCode());
+      co_await asio::async_write(client, asio::buffer(response), kNoThrow);
+      co_return;
+    }
+    if (client_error != nullptr) {
+      if (!buf.empty()) {
+        Decision d;
+        d.reason = Reason::kMalformedRequest;
+        log(*l, d, TunnelOutcome::kClientError, std::nullopt, client_error, buf, started);
       }
       co_return;
     }
@@ -464,7 +499,16 @@ class ProxyImpl final : public EgressProxy {
       co_return decideRequest(*policy, head, *opt_.resolver, *opt_.classifier);
     };
     Decision d = co_await asio::co_spawn(pool_, decide_on_pool, asio::use_awaitable);
-    if (l->closed) co_return;
+    if (l->closed) {
+      // The sandbox ended while its request was decided: no one is left to
+      // answer, but the decision still gets its line.
+      if (d.allowed())
+        log(*l, d, TunnelOutcome::kDialCancelled, std::nullopt, "not dialled: " + whyCancelled(),
+            head, started);
+      else
+        log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, head, started);
+      co_return;
+    }
     if (!d.allowed()) {
       log(*l, d, TunnelOutcome::kRefused, std::nullopt, d.detail, head, started);
       const std::string response = refusalResponse(httpStatusFor(d.reason), d.reasonCode());
@@ -485,7 +529,12 @@ class ProxyImpl final : public EgressProxy {
       timer.expires_at(deadline);
       const tcp::endpoint endpoint = toEndpoint(a, d.port);
       auto r = co_await (upstream.async_connect(endpoint, kNoThrow) || timer.async_wait(kNoThrow));
-      if (l->closed) co_return;
+      if (l->closed) {
+        // Closing the listener closed `upstream` under the dial.
+        log(*l, d, TunnelOutcome::kDialCancelled, std::nullopt,
+            a.toString() + ": dial cancelled: " + whyCancelled(), head, started);
+        co_return;
+      }
       if (r.index() == 0 && !std::get<0>(std::get<0>(r))) {
         dialed = a;
         break;

@@ -2,8 +2,11 @@
 // DESIGN.md 5.5; issue 5 item 5). Boost.Asio stays in proxy.cpp.
 //
 // Per connection: read the request head (at most kMaxRequestHead bytes,
-// within head_timeout), decide with decideRequest() on the resolver pool
-// (one lookup, every address checked), then either answer the refusal
+// within head_timeout; bytes that cannot begin an HTTP/1.x head with CRLF
+// line ends, a SOCKS greeting or a bare LF, are answered 400
+// malformed_request at once: refuseEarly() in request_head.h), decide
+// with decideRequest() on the resolver pool (one lookup, every address
+// checked), then either answer the refusal
 // (status from httpStatusFor(), header "X-Airlock-Egress-Reason: <code>",
 // Connection: close) or connect to the decision's dialAddresses() in order,
 // never to a name and never after a second lookup, within connect_timeout
@@ -14,7 +17,9 @@
 // them to user space; a heap buffer if a socket cannot splice),
 // half-closing each side on EOF and closing both after idle_timeout without
 // traffic in either direction. Every decision writes one line to the
-// DecisionLog (proxy_log.h), including refusals and connect failures.
+// DecisionLog (proxy_log.h), including refusals, connect failures, and an
+// allowed CONNECT whose dial closeListener() or stop() cut short (outcome
+// dial_cancelled).
 //
 // Listeners. Each listener belongs to one sandbox: its ProxyIdentity and the
 // Policy it was provisioned with are fixed at listen time (a running sandbox

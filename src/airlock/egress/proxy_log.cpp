@@ -20,6 +20,8 @@ std::string_view tunnelOutcomeName(TunnelOutcome outcome) noexcept {
       return "over_capacity";
     case TunnelOutcome::kClientError:
       return "client_error";
+    case TunnelOutcome::kDialCancelled:
+      return "dial_cancelled";
   }
   return "client_error";
 }

@@ -17,7 +17,9 @@
 //   reason       reason code ("allowed", "host_not_allowed",
 //                "resolved_denied:link_local", ...)
 //   outcome      "tunnel" | "refused" | "connect_failed" | "over_capacity" |
-//                "client_error"
+//                "client_error" | "dial_cancelled" (allowed, but the
+//                sandbox's listener closed or the proxy stopped before the
+//                dial completed; error says which and where)
 //   error        connect or client error text, else null
 //   elapsed_us   from accepting the connection to the decision's outcome
 // Addresses appear here (the operator's log) but never in a response to the
@@ -50,6 +52,7 @@ enum class TunnelOutcome : std::uint8_t {
   kConnectFailed,
   kOverCapacity,
   kClientError,
+  kDialCancelled,
 };
 
 std::string_view tunnelOutcomeName(TunnelOutcome outcome) noexcept;

@@ -13,10 +13,12 @@
 // request-target (port defaulting to the target's), else host_header_mismatch.
 // Strict HTTP/1.1 framing: CRLF line ends, single spaces in the request line,
 // no obs-fold, no whitespace before ':', at most one Host, head at most
-// kMaxRequestHead bytes.
+// kMaxRequestHead bytes. refuseEarly() applies the same rules to a head
+// still arriving.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tl/expected.hpp>
@@ -42,6 +44,22 @@ struct RequestRefusal {
 
 // `head` is the bytes up to and including the first "\r\n\r\n".
 tl::expected<RequestHead, RequestRefusal> parseRequestHead(std::string_view head);
+
+// The bytes a client has sent so far, before its head is complete: a
+// refusal (always malformed_request, answered 400) as soon as they prove
+// the connection is not an HTTP/1.x request with CRLF line ends, so that a
+// SOCKS client (first byte 0x04 or 0x05), a TLS client (0x16) or one that
+// ends lines with a bare LF is told at once instead of waiting out
+// head_timeout. Refused: a first byte that cannot begin a method, a bare
+// CR or LF, a NUL, a complete request line or header line that
+// parseRequestHead refuses, and a line still arriving that no ending can
+// repair (a method byte, a third space, a version that is not becoming
+// HTTP/1.0 or HTTP/1.1, a folded or nameless header line, a control byte
+// in a value). nullopt while the bytes can still become a head that
+// parses. Bytes after a complete head's empty line are not looked at.
+// Sound: whenever this refuses, parseRequestHead refuses every head that
+// begins with these bytes, with malformed_request.
+std::optional<RequestRefusal> refuseEarly(std::string_view received);
 
 // The whole front half of the proxy: parse the head, then decide. CONNECT
 // goes through decide(); absolute-form http through decideNameOnly() and is

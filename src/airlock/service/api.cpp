@@ -51,16 +51,17 @@ Result<std::int64_t> integer(const json& body, const char* field, std::optional<
     if (fallback) return *fallback;
     return tl::unexpected(badRequest(std::string(field) + " is required"));
   }
-  if (!it->is_number_integer())
-    return tl::unexpected(badRequest(std::string(field) + " must be a whole number"));
-  return it->get<std::int64_t>();
+  auto n = int64FromJson(*it);
+  if (!n) return tl::unexpected(badRequest(std::string(field) + " " + n.error().context));
+  return *n;
 }
 
 Result<json> parseBody(const std::string& body) {
   if (body.empty()) return json::object();
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return tl::unexpected(badRequest("the request body is not valid JSON"));
-  if (!j.is_object()) return tl::unexpected(badRequest("the request body must be a JSON object"));
+  auto j = parseUntrustedJson(body);
+  if (!j)
+    return tl::unexpected(badRequest("the request body is not valid JSON: " + j.error().context));
+  if (!j->is_object()) return tl::unexpected(badRequest("the request body must be a JSON object"));
   return j;
 }
 
@@ -78,8 +79,9 @@ Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
                           : key == "wall_clock_seconds" ? &limits.wall_clock_seconds
                                                         : nullptr;
     if (field == nullptr) return tl::unexpected(badRequest("limits." + key + " is not a limit"));
-    if (!value.is_number_integer()) return tl::unexpected(badRequest("limits." + key + " must be a whole number"));
-    *field = value.get<std::int64_t>();
+    auto n = int64FromJson(value);
+    if (!n) return tl::unexpected(badRequest("limits." + key + " " + n.error().context));
+    *field = *n;
   }
   if (auto r = checkLimits(limits, settings.limit_ceilings); !r) return tl::unexpected(r.error());
   const LimitMinimums least = minimumLimits();
@@ -280,10 +282,19 @@ Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_
 }
 
 bool Api::authorized(const HttpRequest& request) const {
-  const std::string expected = "Bearer " + settings_.service_token;
   if (settings_.service_token.empty()) return false;
-  return request.authorization.size() == expected.size() &&
-         CRYPTO_memcmp(request.authorization.data(), expected.data(), expected.size()) == 0;
+  // "<scheme> SP <token>" and nothing else: the scheme compared without
+  // case (RFC 9110, "Authentication Scheme"), the token exactly. Any other
+  // byte around them (CR, LF, HT, a second space: what is left of a folded
+  // or padded value) fails the length or the comparison.
+  constexpr std::string_view kScheme = "bearer";
+  const std::string_view value = request.authorization;
+  const std::string& token = settings_.service_token;
+  if (value.size() != kScheme.size() + 1 + token.size()) return false;
+  for (std::size_t i = 0; i < kScheme.size(); ++i)
+    if ((value[i] | 0x20) != kScheme[i]) return false;
+  return value[kScheme.size()] == ' ' &&
+         CRYPTO_memcmp(value.data() + kScheme.size() + 1, token.data(), token.size()) == 0;
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {

@@ -10,6 +10,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
 #include "airlock/service/api.h"
+#include "airlock/service/api_body.h"
 #include "airlock/service/request_keys.h"
 
 namespace airlock::service {
@@ -82,9 +83,9 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
   if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  json body = json::parse(request.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object())
-    return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  auto parsed = body::parse(request.body);
+  if (!parsed) return errorResponse(parsed.error());
+  const json& body = *parsed;
   if (auto refused = refuseUnknownKeys(body, {"path", "filename", "media_type"})) return *refused;
   auto path_it = body.find("path");
   if (path_it == body.end() || !path_it->is_string())

@@ -6,6 +6,7 @@
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/core/encoding.h"
 #include "airlock/service/api.h"
+#include "airlock/service/api_body.h"
 #include "airlock/service/request_keys.h"
 
 namespace airlock::service {
@@ -72,9 +73,9 @@ HttpResponse Api::listTools() const {
 HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) {
   if (tools_->find(name) == nullptr)
     return errorResponse(404, "not_found", "no tool " + quoteForMessage(name));
-  json body = json::parse(request.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object())
-    return errorResponse(400, "tool_validation_error", "the request body must be a JSON object");
+  auto parsed = body::parse(request.body);
+  if (!parsed) return errorResponse(parsed.error());
+  const json& body = *parsed;
   if (auto refused = refuseUnknownKeys(body, {"environment_id", "tenant_id", "arguments"})) return *refused;
   auto env_id = body.find("environment_id");
   if (env_id == body.end() || !env_id->is_string())

@@ -357,6 +357,17 @@ Result<void> checkStartup(const Settings& s) {
           "); untrusted code is not run under a development sandbox with real credentials"));
     }
   }
+  // Dev authentication is a random token in a file under state_dir: fine on
+  // a laptop, not a credential the platform was given.
+  if (s.deployment_mode == DeploymentMode::kProduction && s.auth_mode == AuthMode::kDev) {
+    return tl::unexpected(configError(
+        "refusing to start: deployment_mode=production requires auth_mode=token, but auth_mode=dev "
+        "(" +
+        mech +
+        "); dev authentication is a random token written under state_dir, for development only; "
+        "set auth_mode: token and service_token (or AIRLOCK_AUTH_MODE=token and "
+        "AIRLOCK_SERVICE_TOKEN)"));
+  }
   if (!s.egress_policy_path.empty()) {
     auto policy = egress::loadEgressPolicyFile(s.egress_policy_path);
     if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "airlock/core/json.h"
+
 namespace airlock::gateway::mcp {
 
 using nlohmann::json;
@@ -55,10 +57,12 @@ std::string Session::oversizedLineError(std::size_t max_bytes) {
 
 std::optional<std::string> Session::handleLine(std::string_view line) noexcept {
   try {
-    json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (message.is_discarded()) {
-      return dumpLine(errorResponse(nullptr, kParseError, "Parse error: not a JSON value"));
+    auto parsed = parseUntrustedJson(line);
+    if (!parsed) {
+      return dumpLine(
+          errorResponse(nullptr, kParseError, "Parse error: " + parsed.error().context));
     }
+    json message = std::move(*parsed);
     if (message.is_array()) {
       return dumpLine(
           errorResponse(nullptr, kInvalidRequest, "Invalid Request: batches are not supported"));
@@ -250,7 +254,9 @@ std::optional<json> Session::cancelledRequestOf(std::string_view line) noexcept 
   // Cheap test first: every line passes through here.
   if (line.find("notifications/cancelled") == std::string_view::npos) return std::nullopt;
   try {
-    const json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto parsed = parseUntrustedJson(line);
+    if (!parsed) return std::nullopt;
+    const json& message = *parsed;
     if (!message.is_object() || message.contains("id")) return std::nullopt;
     if (message.value("method", json()) != "notifications/cancelled") return std::nullopt;
     const auto params = message.find("params");
