@@ -456,11 +456,11 @@ TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
                    R"({"argv": ["true"], "argv": ["false"]})");
   EXPECT_EQ(exec.status, 400);
   EXPECT_NE(message(exec).find("the key \"argv\" appears twice"), std::string::npos) << exec.body;
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 2, "lease_epoch": 3})");
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 2, "lease_epoch": 3})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_NE(message(lease).find("the key \"lease_epoch\" appears twice"), std::string::npos)
       << lease.body;
-  EXPECT_EQ(api_->leases().current("r1"), std::nullopt) << "the lease was not renewed";
+  EXPECT_EQ(api_->leases().current("t1", "r1"), std::nullopt) << "the lease was not renewed";
   auto tool =
       call("POST", "/v1/tools/workspace.list",
            R"({"environment_id": ")" + id + R"(", "arguments": {"path": ".", "path": "/"}})");
@@ -483,16 +483,16 @@ TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
            R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 9223372036854775808})");
   EXPECT_EQ(provisioned.status, 400);
   EXPECT_EQ(message(provisioned), "lease_epoch " + largest);
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 9223372036854775808})");
+  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 9223372036854775808})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_EQ(message(lease), "lease_epoch " + largest);
   auto huge =
-      call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": 123456789012345678901234567890})");
+      call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 123456789012345678901234567890})");
   EXPECT_EQ(message(huge), "lease_epoch " + largest);
-  auto tiny = call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -9223372036854775809})");
+  auto tiny = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -9223372036854775809})");
   EXPECT_EQ(message(tiny),
             "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
-  EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"lease_epoch": -1})")),
+  EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -1})")),
             "lease_epoch must not be negative");
   auto limit = call(
       "POST", "/v1/environments",

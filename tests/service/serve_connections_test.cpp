@@ -211,5 +211,33 @@ TEST_F(ServeConnections, TransferCodingsOtherThanChunkedAreRefused) {
   EXPECT_EQ(listed.json()["environments"].size(), 0u) << listed.body;
 }
 
+// A header folded over lines (obs-fold) is refused before anything reads
+// it: a folded Authorization never authenticates. The scheme is matched
+// case-insensitively (RFC 9110).
+TEST_F(ServeConnections, AFoldedHeaderIsRefusedAndTheSchemeIsCaseInsensitive) {
+  start();
+  const std::string token = kToken;
+  const std::string folds[] = {"Authorization: Bearer\r\n " + token, "Authorization:\r\n Bearer " + token,
+                               "Authorization: Bearer " + token + "\r\n \r\n",
+                               "Authorization: Bearer " + token + "\r\nX-Other: a\r\n\tb"};
+  for (const std::string& header : folds) {
+    RawConnection c = RawConnection::open(serve_->port());
+    ASSERT_TRUE(c.valid());
+    ASSERT_TRUE(c.sendAll("GET /v1/environments HTTP/1.1\r\nHost: x\r\n" + header + "\r\n\r\n"));
+    bool complete = false;
+    const std::string answer = c.readToEnd(std::chrono::seconds(10), &complete);
+    EXPECT_TRUE(complete);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << header << " -> " << answer.substr(0, 200);
+  }
+  for (const std::string scheme : {"bearer", "BEARER", "Bearer"}) {
+    RawConnection c = RawConnection::open(serve_->port());
+    ASSERT_TRUE(c.valid());
+    ASSERT_TRUE(c.sendAll("GET /v1/environments HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " +
+                          scheme + " " + token + "\r\n\r\n"));
+    const std::string answer = c.readToEnd(std::chrono::seconds(10));
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << scheme << " -> " << answer.substr(0, 200);
+  }
+}
+
 }  // namespace
 }  // namespace airlock::testing

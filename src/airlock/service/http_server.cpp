@@ -27,6 +27,8 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <string_view>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <variant>
@@ -45,6 +47,8 @@ constexpr auto kNoThrow = asio::experimental::as_tuple(asio::use_awaitable);
 constexpr std::uint64_t kWantedOpenFiles = 65536;
 constexpr int kExecutionNice = 10;
 constexpr int kLoopNice = -10;
+// readHead's answer for a head with a folded header (no parser error has it).
+const beast::error_code kFoldedHead = make_error_code(boost::system::errc::protocol_error);
 
 // Threads that pump a command's output run at a lower CPU priority than the
 // loop and the request pool: on a loaded machine a hundred commands writing
@@ -449,12 +453,36 @@ class BeastServer final : public HttpServer {
     }
   }
 
+  // Reads until `buffer` holds a whole request head (the parser then reads
+  // it from there), to see the head's raw bytes: a header folded over lines
+  // (obs-fold) would be unfolded by the parser, and a folded Authorization
+  // must never authenticate, so a folded head is refused (RFC 9112 5.2).
+  asio::awaitable<beast::error_code> readHead(beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+    for (;;) {
+      const auto data = buffer.data();
+      const std::string_view bytes(static_cast<const char*>(data.data()), data.size());
+      if (const auto end = bytes.find("\r\n\r\n"); end != std::string_view::npos) {
+        const std::string_view head = bytes.substr(0, end + 2);
+        if (head.find("\r\n ") != std::string_view::npos || head.find("\r\n\t") != std::string_view::npos)
+          co_return kFoldedHead;
+        co_return beast::error_code{};
+      }
+      if (bytes.size() > static_cast<std::size_t>(settings_.max_header_bytes))
+        co_return make_error_code(http::error::header_limit);
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), kNoThrow);
+      if (ec) co_return ec == asio::error::eof && bytes.empty() ? make_error_code(http::error::end_of_stream) : ec;
+      buffer.commit(n);
+    }
+  }
+
   // A request the parser refused: its answer, and the connection closes.
   static HttpResponse refusalFor(const beast::error_code& ec, std::int64_t max_body_bytes) {
     if (ec == http::error::body_limit)
       return errorResponse(413, "payload_too_large",
                            "the request body is larger than " + std::to_string(max_body_bytes) + " bytes");
     if (ec == http::error::header_limit) return errorResponse(431, "bad_request", "the request headers are too large");
+    if (ec == kFoldedHead)
+      return errorResponse(400, "bad_request", "malformed HTTP request: a header is folded over lines (obs-fold)");
     return errorResponse(400, "bad_request", "malformed HTTP request");
   }
 
@@ -526,7 +554,8 @@ class BeastServer final : public HttpServer {
                                ? settings_.request_timeout
                                : std::min(settings_.request_timeout, settings_.unauthenticated_request_timeout));
       markIdle(*conn);
-      auto [ec, n] = co_await http::async_read(stream, buffer, parser, kNoThrow);
+      beast::error_code ec = co_await readHead(stream, buffer);
+      if (!ec) std::tie(ec, std::ignore) = co_await http::async_read(stream, buffer, parser, kNoThrow);
       markBusy(*conn);
       if (!conn->counted || stopping_ || ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
