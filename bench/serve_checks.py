@@ -6,6 +6,7 @@ mounts under its state directory)."""
 from __future__ import annotations
 
 import os
+import re
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -49,16 +50,16 @@ def cgroup_leftovers(state_dir: str, root: str = "/sys/fs/cgroup", depth: int = 
 def mount_leftovers(state_dir: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
     """Mount points at or under the state directory, as this process's
     mount namespace (the one the service was started in) sees them."""
-    base = os.path.realpath(state_dir).rstrip("/")
+    base = os.fsencode(os.path.realpath(state_dir)).rstrip(b"/")
     found = []
-    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+    with open(mountinfo, "rb") as f:
         for line in f:
-            fields = line.split(" ")
+            fields = line.split(b" ")
             if len(fields) < 5:
                 continue
             # Field 5 is the mount point, with space, tab, newline and
-            # backslash written as octal escapes.
-            point = fields[4].encode("latin-1", "surrogateescape").decode("unicode_escape")
-            if point == base or point.startswith(base + "/"):
-                found.append(point)
+            # backslash written as octal escapes (\040).
+            point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])
+            if point == base or point.startswith(base + b"/"):
+                found.append(os.fsdecode(point))
     return found

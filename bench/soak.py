@@ -12,7 +12,8 @@ The service gets its own temporary state directory and listens on
 provisions an environment (tenant "soak", a fresh run id), does one kind of
 work in it, checks the outcome, and destroys it. The kind is drawn by a
 random generator seeded with (--seed, cycle number), so a cycle does the
-same thing whatever the concurrency; --kinds restricts the mix:
+same thing whatever the concurrency (--first-cycle N --cycles 1 replays
+cycle N alone); --kinds restricts the mix:
 
   normal        a command that exits 0; stdout and stderr checked
   exit_code     a command exiting 1..125; the code checked
@@ -63,7 +64,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "sdk" / "python"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -660,7 +661,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1, help="seed of the mix (default 1)")
     p.add_argument("--binary", default=None, help="airlock binary (default $AIRLOCK_BINARY)")
     p.add_argument("--sandbox", default="linux", help="the service's mechanism (default linux)")
-    p.add_argument("--kinds", help=f"comma-separated subset of: {','.join(KINDS)}")
+    p.add_argument("--kinds", help=f"comma-separated subset of: {','.join(KINDS)} (changes the draw)")
+    p.add_argument("--first-cycle", type=int, default=0,
+                   help="number of the first cycle (--first-cycle 65 --cycles 1 replays cycle 65 alone)")
+    p.add_argument("--serve-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for the service's environment (repeatable), e.g. MALLOC_ARENA_MAX=2")
     p.add_argument("--sample-every", type=int, help="cycles between samples (default: 250, fewer on short runs)")
     p.add_argument("--warmup", type=int, help="cycles before the baseline sample (default: 1000, or a "
                    "quarter of a short run)")
@@ -670,14 +675,20 @@ def main() -> int:
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         p.error(f"--kinds: unknown kind(s) {unknown}; the kinds are {', '.join(KINDS)}")
-    if args.cycles < 1 or args.concurrency < 1:
-        p.error("--cycles and --concurrency must be positive")
+    if args.cycles < 1 or args.concurrency < 1 or args.first_cycle < 0:
+        p.error("--cycles and --concurrency must be positive, --first-cycle not negative")
     sample_every = args.sample_every or min(250, max(1, args.cycles // 10))
     warmup = args.warmup if args.warmup is not None else min(1000, args.cycles // 4)
     if sample_every < 1 or warmup < 0:
         p.error("--sample-every must be positive and --warmup not negative")
 
-    serve = ServeProcess(args.binary or default_binary(), sandbox=args.sandbox)
+    serve_env = {}
+    for item in args.serve_env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            p.error(f"--serve-env {item!r}: expected NAME=VALUE")
+        serve_env[name] = value
+    serve = ServeProcess(args.binary or default_binary(), sandbox=args.sandbox, env=serve_env)
     state_dir = serve.state_dir
     client = serve.client()
     ctx = Context(client=client, port=serve.port, token=serve.token())
@@ -694,7 +705,7 @@ def main() -> int:
             done = 0
             while done < args.cycles:
                 batch = range(done, min(done + sample_every, args.cycles))
-                futures = [pool.submit(one_cycle, ctx, args.seed, i, kinds, stats) for i in batch]
+                futures = [pool.submit(one_cycle, ctx, args.seed, args.first_cycle + i, kinds, stats) for i in batch]
                 for f in concurrent.futures.as_completed(futures):
                     f.result()  # one_cycle records what failed; anything else is a bug here
                 done = batch.stop
