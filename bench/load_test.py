@@ -42,14 +42,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "sdk" / 
 from airlock_client import AirlockClient, AirlockError  # noqa: E402
 from airlock_client.testing import ServeProcess, default_binary  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from serve_checks import cgroup_leftovers, percentile  # noqa: E402
+
 OPERATIONS = ("provision", "execute", "destroy", "cycle")
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))  # ceil
-    return ordered[int(rank) - 1]
 
 
 class Stats:
@@ -147,35 +144,6 @@ def run_load(client: AirlockClient, cycles: int, concurrency: int, argv: list[st
 
 def per_round_counts(cycles: int, rounds: int) -> list[int]:
     return [cycles // rounds + (1 if r < cycles % rounds else 0) for r in range(rounds)]
-
-
-def cgroup_prefix(state_dir: str) -> str:
-    """The linux mechanism's cgroup name prefix for a state directory
-    (cgroupNamePrefix in src/airlock/sandbox/linux/linux_environment.cpp)."""
-    h = 2166136261
-    for c in state_dir.encode():
-        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    return f"airlock-{h:08x}-"
-
-
-def cgroup_leftovers(state_dir: str, root: str = "/sys/fs/cgroup", depth: int = 3) -> list[str]:
-    prefix = cgroup_prefix(state_dir)
-    found = []
-
-    def walk(path: str, level: int) -> None:
-        try:
-            entries = list(os.scandir(path))
-        except OSError:
-            return
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                if e.name.startswith(prefix):
-                    found.append(e.path)
-                elif level < depth:
-                    walk(e.path, level + 1)
-
-    walk(root, 0)
-    return found
 
 
 class Target:
