@@ -1,6 +1,7 @@
 #include "contract_suite.h"
 
 #include <gmock/gmock.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "airlock/core/ids.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::contract {
 namespace {
@@ -537,6 +539,41 @@ TEST_P(ExecutionEnvironmentContract, ExecuteOnABusyAndOnADestroyedEnvironmentFai
   ASSERT_TRUE(succeeded(env_->destroy(handle)));
   auto gone = env_->execute(handle, adapter_->command(Scenario::kExitCode));
   EXPECT_TRUE(failedWith(gone, ErrorCode::kEnvironmentGone));
+}
+
+TEST_P(ExecutionEnvironmentContract, ASideProcessOutputArrivesBeforeItExits) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  SideCommand side;
+  side.argv = adapter_->command(Scenario::kStreamTwoLines).argv;
+  auto started = env_->startSideProcess(handle, side);
+  if (!started && started.error().code == ErrorCode::kExecutionUnavailable &&
+      started.error().context.find("cannot start side processes") != std::string::npos)
+    GTEST_SKIP() << "this adapter has no side processes: " << started.error().context;
+  ASSERT_TRUE(succeeded(started));
+  SideProcess& process = **started;
+  std::string seen;
+  std::optional<bool> running_at_first;  // whether it still ran when "first" arrived
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (process.stdoutFd() >= 0 && std::chrono::steady_clock::now() < give_up) {
+    pollfd p{process.stdoutFd(), POLLIN, 0};
+    if (sys::pollSome(&p, 1, 1000) <= 0) continue;
+    char buf[4096];
+    const ssize_t got = sys::readSome(process.stdoutFd(), buf, sizeof buf);
+    if (got < 0 && errno == EAGAIN) continue;
+    if (got <= 0) break;
+    seen.append(buf, static_cast<std::size_t>(got));
+    if (!running_at_first && seen.find("first\n") != std::string::npos)
+      running_at_first = !process.exitStatus().has_value();
+  }
+  EXPECT_EQ(seen, "first\nsecond\n");
+  ASSERT_TRUE(running_at_first.has_value());
+  // The process waits a second after its first line: read as it is
+  // written, the line arrives while the process still runs.
+  EXPECT_TRUE(*running_at_first);
+  pollfd exited{process.exitFd(), POLLIN, 0};
+  ASSERT_EQ(sys::pollSome(&exited, 1, 30000), 1);
+  EXPECT_EQ(process.exitStatus(), std::optional<int>(0));
 }
 
 }  // namespace airlock::contract
