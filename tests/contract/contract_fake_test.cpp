@@ -35,6 +35,15 @@ class FakeContractAdapter : public ContractAdapter {
     fake::ScriptedBehaviour exit_code;
     exit_code.exit_code = kScenarioExitCode;
     env->script(command(Scenario::kExitCode).argv, exit_code);
+    fake::ScriptedBehaviour two_lines;
+    two_lines.stdout_data = "first\nsecond\n";
+    two_lines.runs_for = milliseconds(1000);
+    env->script(command(Scenario::kStreamTwoLines).argv, two_lines);
+
+    fake::ScriptedBehaviour until_cancelled;
+    until_cancelled.stdout_data = "started\n";
+    until_cancelled.runs_until_cancelled = true;
+    env->script(command(Scenario::kRunUntilCancelled).argv, until_cancelled);
     return std::unique_ptr<ExecutionEnvironment>(std::move(env));
   }
 

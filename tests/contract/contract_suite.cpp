@@ -1,10 +1,16 @@
 #include "contract_suite.h"
 
 #include <gmock/gmock.h>
+#include <poll.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
 
 #include "airlock/core/ids.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::contract {
 namespace {
@@ -76,6 +82,12 @@ ExecutionCommand defaultCommand(Scenario scenario) {
       break;
     case Scenario::kExitCode:
       command.argv = {"sh", "-c", "exit 3"};
+      break;
+    case Scenario::kStreamTwoLines:
+      command.argv = {"sh", "-c", "echo first; sleep 1; echo second"};
+      break;
+    case Scenario::kRunUntilCancelled:
+      command.argv = {"sh", "-c", "echo started; exec sleep 60"};
       break;
   }
   return command;
@@ -170,12 +182,12 @@ TEST_P(ExecutionEnvironmentContract, DestroyOfAHandleNeverProvisionedIsOk) {
   EXPECT_TRUE(succeeded(destroyed));
 }
 
-TEST_P(ExecutionEnvironmentContract, ExecuteAgainstADestroyedHandleIsRejected) {
+TEST_P(ExecutionEnvironmentContract, ExecuteAgainstADestroyedHandleIsGone) {
   const EnvironmentHandle handle = provisionOrFail();
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(succeeded(env_->destroy(handle)));
   auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
-  EXPECT_TRUE(failedWith(result, ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kEnvironmentGone));
 }
 
 TEST_P(ExecutionEnvironmentContract, WorkspaceOfADestroyedHandleIsRejected) {
@@ -185,7 +197,7 @@ TEST_P(ExecutionEnvironmentContract, WorkspaceOfADestroyedHandleIsRejected) {
   ASSERT_TRUE(succeeded(ws));
   ASSERT_TRUE(succeeded(env_->destroy(handle)));
   auto again = env_->workspace(handle);
-  EXPECT_TRUE(failedWith(again, ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith(again, ErrorCode::kEnvironmentGone));
   // A workspace handle taken before destroy does not outlive the sandbox.
   auto write = (*ws)->write("late.txt", "x");
   EXPECT_TRUE(failedWith(write, ErrorCode::kExecutionRejected));
@@ -193,12 +205,12 @@ TEST_P(ExecutionEnvironmentContract, WorkspaceOfADestroyedHandleIsRejected) {
 
 // --- handle checks ---------------------------------------------------------
 
-TEST_P(ExecutionEnvironmentContract, ExecuteWithAnUnknownHandleIsRejected) {
+TEST_P(ExecutionEnvironmentContract, ExecuteWithAnUnknownHandleIsGone) {
   EnvironmentHandle handle = provisionOrFail();
   ASSERT_FALSE(HasFailure());
   handle.environment_id = newUuidV7(handle.created_at);
   auto result = env_->execute(handle, adapter_->command(Scenario::kExitCode));
-  EXPECT_TRUE(failedWith(result, ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith(result, ErrorCode::kEnvironmentGone));
 }
 
 TEST_P(ExecutionEnvironmentContract, AHandleOfAnotherTenantIsSuspectedAndDestroysTheSandbox) {
@@ -210,7 +222,7 @@ TEST_P(ExecutionEnvironmentContract, AHandleOfAnotherTenantIsSuspectedAndDestroy
   EXPECT_TRUE(failedWith(result, ErrorCode::kSandboxEscapeSuspected));
   // The spec: for this class the sandbox is destroyed.
   auto after = env_->execute(handle, adapter_->command(Scenario::kExitCode));
-  EXPECT_TRUE(failedWith(after, ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith(after, ErrorCode::kEnvironmentGone));
 }
 
 TEST_P(ExecutionEnvironmentContract, AHandleOfAnotherRunIsSuspected) {
@@ -381,6 +393,187 @@ TEST_P(ExecutionEnvironmentContract, WorkspaceRefusesAnEscapingPath) {
   EXPECT_TRUE(failedWith(write, ErrorCode::kWorkspaceEscape));
   auto read = (*ws)->read("/etc/passwd");
   EXPECT_TRUE(failedWith(read, ErrorCode::kWorkspaceEscape));
+}
+
+// --- streaming, and commands ended from outside ------------------------------
+
+namespace {
+
+using OutputStream = ExecutionEnvironment::OutputStream;
+
+// A command of kRunUntilCancelled running on a thread of its own, streamed:
+// started() is ready once its "started\n" has reached the sink. The
+// destructor cancels it and waits for it, whatever the test did.
+class BackgroundCommand {
+ public:
+  BackgroundCommand(ExecutionEnvironment& env, const EnvironmentHandle& handle,
+                    const ExecutionCommand& command)
+      : token_(CancelToken::create()) {
+    if (!token_) return;
+    thread_ = std::thread([this, &env, handle, command] {
+      result_ = env.executeStreaming(
+          handle, command, &*token_, [this](OutputStream stream, std::string_view bytes) {
+            if (stream == OutputStream::kStdout) seen_.append(bytes);
+            if (!signalled_ && seen_.find("started\n") != std::string::npos) {
+              signalled_ = true;
+              started_.set_value();
+            }
+          });
+    });
+  }
+  // Cancels it if it still runs (a test that failed early) and waits.
+  ~BackgroundCommand() {
+    if (!thread_.joinable()) return;
+    token_->cancel();
+    thread_.join();
+  }
+  bool waitStarted() {
+    return thread_.joinable() &&
+           started_future_.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  }
+  void cancel() { token_->cancel(); }
+  // Waits for the command's end, without cancelling it; its result.
+  const Result<ExecutionResult>& join() {
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
+
+ private:
+  Result<CancelToken> token_;
+  std::thread thread_;
+  std::string seen_;
+  bool signalled_ = false;
+  std::promise<void> started_;
+  std::future<void> started_future_ = started_.get_future();
+  Result<ExecutionResult> result_ = fail(ErrorCode::kExecutionUnavailable, "did not run");
+};
+
+}  // namespace
+
+TEST_P(ExecutionEnvironmentContract, TheFirstStreamedChunkArrivesBeforeTheCommandExits) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  std::string seen;
+  std::optional<std::chrono::milliseconds> first_at;
+  const auto called = std::chrono::steady_clock::now();
+  auto result =
+      env_->executeStreaming(handle, adapter_->command(Scenario::kStreamTwoLines), nullptr,
+                             [&](OutputStream stream, std::string_view bytes) {
+                               if (stream == OutputStream::kStdout) seen.append(bytes);
+                               if (!first_at && seen.find("first\n") != std::string::npos)
+                                 first_at = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - called);
+                             });
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_THAT(result->exit_code, Optional(0));
+  EXPECT_EQ(result->stdout_data, "first\nsecond\n");
+  EXPECT_EQ(seen, result->stdout_data);  // the sink saw every byte, once
+  ASSERT_TRUE(first_at.has_value());
+  // The command waits a second between its lines. A chunk passed on as it
+  // is read arrives a second before the command ends; one held back until
+  // the exit arrives at its end (duration_ms).
+  EXPECT_LT(first_at->count(), result->duration_ms - 500)
+      << "\"first\" reached the sink " << first_at->count()
+      << " ms after the call; the command ran " << result->duration_ms << " ms";
+}
+
+TEST_P(ExecutionEnvironmentContract, ACancelMidCommandEndsItAsCancelledWithItsPartialOutput) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto token = CancelToken::create();
+  ASSERT_TRUE(succeeded(token));
+  std::string seen;
+  const ExecutionCommand command = adapter_->command(Scenario::kRunUntilCancelled);
+  auto result = env_->executeStreaming(handle, command, &*token,
+                                       [&](OutputStream stream, std::string_view bytes) {
+                                         if (stream == OutputStream::kStdout) seen.append(bytes);
+                                         if (seen.find("started\n") != std::string::npos)
+                                           token->cancel();  // non-blocking, as a sink must be
+                                       });
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(result->exit_code, std::nullopt);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_EQ(result->stdout_data, "started\n");
+  EXPECT_LT(result->duration_ms, command.timeout_seconds * 1000);
+}
+
+TEST_P(ExecutionEnvironmentContract, ADestroyUnderARunningCommandEndsItAsCancelled) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  BackgroundCommand running(*env_, handle, adapter_->command(Scenario::kRunUntilCancelled));
+  ASSERT_TRUE(running.waitStarted());
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));  // completes while the command runs
+  const auto& result = running.join();
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(result->exit_code, std::nullopt);
+  EXPECT_EQ(result->stdout_data, "started\n");
+}
+
+TEST_P(ExecutionEnvironmentContract, AShutdownUnderARunningCommandEndsItAsServiceShutdown) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  BackgroundCommand running(*env_, handle, adapter_->command(Scenario::kRunUntilCancelled));
+  ASSERT_TRUE(running.waitStarted());
+  env_->shutdown();
+  const auto& result = running.join();
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, KillReason::kServiceShutdown);
+  EXPECT_EQ(result->stdout_data, "started\n");
+}
+
+TEST_P(ExecutionEnvironmentContract, ExecuteOnABusyAndOnADestroyedEnvironmentFailDistinctly) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  {
+    BackgroundCommand running(*env_, handle, adapter_->command(Scenario::kRunUntilCancelled));
+    ASSERT_TRUE(running.waitStarted());
+    auto busy = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+    EXPECT_TRUE(failedWith(busy, ErrorCode::kEnvironmentBusy));
+    running.cancel();
+    const auto& first = running.join();
+    ASSERT_TRUE(succeeded(first));
+    EXPECT_EQ(first->killed_by, KillReason::kCancelled);
+  }
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  auto gone = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(failedWith(gone, ErrorCode::kEnvironmentGone));
+}
+
+TEST_P(ExecutionEnvironmentContract, ASideProcessOutputArrivesBeforeItExits) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  SideCommand side;
+  side.argv = adapter_->command(Scenario::kStreamTwoLines).argv;
+  auto started = env_->startSideProcess(handle, side);
+  if (!started && started.error().code == ErrorCode::kExecutionUnavailable &&
+      started.error().context.find("cannot start side processes") != std::string::npos)
+    GTEST_SKIP() << "this adapter has no side processes: " << started.error().context;
+  ASSERT_TRUE(succeeded(started));
+  SideProcess& process = **started;
+  std::string seen;
+  std::optional<bool> running_at_first;  // whether it still ran when "first" arrived
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (process.stdoutFd() >= 0 && std::chrono::steady_clock::now() < give_up) {
+    pollfd p{process.stdoutFd(), POLLIN, 0};
+    if (sys::pollSome(&p, 1, 1000) <= 0) continue;
+    char buf[4096];
+    const ssize_t got = sys::readSome(process.stdoutFd(), buf, sizeof buf);
+    if (got < 0 && errno == EAGAIN) continue;
+    if (got <= 0) break;
+    seen.append(buf, static_cast<std::size_t>(got));
+    if (!running_at_first && seen.find("first\n") != std::string::npos)
+      running_at_first = !process.exitStatus().has_value();
+  }
+  EXPECT_EQ(seen, "first\nsecond\n");
+  ASSERT_TRUE(running_at_first.has_value());
+  // The process waits a second after its first line: read as it is
+  // written, the line arrives while the process still runs.
+  EXPECT_TRUE(*running_at_first);
+  pollfd exited{process.exitFd(), POLLIN, 0};
+  ASSERT_EQ(sys::pollSome(&exited, 1, 30000), 1);
+  EXPECT_EQ(process.exitStatus(), std::optional<int>(0));
 }
 
 }  // namespace airlock::contract

@@ -39,6 +39,11 @@ enum class Scenario {
   kPrintBig,
   // Exits with status 3 and no output.
   kExitCode,
+  // Prints "first\n", waits a second, prints "second\n", exits 0.
+  kStreamTwoLines,
+  // Prints "started\n", then runs until it is killed (its timeout is 30 s;
+  // the suite cancels it, or destroys or shuts down under it, first).
+  kRunUntilCancelled,
 };
 
 inline constexpr std::int64_t kBigOutputBytes = 100000;

@@ -391,8 +391,8 @@ TEST_F(ToolsTest, UnknownToolAndForeignContextAreRefused) {
 TEST_F(ToolsTest, ADestroyedSandboxIsAFailureNotACrash) {
   ASSERT_TRUE(box_.env.destroy(box_.handle).has_value());
   EXPECT_EQ(failure("sandbox.run_command", {{"command", {"true"}}}).code,
-            ErrorCode::kExecutionRejected);
-  EXPECT_EQ(failure("workspace.list", json::object()).code, ErrorCode::kExecutionRejected);
+            ErrorCode::kEnvironmentGone);
+  EXPECT_EQ(failure("workspace.list", json::object()).code, ErrorCode::kEnvironmentGone);
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ TEST(RedteamLifetime, B41_ExpiryEndsTheCommandAndTheSandbox) {
   }
   auto after = (*env)->execute(*h, shell("true"));
   ASSERT_FALSE(after);
-  EXPECT_EQ(after.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(after.error().code, ErrorCode::kEnvironmentGone);
   EXPECT_NE(after.error().context.find("expired"), std::string::npos) << after.error().context;
   EXPECT_TRUE((*env)->destroy(*h));
 }

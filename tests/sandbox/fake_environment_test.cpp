@@ -260,7 +260,7 @@ TEST(FakeEnvironmentClock, RunningPastExpiresAtIsExpiredAndDestroys) {
   EXPECT_EQ(result->duration_ms, 10'000);
   auto again = env.execute(*handle, commandFor({"slow"}));
   ASSERT_FALSE(again.has_value());
-  EXPECT_EQ(again.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(again.error().code, ErrorCode::kEnvironmentGone);
   EXPECT_EQ(env.liveCount(), 0u);
 }
 
@@ -275,7 +275,7 @@ TEST(FakeEnvironmentClock, ExecuteAfterExpiresAtIsRejected) {
   now += seconds(100);
   auto result = env.execute(*handle, commandFor({"true"}));
   ASSERT_FALSE(result.has_value());
-  EXPECT_EQ(result.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(result.error().code, ErrorCode::kEnvironmentGone);
   EXPECT_THAT(result.error().context, HasSubstr("expired"));
 }
 

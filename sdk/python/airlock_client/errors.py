@@ -92,6 +92,20 @@ class ExecutionRejectedError(AirlockError):
     code = "execution_rejected"
 
 
+class EnvironmentBusyError(ExecutionRejectedError):
+    """Another command is running in this environment (HTTP 409); retriable
+    once it ends."""
+
+    code = "environment_busy"
+
+
+class EnvironmentGoneError(ExecutionRejectedError):
+    """The environment was destroyed, expired or reaped (HTTP 410); provision
+    a new one."""
+
+    code = "environment_gone"
+
+
 class ExecutionUnavailableError(AirlockError):
     """The service cannot run this now (capacity, shutdown, a kernel facility
     failed). Retriable."""
@@ -130,6 +144,8 @@ ERROR_CLASSES: dict[str, type[AirlockError]] = {
         ToolValidationError,
         WorkspaceEscapeError,
         ExecutionRejectedError,
+        EnvironmentBusyError,
+        EnvironmentGoneError,
         ExecutionUnavailableError,
         SandboxEscapeSuspectedError,
         ArtifactIntegrityError,
@@ -144,6 +160,7 @@ _STATUS_CODES = {
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    410: "environment_gone",
     413: "payload_too_large",
     431: "bad_request",
     500: "internal",

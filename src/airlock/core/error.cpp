@@ -22,6 +22,10 @@ std::string_view errorCodeName(ErrorCode code) noexcept {
       return "not_found";
     case ErrorCode::kConfigurationError:
       return "configuration_error";
+    case ErrorCode::kEnvironmentBusy:
+      return "environment_busy";
+    case ErrorCode::kEnvironmentGone:
+      return "environment_gone";
   }
   // An out-of-range value is a programming error; still give a stable name.
   return "unknown_error";

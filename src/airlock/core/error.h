@@ -32,6 +32,12 @@ enum class ErrorCode {
   kNotFound,
   // A configuration value is invalid (settings, tier-1 names).
   kConfigurationError,
+  // The environment is live but a command is running in it (one at a time
+  // per environment). Retriable once that command ends.
+  kEnvironmentBusy,
+  // The environment is gone: destroyed, expired, reaped, or never provisioned
+  // by this service. Not retriable; provision a new one.
+  kEnvironmentGone,
 };
 
 // Stable lower_snake_case name of a code, for JSON and logs.

@@ -133,15 +133,26 @@ class ExecutionEnvironment {
   // ExecutionRejected (unknown or destroyed handle); SandboxEscapeSuspected
   // (the handle's tenant, run or epoch differs from the sandbox's record; the
   // sandbox is destroyed, as the spec requires for this class);
-  // ExecutionUnavailable (the sandbox's init died or a syscall failed).
+  // ExecutionUnavailable (the sandbox's init died on its own, or a syscall
+  // failed). A sandbox destroyed under a running command (destroy, the
+  // reaper at expires_at, shutdown) is not an error: the command ends with
+  // killed_by CANCELLED, EXPIRED or SERVICE_SHUTDOWN and the output it had
+  // written.
   virtual Result<ExecutionResult> execute(const EnvironmentHandle& handle,
                                           const ExecutionCommand& command,
                                           const CancelToken* cancel = nullptr) = 0;
 
   // Receives output as a command produces it (the streaming variant of
-  // execute). Called on the executing thread, in order, with at most the
-  // bytes that also land in the result (the output cap applies to both);
-  // it must not call back into the adapter.
+  // execute). Called on the thread that supervises the command (the thread
+  // that called executeStreaming; host/command_supervisor.h), once per chunk
+  // as it is read, in order, with at most the bytes that also land in the
+  // result (the output cap applies to both).
+  // A sink must not block: while it runs, nothing reads the command's pipes
+  // and no timeout, limit, cancel or destroy is acted on, so a sink that
+  // waits (on a slow client, say) holds the command past its timeout and
+  // output cap. A sink that cannot deliver at once queues (bounded) or
+  // drops, and cancels the command through its CancelToken when it gives
+  // up. It must not call back into the adapter.
   enum class OutputStream { kStdout, kStderr };
   using OutputSink = std::function<void(OutputStream stream, std::string_view bytes)>;
 

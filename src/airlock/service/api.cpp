@@ -200,7 +200,10 @@ int httpStatusFor(ErrorCode code) noexcept {
       return 404;
     case ErrorCode::kExecutionRejected:
     case ErrorCode::kSandboxEscapeSuspected:
+    case ErrorCode::kEnvironmentBusy:
       return 409;
+    case ErrorCode::kEnvironmentGone:
+      return 410;
     case ErrorCode::kArtifactIntegrityError:
       return 422;
     case ErrorCode::kExecutionUnavailable:
@@ -560,14 +563,11 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy, con
   if (!result) {
     // A foreign handle: the adapter destroyed the sandbox; forget it too.
     // An expired or destroyed one is gone from the adapter: forget it too.
-    // Any other refusal ("another command is running in this environment")
-    // leaves a live sandbox, and its running command, alone.
+    // Any other refusal (EnvironmentBusy: a command is running) leaves a
+    // live sandbox, and its running command, alone.
     const ErrorCode code = result.error().code;
-    bool gone = code == ErrorCode::kSandboxEscapeSuspected;
-    if (code == ErrorCode::kExecutionRejected) {
-      if (auto live = find(id)) gone = !env_.workspace(live->handle).has_value();
-    }
-    if (gone) (void)destroyTracked(id, nullptr);
+    if (code == ErrorCode::kSandboxEscapeSuspected || code == ErrorCode::kEnvironmentGone)
+      (void)destroyTracked(id, nullptr);
     return errorResponse(result.error());
   }
   metrics_.executed(std::chrono::duration<double>(busy).count(),

@@ -29,6 +29,19 @@ ssize_t readSome(int fd, void* data, std::size_t size) noexcept {
   }
 }
 
+ssize_t writeSome(int fd, const void* data, std::size_t size) noexcept {
+  for (;;) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+int pollSome(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept {
+  const int rc = ::poll(fds, nfds, timeout_ms);
+  return rc < 0 && errno == EINTR ? 0 : rc;
+}
+
 ssize_t readFull(int fd, void* data, std::size_t size) noexcept {
   char* p = static_cast<char*>(data);
   std::size_t done = 0;

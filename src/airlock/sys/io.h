@@ -3,6 +3,7 @@
 // between clone and exec.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -18,6 +19,11 @@ namespace airlock::sys {
 bool writeAll(int fd, const void* data, std::size_t size) noexcept;
 // Reads up to size bytes, retrying on EINTR; -1 with errno on failure.
 ssize_t readSome(int fd, void* data, std::size_t size) noexcept;
+// Writes up to size bytes, retrying on EINTR; -1 with errno on failure.
+ssize_t writeSome(int fd, const void* data, std::size_t size) noexcept;
+// poll(2), with EINTR answered as 0 (nothing ready: the caller's loop
+// recomputes its timeout and polls again); -1 with errno on failure.
+int pollSome(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept;
 // Reads exactly size bytes; returns bytes read (< size at EOF) or -1.
 ssize_t readFull(int fd, void* data, std::size_t size) noexcept;
 

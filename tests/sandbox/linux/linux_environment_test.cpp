@@ -301,7 +301,7 @@ TEST(LinuxEnvironmentLifecycle, DestroyRemovesCgroupAndLockAndIsIdempotent) {
   }
   auto r = (*env)->execute(*h, shell("true"));
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(r.error().code, ErrorCode::kEnvironmentGone);
 }
 
 TEST(LinuxEnvironmentLifecycle, ForeignTenantHandleIsRefused) {

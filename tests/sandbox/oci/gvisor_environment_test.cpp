@@ -250,7 +250,7 @@ TEST_F(GvisorShortLivedTest, ReachingExpiresAtIsExpiredAndDestroysTheSandbox) {
   EXPECT_EQ(r.stdout_data, "partial\n");
   auto again = env_->execute(handle_, shell("true"));
   ASSERT_FALSE(again);
-  EXPECT_EQ(again.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(again.error().code, ErrorCode::kEnvironmentGone);
   EXPECT_NE(again.error().context.find("expired"), std::string::npos);
 }
 

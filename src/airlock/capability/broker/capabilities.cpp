@@ -42,7 +42,10 @@ Refusal refusalFor(const Error& e) {
     case ErrorCode::kWorkspaceEscape: return Refusal{"workspace_escape", e.message()};
     case ErrorCode::kNotFound: return Refusal{"not_found", e.message()};
     case ErrorCode::kToolValidationError: return Refusal{"bad_request", e.message()};
-    case ErrorCode::kExecutionRejected: return Refusal{"rejected", e.message()};
+    case ErrorCode::kExecutionRejected:
+    case ErrorCode::kEnvironmentBusy:
+    case ErrorCode::kEnvironmentGone:
+      return Refusal{"rejected", e.message()};
     default: return Refusal{"unavailable", e.message()};
   }
 }

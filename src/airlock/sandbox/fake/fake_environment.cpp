@@ -1,7 +1,6 @@
 #include "airlock/sandbox/fake/fake_environment.h"
 
-#include "airlock/sys/sha256.h"
-
+#include <poll.h>
 
 #include <algorithm>
 #include <charconv>
@@ -14,6 +13,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/timeout_rule.h"
+#include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
 namespace airlock::fake {
@@ -62,6 +62,7 @@ struct Sandbox {
   // workspace): write -> TOOL_WRITTEN, created or modified by a command ->
   // SANDBOX_WRITTEN, deleted -> dropped, anything else UNKNOWN.
   std::map<std::string, WorkspaceProvenance> provenance;
+  bool running = false;  // a command that runs until cancelled is running
 };
 
 // Directories that must be created so that `path` can exist (outermost
@@ -156,9 +157,17 @@ struct FakeEnvironment::State {
   Result<Sandbox*> live(const EnvironmentHandle& handle) {
     auto it = sandboxes.find(handle.environment_id);
     if (it == sandboxes.end()) {
-      return fail(ErrorCode::kExecutionRejected, "unknown or destroyed environment");
+      return fail(ErrorCode::kEnvironmentGone, "unknown or destroyed environment");
     }
     return &it->second;
+  }
+
+  // live(), for a workspace handle taken before: a destroyed sandbox is
+  // ExecutionRejected there (the WorkspaceHandle port's "handle gone").
+  Result<Sandbox*> liveForWorkspace(const EnvironmentHandle& handle) {
+    auto sb = live(handle);
+    if (!sb) return fail(ErrorCode::kExecutionRejected, "environment was destroyed");
+    return sb;
   }
 
   // The owner check of execute and workspace: a handle whose tenant, run or
@@ -193,7 +202,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
-    auto sb = state_->live(handle_);
+    auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     const FakeWorkspace& ws = (*sb)->workspace;
     if (ws.isDir(*rel)) return fail(ErrorCode::kToolValidationError, "is a directory: " + path);
@@ -214,7 +223,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
-    auto sb = state_->live(handle_);
+    auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     auto put = putFile(**sb, *rel, data);
     if (!put) return put;
@@ -230,7 +239,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
-    auto sb = state_->live(handle_);
+    auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     auto it = (*sb)->provenance.find(*rel);
     return it == (*sb)->provenance.end() ? WorkspaceProvenance::kUnknown : it->second;
@@ -240,7 +249,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
-    auto sb = state_->live(handle_);
+    auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     Sandbox& box = **sb;
     FakeWorkspace& ws = box.workspace;
@@ -260,7 +269,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
     std::lock_guard lock(state_->mu);
-    auto sb = state_->live(handle_);
+    auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     const FakeWorkspace& ws = (*sb)->workspace;
     if (ws.files.count(*rel))
@@ -381,153 +390,213 @@ Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec
   return handle;
 }
 
-Result<ExecutionResult> FakeEnvironment::execute(const EnvironmentHandle& handle,
-                                                 const ExecutionCommand& command,
-                                                 const CancelToken* cancel) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (auto valid = validateCommand(command); !valid) return tl::unexpected(valid.error());
-  std::lock_guard lock(state_->mu);
-  auto found = state_->owned(handle);
-  if (!found) return tl::unexpected(found.error());
-  Sandbox& sb = **found;
-  const Timestamp now = state_->now();
-  if (now >= sb.handle.expires_at) {
-    state_->destroyLocked(handle.environment_id);
-    return fail(ErrorCode::kExecutionRejected, "environment expired");
+namespace {
+
+// What one command will do, decided (and checked) before anything happens.
+struct FakeRun {
+  ScriptedBehaviour behaviour;
+  std::vector<std::pair<std::string, std::string>> writes;  // normalized path -> bytes
+  std::vector<std::string> deletes;
+  milliseconds timeout{0};
+  milliseconds life{0};  // until expires_at
+};
+
+// Output: stdout then stderr against one shared cap, each kept part passed
+// to the sink. False when the cap was crossed (the command is killed).
+bool emitOutput(const FakeRun& run, const ExecutionCommand& command,
+                const ExecutionEnvironment::OutputSink& sink, ExecutionResult& result) {
+  using Stream = ExecutionEnvironment::OutputStream;
+  std::int64_t room = command.maximum_output_bytes;
+  auto emit = [&](const std::string& produced, Stream which, std::string& kept, bool& truncated) {
+    const auto size = static_cast<std::int64_t>(produced.size());
+    kept = produced.substr(0, static_cast<std::size_t>(std::min(size, room)));
+    if (sink && !kept.empty()) sink(which, kept);
+    if (size <= room) {
+      room -= size;
+      return true;
+    }
+    room = 0;
+    truncated = true;
+    return false;
+  };
+  const std::string produced_stdout =
+      (run.behaviour.echo_stdin_to_stdout ? command.stdin_data.value_or("") : std::string()) +
+      run.behaviour.stdout_data;
+  return emit(produced_stdout, Stream::kStdout, result.stdout_data, result.stdout_truncated) &&
+         emit(run.behaviour.stderr_data, Stream::kStderr, result.stderr_data,
+              result.stderr_truncated);
+}
+
+// The simulated run time against the timeout and the sandbox's life.
+// True when the sandbox expired under the command.
+bool simulateRun(const FakeRun& run, ExecutionResult& result) {
+  const milliseconds limit = std::min(run.timeout, run.life);
+  if (run.behaviour.runs_for <= limit) {
+    result.exit_code = run.behaviour.exit_code;
+    result.duration_ms = run.behaviour.runs_for.count();
+    return false;
   }
+  result.duration_ms = limit.count();
+  if (run.timeout <= run.life) {
+    result.killed_by = KillReason::kTimeout;
+    result.timed_out = true;
+    return false;
+  }
+  result.killed_by = KillReason::kExpired;
+  return true;
+}
+
+Result<FakeRun> planRun(FakeEnvironment::State& st, Sandbox& sb, const ExecutionCommand& command) {
+  FakeRun run;
   auto workdir = checkRelativePath(command.working_directory);
   if (!workdir) return tl::unexpected(workdir.error());
   if (!sb.workspace.isDir(*workdir)) {
     return fail(ErrorCode::kToolValidationError,
                 "working_directory does not exist in the workspace: " + command.working_directory);
   }
-
   // The port receives a command timeout already clamped to the tool's
   // declared timeout, so at this layer the declared timeout is the hard cap.
   auto timeout = effectiveTimeout(TimeoutInputs{
-      .service_hard_cap = state_->options.service_hard_cap,
+      .service_hard_cap = st.options.service_hard_cap,
       .spec_wall_clock = std::chrono::seconds(sb.limits.wall_clock_seconds),
       .remaining_run_budget = std::nullopt,
       .command_timeout = std::chrono::seconds(command.timeout_seconds),
-      .tool_declared_timeout = state_->options.service_hard_cap,
+      .tool_declared_timeout = st.options.service_hard_cap,
   });
   if (!timeout) return tl::unexpected(timeout.error());
+  run.timeout = *timeout;
+  run.life = sb.handle.expires_at - st.now();
+  st.history.push_back(command);
+  if (auto it = st.scripts.find(command.argv); it != st.scripts.end()) {
+    run.behaviour = it->second;
+  } else if (auto b = st.fallback ? st.fallback(command) : std::nullopt) {
+    run.behaviour = std::move(*b);
+  } else {
+    run.behaviour.stderr_data = "airlock-fake: " + command.argv[0] + ": command not found\n";
+    run.behaviour.exit_code = 127;
+  }
+  // Scripted paths are the script author's, not the sandbox's: one that
+  // fails containment is an error before anything happens.
+  for (const auto& [path, bytes] : run.behaviour.writes) {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    run.writes.emplace_back(std::move(*rel), bytes);
+  }
+  for (const auto& path : run.behaviour.deletes) {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    run.deletes.push_back(std::move(*rel));
+  }
+  return run;
+}
 
-  state_->history.push_back(command);
+Result<void> applyEffects(const FakeEnvironment::State& st, Sandbox& sb, const FakeRun& run,
+                          ExecutionResult& result) {
+  const auto before = sb.workspace.files;
+  Result<void> outcome;
+  for (const auto& [path, bytes] : run.writes) {
+    auto put = putFile(sb, path, bytes);
+    if (put) continue;
+    if (put.error().code != ErrorCode::kExecutionRejected) {
+      outcome = put;
+    } else {
+      result.killed_by = KillReason::kDisk;  // a full workspace stops the command
+    }
+    break;
+  }
+  if (outcome && !result.killed_by)
+    for (const auto& path : run.deletes) sb.workspace.files.erase(path);
+  // The record learns every change, not only the listed (possibly
+  // truncated) ones: the fake sees its whole workspace.
+  for (const auto& change :
+       diffFiles(before, sb.workspace.files, std::numeric_limits<std::int64_t>::max()).changes) {
+    if (change.change == ChangeKind::kDeleted) {
+      sb.provenance.erase(change.path);
+    } else {
+      sb.provenance[change.path] = WorkspaceProvenance::kSandboxWritten;
+    }
+  }
+  if (!outcome) return outcome;
+  DiffResult diff = diffFiles(before, sb.workspace.files, st.options.files_changed_listing);
+  result.files_changed = std::move(diff.changes);
+  result.files_changed_truncated = diff.truncated;
+  return {};
+}
+
+// A command that runs until cancelled: the lock is released while it runs
+// (the sandbox is busy), and it ends at the cancel token, its timeout or
+// expiry in real time, a destroy (CANCELLED) or shutdown (SERVICE_SHUTDOWN).
+void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting_down,
+                   std::unique_lock<std::mutex>& lock, const std::string& id, const FakeRun& run,
+                   const CancelToken* cancel, ExecutionResult& result) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::min(run.timeout, run.life);
+  st.sandboxes.at(id).running = true;
+  for (;;) {
+    lock.unlock();
+    pollfd p{cancel != nullptr ? cancel->pollFd() : -1, POLLIN, 0};
+    (void)sys::pollSome(&p, 1, 20);
+    lock.lock();
+    const auto now = std::chrono::steady_clock::now();
+    auto it = st.sandboxes.find(id);
+    std::optional<KillReason> why;
+    if (shutting_down.load())
+      why = KillReason::kServiceShutdown;
+    else if (it == st.sandboxes.end())
+      why = KillReason::kCancelled;
+    else if (cancel != nullptr && cancel->cancelled())
+      why = KillReason::kCancelled;
+    else if (now >= deadline)
+      why = run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
+    if (!why) continue;
+    if (it != st.sandboxes.end()) it->second.running = false;
+    result.killed_by = why;
+    result.timed_out = why == KillReason::kTimeout;
+    result.duration_ms = std::chrono::duration_cast<milliseconds>(now - started).count();
+    if (why == KillReason::kExpired) st.destroyLocked(id);
+    return;
+  }
+}
+
+}  // namespace
+
+Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandle& handle,
+                                                          const ExecutionCommand& command,
+                                                          const CancelToken* cancel,
+                                                          const OutputSink& sink) {
+  if (shutting_down_.load())
+    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
+  if (auto valid = validateCommand(command); !valid) return tl::unexpected(valid.error());
+  std::unique_lock lock(state_->mu);
+  auto found = state_->owned(handle);
+  if (!found) return tl::unexpected(found.error());
+  Sandbox& sb = **found;
+  if (sb.running)
+    return fail(ErrorCode::kEnvironmentBusy, "another command is running in this environment");
+  if (state_->now() >= sb.handle.expires_at) {
+    state_->destroyLocked(handle.environment_id);
+    return fail(ErrorCode::kEnvironmentGone, "environment expired");
+  }
+  auto run = planRun(*state_, sb, command);
+  if (!run) return tl::unexpected(run.error());
 
   ExecutionResult result;
   if (cancel != nullptr && cancel->cancelled()) {
     result.killed_by = KillReason::kCancelled;
     return result;
   }
-
-  std::optional<ScriptedBehaviour> behaviour;
-  if (auto it = state_->scripts.find(command.argv); it != state_->scripts.end()) {
-    behaviour = it->second;
-  } else if (state_->fallback) {
-    behaviour = state_->fallback(command);
+  if (!emitOutput(*run, command, sink, result)) {
+    result.killed_by = KillReason::kOutputLimit;
+    run->writes.clear();  // nothing after the cap happens
+    run->deletes.clear();
   }
-  if (!behaviour) {
-    behaviour = ScriptedBehaviour{};
-    behaviour->stderr_data = "airlock-fake: " + command.argv[0] + ": command not found\n";
-    behaviour->exit_code = 127;
+  if (auto r = applyEffects(*state_, sb, *run, result); !r) return tl::unexpected(r.error());
+  if (result.killed_by) return result;
+  if (run->behaviour.runs_until_cancelled) {
+    runUntilEnded(*state_, shutting_down_, lock, handle.environment_id, *run, cancel, result);
+  } else if (simulateRun(*run, result)) {
+    state_->destroyLocked(handle.environment_id);
   }
-
-  // Scripted paths are the script author's, not the sandbox's: one that
-  // fails containment is an error before anything happens.
-  std::vector<std::pair<std::string, const std::string*>> writes;
-  std::vector<std::string> deletes;
-  for (const auto& [path, bytes] : behaviour->writes) {
-    auto rel = checkRelativePath(path);
-    if (!rel) return tl::unexpected(rel.error());
-    writes.emplace_back(std::move(*rel), &bytes);
-  }
-  for (const auto& path : behaviour->deletes) {
-    auto rel = checkRelativePath(path);
-    if (!rel) return tl::unexpected(rel.error());
-    deletes.push_back(std::move(*rel));
-  }
-
-  const auto before = sb.workspace.files;
-  // The record learns every change, not only the listed (possibly
-  // truncated) ones: the fake sees its whole workspace.
-  auto recordProvenance = [&] {
-    for (const auto& change :
-         diffFiles(before, sb.workspace.files, std::numeric_limits<std::int64_t>::max()).changes) {
-      if (change.change == ChangeKind::kDeleted) {
-        sb.provenance.erase(change.path);
-      } else {
-        sb.provenance[change.path] = WorkspaceProvenance::kSandboxWritten;
-      }
-    }
-  };
-
-  // Output: stdout then stderr against one shared cap.
-  std::int64_t room = command.maximum_output_bytes;
-  auto emit = [&room](const std::string& produced, std::string& kept, bool& truncated) {
-    const auto size = static_cast<std::int64_t>(produced.size());
-    if (size <= room) {
-      kept = produced;
-      room -= size;
-      return true;
-    }
-    kept = produced.substr(0, static_cast<std::size_t>(room));
-    room = 0;
-    truncated = true;
-    return false;
-  };
-  std::string produced_stdout =
-      (behaviour->echo_stdin_to_stdout ? command.stdin_data.value_or("") : std::string()) +
-      behaviour->stdout_data;
-  bool alive = emit(produced_stdout, result.stdout_data, result.stdout_truncated) &&
-               emit(behaviour->stderr_data, result.stderr_data, result.stderr_truncated);
-  if (!alive) result.killed_by = KillReason::kOutputLimit;
-
-  // Workspace effects, in order; a full workspace stops the command.
-  if (alive) {
-    for (const auto& [path, bytes] : writes) {
-      auto put = putFile(sb, path, *bytes);
-      if (!put) {
-        if (put.error().code != ErrorCode::kExecutionRejected) {
-          recordProvenance();
-          return tl::unexpected(put.error());
-        }
-        result.killed_by = KillReason::kDisk;
-        alive = false;
-        break;
-      }
-    }
-  }
-  if (alive) {
-    for (const auto& path : deletes) sb.workspace.files.erase(path);
-  }
-
-  bool expired = false;
-  if (alive) {
-    const milliseconds timeout_ms = *timeout;
-    const milliseconds life_ms = sb.handle.expires_at - now;
-    const milliseconds limit_ms = std::min(timeout_ms, life_ms);
-    if (behaviour->runs_for > limit_ms) {
-      if (timeout_ms <= life_ms) {
-        result.killed_by = KillReason::kTimeout;
-        result.timed_out = true;
-      } else {
-        result.killed_by = KillReason::kExpired;
-        expired = true;
-      }
-      result.duration_ms = limit_ms.count();
-    } else {
-      result.exit_code = behaviour->exit_code;
-      result.duration_ms = behaviour->runs_for.count();
-    }
-  }
-
-  recordProvenance();
-  DiffResult diff = diffFiles(before, sb.workspace.files, state_->options.files_changed_listing);
-  result.files_changed = std::move(diff.changes);
-  result.files_changed_truncated = diff.truncated;
-  if (expired) state_->destroyLocked(handle.environment_id);
   return result;
 }
 

@@ -60,6 +60,12 @@ struct ScriptedBehaviour {
   std::chrono::milliseconds runs_for{0};      // simulated duration; > timeout => TIMEOUT
   std::map<std::string, std::string> writes;  // path -> bytes (create or modify)
   std::vector<std::string> deletes;           // missing paths are ignored
+  // Instead of runs_for: after its output and effects, the command runs in
+  // real time (the sandbox is busy) until its cancel token is cancelled or
+  // the sandbox destroyed (CANCELLED), the service shuts down
+  // (SERVICE_SHUTDOWN), or its effective timeout (TIMEOUT) or the sandbox's
+  // expiry (EXPIRED) passes. Its output reaches a streaming sink before that.
+  bool runs_until_cancelled = false;
 };
 
 // Decides the behaviour of a command that has no exact script; nullopt means
@@ -104,15 +110,24 @@ class FakeEnvironment : public ExecutionEnvironment {
   // known), a limit above its ceiling or not positive, empty tenant or run.
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel = nullptr) override;
+                                  const CancelToken* cancel = nullptr) override {
+    return executeStreaming(handle, command, cancel, {});
+  }
+  // The output, cut at the cap, reaches the sink when the command starts
+  // (model step 2), before it runs; a second command while one runs until
+  // cancelled is refused ("another command is running").
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   // The map-backed workspace. read of a directory and listdir of a file are
   // ToolValidationError; missing paths NotFound; mkdir creates parents and
   // accepts an existing directory; a write past workspace_bytes / inodes_max
   // is ExecutionRejected ("workspace full").
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
-  // Commands here complete instantly, so none is ever mid-run: shutdown
-  // only makes provision and execute refuse (ExecutionUnavailable).
+  // Makes provision and execute refuse (ExecutionUnavailable); a command
+  // that runs until cancelled ends with SERVICE_SHUTDOWN.
   void shutdown() noexcept override { shutting_down_.store(true); }
 
   struct State;  // internal; public only so the workspace handle can name it

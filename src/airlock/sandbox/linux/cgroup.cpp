@@ -412,4 +412,22 @@ Result<std::unique_ptr<CgroupDriver>> makeCgroupDriver(const CgroupMounts& mount
                   missing + " (run `airlock doctor`)");
 }
 
+CgroupLimits::CgroupLimits(Cgroup& cgroup) : cgroup_(cgroup) {
+  cgroup_.beginExecution();
+  if (auto c = cgroup_.counters()) before_ = *c;
+}
+
+std::optional<KillReason> CgroupLimits::hit() {
+  auto now = cgroup_.counters();
+  if (!now || !before_) return std::nullopt;
+  if (now->oom_kills > before_->oom_kills) return KillReason::kMemory;
+  if (now->pids_max_events > before_->pids_max_events) return KillReason::kPids;
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> CgroupLimits::peakMemoryBytes() {
+  auto now = cgroup_.counters();
+  return now ? now->memory_peak_bytes : std::nullopt;
+}
+
 }  // namespace airlock::linux_jail

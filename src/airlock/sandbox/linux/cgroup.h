@@ -24,6 +24,7 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::linux_jail {
@@ -98,6 +99,25 @@ CgroupMounts parseCgroupMounts(const std::string& mountinfo, CgroupFs& fs);
 // naming what is missing.
 Result<std::unique_ptr<CgroupDriver>> makeCgroupDriver(const CgroupMounts& mounts,
                                                        std::shared_ptr<CgroupFs> fs);
+
+// MEMORY and PIDS for one command (host::LimitSource), from the things that
+// enforce them: the memory controller's OOM-kill counter and the pids
+// controller's refused-fork counter, against their values when the command
+// began (construction calls beginExecution, so the memory peak is the
+// command's own). The memory event fd wakes the supervisor at an OOM; the
+// peak is the result's peak_memory_bytes. The cgroup must outlive it.
+class CgroupLimits final : public host::LimitSource {
+ public:
+  explicit CgroupLimits(Cgroup& cgroup);
+  std::optional<KillReason> hit() override;
+  int wakeFd() const noexcept override { return cgroup_.memoryEventFd(); }
+  void drainWake() noexcept override { cgroup_.drainMemoryEvents(); }
+  std::optional<std::int64_t> peakMemoryBytes() override;
+
+ private:
+  Cgroup& cgroup_;
+  std::optional<CgroupCounters> before_;
+};
 
 // Parses "key value" lines (memory.events, pids.events, memory.oom_control).
 std::optional<std::int64_t> parseKeyedCounter(const std::string& text, const std::string& key);

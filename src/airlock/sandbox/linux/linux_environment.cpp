@@ -1,5 +1,4 @@
 #include "airlock/sandbox/linux/linux_environment.h"
-#include "airlock/sandbox/sandbox_workspace.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +9,6 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,13 +25,16 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
-#include "airlock/core/timeout_rule.h"
+#include "airlock/sandbox/host/command_admission.h"
+#include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/init_process.h"
 #include "airlock/sandbox/linux/jail_plan.h"
 #include "airlock/sandbox/linux/seccomp_policy.h"
 #include "airlock/sandbox/linux/side_process.h"
+#include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -50,17 +51,6 @@ constexpr uid_t kSandboxUid = 1000;  // the command's uid inside the sandbox
 constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
-constexpr auto kKillGrace = std::chrono::seconds(5);
-// How often a running command's enforcers are read (cgroup event counters,
-// filesystem fullness). Each check is two small reads and three fstatfs.
-constexpr auto kWatchInterval = std::chrono::milliseconds(10);
-
-// True when a filesystem has no byte or no inode left (tmpfs reports both).
-bool filesystemFull(int fd) {
-  struct statfs st {};
-  if (fd < 0 || ::fstatfs(fd, &st) != 0) return false;
-  return st.f_bavail == 0 || (st.f_files > 0 && st.f_ffree == 0);
-}
 
 // Kills what is left in `cg` and removes it. A cgroup whose processes were
 // just killed stays busy (EBUSY) until the kernel has finished them, and an
@@ -192,7 +182,9 @@ struct Sandbox {
   std::unique_ptr<EgressAttachment> egress;
   std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
   workspace::Snapshot last_snapshot;
-  bool init_dead = false;
+  std::atomic<bool> init_dead{false};  // read by side-process starts too
+  // Set by destroy before it kills: the running command's kill reason.
+  std::optional<host::EndRequest> end_request;
   std::mutex exec_mutex;
   // Code mode: the host directory bound at /run/airlock, and the lock that
   // keeps teardown from closing the pidfd or the cgroup under a side
@@ -286,8 +278,8 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   Error goneError(const std::string& id) {
     std::lock_guard lk(mu_);
     if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kExecutionRejected, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kExecutionRejected, 0, "unknown or destroyed environment " + id};
+      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
+    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
   }
 
   std::atomic<bool> shutting_down_{false};
@@ -327,6 +319,9 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   sb->limits = spec.limits;
   sb->environment = spec.environment;
   if (egress) addEgressProxyVariables(sb->environment);
+  auto end_request = host::EndRequest::create();
+  if (!end_request) return tl::unexpected(end_request.error());
+  sb->end_request = std::move(*end_request);
 
   // Everything below is undone by teardown() on any failure.
   struct Guard {
@@ -540,7 +535,9 @@ Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
     sb = it->second;
     sandboxes_.erase(it);
   }
-  // Kill first: a command running in another thread ends with init's death.
+  // Kill first: a command running in another thread ends with init's death,
+  // with the reason set here and the output it had written.
+  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
   std::lock_guard exec(sb->exec_mutex);
   teardown(*sb);
@@ -585,382 +582,137 @@ void LinuxEnvironment::sweepOrphans() {
 
 // ---- execute -----------------------------------------------------------------
 
-struct Capture {
-  std::string data;
-  bool truncated = false;
-  UniqueFd fd;
+// The kRun request (control_protocol.h): cwd, argv, the environment (PWD
+// follows the working directory). ToolValidationError past init's bounds.
+struct RunRequest {
+  MessageHeader header{};
+  std::string payload;
+};
+Result<RunRequest> runRequest(const std::string& cwd, const std::vector<std::string>& argv,
+                              const std::vector<std::string>& env) {
+  RunRequest r;
+  auto field = [&](const std::string& f) {
+    r.payload += f;
+    r.payload.push_back('\0');
+  };
+  field(cwd);
+  for (const auto& a : argv) field(a);
+  for (const auto& e : env) field(e);
+  if (r.payload.size() > kMaxRunPayload || argv.size() > kMaxArgs || env.size() > kMaxArgs)
+    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
+  r.header.type = MessageType::kRun;
+  r.header.argc = static_cast<std::uint32_t>(argv.size());
+  r.header.envc = static_cast<std::uint32_t>(env.size());
+  r.header.payload_bytes = static_cast<std::uint32_t>(r.payload.size());
+  return r;
+}
+
+// One command through init's control socket: kRun with the pipe ends, then
+// kMainExited, kEnd, kExited (or kRunFailed). Init kills every process of
+// the command before it answers kEnd, so after kExited nothing of the
+// command can change the workspace.
+class InitChannel final : public host::CommandChannel {
+ public:
+  InitChannel(Sandbox& sb, RunRequest request) : sb_(sb), request_(std::move(request)) {}
+
+  Result<void> start(host::SandboxPipeEnds ends) override {
+    int fds[3];
+    int nfds = 0;
+    if (ends.stdin_read.valid()) fds[nfds++] = ends.stdin_read.get();
+    fds[nfds++] = ends.stdout_write.get();
+    fds[nfds++] = ends.stderr_write.get();
+    request_.header.has_stdin = ends.stdin_read.valid() ? 1 : 0;
+    if (!sendWithFds(sb_.control.get(), &request_.header, sizeof request_.header, request_.payload,
+                     fds, nfds)) {
+      const int e = errno;
+      sb_.init_dead = true;
+      return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", e);
+    }
+    return {};
+  }
+  int eventFd() const noexcept override { return sb_.control.get(); }
+  bool readEvents(std::vector<host::ChannelEvent>& events) override {
+    using Kind = host::ChannelEvent::Kind;
+    for (;;) {
+      auto reply = receiveReply(sb_.control.get());
+      if (!reply) {
+        sb_.init_dead = true;
+        return false;
+      }
+      if (!*reply) return true;
+      const MessageHeader& h = (*reply)->header;
+      if (h.type == MessageType::kMainExited) events.push_back({Kind::kMainExited, h.status});
+      if (h.type == MessageType::kExited) events.push_back({Kind::kAllGone, h.status, h.cpu_usec});
+      if (h.type == MessageType::kRunFailed)
+        events.push_back({Kind::kStartFailed, std::nullopt, std::nullopt, h.status});
+    }
+  }
+  bool stop() override {
+    MessageHeader end{};
+    end.type = MessageType::kEnd;
+    if (sendWithFds(sb_.control.get(), &end, sizeof end, {}, nullptr, 0)) return true;
+    sb_.init_dead = true;
+    return false;
+  }
+  void abandon() noexcept override {
+    // Init did not answer: the whole sandbox goes.
+    ::syscall(SYS_pidfd_send_signal, sb_.pidfd.get(), SIGKILL, nullptr, 0);
+    sb_.init_dead = true;
+  }
+  bool lost() const noexcept override { return sb_.init_dead; }
+
+ private:
+  Sandbox& sb_;
+  RunRequest request_;
 };
 
 Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHandle& handle,
                                                            const ExecutionCommand& command,
                                                            const CancelToken* cancel,
                                                            const OutputSink& sink) {
-  if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
-  auto cwd = checkRelativePath(command.working_directory);
-  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+  auto cwd = host::checkCommand(command);
+  if (!cwd) return tl::unexpected(cwd.error());
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   auto sb = find(handle.environment_id);
   if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
-      sb->handle.lease_epoch != handle.lease_epoch) {
+  if (!host::sameOwner(sb->handle, handle)) {
     (void)destroy(sb->handle);
-    return fail(ErrorCode::kSandboxEscapeSuspected,
-                "handle does not match environment " + handle.environment_id +
-                    " (tenant, run or lease epoch differ); the environment was destroyed");
+    return tl::unexpected(host::ownerMismatch(handle.environment_id));
   }
-  std::unique_lock exec(sb->exec_mutex, std::try_to_lock);
-  if (!exec.owns_lock())
-    return fail(ErrorCode::kExecutionRejected, "another command is running in this environment");
+  auto exec = host::claimForCommand(sb->exec_mutex);
+  if (!exec) return tl::unexpected(exec.error());
   if (sb->init_dead || !sb->control.valid())
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox's init has died; destroy it and provision again");
-  const auto expires_in = sb->handle.expires_at - nowMs();
+  const auto expires_in =
+      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
   if (expires_in.count() <= 0) {
-    exec.unlock();
+    exec->unlock();
     expire(sb->handle);
-    return fail(ErrorCode::kExecutionRejected, "environment " + handle.environment_id + " has expired");
+    return tl::unexpected(host::expiredError(handle.environment_id));
   }
+  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
+    return tl::unexpected(r.error());
+  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
+  if (!timeout) return tl::unexpected(timeout.error());
+  auto request = runRequest(*cwd, command.argv, host::commandEnvironment(sb->environment, *cwd));
+  if (!request) return tl::unexpected(request.error());
 
-  // working_directory passes the containment function on the service side
-  // before anything runs (spec: sandbox.run_command validation).
-  if (!cwd->empty()) {
-    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
-    if (!dir)
-      return fail(ErrorCode::kToolValidationError,
-                  "working_directory \"" + *cwd + "\" is not a directory inside the workspace (" +
-                      dir.error().message() + ")");
-  }
-
-  auto effective = effectiveTimeout(TimeoutInputs{
-      options_.service_hard_cap, std::chrono::seconds(sb->limits.wall_clock_seconds), std::nullopt,
-      std::chrono::seconds(command.timeout_seconds), options_.service_hard_cap,
-      std::chrono::seconds(0)});
-  if (!effective) return tl::unexpected(effective.error());
-
-  // Snapshot before, carrying known hashes forward for unchanged files.
-  // A workspace the walk cannot take (deeper than its bounds) does not stop
-  // the command: the result then carries no listing and says so.
-  // Provenance: from here until the command's processes are gone, tool
-  // writes are not recorded as TOOL_WRITTEN; on every way out the record
-  // learns what the command changed (all of it, or "not sure": then no
-  // TOOL_WRITTEN entry survives).
-  sb->workspace->beginSandboxCommand();
-  struct ProvenanceUpdate {
-    workspace::LocalWorkspaceHandle& ws;
-    bool done = false;
-    void record(const std::vector<FileChange>& changes, bool complete) {
-      ws.recordSandboxChanges(changes, complete);
-      done = true;
-    }
-    ~ProvenanceUpdate() {
-      if (!done) ws.recordSandboxChanges({}, false);
-    }
-  } provenance_update{*sb->workspace};
-  auto before = workspace::takeSnapshot(sb->workspace_fd.get());
-  for (auto& [path, entry] : before ? *before : workspace::Snapshot{}) {
-    auto it = sb->last_snapshot.find(path);
-    if (it == sb->last_snapshot.end() || !it->second.sha256) continue;
-    auto prev = it->second;
-    prev.sha256.reset();
-    if (prev == entry) entry.sha256 = it->second.sha256;
-  }
-  sb->cgroup->beginExecution();
-  const auto counters_before = sb->cgroup->counters();
-  // Which filesystems were already full when the command started: only a
-  // filesystem this command fills is its DISK kill.
-  const int watched_fs[3] = {sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()};
-  bool full_at_start[3];
-  for (int i = 0; i < 3; ++i) full_at_start[i] = filesystemFull(watched_fs[i]);
-
-  // Pipes; our ends are non-blocking.
-  auto makePipe = [](UniqueFd& r, UniqueFd& w) -> bool {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return false;
-    r.reset(p[0]);
-    w.reset(p[1]);
-    return true;
-  };
-  Capture out, err;
-  UniqueFd out_w, err_w, in_r, in_w;
-  const bool has_stdin = command.stdin_data.has_value();
-  if (!makePipe(out.fd, out_w) || !makePipe(err.fd, err_w) || (has_stdin && !makePipe(in_r, in_w)))
-    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-  ::fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
-  if (has_stdin) ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
-
-  // The request: cwd, argv, environment (PWD follows the working directory).
-  std::string payload = *cwd;
-  payload.push_back('\0');
-  for (const auto& a : command.argv) {
-    payload += a;
-    payload.push_back('\0');
-  }
-  std::uint32_t envc = 0;
-  for (const auto& [k, v] : sb->environment) {
-    if (k == "PWD") continue;
-    payload += k + "=" + v;
-    payload.push_back('\0');
-    ++envc;
-  }
-  payload += "PWD=" + (cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd);
-  payload.push_back('\0');
-  ++envc;
-  if (payload.size() > kMaxRunPayload || command.argv.size() > kMaxArgs || envc > kMaxArgs)
-    return fail(ErrorCode::kToolValidationError, "command and environment are too large");
-
-  MessageHeader run{};
-  run.type = MessageType::kRun;
-  run.argc = static_cast<std::uint32_t>(command.argv.size());
-  run.envc = envc;
-  run.has_stdin = has_stdin ? 1 : 0;
-  run.payload_bytes = static_cast<std::uint32_t>(payload.size());
-  int fds[3];
-  int nfds = 0;
-  if (has_stdin) fds[nfds++] = in_r.get();
-  fds[nfds++] = out_w.get();
-  fds[nfds++] = err_w.get();
-  const auto started = Clock::now();
-  if (!sendWithFds(sb->control.get(), &run, sizeof run, payload, fds, nfds)) {
-    sb->init_dead = true;
-    return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", errno);
-  }
-  in_r.reset();
-  out_w.reset();
-  err_w.reset();
-
-  // Event loop: drain output under the cap, feed stdin, watch the deadline,
-  // the limits and the cancel token. The command ends when its main process
-  // has exited and stdout and stderr have reached end-of-file (so output of
-  // background jobs is not lost, and a fork bomb that outlives its shell is
-  // still met by its limit), or at a limit, timeout or cancel; then init
-  // kills whatever is left and reports the main process's exit status.
-  const auto deadline = started + std::min<Clock::duration>(*effective, expires_in);
-  const bool expiry_first = expires_in < *effective;
-  std::optional<KillReason> reason;
-  std::optional<Clock::time_point> end_sent;
-  bool main_exited = false;
-  std::optional<int> wait_status;
-  std::optional<int> start_errno;
-  bool init_lost = false;
-  std::size_t stdin_off = 0;
-  const std::int64_t cap = command.maximum_output_bytes;
-  bool capped = false;  // the output cap was crossed: later output is dropped
-  char buf[65536];
-
-  auto sendEnd = [&] {
-    if (end_sent) return;
-    end_sent = Clock::now();
-    MessageHeader k{};
-    k.type = MessageType::kEnd;
-    if (!sendWithFds(sb->control.get(), &k, sizeof k, {}, nullptr, 0)) init_lost = true;
-  };
-  auto requestKill = [&](KillReason why) {
-    if (reason || wait_status) return;
-    reason = why;
-    sendEnd();
-  };
-  // The enforcers' own signals: the memory cgroup's OOM-kill counter, the
-  // pids cgroup's refused-fork counter, and a filesystem at its size or
-  // inode limit. Each is the thing that enforced the limit, never a guess
-  // from how the process died.
-  std::optional<std::int64_t> cpu_usec;
-  auto limitHit = [&]() -> std::optional<KillReason> {
-    if (auto now_counters = sb->cgroup->counters(); now_counters && counters_before) {
-      if (now_counters->oom_kills > counters_before->oom_kills) return KillReason::kMemory;
-      if (now_counters->pids_max_events > counters_before->pids_max_events) return KillReason::kPids;
-    }
-    for (int i = 0; i < 3; ++i)
-      if (!full_at_start[i] && filesystemFull(watched_fs[i])) return KillReason::kDisk;
-    return std::nullopt;
-  };
-  auto next_watch = Clock::now() + kWatchInterval;
-
-  std::optional<Clock::time_point> exited_at;
-  while (!init_lost && (!wait_status || out.fd.valid() || err.fd.valid())) {
-    const auto now = Clock::now();
-    if (exited_at && now >= *exited_at + kKillGrace) {
-      // Init reported the exit after killing everything, so the pipes must
-      // close; if they do not, stop waiting rather than hang.
-      out.fd.reset();
-      err.fd.reset();
-      break;
-    }
-    if (main_exited && !out.fd.valid() && !err.fd.valid()) sendEnd();
-    if (!reason && now >= deadline) requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
-    if (!reason && !wait_status && now >= next_watch) {
-      if (auto hit = limitHit()) requestKill(*hit);
-      next_watch = now + kWatchInterval;
-    }
-    if (end_sent && now >= *end_sent + kKillGrace && !wait_status) {
-      // Init did not answer: kill the whole sandbox.
-      ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
-      init_lost = true;
-      break;
-    }
-    pollfd p[7];
-    int n = 0;
-    int i_ctl = -1, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1, i_stop = -1, i_mem = -1;
-    p[n] = {sb->control.get(), POLLIN, 0};
-    i_ctl = n++;
-    if (out.fd.valid()) { p[n] = {out.fd.get(), POLLIN, 0}; i_out = n++; }
-    if (err.fd.valid()) { p[n] = {err.fd.get(), POLLIN, 0}; i_err = n++; }
-    if (in_w.valid()) { p[n] = {in_w.get(), POLLOUT, 0}; i_in = n++; }
-    if (cancel != nullptr && !reason) { p[n] = {cancel->pollFd(), POLLIN, 0}; i_cancel = n++; }
-    if (!reason) { p[n] = {shutdown_event_.get(), POLLIN, 0}; i_stop = n++; }
-    if (!reason && sb->cgroup->memoryEventFd() >= 0) {
-      p[n] = {sb->cgroup->memoryEventFd(), POLLIN, 0};
-      i_mem = n++;
-    }
-    auto wake = exited_at ? *exited_at + kKillGrace
-                : end_sent ? *end_sent + kKillGrace
-                          : std::min(deadline, next_watch);
-    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
-    int rc = ::poll(p, static_cast<nfds_t>(n), static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
-    if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
-    if (rc <= 0) continue;
-
-    if (i_cancel >= 0 && (p[i_cancel].revents & POLLIN)) requestKill(KillReason::kCancelled);
-    if (i_stop >= 0 && (p[i_stop].revents & POLLIN)) requestKill(KillReason::kServiceShutdown);
-    if (i_mem >= 0 && (p[i_mem].revents & POLLIN)) {
-      // The memory controller says an OOM happened: read its counters now
-      // rather than at the next watch tick.
-      sb->cgroup->drainMemoryEvents();
-      if (auto hit = limitHit()) requestKill(*hit);
-    }
-    for (auto [idx, cap_ptr] : {std::pair{i_out, &out}, std::pair{i_err, &err}}) {
-      if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Capture& c = *cap_ptr;
-      ssize_t got = sys::readSome(c.fd.get(), buf, sizeof buf);
-      if (got < 0 && errno == EAGAIN) continue;
-      if (got <= 0) {
-        c.fd.reset();
-        continue;
-      }
-      if (capped) {
-        // Past the cap, until the kill closes the pipes: read and dropped,
-        // so this stream (and only a stream that wrote) is truncated.
-        c.truncated = true;
-        continue;
-      }
-      const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
-      const std::int64_t room = std::max<std::int64_t>(0, cap - used);
-      const auto which = &c == &out ? OutputStream::kStdout : OutputStream::kStderr;
-      if (got <= room) {
-        c.data.append(buf, static_cast<std::size_t>(got));
-        if (sink) sink(which, std::string_view(buf, static_cast<std::size_t>(got)));
-      } else {
-        // Past the cap: keep what fits, kill (bug-log B35, B36). Each flag
-        // means "bytes of this stream were dropped": this stream's are; the
-        // other's only if it writes before the kill (drained above), so an
-        // empty stderr is never reported truncated.
-        c.data.append(buf, static_cast<std::size_t>(room));
-        if (sink && room > 0) sink(which, std::string_view(buf, static_cast<std::size_t>(room)));
-        c.truncated = true;
-        capped = true;
-        requestKill(KillReason::kOutputLimit);
-      }
-    }
-    if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const std::string& data = *command.stdin_data;
-      if (stdin_off < data.size()) {
-        ssize_t w = ::write(in_w.get(), data.data() + stdin_off, std::min<std::size_t>(data.size() - stdin_off, 65536));
-        if (w > 0) stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR) in_w.reset();  // reader gone: drop the rest
-      }
-      if (in_w.valid() && stdin_off >= data.size()) in_w.reset();  // delivered, then closed
-    }
-    if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) {
-      auto reply = receiveReply(sb->control.get());
-      if (!reply) {
-        init_lost = true;
-        break;
-      }
-      if (*reply && (*reply)->header.type == MessageType::kMainExited) {
-        main_exited = true;
-        in_w.reset();
-      } else if (*reply && (*reply)->header.type == MessageType::kExited) {
-        wait_status = (*reply)->header.status;
-        cpu_usec = (*reply)->header.cpu_usec;
-        exited_at = Clock::now();
-        in_w.reset();
-      } else if (*reply && (*reply)->header.type == MessageType::kRunFailed) {
-        start_errno = (*reply)->header.status;
-        break;
-      }
-    }
-  }
-  const auto finished = Clock::now();
-  if (start_errno) {
-    return failErrno(ErrorCode::kExecutionUnavailable,
-                     *start_errno == EAGAIN
-                         ? "the command could not be started: the sandbox's process limit (pids " +
-                               std::to_string(sb->limits.pids_max) + ") is reached"
-                         : std::string("the command could not be started in the sandbox"),
-                     *start_errno);
-  }
-
-  if (init_lost) {
-    sb->init_dead = true;
-    if (!reason)
-      return fail(ErrorCode::kExecutionUnavailable,
-                  "the sandbox's init died during the command (killed by its memory limit?)");
-  }
-
-  ExecutionResult result;
-  result.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(finished - started).count();
-  result.stdout_data = std::move(out.data);
-  result.stderr_data = std::move(err.data);
-  result.stdout_truncated = out.truncated;
-  result.stderr_truncated = err.truncated;
-
-  if (!reason) {
-    // A limit hit between the last watch and the exit still counts: a fork
-    // bomb that gives up, a writer that stops at ENOSPC, a child the OOM
-    // killer took (`sh -c 'python3 big.py'` exits 137 after its child was
-    // killed; the model learns MEMORY, not 137).
-    reason = limitHit();
-  }
-  if (auto counters_after = sb->cgroup->counters(); counters_after)
-    result.peak_memory_bytes = counters_after->memory_peak_bytes;
-  if (cpu_usec) result.cpu_time_ms = *cpu_usec / 1000;
-  if (reason) {
-    result.killed_by = reason;
-    result.timed_out = *reason == KillReason::kTimeout;
-  } else if (wait_status && WIFEXITED(*wait_status)) {
-    result.exit_code = WEXITSTATUS(*wait_status);
-  } else if (wait_status && WIFSIGNALED(*wait_status)) {
-    result.exit_code = 128 + WTERMSIG(*wait_status);  // shell convention
-  }
-
-  if (!init_lost) {
-    // Real data in the workspace cannot exceed its byte limit; a budget of
-    // twice that bounds hashing, and sparse files are not read (B32). If a
-    // snapshot cannot be taken the command's result still comes back, with
-    // files_changed_truncated set and no listing.
-    auto after = workspace::takeSnapshot(sb->workspace_fd.get());
-    std::optional<workspace::Diff> diff;
-    if (before && after) {
-      auto d = workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
-                                        options_.files_changed_listing,
-                                        2 * sb->limits.workspace_bytes);
-      if (d) diff = std::move(*d);
-    }
-    if (diff) {
-      result.files_changed = std::move(diff->changes);
-      result.files_changed_truncated = diff->truncated;
-      sb->last_snapshot = std::move(*after);
-    } else {
-      result.files_changed_truncated = true;
-      sb->last_snapshot.clear();
-    }
-  }
-  // Init killed every process of the command before reporting kExited, so
-  // nothing can change the workspace after the `after` snapshot.
-  provenance_update.record(result.files_changed, !init_lost && !result.files_changed_truncated);
-  if (reason == KillReason::kExpired) {
-    exec.unlock();
+  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
+                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
+  CgroupLimits cgroup_limits(*sb->cgroup);
+  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()});
+  host::LimitSource* limits[] = {&cgroup_limits, &disk};
+  InitChannel channel(*sb, std::move(*request));
+  auto result = host::superviseCommand(
+      channel, limits,
+      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
+                              shutdown_event_.get(), &*sb->end_request, &sink});
+  if (!result) return result;
+  scan.finish(*result, !channel.lost());
+  if (result->killed_by == KillReason::kExpired) {
+    exec->unlock();
     expire(sb->handle);
   }
   return result;

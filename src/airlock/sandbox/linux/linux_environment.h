@@ -11,8 +11,9 @@
 // (egress_route.h) also gets init's listener on 127.0.0.1:3128, whose
 // connections go to the egress proxy, and the proxy variables. Commands run as uid 1000 inside the
 // sandbox (an unprivileged host uid), with no capabilities, no_new_privs and
-// a seccomp filter. Destroy kills the pid namespace, removes the cgroup and
-// drops the workspace. Requires root (or CAP_SYS_ADMIN + CAP_SETUID).
+// a seccomp filter, supervised by the host's command supervisor
+// (host/command_supervisor.h) over init's control socket. Destroy kills the
+// pid namespace, removes the cgroup and drops the workspace. Requires root (or CAP_SYS_ADMIN + CAP_SETUID).
 #pragma once
 
 #include <chrono>

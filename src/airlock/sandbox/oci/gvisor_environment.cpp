@@ -1,5 +1,4 @@
 #include "airlock/sandbox/oci/gvisor_environment.h"
-#include "airlock/sandbox/sandbox_workspace.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +9,6 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -29,12 +27,15 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
-#include "airlock/core/timeout_rule.h"
+#include "airlock/sandbox/host/command_admission.h"
+#include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
 #include "airlock/sandbox/piped_side_process.h"
+#include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
@@ -52,15 +53,7 @@ using linux_jail::Cgroup;
 using linux_jail::CgroupDriver;
 using sys::UniqueFd;
 
-constexpr auto kKillGrace = std::chrono::seconds(5);
-constexpr auto kWatchInterval = std::chrono::milliseconds(10);
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
-
-bool filesystemFull(int fd) {
-  struct statfs st {};
-  if (fd < 0 || ::fstatfs(fd, &st) != 0) return false;
-  return st.f_bavail == 0 || (st.f_files > 0 && st.f_ffree == 0);
-}
 
 Timestamp nowMs() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
@@ -155,7 +148,9 @@ struct Sandbox {
   UniqueFd tmp_fd;
   std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;
   workspace::Snapshot last_snapshot;
-  bool dead = false;
+  std::atomic<bool> dead{false};
+  // Set by destroy before it kills: the running command's kill reason.
+  std::optional<host::EndRequest> end_request;
   std::mutex exec_mutex;
 };
 
@@ -364,7 +359,13 @@ class GvisorEnvironment final : public ExecutionEnvironment {
 
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override;
+                                  const CancelToken* cancel) override {
+    return executeStreaming(handle, command, cancel, {});
+  }
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;
@@ -394,8 +395,8 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   Error goneError(const std::string& id) {
     std::lock_guard lk(mu_);
     if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kExecutionRejected, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kExecutionRejected, 0, "unknown or destroyed environment " + id};
+      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
+    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
   }
   void expire(const EnvironmentHandle& handle) {
     (void)destroy(handle);
@@ -432,29 +433,6 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   // Removes what a sandbox directory holds, whoever created it.
   void eraseSandboxDir(const std::string& dir);
 
-  // v1 memory limit: raise by kOomKillHeadroom (so a stalled sentry can run
-  // the kill) and restore. memsw must stay >= memory: raise it first, lower it
-  // last.
-  void raiseMemory(Sandbox& sb) {
-    if (sb.memory_dir.empty() || sb.memory_raised) return;
-    const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes + kOomKillHeadroom);
-    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
-    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v);
-    sb.memory_raised = true;
-  }
-  void restoreMemory(Sandbox& sb) {
-    if (sb.memory_dir.empty() || !sb.memory_raised) return;
-    const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes);
-    if (!sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v)) return;
-    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
-    sb.memory_raised = false;
-  }
-  bool underOom(const Sandbox& sb) {
-    if (sb.memory_dir.empty()) return false;
-    auto text = sys::readFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str());
-    return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
-  }
-
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
@@ -472,6 +450,60 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   bool teardown_stop_ = false;
   std::thread teardown_worker_;
 };
+
+// The sandbox's directory under the state directory: its lock file first
+// (created unnamed, locked, then linked: a sweeper never sees an unlocked
+// lock file of a live sandbox, nor a directory without one), the
+// subdirectories, and the workspace and /tmp tmpfs mounts with the
+// sandbox's limits. teardown() undoes what was done.
+Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
+                               const ResourceLimits& l) {
+  sb.lock_path = sb.dir + ".lock";
+  {
+    UniqueFd fd(::open(sandboxes_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + sandboxes_dir, errno);
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
+        ::linkat(fd.get(), "", AT_FDCWD, sb.lock_path.c_str(), AT_EMPTY_PATH) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "lock sandbox", errno);
+    sb.lock = std::move(fd);
+  }
+  for (auto [sub, mode] : {std::pair{"", 0700},
+                           {"/workspace", 0755},
+                           {"/tmp", 0755},
+                           {"/ctl", 0700},
+                           {"/cap", 0755},
+                           {"/runsc", 0700},
+                           {"/bundle", 0700}})
+    if (auto r = mkdirs(sb.dir + sub, static_cast<mode_t>(mode)); !r)
+      return tl::unexpected(r.error());
+  // The capability directory belongs to the sandbox user (no user
+  // namespace here: uid 1000 inside is uid 1000 on the host, and the host
+  // user of that number cannot reach it under the 0700 sandbox directory);
+  // the broker gives its socket and token file the same owner.
+  sb.capability_dir = sb.dir + "/cap";
+  if (::chown(sb.capability_dir.c_str(), oci::kSandboxUid, oci::kSandboxGid) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "chown the capability directory", errno);
+
+  // The workspace and /tmp: host tmpfs mounts with the sandbox's limits.
+  const std::string size =
+      "size=" + std::to_string(l.workspace_bytes) + ",nr_inodes=" + std::to_string(l.inodes_max);
+  const std::string ws_opts = size + ",mode=0755,uid=" + std::to_string(oci::kSandboxUid) +
+                              ",gid=" + std::to_string(oci::kSandboxGid);
+  if (::mount("tmpfs", (sb.dir + "/workspace").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              ws_opts.c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "mount the workspace tmpfs", errno);
+  if (::mount("tmpfs", (sb.dir + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              (size + ",mode=1777").c_str()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "mount the /tmp tmpfs", errno);
+  sb.workspace_fd.reset(
+      ::open((sb.dir + "/workspace").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  sb.tmp_fd.reset(
+      ::open((sb.dir + "/tmp").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+  if (!sb.workspace_fd.valid() || !sb.tmp_fd.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace", errno);
+  return {};
+}
 
 Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& spec) {
   if (shutting_down_.load())
@@ -495,6 +527,9 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   sb->environment = spec.environment;
   if (egress) addEgressProxyVariables(sb->environment);
   sb->dir = options_.state_dir + "/sandboxes/" + id;
+  auto end_request = host::EndRequest::create();
+  if (!end_request) return tl::unexpected(end_request.error());
+  sb->end_request = std::move(*end_request);
   sb->container_id = "airlock-gv-" + id;
   sb->cgroup_name = cgroup_prefix_ + id;
 
@@ -507,54 +542,8 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
     }
   } guard{this, sb.get()};
 
-  // Lock first (created unnamed, locked, then linked): a sweeper never sees
-  // an unlocked lock file of a live sandbox, nor a directory without one.
-  sb->lock_path = sb->dir + ".lock";
-  {
-    const std::string dir = options_.state_dir + "/sandboxes";
-    UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-        ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "lock sandbox", errno);
-    sb->lock = std::move(fd);
-  }
-  for (auto [sub, mode] : {std::pair{"", 0700},
-                           {"/workspace", 0755},
-                           {"/tmp", 0755},
-                           {"/ctl", 0700},
-                           {"/cap", 0755},
-                           {"/runsc", 0700},
-                           {"/bundle", 0700}})
-    if (auto r = mkdirs(sb->dir + sub, static_cast<mode_t>(mode)); !r)
-      return tl::unexpected(r.error());
-  // The capability directory belongs to the sandbox user (no user
-  // namespace here: uid 1000 inside is uid 1000 on the host, and the host
-  // user of that number cannot reach it under the 0700 sandbox directory);
-  // the broker gives its socket and token file the same owner.
-  sb->capability_dir = sb->dir + "/cap";
-  if (::chown(sb->capability_dir.c_str(), oci::kSandboxUid, oci::kSandboxGid) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "chown the capability directory", errno);
-
-  // The workspace and /tmp: host tmpfs mounts with the sandbox's limits.
-  const auto& l = spec.limits;
-  const std::string size =
-      "size=" + std::to_string(l.workspace_bytes) + ",nr_inodes=" + std::to_string(l.inodes_max);
-  const std::string ws_opts = size + ",mode=0755,uid=" + std::to_string(oci::kSandboxUid) +
-                              ",gid=" + std::to_string(oci::kSandboxGid);
-  if (::mount("tmpfs", (sb->dir + "/workspace").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
-              ws_opts.c_str()) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "mount the workspace tmpfs", errno);
-  if (::mount("tmpfs", (sb->dir + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
-              (size + ",mode=1777").c_str()) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "mount the /tmp tmpfs", errno);
-  sb->workspace_fd.reset(
-      ::open((sb->dir + "/workspace").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  sb->tmp_fd.reset(
-      ::open((sb->dir + "/tmp").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
-  if (!sb->workspace_fd.valid() || !sb->tmp_fd.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace", errno);
+  if (auto r = prepareSandboxDir(*sb, options_.state_dir + "/sandboxes", spec.limits); !r)
+    return tl::unexpected(r.error());
 
   // The control socket the shim connects to.
   {
@@ -742,8 +731,10 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
     sb = it->second;
     sandboxes_.erase(it);
   }
-  // Kill first: a command running in another thread sees its sandbox end,
-  // and nothing of the sandbox runs after destroy returns.
+  // Kill first: a command running in another thread sees its sandbox end
+  // (with the reason set here and the output it had written), and nothing
+  // of the sandbox runs after destroy returns.
+  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
   if (sb->cgroup) (void)sb->cgroup->killAll();
   std::lock_guard exec(sb->exec_mutex);
   // The workspace port stops working now; reaping, unmounting and removing
@@ -913,367 +904,168 @@ void GvisorEnvironment::sweepOrphans() {
 
 // ---- execute -----------------------------------------------------------------
 
-struct Capture {
-  std::string data;
-  bool truncated = false;
-  UniqueFd fd;
+// v1 memory limit: raised by kOomKillHeadroom for a MEMORY kill (so a
+// stalled sentry can run the kill) and restored after. memsw must stay >=
+// memory: raise it first, lower it last.
+void raiseMemory(Sandbox& sb) {
+  if (sb.memory_dir.empty() || sb.memory_raised) return;
+  const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes + kOomKillHeadroom);
+  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
+  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v);
+  sb.memory_raised = true;
+}
+void restoreMemory(Sandbox& sb) {
+  if (sb.memory_dir.empty() || !sb.memory_raised) return;
+  const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes);
+  if (!sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v)) return;
+  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
+  sb.memory_raised = false;
+}
+bool underOom(const Sandbox& sb) {
+  if (sb.memory_dir.empty()) return false;
+  auto text = sys::readFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str());
+  return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
+}
+
+// One command through the shim's control stream (shim_protocol.h): the
+// request with the pipe ends, then kStarted, kMainExited, the stop byte,
+// kDone. It is also the limit source of the sandbox's own enforcers: a v1
+// memory cgroup stalled at its limit (under_oom), and the shim's report of
+// the command at its process limit (gVisor's RLIMIT_NPROC).
+class ShimChannel final : public host::CommandChannel, public host::LimitSource {
+ public:
+  ShimChannel(Sandbox& sb, std::string request) : sb_(sb), request_(std::move(request)) {}
+
+  Result<void> start(host::SandboxPipeEnds ends) override {
+    UniqueFd stdin_read = std::move(ends.stdin_read);
+    if (!stdin_read.valid()) {
+      // No stdin: the shim still takes three fds; this one reads end-of-file.
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0)
+        return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+      stdin_read.reset(p[0]);
+      ::close(p[1]);
+    }
+    const int fds[3] = {stdin_read.get(), ends.stdout_write.get(), ends.stderr_write.get()};
+    sb_.control_buffer.clear();
+    if (!sendWithFds(sb_.control.get(), request_, fds, 3)) {
+      const int e = errno;
+      sb_.dead = true;
+      return failErrno(ErrorCode::kExecutionUnavailable, "send the command to the sandbox", e);
+    }
+    return {};
+  }
+  int eventFd() const noexcept override { return sb_.control.get(); }
+  bool readEvents(std::vector<host::ChannelEvent>& events) override;
+  void noteKill(KillReason why) noexcept override {
+    if (why == KillReason::kMemory) raiseMemory(sb_);  // room for the sentry to run the kill
+  }
+  bool stop() override {
+    const char stop = oci::kStopByte;
+    if (::send(sb_.control.get(), &stop, 1, MSG_NOSIGNAL) == 1) return true;
+    sb_.dead = true;
+    return false;
+  }
+  void abandon() noexcept override {
+    sb_.dead = true;  // the shim did not answer: the sandbox is unusable
+    if (sb_.cgroup) (void)sb_.cgroup->killAll();
+  }
+  bool lost() const noexcept override { return sb_.dead; }
+
+  std::optional<KillReason> hit() override {
+    if (underOom(sb_)) return KillReason::kMemory;
+    if (shim_pids_) return KillReason::kPids;
+    return std::nullopt;
+  }
+
+ private:
+  Sandbox& sb_;
+  std::string request_;
+  bool shim_pids_ = false;
 };
 
-Result<ExecutionResult> GvisorEnvironment::execute(const EnvironmentHandle& handle,
-                                                   const ExecutionCommand& command,
-                                                   const CancelToken* cancel) {
-  if (auto r = validateCommand(command); !r) return tl::unexpected(r.error());
-  auto cwd = checkRelativePath(command.working_directory);
-  if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
+bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
+  using Kind = host::ChannelEvent::Kind;
+  char buf[4096];
+  for (;;) {
+    const ssize_t got = ::recv(sb_.control.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (got <= 0) break;
+    sb_.control_buffer.append(buf, static_cast<std::size_t>(got));
+    auto decoded = oci::decodeShimRecords(sb_.control_buffer);
+    sb_.control_buffer.erase(0, decoded.consumed);
+    for (const auto& rec : decoded.records) {
+      const int value = static_cast<int>(rec.value);
+      if (rec.type == oci::ShimRecordType::kStartFailed)
+        events.push_back({Kind::kStartFailed, std::nullopt, std::nullopt, value});
+      if (rec.type == oci::ShimRecordType::kMainExited)
+        events.push_back({Kind::kMainExited, value});
+      if (rec.type == oci::ShimRecordType::kDone)
+        events.push_back({Kind::kAllGone, std::nullopt, rec.value});
+      if (rec.type == oci::ShimRecordType::kPidsLimit) {
+        shim_pids_ = true;
+        events.push_back({Kind::kLimit, std::nullopt, std::nullopt, 0, KillReason::kPids});
+      }
+    }
+    if (decoded.malformed) break;  // untrusted bytes: stop reading the stream
+  }
+  sb_.dead = true;
+  return false;
+}
+
+Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHandle& handle,
+                                                            const ExecutionCommand& command,
+                                                            const CancelToken* cancel,
+                                                            const OutputSink& sink) {
+  auto cwd = host::checkCommand(command);
+  if (!cwd) return tl::unexpected(cwd.error());
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   auto sb = find(handle.environment_id);
   if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id || sb->handle.run_id != handle.run_id ||
-      sb->handle.lease_epoch != handle.lease_epoch) {
+  if (!host::sameOwner(sb->handle, handle)) {
     (void)destroy(sb->handle);
-    return fail(ErrorCode::kSandboxEscapeSuspected,
-                "handle does not match environment " + handle.environment_id +
-                    " (tenant, run or lease epoch differ); the environment was destroyed");
+    return tl::unexpected(host::ownerMismatch(handle.environment_id));
   }
-  std::unique_lock exec(sb->exec_mutex, std::try_to_lock);
-  if (!exec.owns_lock())
-    return fail(ErrorCode::kExecutionRejected, "another command is running in this environment");
+  auto exec = host::claimForCommand(sb->exec_mutex);
+  if (!exec) return tl::unexpected(exec.error());
   if (sb->dead || !sb->control.valid())
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox has died; destroy it and provision again");
-  const auto expires_in = sb->handle.expires_at - nowMs();
+  const auto expires_in =
+      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
   if (expires_in.count() <= 0) {
-    exec.unlock();
+    exec->unlock();
     expire(sb->handle);
-    return fail(ErrorCode::kExecutionRejected,
-                "environment " + handle.environment_id + " has expired");
+    return tl::unexpected(host::expiredError(handle.environment_id));
   }
-  if (!cwd->empty()) {
-    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
-    if (!dir)
-      return fail(ErrorCode::kToolValidationError,
-                  "working_directory \"" + *cwd + "\" is not a directory inside the workspace (" +
-                      dir.error().message() + ")");
-  }
-  auto effective = effectiveTimeout(
-      TimeoutInputs{options_.service_hard_cap, std::chrono::seconds(sb->limits.wall_clock_seconds),
-                    std::nullopt, std::chrono::seconds(command.timeout_seconds),
-                    options_.service_hard_cap, std::chrono::seconds(0)});
-  if (!effective) return tl::unexpected(effective.error());
-
+  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
+    return tl::unexpected(r.error());
+  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
+  if (!timeout) return tl::unexpected(timeout.error());
   // The request, checked before anything changes.
-  std::vector<std::string> env;
-  for (const auto& [k, v] : sb->environment)
-    if (k != "PWD") env.push_back(k + "=" + v);
-  env.push_back("PWD=" + (cwd->empty() ? std::string("/workspace") : "/workspace/" + *cwd));
-  auto request = shimRequest(sb->limits.pids_max, *cwd, command.argv, env);
+  auto request = shimRequest(sb->limits.pids_max, *cwd, command.argv,
+                             host::commandEnvironment(sb->environment, *cwd));
   if (!request) return tl::unexpected(request.error());
 
   restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
-
-  sb->workspace->beginSandboxCommand();
-  struct ProvenanceUpdate {
-    workspace::LocalWorkspaceHandle& ws;
-    bool done = false;
-    void record(const std::vector<FileChange>& changes, bool complete) {
-      ws.recordSandboxChanges(changes, complete);
-      done = true;
-    }
-    ~ProvenanceUpdate() {
-      if (!done) ws.recordSandboxChanges({}, false);
-    }
-  } provenance_update{*sb->workspace};
-  auto before = workspace::takeSnapshot(sb->workspace_fd.get());
-  for (auto& [path, entry] : before ? *before : workspace::Snapshot{}) {
-    auto it = sb->last_snapshot.find(path);
-    if (it == sb->last_snapshot.end() || !it->second.sha256) continue;
-    auto prev = it->second;
-    prev.sha256.reset();
-    if (prev == entry) entry.sha256 = it->second.sha256;
-  }
-  sb->cgroup->beginExecution();
-  const auto counters_before = sb->cgroup->counters();
-  const int watched_fs[2] = {sb->workspace_fd.get(), sb->tmp_fd.get()};
-  bool full_at_start[2];
-  for (int i = 0; i < 2; ++i) full_at_start[i] = filesystemFull(watched_fs[i]);
-
-  auto makePipe = [](UniqueFd& r, UniqueFd& w) -> bool {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return false;
-    r.reset(p[0]);
-    w.reset(p[1]);
-    return true;
-  };
-  Capture out, err;
-  UniqueFd out_w, err_w, in_r, in_w;
-  const bool has_stdin = command.stdin_data.has_value();
-  if (!makePipe(out.fd, out_w) || !makePipe(err.fd, err_w) || !makePipe(in_r, in_w))
-    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-  ::fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
-  if (has_stdin)
-    ::fcntl(in_w.get(), F_SETFL, O_NONBLOCK);
-  else
-    in_w.reset();  // no stdin: the command reads end-of-file at once
-
-  const int fds[3] = {in_r.get(), out_w.get(), err_w.get()};
-  const auto started = Clock::now();
-  sb->control_buffer.clear();
-  if (!sendWithFds(sb->control.get(), *request, fds, 3)) {
-    sb->dead = true;
-    return failErrno(ErrorCode::kExecutionUnavailable, "send the command to the sandbox", errno);
-  }
-  in_r.reset();
-  out_w.reset();
-  err_w.reset();
-
-  const auto deadline = started + std::min<Clock::duration>(*effective, expires_in);
-  const bool expiry_first = expires_in < *effective;
-  std::optional<KillReason> reason;
-  std::optional<Clock::time_point> stop_sent;
-  std::optional<int> wait_status;
-  std::optional<std::int64_t> cpu_usec;
-  std::optional<int> start_errno;
-  bool done = false;
-  bool lost = false;
-  std::size_t stdin_off = 0;
-  const std::int64_t cap = command.maximum_output_bytes;
-  bool capped = false;  // the output cap was crossed: later output is dropped
-  char buf[65536];
-
-  auto sendStop = [&] {
-    if (stop_sent) return;
-    stop_sent = Clock::now();
-    const char stop = oci::kStopByte;
-    if (::send(sb->control.get(), &stop, 1, MSG_NOSIGNAL) != 1) lost = true;
-  };
-  auto requestKill = [&](KillReason why) {
-    if (reason || done) return;
-    reason = why;
-    // A sandbox stalled at its memory limit needs room to run the kill.
-    if (why == KillReason::kMemory) raiseMemory(*sb);
-    sendStop();
-  };
-  bool shim_pids = false;
-  auto limitHit = [&]() -> std::optional<KillReason> {
-    if (auto now_counters = sb->cgroup->counters(); now_counters && counters_before) {
-      if (now_counters->oom_kills > counters_before->oom_kills) return KillReason::kMemory;
-      if (now_counters->pids_max_events > counters_before->pids_max_events)
-        return KillReason::kPids;
-    }
-    if (underOom(*sb)) return KillReason::kMemory;
-    if (shim_pids) return KillReason::kPids;
-    for (int i = 0; i < 2; ++i)
-      if (!full_at_start[i] && filesystemFull(watched_fs[i])) return KillReason::kDisk;
-    return std::nullopt;
-  };
-  auto next_watch = Clock::now() + kWatchInterval;
-  std::optional<Clock::time_point> done_at;
-
-  while (!lost && (!done || out.fd.valid() || err.fd.valid())) {
-    const auto now = Clock::now();
-    if (done_at && now >= *done_at + kKillGrace) {
-      // Every process of the command is gone, so the pipes must close; if
-      // they do not, stop waiting rather than hang.
-      out.fd.reset();
-      err.fd.reset();
-      break;
-    }
-    if (wait_status && !out.fd.valid() && !err.fd.valid()) sendStop();
-    if (!reason && !done && now >= deadline)
-      requestKill(expiry_first ? KillReason::kExpired : KillReason::kTimeout);
-    if (!reason && !done && now >= next_watch) {
-      if (auto hit = limitHit()) requestKill(*hit);
-      next_watch = now + kWatchInterval;
-    }
-    if (stop_sent && !done && now >= *stop_sent + kKillGrace) {
-      lost = true;  // the shim did not answer: the sandbox is unusable
-      break;
-    }
-    pollfd p[7];
-    int n = 0;
-    int i_ctl, i_out = -1, i_err = -1, i_in = -1, i_cancel = -1, i_stop = -1, i_mem = -1;
-    p[n] = {sb->control.get(), POLLIN, 0};
-    i_ctl = n++;
-    if (out.fd.valid()) {
-      p[n] = {out.fd.get(), POLLIN, 0};
-      i_out = n++;
-    }
-    if (err.fd.valid()) {
-      p[n] = {err.fd.get(), POLLIN, 0};
-      i_err = n++;
-    }
-    if (in_w.valid()) {
-      p[n] = {in_w.get(), POLLOUT, 0};
-      i_in = n++;
-    }
-    if (cancel != nullptr && !reason) {
-      p[n] = {cancel->pollFd(), POLLIN, 0};
-      i_cancel = n++;
-    }
-    if (!reason) {
-      p[n] = {shutdown_event_.get(), POLLIN, 0};
-      i_stop = n++;
-    }
-    if (!reason && sb->cgroup->memoryEventFd() >= 0) {
-      p[n] = {sb->cgroup->memoryEventFd(), POLLIN, 0};
-      i_mem = n++;
-    }
-    auto wake = done_at     ? *done_at + kKillGrace
-                : stop_sent ? *stop_sent + kKillGrace
-                            : std::min(deadline, next_watch);
-    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
-    int rc = ::poll(p, static_cast<nfds_t>(n),
-                    static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
-    if (rc < 0 && errno != EINTR) return failErrno(ErrorCode::kExecutionUnavailable, "poll", errno);
-    if (rc <= 0) continue;
-
-    if (i_cancel >= 0 && (p[i_cancel].revents & POLLIN)) requestKill(KillReason::kCancelled);
-    if (i_stop >= 0 && (p[i_stop].revents & POLLIN)) requestKill(KillReason::kServiceShutdown);
-    if (i_mem >= 0 && (p[i_mem].revents & POLLIN)) {
-      sb->cgroup->drainMemoryEvents();
-      if (auto hit = limitHit()) requestKill(*hit);
-    }
-    for (auto [idx, cap_ptr] : {std::pair{i_out, &out}, std::pair{i_err, &err}}) {
-      if (idx < 0 || !(p[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Capture& c = *cap_ptr;
-      ssize_t got = sys::readSome(c.fd.get(), buf, sizeof buf);
-      if (got < 0 && errno == EAGAIN) continue;
-      if (got <= 0) {
-        c.fd.reset();
-        continue;
-      }
-      if (capped) {
-        // Past the cap, until the kill closes the pipes: read and dropped.
-        c.truncated = true;
-        continue;
-      }
-      const std::int64_t used = static_cast<std::int64_t>(out.data.size() + err.data.size());
-      const std::int64_t room = std::max<std::int64_t>(0, cap - used);
-      if (got <= room) {
-        c.data.append(buf, static_cast<std::size_t>(got));
-      } else {
-        // Keep what fits and kill; each flag means "bytes of this stream
-        // were dropped" (the linux mechanism's rule).
-        c.data.append(buf, static_cast<std::size_t>(room));
-        c.truncated = true;
-        capped = true;
-        requestKill(KillReason::kOutputLimit);
-      }
-    }
-    if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const std::string& data = *command.stdin_data;
-      if (stdin_off < data.size()) {
-        ssize_t w = ::write(in_w.get(), data.data() + stdin_off,
-                            std::min<std::size_t>(data.size() - stdin_off, 65536));
-        if (w > 0)
-          stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR)
-          in_w.reset();
-      }
-      if (in_w.valid() && stdin_off >= data.size()) in_w.reset();
-    }
-    if (p[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t got = ::recv(sb->control.get(), buf, sizeof buf, MSG_DONTWAIT);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got <= 0) {
-        lost = true;
-        break;
-      }
-      sb->control_buffer.append(buf, static_cast<std::size_t>(got));
-      auto decoded = oci::decodeShimRecords(sb->control_buffer);
-      sb->control_buffer.erase(0, decoded.consumed);
-      for (const auto& rec : decoded.records) {
-        switch (rec.type) {
-          case oci::ShimRecordType::kStarted:
-            break;
-          case oci::ShimRecordType::kStartFailed:
-            start_errno = static_cast<int>(rec.value);
-            break;
-          case oci::ShimRecordType::kMainExited:
-            if (!wait_status) wait_status = static_cast<int>(rec.value);
-            in_w.reset();
-            break;
-          case oci::ShimRecordType::kPidsLimit:
-            shim_pids = true;
-            requestKill(KillReason::kPids);
-            break;
-          case oci::ShimRecordType::kDone:
-            done = true;
-            done_at = Clock::now();
-            cpu_usec = rec.value;
-            in_w.reset();
-            sendStop();  // one stop byte per command, always
-            break;
-        }
-      }
-      if (decoded.malformed) lost = true;
-      if (start_errno) break;
-    }
-  }
-  const auto finished = Clock::now();
-  if (start_errno) {
-    return failErrno(ErrorCode::kExecutionUnavailable,
-                     "the command could not be started in the sandbox", *start_errno);
-  }
-  if (lost) {
-    sb->dead = true;
-    if (!reason) reason = limitHit();
-    if (!reason)
-      return fail(
-          ErrorCode::kExecutionUnavailable,
-          "the sandbox stopped answering during the command; destroy it and provision again");
-  }
-
-  ExecutionResult result;
-  result.duration_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(finished - started).count();
-  result.stdout_data = std::move(out.data);
-  result.stderr_data = std::move(err.data);
-  result.stdout_truncated = out.truncated;
-  result.stderr_truncated = err.truncated;
-  if (!reason) reason = limitHit();
-  if (auto counters_after = sb->cgroup->counters(); counters_after)
-    result.peak_memory_bytes = counters_after->memory_peak_bytes;
-  if (cpu_usec) result.cpu_time_ms = *cpu_usec / 1000;
-  if (reason) {
-    result.killed_by = reason;
-    result.timed_out = *reason == KillReason::kTimeout;
-  } else if (wait_status && WIFEXITED(*wait_status)) {
-    result.exit_code = WEXITSTATUS(*wait_status);
-  } else if (wait_status && WIFSIGNALED(*wait_status)) {
-    result.exit_code = 128 + WTERMSIG(*wait_status);
-  }
-  if (reason == KillReason::kMemory) restoreMemory(*sb);
-
-  if (!lost) {
-    // The shim reported kDone: no process of the command is left to change
-    // the workspace after this snapshot.
-    auto after = workspace::takeSnapshot(sb->workspace_fd.get());
-    std::optional<workspace::Diff> diff;
-    if (before && after) {
-      auto d =
-          workspace::diffSnapshots(*before, *after, sb->workspace_fd.get(),
-                                   options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-      if (d) diff = std::move(*d);
-    }
-    if (diff) {
-      result.files_changed = std::move(diff->changes);
-      result.files_changed_truncated = diff->truncated;
-      sb->last_snapshot = std::move(*after);
-    } else {
-      result.files_changed_truncated = true;
-      sb->last_snapshot.clear();
-    }
-  } else {
-    // The sandbox died: kill what is left so nothing writes after this.
-    (void)sb->cgroup->killAll();
-    result.files_changed_truncated = true;
-  }
-  provenance_update.record(result.files_changed, !lost && !result.files_changed_truncated);
-  if (reason == KillReason::kExpired) {
-    exec.unlock();
+  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
+                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
+  linux_jail::CgroupLimits cgroup_limits(*sb->cgroup);
+  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get()});
+  ShimChannel channel(*sb, std::move(*request));
+  host::LimitSource* limits[] = {&cgroup_limits, &channel, &disk};
+  auto result = host::superviseCommand(
+      channel, limits,
+      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
+                              shutdown_event_.get(), &*sb->end_request, &sink});
+  // The sandbox died: kill what is left so nothing writes after this.
+  if (channel.lost() && sb->cgroup) (void)sb->cgroup->killAll();
+  if (!result) return result;
+  if (result->killed_by == KillReason::kMemory) restoreMemory(*sb);
+  scan.finish(*result, !channel.lost());
+  if (result->killed_by == KillReason::kExpired) {
+    exec->unlock();
     expire(sb->handle);
   }
   return result;

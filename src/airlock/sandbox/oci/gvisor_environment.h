@@ -21,8 +21,10 @@
 //   --host-uds=open). That connection is the sandbox's command channel.
 // * execute: the request (argv, working directory, environment, process
 //   limit) and the host's stdin/stdout/stderr pipe ends (SCM_RIGHTS) go to
-//   the shim, which runs the command as uid 1000. The host drains output
-//   under the cap, feeds stdin and watches the limits. The command ends,
+//   the shim, which runs the command as uid 1000. The host's command
+//   supervisor (host/command_supervisor.h, the same as linux's) drains and
+//   streams output under the cap, feeds stdin and watches the limits; this
+//   adapter supplies the shim channel and its limit sources. The command ends,
 //   exactly as in the linux mechanism (docs/cli.md "When a command ends"),
 //   when its main process has exited and stdout/stderr reached end-of-file,
 //   or at a limit; then the host sends the stop byte and the shim kills
