@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -168,6 +172,32 @@ inline std::set<std::string> expectedChildren(const std::string& dir) {
 inline std::string etcExpected() {
   return pythonList(expectedChildren("/etc")) + "\n" + pythonList(expectedChildren("/etc/ssl")) +
          "\nsandbox sandbox /usr/share/zoneinfo/Etc/UTC\n";
+}
+
+// The checks themselves, for any mechanism: `run` executes one command in
+// the mechanism's sandbox and returns its result.
+using Runner = std::function<ExecutionResult(const ExecutionCommand&)>;
+
+// Runs `c`, which must exit 0 and print exactly `expected`.
+inline void expectPrints(const Runner& run, const ExecutionCommand& c, const std::string& expected) {
+  auto r = run(c);
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, expected) << r.stderr_data;
+}
+
+// The default TLS context inside loads as many CA certificates as the
+// host's own python3 does outside.
+inline void expectTheImagesCertificates(const Runner& run) {
+  const std::string host = hostCertStoreStats();
+  ASSERT_NE(host.find("'x509_ca': "), std::string::npos) << "host python: " << host;
+  ASSERT_EQ(host.find("'x509_ca': 0}"), std::string::npos) << "the host has no CA store: " << host;
+  expectPrints(run, python(kCaScript), host);
+}
+
+// /etc holds the baseline's entries and nothing of the host's secrets.
+inline void expectTheBaselineEtc(const Runner& run) {
+  ASSERT_EQ(::access("/etc/shadow", F_OK), 0) << "the host has no /etc/shadow to keep out";
+  expectPrints(run, python(kEtcScript), etcExpected());
 }
 
 }  // namespace airlock::testing::baseline

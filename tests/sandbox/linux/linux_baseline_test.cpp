@@ -53,52 +53,39 @@ TEST(LinuxJailPlan, TheBaselineStepsAreNamedOrderedAndBindOnlyTheImage) {
   }
 }
 
-class LinuxBaselineTest : public SandboxTest {};
+class LinuxBaselineTest : public SandboxTest {
+ protected:
+  baseline::Runner runner() {
+    return [this](const ExecutionCommand& c) { return run(c); };
+  }
+};
 
 TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
-  auto r = run(baseline::python(baseline::kPtyScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, baseline::kPtyExpected) << r.stderr_data;
+  baseline::expectPrints(runner(), baseline::python(baseline::kPtyScript), baseline::kPtyExpected);
 }
 
 TEST_F(LinuxBaselineTest, DevTtyIsTheControllingTerminalAndTheMasterSeesTheHangup) {
-  auto r = run(baseline::python(baseline::kControllingTerminalScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, baseline::kControllingTerminalExpected) << r.stderr_data;
+  baseline::expectPrints(runner(), baseline::python(baseline::kControllingTerminalScript), baseline::kControllingTerminalExpected);
 }
 
 TEST_F(LinuxBaselineTest, APtySlaveIsTheOpenersWithMode0620AndGroupTty) {
-  auto r = run(baseline::python(baseline::kPtyOwnerScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, baseline::kPtyOwnerExpected) << r.stderr_data;
+  baseline::expectPrints(runner(), baseline::python(baseline::kPtyOwnerScript), baseline::kPtyOwnerExpected);
 }
 
 TEST_F(LinuxBaselineTest, ServicesAndProtocolsResolve) {
-  auto r = run(baseline::python(baseline::kNetdbScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, baseline::kNetdbExpected) << r.stderr_data;
+  baseline::expectPrints(runner(), baseline::python(baseline::kNetdbScript), baseline::kNetdbExpected);
 }
 
 TEST_F(LinuxBaselineTest, TheDefaultTlsContextLoadsTheImagesCertificates) {
-  const std::string host = baseline::hostCertStoreStats();
-  ASSERT_NE(host.find("'x509_ca': "), std::string::npos) << "host python: " << host;
-  ASSERT_EQ(host.find("'x509_ca': 0}"), std::string::npos) << "the host has no CA store: " << host;
-  auto r = run(baseline::python(baseline::kCaScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, host) << r.stderr_data;
+  baseline::expectTheImagesCertificates(runner());
 }
 
 TEST_F(LinuxBaselineTest, EtcHoldsTheBaselineAndNoSecretOfTheHost) {
-  ASSERT_EQ(::access("/etc/shadow", F_OK), 0) << "the host has no /etc/shadow to keep out";
-  auto r = run(baseline::python(baseline::kEtcScript));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, baseline::etcExpected()) << r.stderr_data;
+  baseline::expectTheBaselineEtc(runner());
 }
 
 TEST_F(LinuxBaselineTest, TheImagePathFindsTheImagesPython) {
-  auto r = run(shell("command -v python3"));
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
-  EXPECT_EQ(r.stdout_data, "/usr/bin/python3\n");
+  baseline::expectPrints(runner(), shell("command -v python3"), "/usr/bin/python3\n");
 }
 
 }  // namespace
