@@ -60,6 +60,16 @@ class LinuxBaselineTest : public SandboxTest {
   }
 };
 
+// A command, never init, is what the OOM killer takes at the memory limit:
+// commands (and what they start) run with the largest oom_score_adj, so the
+// sandbox stays usable after a MEMORY kill even where the service may not
+// protect init (no CAP_SYS_RESOURCE) and init, a clone of the service, is
+// the bigger task.
+TEST_F(LinuxBaselineTest, CommandsAreFirstInLineForTheOomKiller) {
+  baseline::expectPrints(runner(), shell("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"),
+                         "1000\n1000\n");
+}
+
 TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
   baseline::expectPrints(runner(), baseline::python(baseline::kPtyScript), baseline::kPtyExpected);
 }

@@ -177,6 +177,7 @@ struct RunRequest {
   e.seccomp = ctx.seccomp;
   e.uid = ctx.sandbox_uid;
   e.gid = ctx.sandbox_gid;
+  e.first_for_oom_killer = true;
   execSandboxed(e);
 }
 

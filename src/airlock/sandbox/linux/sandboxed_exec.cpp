@@ -76,11 +76,25 @@ void resetSignalDispositions() noexcept {
     ::_exit(125);
   ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the process (B12)
 
+  // Init is protected from the OOM killer where the service may (-1000 needs
+  // CAP_SYS_RESOURCE); where it may not, init (a clone of the service,
+  // carrying its pages) is often the biggest task in the sandbox's cgroup,
+  // so a command asks to be taken first. Its /proc files belong to the
+  // host's root while it is not dumpable (its credentials changed), so it
+  // is dumpable for the one write: still ns-root here, it cannot be
+  // reached by the sandbox user, and the uid change below makes it not
+  // dumpable again until execve.
+  if (e.first_for_oom_killer) ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   int adj = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (adj >= 0) {
-    (void)!::write(adj, "0", 1);  // init is protected from the OOM killer; commands are not
+    if (e.first_for_oom_killer) {
+      (void)!::write(adj, "1000", 4);
+    } else {
+      (void)!::write(adj, "0", 1);
+    }
     ::close(adj);
   }
+  if (e.first_for_oom_killer) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
   const struct rlimit no_core {0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);

@@ -6,8 +6,9 @@
 //
 // In order: every signal to its default action and none blocked; a session
 // and process group of its own (setsid; fail closed); stdio from the given
-// fds and nothing else open; oom_score_adj 0 (init is protected, commands
-// are not); core dumps off and nofile <= 4096; every capability dropped from
+// fds and nothing else open; oom_score_adj 0, or 1000 with
+// first_for_oom_killer (init is not, whether or not the service could
+// protect it); core dumps off and nofile <= 4096; every capability dropped from
 // the bounding set, then setgroups/setresgid/setresuid to the sandbox user
 // (raw syscalls: glibc's setxid broadcast would wait for threads that a fork
 // of the multi-threaded service does not have); optionally the parent-death
@@ -40,6 +41,10 @@ struct SandboxedExec {
   uid_t uid = 1000;           // inside the user namespace
   gid_t gid = 1000;
   bool die_with_parent = false;  // set PR_SET_PDEATHSIG SIGKILL after the uid change
+  // oom_score_adj 1000 instead of 0: the process, never the init that
+  // started it, is what the OOM killer takes at the sandbox's memory limit.
+  // For commands started by the sandbox's init (see execSandboxed).
+  bool first_for_oom_killer = false;
 };
 
 [[noreturn]] void execSandboxed(const SandboxedExec& e) noexcept;
