@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -87,6 +88,20 @@ long healthStatus(int port) {
   return answer.rfind("HTTP/1.1 200", 0) == 0 ? 200 : 0;
 }
 
+// Threads that are told to stop and joined when the scope ends, however it
+// ends: an ASSERT that returns early must not leave a joinable std::thread
+// (that aborts the whole run, and the service with its sandboxes outlives
+// it).
+struct JoinOnExit {
+  std::function<void()> stop;
+  std::vector<std::thread> threads;
+  ~JoinOnExit() {
+    stop();
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+  }
+};
+
 struct Mechanism {
   std::vector<std::string> env;
   int clients;
@@ -122,7 +137,8 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   // holds a core).
   std::atomic<bool> realtime{false};
   const int port = serve.port();
-  std::thread prober([&] {
+  JoinOnExit probe{[&] { probing = false; }, {}};
+  probe.threads.emplace_back([&] {
     sched_param param{};
     param.sched_priority = 10;
     realtime = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param) == 0;
@@ -149,20 +165,20 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   // command has started.
   std::atomic<bool> slow_reading{true};
   std::vector<std::string> received(static_cast<std::size_t>(n));
-  std::vector<std::thread> readers;
+  JoinOnExit readers{[&] { slow_reading = false; }, {}};
   for (int i = 0; i < n; ++i) {
     const auto kind = kinds[i % 4];
     auto& c = clients[static_cast<std::size_t>(i)];
     auto& got = received[static_cast<std::size_t>(i)];
     if (kind == Client::kSlowReader) {
-      readers.emplace_back([&] {
+      readers.threads.emplace_back([&] {
         while (slow_reading) {
           got += c.readSome(1, 1000ms);
           std::this_thread::sleep_for(1s);  // the behaviour under test: a slow client
         }
       });
     } else if (kind == Client::kVanishes) {
-      readers.emplace_back([&] {
+      readers.threads.emplace_back([&] {
         while (got.find("started") == std::string::npos) {
           std::string part = c.readSome(4096, 60s);
           if (part.empty()) break;
@@ -185,8 +201,8 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
     } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
     EXPECT_EQ(next.status, 200) << "client " << i << ": its command did not end: " << next.body;
   }
-  slow_reading = false;
-  for (auto& t : readers) t.join();
+  readers.stop();
+  for (auto& t : readers.threads) t.join();
 
   // Now the clients that kept their connection read the rest: the result
   // says the command ended at its own timeout or cap, not when read.
@@ -207,8 +223,8 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
       EXPECT_LT(result["duration_ms"].get<long>(), (kTimeoutSeconds + 5) * 1000) << "client " << i;
     }
   }
-  probing = false;
-  prober.join();
+  probe.stop();
+  for (auto& t : probe.threads) t.join();
   EXPECT_EQ(health_failures, 0);
   std::printf("/healthz: worst %ld ms over the run (prober at %s priority)\n", worst_health_ms.load(),
               realtime ? "real-time" : "normal");
