@@ -239,5 +239,79 @@ TEST_F(ServeConnections, AFoldedHeaderIsRefusedAndTheSchemeIsCaseInsensitive) {
   }
 }
 
+// A client without the token never takes an execution slot: its requests
+// are answered 401 at once and its connection closes, however many it
+// pipelines and whether or not it reads.
+TEST_F(ServeConnections, UnauthenticatedRequestsNeverTakeAnExecutionSlot) {
+  start("max_concurrent_executions: 1\n");
+  std::string flood;
+  for (int i = 0; i < 50; ++i)
+    flood += "POST /v1/environments/x/execute HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  RawConnection holders[2] = {RawConnection::open(serve_->port(), false, 2048),
+                              RawConnection::open(serve_->port(), false, 2048)};
+  for (auto& h : holders) {
+    ASSERT_TRUE(h.valid());
+    ASSERT_TRUE(h.sendAll(flood));
+  }
+  expectServiceAnswers("with unauthenticated pipelines that never read");
+  for (auto& h : holders) {
+    bool complete = false;
+    const std::string answer = h.readToEnd(std::chrono::seconds(10), &complete);
+    EXPECT_TRUE(complete) << "the unauthenticated connection stayed open";
+    EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos) << "more than one answer on a refused connection";
+  }
+}
+
+// The token counts only in the request head: an Authorization field in a
+// chunked body's trailer never authenticates.
+TEST_F(ServeConnections, ATrailerAuthorizationNeverAuthenticates) {
+  start();
+  RawConnection c = RawConnection::open(serve_->port());
+  ASSERT_TRUE(c.valid());
+  const std::string body = R"({"tenant_id":"t1","run_id":"trailer"})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  ASSERT_TRUE(c.sendAll(std::string("POST /v1/environments HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                    "Connection: close\r\n\r\n") +
+                        size + "\r\n" + body + "\r\n0\r\nAuthorization: Bearer " + kToken + "\r\n\r\n"));
+  const std::string answer = c.readToEnd(std::chrono::seconds(10));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
+  auto listed = serve_->request("GET", "/v1/environments?tenant_id=t1", "", kToken);
+  EXPECT_EQ(listed.json()["environments"].size(), 0u) << listed.body;
+}
+
+// A request whose head carried the token is in progress while its body
+// arrives: new connections past the bounds never cut it off.
+TEST_F(ServeConnections, AnAuthenticatedUploadInProgressIsNeverClosedForRoom) {
+  start("max_connections: 6\nmax_unauthenticated_connections: 3\n");
+  auto made = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken, 20);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json()["environment_id"];
+  RawConnection upload = RawConnection::open(serve_->port());
+  ASSERT_TRUE(upload.valid());
+  const std::string data(200000, 'u');
+  ASSERT_TRUE(upload.sendAll("PUT /v1/environments/" + id + "/files?path=big.bin HTTP/1.1\r\nHost: x\r\n"
+                             "Authorization: Bearer " + std::string(kToken) +
+                             "\r\nConnection: close\r\nContent-Length: " + std::to_string(data.size()) + "\r\n\r\n" +
+                             data.substr(0, 1000)));
+  // A few round trips later the service has read the upload's head (bytes
+  // that reached it first); then a flood of new connections arrives.
+  for (int i = 0; i < 3; ++i) {
+    RawConnection probe = RawConnection::open(serve_->port());
+    ASSERT_TRUE(probe.sendAll("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    ASSERT_EQ(probe.readToEnd(std::chrono::seconds(10)).rfind("HTTP/1.1 200", 0), 0u);
+  }
+  std::vector<RawConnection> flood;
+  for (int i = 0; i < 12; ++i) {
+    flood.push_back(RawConnection::open(serve_->port()));
+    ASSERT_TRUE(flood.back().valid());
+    ASSERT_TRUE(flood.back().sendAll("GET /heal"));
+  }
+  ASSERT_TRUE(upload.sendAll(data.substr(1000)));
+  const std::string answer = upload.readToEnd(std::chrono::seconds(10));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 204", 0), 0u) << "the upload was cut off: " << answer.substr(0, 200);
+}
+
 }  // namespace
 }  // namespace airlock::testing

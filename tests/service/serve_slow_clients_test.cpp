@@ -270,6 +270,36 @@ TEST(ServeSlowClients, LinuxCommandsEndAtTheirLimitsWhateverTheirClientsDo) {
   runSlowClients({{"PATH=/usr/bin:/bin"}, 100}, state);
 }
 
+// A client that sends more bytes after its streaming request and then hangs
+// up still has its command cancelled (the hang-up is seen behind unread
+// bytes).
+TEST(ServeSlowClients, AClientThatHangsUpBehindBytesItSentIsStillCancelled) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  ServeProcess serve({"PATH=/usr/bin:/bin", "AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+                      std::string("AIRLOCK_SERVICE_TOKEN=") + kToken});
+  ASSERT_GT(serve.port(), 0) << serve.log();
+  auto made = serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json()["environment_id"];
+  RawConnection c = RawConnection::open(serve.port());
+  ASSERT_TRUE(c.valid());
+  nlohmann::json cmd = {{"argv", {"sh", "-c", "touch started; exec sleep 600"}}, {"timeout_seconds", 600}};
+  ASSERT_TRUE(c.sendAll(postRequest("/v1/environments/" + id + "/execute?stream=1", cmd.dump(), kToken)));
+  HttpReply seen;
+  for (int tries = 0; tries < 2000 && seen.status != 200; ++tries)
+    seen = serve.request("GET", "/v1/environments/" + id + "/files?path=started", "", kToken);
+  ASSERT_EQ(seen.status, 200) << "the command never started";
+  ASSERT_TRUE(c.sendAll("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));  // bytes it never reads back
+  c.close();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  HttpReply next;
+  do {
+    next = serve.request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})", kToken, 30);
+  } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(next.status, 200) << "the command of the client that hung up was not cancelled: " << next.body;
+}
+
 TEST(ServeSlowClients, GvisorCommandsEndAtTheirLimitsWhateverTheirClientsDo) {
   if (::geteuid() != 0) GTEST_SKIP() << "the gvisor mechanism needs root";
   if (::access("/usr/bin/runsc", X_OK) != 0 && ::access("/usr/sbin/runsc", X_OK) != 0)

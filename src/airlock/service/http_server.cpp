@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -210,6 +211,12 @@ class BeastServer final : public HttpServer {
   // How long accept waits when the process is out of descriptors and no idle
   // connection can be closed to free one.
   static constexpr auto kAcceptBackoff = std::chrono::milliseconds(50);
+  // How often a streaming execute looks for its client's hang-up.
+  static constexpr auto kHangupPoll = std::chrono::milliseconds(100);
+  // The most of a stream written under one request_timeout deadline: a
+  // client that keeps reading is never taken for gone because a fast
+  // command queued megabytes at once.
+  static constexpr std::size_t kStreamWriteBytes = 256 * 1024;
 
   void beginStop() {
     if (stopping_.exchange(true)) return;
@@ -347,11 +354,18 @@ class BeastServer final : public HttpServer {
     }
   }
 
+  // Writes a response piece by piece, each piece under request_timeout: a
+  // large body to a client that keeps reading is never cut off.
   template <class Body>
   asio::awaitable<bool> send(beast::tcp_stream& stream, http::response<Body>& response) {
-    stream.expires_after(settings_.request_timeout);
-    auto [ec, n] = co_await http::async_write(stream, response, kNoThrow);
-    co_return !ec;
+    http::response_serializer<Body> serializer{response};
+    serializer.limit(kStreamWriteBytes);
+    while (!serializer.is_done()) {
+      stream.expires_after(settings_.request_timeout);
+      auto [ec, n] = co_await http::async_write_some(stream, serializer, kNoThrow);
+      if (ec) co_return false;
+    }
+    co_return true;
   }
 
   asio::awaitable<bool> sendResponse(beast::tcp_stream& stream, HttpResponse& out, unsigned version,
@@ -375,18 +389,31 @@ class BeastServer final : public HttpServer {
   asio::awaitable<std::pair<int, bool>> streamExchange(beast::tcp_stream& stream, const HttpRequest& req,
                                                        unsigned version, bool keep_alive) {
     auto token = CancelToken::create();
-    if (!token) co_return std::pair{503, false};
+    if (!token) {
+      --executions_;
+      co_return std::pair{503, false};
+    }
     auto cancel = std::make_shared<CancelToken>(std::move(*token));
     // While the command runs silently, a write never fails: watch the socket
-    // for the client's end-of-stream and cancel the command then.
+    // for the client's hang-up (POLLRDHUP: seen even behind bytes it sent
+    // after its request) and cancel the command then. The watcher touches
+    // the descriptor only while `watching` holds, which the exchange clears
+    // (both on the loop's thread) before the connection can close.
+    auto watching = std::make_shared<bool>(true);
     asio::co_spawn(
         ioc_,
-        [sock = &stream.socket(), cancel]() -> asio::awaitable<void> {
-          auto [ec] = co_await sock->async_wait(tcp::socket::wait_read, kNoThrow);
-          if (ec) co_return;  // cancelled: the exchange ended first
-          char byte;
-          const ssize_t n = ::recv(sock->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) cancel->cancel();
+        [this, fd = stream.socket().native_handle(), cancel, watching]() -> asio::awaitable<void> {
+          asio::steady_timer timer(ioc_);
+          while (*watching) {
+            timer.expires_after(kHangupPoll);
+            co_await timer.async_wait(kNoThrow);
+            if (!*watching) co_return;
+            pollfd p{fd, POLLRDHUP, 0};
+            if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+              cancel->cancel();
+              co_return;
+            }
+          }
         },
         asio::detached);
     auto queue = std::make_shared<StreamQueue>(ioc_);
@@ -394,15 +421,15 @@ class BeastServer final : public HttpServer {
       yieldToTheLoop();
       HttpResponse end = api_.handleStreaming(
           req, [&](std::string line) { queue->push(StreamLine{std::move(line) + "\n"}); }, cancel.get());
+      --executions_;  // the command has ended; its answer may still be in the queue
       queue->push(StreamEnd{std::move(end)});
     });
     auto outcome = co_await streamLines(stream, version, keep_alive, *queue);
+    *watching = false;
     if (!outcome.second) {
       queue->close();
       cancel->cancel();
     }
-    beast::error_code ignored;
-    stream.socket().cancel(ignored);  // ends the watcher
     co_return outcome;
   }
 
@@ -420,18 +447,25 @@ class BeastServer final : public HttpServer {
         co_await queue.wait();
         continue;
       }
-      // The lines go out as one chunk, written from where they lie (no
-      // copy on the loop's thread: a fast command queues megabytes).
-      std::vector<asio::const_buffer> chunk;
+      // The lines go out as chunks of at most kStreamWriteBytes (a longer
+      // line alone), written from where they lie (no copy on the loop's
+      // thread), each under its own deadline.
+      std::vector<std::vector<asio::const_buffer>> chunks;
+      std::size_t in_last = 0;
       std::optional<HttpResponse> end;
       for (auto& event : events) {
         if (auto* line = std::get_if<StreamLine>(&event)) {
-          chunk.push_back(asio::buffer(line->text));
+          if (chunks.empty() || in_last + line->text.size() > kStreamWriteBytes) {
+            chunks.emplace_back();
+            in_last = 0;
+          }
+          chunks.back().push_back(asio::buffer(line->text));
+          in_last += line->text.size();
         } else {
           end = std::move(std::get<StreamEnd>(event).response);
         }
       }
-      if (!chunk.empty()) {
+      for (const auto& chunk : chunks) {
         stream.expires_after(settings_.request_timeout);
         if (!header_sent) {
           header_sent = true;
@@ -506,16 +540,18 @@ class BeastServer final : public HttpServer {
     const auto started = std::chrono::steady_clock::now();
     conn.stream.expires_never();  // an execute runs as long as its own timeout
     const bool long_running = api_.runsCommand(req);
-    if (long_running && executions_ >= settings_.max_concurrent_executions) {
+    // A slot is held while the command runs, not while its answer is
+    // written to a client that may not read it.
+    if (long_running && executions_.fetch_add(1) >= settings_.max_concurrent_executions) {
+      --executions_;
       HttpResponse busy = errorResponse(
           503, "execution_unavailable",
-          std::to_string(executions_) +
+          std::to_string(settings_.max_concurrent_executions) +
               " commands are running, the most this service runs at once (max_concurrent_executions); try again");
       logRequest(req, busy.status, started, false);
       co_return co_await sendResponse(conn.stream, busy, version, keep_alive && !stopping_);
     }
     ++inflight_;
-    if (long_running) ++executions_;
     bool open = false;
     if (api_.wantsStream(req)) {
       const auto [status, sent] = co_await streamExchange(conn.stream, req, version, keep_alive);
@@ -532,13 +568,14 @@ class BeastServer final : public HttpServer {
           long_running ? exec_pool_.get_executor() : pool_.get_executor(),
           [this, &req, long_running]() -> asio::awaitable<HttpResponse> {
             if (long_running) yieldToTheLoop();
-            co_return api_.handle(req);
+            HttpResponse answer = api_.handle(req);
+            if (long_running) --executions_;
+            co_return answer;
           },
           asio::use_awaitable);
       logRequest(req, out.status, started, false);
       open = co_await sendResponse(conn.stream, out, version, keep_alive && !stopping_);
     }
-    if (long_running) --executions_;
     if (--inflight_ == 0 && stopping_) ioc_.stop();
     co_return open;
   }
@@ -555,7 +592,24 @@ class BeastServer final : public HttpServer {
                                : std::min(settings_.request_timeout, settings_.unauthenticated_request_timeout));
       markIdle(*conn);
       beast::error_code ec = co_await readHead(stream, buffer);
-      if (!ec) std::tie(ec, std::ignore) = co_await http::async_read(stream, buffer, parser, kNoThrow);
+      if (!ec) std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, kNoThrow);
+      // The token counts only from the head: a chunked body's trailer
+      // fields, which the parser adds to the same fields, never
+      // authenticate.
+      std::string authorization;
+      if (!ec) {
+        if (auto it = parser.get().find(http::field::authorization); it != parser.get().end())
+          authorization = std::string(it->value());
+        HttpRequest head;
+        head.authorization = authorization;
+        // From a head with the token on, the request is in progress: its
+        // body is never cut off to make room for another connection.
+        if (api_.authorized(head)) {
+          markAuthenticated(*conn);
+          markBusy(*conn);
+        }
+      }
+      if (!ec && !parser.is_done()) std::tie(ec, std::ignore) = co_await http::async_read(stream, buffer, parser, kNoThrow);
       markBusy(*conn);
       if (!conn->counted || stopping_ || ec == http::error::end_of_stream || ec == beast::error::timeout ||
           ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
@@ -569,8 +623,7 @@ class BeastServer final : public HttpServer {
       HttpRequest req;
       req.method = std::string(request.method_string());
       req.target = std::string(request.target());
-      if (auto it = request.find(http::field::authorization); it != request.end())
-        req.authorization = std::string(it->value());
+      req.authorization = std::move(authorization);
       if (auto te = request.find(http::field::transfer_encoding);
           te != request.end() && !beast::iequals(te->value(), "chunked")) {
         // Only "chunked" is decoded; any other coding (gzip, chunked) would
@@ -581,7 +634,16 @@ class BeastServer final : public HttpServer {
         break;
       }
       req.body = std::move(request.body());
-      if (api_.authorized(req)) markAuthenticated(*conn);
+      if (!api_.authorized(req) && !(req.method == "GET" && req.target == "/healthz")) {
+        // Answered at once, on the loop, and the connection closes: a
+        // client without the token never takes an execution slot, a
+        // worker, or a connection that pipelines refusals it never reads.
+        const auto started = std::chrono::steady_clock::now();
+        HttpResponse refused = api_.handle(req);
+        logRequest(req, refused.status, started, false);
+        co_await sendResponse(stream, refused, request.version(), false);
+        break;
+      }
       if (!co_await exchange(*conn, req, request.version(), request.keep_alive())) break;
     }
     forget(*conn);
@@ -611,7 +673,7 @@ class BeastServer final : public HttpServer {
   std::atomic<bool> stopping_{false};
   // The loop's thread only.
   int inflight_ = 0;
-  std::int64_t executions_ = 0;
+  std::atomic<std::int64_t> executions_{0};  // running commands (any thread)
   std::int64_t connections_ = 0;
   std::int64_t unauthenticated_ = 0;
   std::list<Connection*> idle_unauthenticated_;

@@ -17,15 +17,25 @@
 // (an idle or slow connection costs a coroutine, never a thread) and
 // answers /healthz itself. Requests that run a command or program
 // (Api::runsCommand) run on threads of their own, at most
-// settings.max_concurrent_executions at once (503 past it), at a lower CPU
+// settings.max_concurrent_executions at once (503 past it; a slot is held
+// while the command runs, not while its answer is written), at a lower CPU
 // priority than the loop; every other request runs on a small pool of its
 // own, so long commands never hold up provisioning, listing or health.
 //
 // Streaming execute: the command's output is queued for the client without
-// ever blocking the command (what is queued is bounded by the command's
-// output cap), so its timeout and cap hold whatever the client does. A
-// client that closes its end, fails a write, or takes nothing within
-// request_timeout is gone: its command is cancelled.
+// ever blocking the command, so its timeout and cap hold whatever the client
+// does. What is queued is bounded by the output cap, times the JSON
+// escaping of the bytes (up to 6x for control bytes) and the result line's
+// second copy. A client that hangs up (seen within 100 ms, even behind
+// bytes it sent), fails a write, or takes nothing within request_timeout
+// is gone: its command is cancelled. Every write, streamed or not, is made
+// in pieces of at most 256 KiB, each under request_timeout.
+//
+// Authentication: the token counts only from the request head (never a
+// chunked trailer). A request without it is answered 401 on the loop and
+// its connection closes: it never takes an execution slot or a worker. A
+// head with the token marks the request in progress, so its body is never
+// cut off to make room.
 //
 // Logs: one JSON line per request on stderr (time, method, route with ids
 // replaced by {id}, status, milliseconds); never a header value or a body.
