@@ -298,6 +298,10 @@ TEST(ServeSlowClients, AClientThatHangsUpBehindBytesItSentIsStillCancelled) {
     next = serve.request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})", kToken, 30);
   } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(next.status, 200) << "the command of the client that hung up was not cancelled: " << next.body;
+  EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
+  const auto status = serve.signalAndWaitFor(SIGTERM, 60s);
+  ASSERT_TRUE(status.has_value()) << "serve did not stop";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << serve.log().substr(0, 4000);
 }
 
 TEST(ServeSlowClients, GvisorCommandsEndAtTheirLimitsWhateverTheirClientsDo) {
