@@ -212,6 +212,10 @@ bool readRequest(int sock, Request& req, bool side = false) {
   return i == fields.size();
 }
 
+// Processes a command may start past its pids limit before the kernel
+// refuses a fork (see execCommand).
+constexpr long kPidsSpare = 8;
+
 [[noreturn]] void execCommand(const Request& req) {
   sigset_t none;
   sigemptyset(&none);
@@ -226,7 +230,14 @@ bool readRequest(int sock, Request& req, bool side = false) {
   ::setrlimit(RLIMIT_CORE, &no_core);
   const rlimit nofile{airlock::oci::kNofileLimit, airlock::oci::kNofileLimit};
   ::setrlimit(RLIMIT_NOFILE, &nofile);
-  const rlimit nproc{static_cast<rlim_t>(req.nproc), static_cast<rlim_t>(req.nproc)};
+  // The kernel's refusal sits kPidsSpare above the limit the shim reports
+  // at: a fork bomb then crosses the limit on its way up and stays above
+  // it while it is saturated, instead of hovering at the refusal, where a
+  // sample could fall between two deaths and PIDS go unreported. The
+  // command is killed when the shim sees the limit, so it never keeps the
+  // spare.
+  const rlim_t cap = static_cast<rlim_t>(req.nproc + kPidsSpare);
+  const rlimit nproc{cap, cap};
   if (::setrlimit(RLIMIT_NPROC, &nproc) != 0) ::_exit(125);
 
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
