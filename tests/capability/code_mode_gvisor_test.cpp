@@ -8,6 +8,8 @@
 // Needs root and runsc (skipped with the reason otherwise).
 #include <dirent.h>
 #include <gtest/gtest.h>
+
+#include "airlock/sandbox/oci/oci_bundle.h"
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -46,7 +48,7 @@ class CodeModeGvisorTest : public GvisorFixture {
 TEST_F(CodeModeGvisorTest, SideProcessIsConfinedLikeACommand) {
   // Everything a command's confinement decides, printed the same way by a
   // command and by a side process: ids, capabilities, no_new_privs, rlimits
-  // (RLIMIT_NPROC is pids_max), the open fds, the environment, the
+  // (RLIMIT_NPROC is pids_max plus the shim's spare), the open fds, the environment, the
   // directory and the host name.
   const std::string probe =
       "id -u; id -g; id -G; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' "
@@ -65,9 +67,10 @@ TEST_F(CodeModeGvisorTest, SideProcessIsConfinedLikeACommand) {
   EXPECT_NE(out.find("CapBnd:\t0000000000000000"), std::string::npos) << out;
   EXPECT_NE(out.find("nnp 1\n"), std::string::npos) << "no_new_privs: " << out;
   EXPECT_NE(out.find("coredump(blocks)     0\n"), std::string::npos) << out;
-  EXPECT_NE(out.find("process              " + std::to_string(defaultLimits().pids_max) + "\n"),
+  EXPECT_NE(out.find("process              " +
+                     std::to_string(defaultLimits().pids_max + oci::kPidsRefusalSpare) + "\n"),
             std::string::npos)
-      << "RLIMIT_NPROC is pids_max: " << out;
+      << "RLIMIT_NPROC is pids_max plus the shim's spare: " << out;
   EXPECT_NE(out.find("nofiles              4096\n"), std::string::npos) << out;
   EXPECT_NE(out.find("/proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2 /proc/self/fd/3\n"),
             std::string::npos)

@@ -212,10 +212,6 @@ bool readRequest(int sock, Request& req, bool side = false) {
   return i == fields.size();
 }
 
-// Processes a command may start past its pids limit before the kernel
-// refuses a fork (see execCommand).
-constexpr long kPidsSpare = 8;
-
 [[noreturn]] void execCommand(const Request& req) {
   sigset_t none;
   sigemptyset(&none);
@@ -230,13 +226,10 @@ constexpr long kPidsSpare = 8;
   ::setrlimit(RLIMIT_CORE, &no_core);
   const rlimit nofile{airlock::oci::kNofileLimit, airlock::oci::kNofileLimit};
   ::setrlimit(RLIMIT_NOFILE, &nofile);
-  // The kernel's refusal sits kPidsSpare above the limit the shim reports
-  // at: a fork bomb then crosses the limit on its way up and stays above
-  // it while it is saturated, instead of hovering at the refusal, where a
-  // sample could fall between two deaths and PIDS go unreported. The
-  // command is killed when the shim sees the limit, so it never keeps the
-  // spare.
-  const rlim_t cap = static_cast<rlim_t>(req.nproc + kPidsSpare);
+  // The kernel's refusal sits kPidsRefusalSpare above the limit the shim
+  // reports at (oci_bundle.h); the command is killed when the shim sees the
+  // limit, so it never keeps the spare.
+  const rlim_t cap = static_cast<rlim_t>(req.nproc + airlock::oci::kPidsRefusalSpare);
   const rlimit nproc{cap, cap};
   if (::setrlimit(RLIMIT_NPROC, &nproc) != 0) ::_exit(125);
 

@@ -63,6 +63,11 @@ inline constexpr std::uint32_t kSandboxUid = 1000;
 inline constexpr std::uint32_t kSandboxGid = 1000;
 // RLIMIT_NOFILE of every process in the sandbox (as the linux mechanism).
 inline constexpr std::uint64_t kNofileLimit = 4096;
+// RLIMIT_NPROC of a command or side process is its pids limit plus this:
+// the shim reports PIDS (and the command is killed) when it counts the
+// limit, and a fork bomb must cross that count on its way to the kernel's
+// refusal rather than hover at the refusal between two of the shim's samples.
+inline constexpr long kPidsRefusalSpare = 8;
 
 struct BundleInputs {
   std::string rootfs_dir;               // absolute host path of the shared rootfs
