@@ -85,7 +85,8 @@ class RepeatingSource final : public artifacts::ByteSource {
 };
 
 // Writes `total` bytes of the block to path (fsynced); returns their SHA-256.
-std::string writeFile(const std::string& path, const std::string& block, std::int64_t total, bool hash) {
+std::string writeFile(const std::string& path, const std::string& block, std::int64_t total,
+                      bool hash) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) die("create " + path + ": " + std::strerror(errno));
   sys::Sha256 sha;
@@ -107,7 +108,8 @@ void runSha256sum(const std::string& path) {
   std::string prog = "sha256sum", arg = path;
   char* argv[] = {prog.data(), arg.data(), nullptr};
   pid_t pid = -1;
-  if (::posix_spawnp(&pid, "sha256sum", &actions, nullptr, argv, environ) != 0) die("spawn sha256sum");
+  if (::posix_spawnp(&pid, "sha256sum", &actions, nullptr, argv, environ) != 0)
+    die("spawn sha256sum");
   posix_spawn_file_actions_destroy(&actions);
   int status = 0;
   if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -123,7 +125,8 @@ int main(int argc, char** argv) {
   const std::int64_t total = mib << 20;
 
   const char* tmpdir = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/airlock-bench-artifact-XXXXXX";
+  std::string pattern =
+      std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/airlock-bench-artifact-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) die("mkdtemp: " + std::string(std::strerror(errno)));
   const std::filesystem::path dir = pattern;
   const std::string store_dir = (dir / "store").string();
@@ -153,15 +156,23 @@ int main(int argc, char** argv) {
   auto timePut = [&]() -> double {
     const Timestamp now =
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-    artifacts::ArtifactMetadata m{*tenant, std::string("bench"), artifacts::ArtifactOrigin::kSandboxExport,
-                                  "input.bin", "application/octet-stream", total, digest,
-                                  artifacts::TrustLevel::kExternalUntrusted, now, now + std::chrono::hours(1)};
+    artifacts::ArtifactMetadata m{*tenant,
+                                  std::string("bench"),
+                                  artifacts::ArtifactOrigin::kSandboxExport,
+                                  "input.bin",
+                                  "application/octet-stream",
+                                  total,
+                                  digest,
+                                  artifacts::TrustLevel::kExternalUntrusted,
+                                  now,
+                                  now + std::chrono::hours(1)};
     RepeatingSource source(block, total);
     const auto t0 = Clock::now();
     auto ref = (*store)->put(source, m);
     const double s = secondsSince(t0);
     if (!ref) die("put: " + ref.error().message());
-    if (ref->sha256 != digest || ref->size_bytes != total) die("put returned another digest or size");
+    if (ref->sha256 != digest || ref->size_bytes != total)
+      die("put returned another digest or size");
     if (auto removed = (*store)->remove(ref->artifact_id); !removed || !*removed) die("remove");
     return s;
   };
@@ -193,8 +204,8 @@ int main(int argc, char** argv) {
       put.push_back(timePut());
     }
     write.push_back(timeWrite());
-    std::printf("round %d: put %.3f s, sha256sum %.3f s, write+fsync %.3f s\n", r + 1, put.back(), sum.back(),
-                write.back());
+    std::printf("round %d: put %.3f s, sha256sum %.3f s, write+fsync %.3f s\n", r + 1, put.back(),
+                sum.back(), write.back());
   }
   const double mp = median(put), ms = median(sum), mw = median(write);
   const double mibs = static_cast<double>(mib);

@@ -35,10 +35,11 @@ inline std::optional<BenchEnvironment> makeBenchEnvironment() {
   b.spec.run_id = "bench";
   b.spec.image_digest = *linux_jail::computeImageDigest(b.options);
   b.spec.limits = defaultLimits();
-  b.spec.environment = buildEnvironment(std::vector<std::string>{},
-                                        [](std::string_view) { return std::optional<std::string>{}; },
-                                        ".", std::nullopt)
-                           .variables;
+  b.spec.environment =
+      buildEnvironment(
+          std::vector<std::string>{}, [](std::string_view) { return std::optional<std::string>{}; },
+          ".", std::nullopt)
+          .variables;
   return b;
 }
 

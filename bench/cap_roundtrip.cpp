@@ -117,7 +117,8 @@ class Client {
       if (auto* f = std::get_if<wire::Frame>(&ev)) {
         if (auto* r = std::get_if<wire::CapResult>(&f->body)) {
           if (auto* refusal = std::get_if<wire::Refusal>(&r->answer)) {
-            std::fprintf(stderr, "refused: %s: %s\n", refusal->code.c_str(), refusal->message.c_str());
+            std::fprintf(stderr, "refused: %s: %s\n", refusal->code.c_str(),
+                         refusal->message.c_str());
             std::exit(1);
           }
         }
@@ -179,10 +180,12 @@ class EchoServer {
 // thread-per-call design with no decoding, policy or audit.
 class ThreadEchoServer {
  public:
-  explicit ThreadEchoServer(std::string path) : path_(std::move(path)), state_(std::make_shared<State>()) {
+  explicit ThreadEchoServer(std::string path)
+      : path_(std::move(path)), state_(std::make_shared<State>()) {
     listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un a = unixAddr(path_);
-    if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind thread-echo");
+    if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      die("bind thread-echo");
     if (::listen(listener_.get(), 4) != 0) die("listen thread-echo");
     thread_ = std::thread([this] {
       state_->fd.reset(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -197,7 +200,8 @@ class ThreadEchoServer {
         std::size_t at = 0;
         while (pending.size() - at >= 4) {
           const auto* p = reinterpret_cast<const unsigned char*>(pending.data() + at);
-          const std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) | (std::size_t{p[2]} << 8) | p[3];
+          const std::size_t len = (std::size_t{p[0]} << 24) | (std::size_t{p[1]} << 16) |
+                                  (std::size_t{p[2]} << 8) | p[3];
           if (pending.size() - at < 4 + len) break;
           std::string frame = pending.substr(at, 4 + len);
           at += 4 + len;
@@ -238,13 +242,17 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-double median(std::vector<double> v) { return pct(std::move(v), 0.5); }
+double median(std::vector<double> v) {
+  return pct(std::move(v), 0.5);
+}
 
 // CPU time of the whole process (every thread: client, peer, broker), us.
 double cpuMicros() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
-  auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
+  auto us = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
+  };
   return us(u.ru_utime) + us(u.ru_stime);
 }
 
@@ -301,8 +309,10 @@ int main(int argc, char** argv) {
 
   UniqueFd devnull(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   auto table = std::make_shared<cap::CapabilityTable>();
-  table->add(kNoop, cap::CeilingClass::kNone, [](const cap::CallContext&) -> wire::Answer { return wire::Value::nil(); },
-             run_inline ? cap::CallPlacement::kInline : cap::CallPlacement::kWorker);
+  table->add(
+      kNoop, cap::CeilingClass::kNone,
+      [](const cap::CallContext&) -> wire::Answer { return wire::Value::nil(); },
+      run_inline ? cap::CallPlacement::kInline : cap::CallPlacement::kWorker);
   std::printf("broker no-op placement: %s\n", run_inline ? "inline (reader thread)" : "worker");
   cap::SessionOptions opts;
   opts.execution_id = "bench";
@@ -328,14 +338,16 @@ int main(int argc, char** argv) {
   Client thread_client(connectTo(thread_echo.path()), token);
 
   {
-    auto probe = wire::encodeFrame(wire::Frame{1, wire::CapCall{token, kNoop, wire::Value::map({}), 10000}});
+    auto probe =
+        wire::encodeFrame(wire::Frame{1, wire::CapCall{token, kNoop, wire::Value::map({}), 10000}});
     auto answer = wire::encodeFrame(wire::Frame{1, wire::CapResult{wire::Value::nil()}});
     utsname u{};
     ::uname(&u);
-    std::printf("kernel %s, %u hardware threads, load average %s\n", u.release, std::thread::hardware_concurrency(),
-                loadAverage().c_str());
-    std::printf("cap_call frame %zu bytes, cap_result frame %zu bytes (the echo returns the cap_call)\n",
-                probe->size(), answer->size());
+    std::printf("kernel %s, %u hardware threads, load average %s\n", u.release,
+                std::thread::hardware_concurrency(), loadAverage().c_str());
+    std::printf(
+        "cap_call frame %zu bytes, cap_result frame %zu bytes (the echo returns the cap_call)\n",
+        probe->size(), answer->size());
   }
 
   // Warm-up.
@@ -365,7 +377,8 @@ int main(int argc, char** argv) {
     cpu_thread += c2 - c1;
     cpu_broker += c3 - c2;
   }
-  std::printf("\nsequential round trip, us (%d calls each, blocks of %d alternating)\n", seq_n, kBlock);
+  std::printf("\nsequential round trip, us (%d calls each, blocks of %d alternating)\n", seq_n,
+              kBlock);
   std::printf("  %-7s %9s %9s %9s %9s\n", "peer", "median", "p90", "p99", "mean");
   auto row = [](const char* name, const std::vector<double>& v) {
     double sum = 0;
@@ -377,15 +390,19 @@ int main(int argc, char** argv) {
   row("thread", rt_thread);
   row("broker", rt_broker);
   const double med_b = median(rt_broker), med_e = median(rt_echo);
-  std::printf("  broker/echo median %.2fx, p90 %.2fx, p99 %.2fx; broker median - echo median %.1f us\n",
-              med_b / med_e, pct(rt_broker, 0.9) / pct(rt_echo, 0.9), pct(rt_broker, 0.99) / pct(rt_echo, 0.99),
-              med_b - med_e);
-  std::printf("  process CPU per call (user+sys, all threads), us: echo %.1f, thread %.1f, broker %.1f\n",
-              cpu_echo / seq_n, cpu_thread / seq_n, cpu_broker / seq_n);
+  std::printf(
+      "  broker/echo median %.2fx, p90 %.2fx, p99 %.2fx; broker median - echo median %.1f us\n",
+      med_b / med_e, pct(rt_broker, 0.9) / pct(rt_echo, 0.9),
+      pct(rt_broker, 0.99) / pct(rt_echo, 0.99), med_b - med_e);
+  std::printf(
+      "  process CPU per call (user+sys, all threads), us: echo %.1f, thread %.1f, broker %.1f\n",
+      cpu_echo / seq_n, cpu_thread / seq_n, cpu_broker / seq_n);
   std::printf("  thread/echo median %.2fx; broker/thread median %.2fx\n", median(rt_thread) / med_e,
               med_b / median(rt_thread));
 
-  std::printf("\ncalls per second from one connection, K in flight (%d calls x %d rounds, median)\n", pipe_n, rounds);
+  std::printf(
+      "\ncalls per second from one connection, K in flight (%d calls x %d rounds, median)\n",
+      pipe_n, rounds);
   std::printf("  %4s %10s %10s %10s %12s %13s\n", "K", "echo", "thread", "broker", "broker/echo",
               "broker/thread");
   for (int k : ks) {
@@ -400,8 +417,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\nload average at the end %s; broker answered %llu calls\n", loadAverage().c_str(),
               static_cast<unsigned long long>((*session)->callsAnswered()));
-  std::printf("targets: median round trip < 50 us: %s (%.1f us); overhead over echo <= 2x: %s (%.2fx)\n",
-              med_b < 50 ? "met" : "NOT met", med_b, med_b / med_e <= 2.0 ? "met" : "NOT met", med_b / med_e);
+  std::printf(
+      "targets: median round trip < 50 us: %s (%.1f us); overhead over echo <= 2x: %s (%.2fx)\n",
+      med_b < 50 ? "met" : "NOT met", med_b, med_b / med_e <= 2.0 ? "met" : "NOT met",
+      med_b / med_e);
 
   (*session)->finish();
   {

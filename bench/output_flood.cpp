@@ -37,7 +37,8 @@ long long drainPeer(const char* const* argv) {
   posix_spawn_file_actions_adddup2(&fa, p[1], 1);
   posix_spawn_file_actions_addclose(&fa, p[0]);
   pid_t pid;
-  if (posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char* const*>(argv), environ) != 0) return -1;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char* const*>(argv), environ) != 0)
+    return -1;
   ::close(p[1]);
   std::vector<char> buf(1 << 16);
   long long total = 0;

@@ -7,8 +7,8 @@
 // The tree lives in a fresh directory under $TMPDIR (default /tmp) and is
 // removed at the end. git's directory is a sibling of the tree
 // (--git-dir/--work-tree), so both sides look at exactly the same 100,000
-// files (a .git inside the tree would be walked by takeSnapshot too). Each round restores the tree to its base state,
-// refreshes git's index (untimed) and takes a fresh `before` snapshot, then
+// files (a .git inside the tree would be walked by takeSnapshot too). Each round restores the tree
+// to its base state, refreshes git's index (untimed) and takes a fresh `before` snapshot, then
 // applies the changes and measures, alternating which side goes first:
 //   airlock  takeSnapshot(after) + diffSnapshots(before, after, root, 1000)
 //   git 1st  git -c core.untrackedCache=false status --porcelain (first run
@@ -71,13 +71,15 @@ std::string baseContent(int d, int f) {
 void writeFile(int rootfd, const std::string& rel, const std::string& content) {
   int fd = ::openat(rootfd, rel.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) die("open " + rel + ": " + std::strerror(errno));
-  if (::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) die("write " + rel);
+  if (::write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    die("write " + rel);
   ::close(fd);
 }
 
 // Runs git with `args` in `dir`, stdout drained; returns (seconds, lines).
 std::pair<double, long> runGit(const std::string& top, std::vector<std::string> args) {
-  std::vector<std::string> full = {"git", "--git-dir=" + top + "/git", "--work-tree=" + top + "/tree"};
+  std::vector<std::string> full = {"git", "--git-dir=" + top + "/git",
+                                   "--work-tree=" + top + "/tree"};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : full) argv.push_back(a.data());
@@ -112,10 +114,13 @@ struct Changes {
 // index >= 50), 20 created (new names); the three sets are disjoint.
 Changes changesFor(int r, int dirs, int files) {
   Changes c;
-  for (int k = 0; k < 100; ++k) c.modified.push_back({(k * dirs / 100 + r) % dirs, (k + r) % std::min(50, files / 2)});
+  for (int k = 0; k < 100; ++k)
+    c.modified.push_back({(k * dirs / 100 + r) % dirs, (k + r) % std::min(50, files / 2)});
   for (int k = 0; k < 20; ++k) {
-    c.deleted.push_back({(k * dirs / 20 + 3 + r) % dirs, files / 2 + (k + r) % (files - files / 2)});
-    c.created.push_back(dirName((k * dirs / 20 + 7 + r) % dirs) + "/new_" + std::to_string(k) + ".txt");
+    c.deleted.push_back(
+        {(k * dirs / 20 + 3 + r) % dirs, files / 2 + (k + r) % (files - files / 2)});
+    c.created.push_back(dirName((k * dirs / 20 + 7 + r) % dirs) + "/new_" + std::to_string(k) +
+                        ".txt");
   }
   return c;
 }
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const int dirs = argc > 2 ? std::atoi(argv[2]) : 1000;
   const int files = argc > 3 ? std::atoi(argv[3]) : 100;
-  if (rounds < 1 || dirs < 100 || files < 4) die("usage: bench_snapshot_diff [rounds>=1] [dirs>=100] [files_per_dir>=4]");
+  if (rounds < 1 || dirs < 100 || files < 4)
+    die("usage: bench_snapshot_diff [rounds>=1] [dirs>=100] [files_per_dir>=4]");
 
   ::setenv("GIT_AUTHOR_NAME", "bench", 1);
   ::setenv("GIT_AUTHOR_EMAIL", "bench@example.invalid", 1);
@@ -177,8 +183,8 @@ int main(int argc, char** argv) {
     for (int f = 0; f < files; ++f) writeFile(rootfd, fileName(d, f), baseContent(d, f));
   }
   const long total_files = static_cast<long>(dirs) * files;
-  std::printf("tree: %s, %d dirs x %d files = %ld files, written in %.2f s\n", root_path.c_str(), dirs,
-              files, total_files, secondsSince(t0));
+  std::printf("tree: %s, %d dirs x %d files = %ld files, written in %.2f s\n", root_path.c_str(),
+              dirs, files, total_files, secondsSince(t0));
   t0 = Clock::now();
   runGit(top, {"init", "-q"});
   runGit(top, {"add", "-A"});
@@ -189,11 +195,13 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   auto first = snapshot(rootfd);
   const double baseline = secondsSince(t0);
-  if (static_cast<long>(first.size()) != total_files) die("baseline snapshot listed " + std::to_string(first.size()) + " files");
+  if (static_cast<long>(first.size()) != total_files)
+    die("baseline snapshot listed " + std::to_string(first.size()) + " files");
   std::printf("baseline takeSnapshot (first walk): %.3f s, %zu entries\n", baseline, first.size());
 
   std::vector<double> before_s, airlock_s, git_first_s, git_second_s;
-  const std::vector<std::string> status = {"-c", "core.untrackedCache=false", "status", "--porcelain"};
+  const std::vector<std::string> status = {"-c", "core.untrackedCache=false", "status",
+                                           "--porcelain"};
   for (int r = 0; r < rounds; ++r) {
     const Changes c = changesFor(r, dirs, files);
     runGit(top, {"status", "--porcelain"});  // refresh the index: git starts clean
@@ -210,18 +218,23 @@ int main(int argc, char** argv) {
       if (!diff) die("diffSnapshots: " + diff.error().message());
       long m = 0, cr = 0, del = 0;
       for (auto& ch : diff->changes) {
-        (ch.change == airlock::ChangeKind::kModified ? m : ch.change == airlock::ChangeKind::kCreated ? cr : del)++;
+        (ch.change == airlock::ChangeKind::kModified  ? m
+         : ch.change == airlock::ChangeKind::kCreated ? cr
+                                                      : del)++;
       }
       if (diff->truncated || m != 100 || cr != 20 || del != 20)
         die("round " + std::to_string(r) + ": diff found " + std::to_string(m) + " modified, " +
             std::to_string(cr) + " created, " + std::to_string(del) + " deleted");
-      std::printf("round %d: airlock %.3f s, diff found %zu changes (%ld modified, %ld created, %ld deleted)\n",
-                  r, airlock_s.back(), diff->changes.size(), m, cr, del);
+      std::printf(
+          "round %d: airlock %.3f s, diff found %zu changes (%ld modified, %ld created, %ld "
+          "deleted)\n",
+          r, airlock_s.back(), diff->changes.size(), m, cr, del);
     };
     auto measureGit = [&] {
       auto [s1, l1] = runGit(top, status);
       auto [s2, l2] = runGit(top, status);
-      if (l1 != 140 || l2 != 140) die("git status listed " + std::to_string(l1) + " / " + std::to_string(l2));
+      if (l1 != 140 || l2 != 140)
+        die("git status listed " + std::to_string(l1) + " / " + std::to_string(l2));
       git_first_s.push_back(s1);
       git_second_s.push_back(s2);
       std::printf("round %d: git 1st %.3f s, git 2nd %.3f s, %ld lines\n", r, s1, s2, l1);

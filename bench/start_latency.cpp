@@ -38,7 +38,8 @@ std::vector<Stats> measureInterleaved(int n, const std::vector<std::function<boo
         std::fprintf(stderr, "benchmark case %zu failed\n", c);
         std::exit(1);
       }
-      if (i >= 3) ms[c].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (i >= 3)
+        ms[c].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
   }
   std::vector<Stats> out;
@@ -104,10 +105,14 @@ int main(int argc, char** argv) {
   };
   if (have_bwrap) {
     cases.push_back([] {
-      return spawnAndWait({"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr",
-                           "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-                           "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-                           "--tmpfs", "/tmp", "/bin/true"});
+      return spawnAndWait({"/usr/bin/bwrap", "--unshare-all", "--die-with-parent",
+                           "--ro-bind",      "/usr",          "/usr",
+                           "--symlink",      "usr/bin",       "/bin",
+                           "--symlink",      "usr/lib",       "/lib",
+                           "--symlink",      "usr/lib64",     "/lib64",
+                           "--proc",         "/proc",         "--dev",
+                           "/dev",           "--tmpfs",       "/tmp",
+                           "/bin/true"});
     });
   }
   auto stats = measureInterleaved(n, cases);
@@ -121,8 +126,10 @@ int main(int argc, char** argv) {
   std::printf("  %-52s %7.2f / %7.2f\n", "airlock linux: execute /bin/true in a ready sandbox",
               warm.median_ms, warm.p90_ms);
   if (have_bwrap)
-    std::printf("  %-52s %7.2f / %7.2f\n", "bwrap --unshare-all /bin/true", bwrap.median_ms, bwrap.p90_ms);
-  std::printf("  %-52s %7.2f / %7.2f\n", "fork/exec /bin/true", forkexec.median_ms, forkexec.p90_ms);
+    std::printf("  %-52s %7.2f / %7.2f\n", "bwrap --unshare-all /bin/true", bwrap.median_ms,
+                bwrap.p90_ms);
+  std::printf("  %-52s %7.2f / %7.2f\n", "fork/exec /bin/true", forkexec.median_ms,
+              forkexec.p90_ms);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -131,11 +138,14 @@ int main(int argc, char** argv) {
     std::sort(v.begin(), v.end());
     return v[v.size() * 9 / 10];
   };
-  std::printf("  cold phases (median / p90 ms): provision %.2f / %.2f, execute %.2f / %.2f, destroy %.2f / %.2f\n",
-              median(t_provision), p90(t_provision), median(t_execute), p90(t_execute),
-              median(t_destroy), p90(t_destroy));
+  std::printf(
+      "  cold phases (median / p90 ms): provision %.2f / %.2f, execute %.2f / %.2f, destroy %.2f / "
+      "%.2f\n",
+      median(t_provision), p90(t_provision), median(t_execute), p90(t_execute), median(t_destroy),
+      p90(t_destroy));
   if (have_bwrap)
-    std::printf("ratio airlock cold / bwrap:      %.2fx (target <= 2x)\n", cold.median_ms / bwrap.median_ms);
+    std::printf("ratio airlock cold / bwrap:      %.2fx (target <= 2x)\n",
+                cold.median_ms / bwrap.median_ms);
   std::printf("ratio airlock cold / fork-exec:  %.2fx\n", cold.median_ms / forkexec.median_ms);
   std::printf("ratio airlock warm / fork-exec:  %.2fx\n", warm.median_ms / forkexec.median_ms);
   return 0;

@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!canonical || *canonical != name) std::abort();
     // An entry matches its own name (or one label under its wildcard) on its ports.
     const std::string probe = wildcard ? "x." + std::string(name) : std::string(name);
-    if (p.mode() == airlock::EgressMode::kAllowlist && p.check(probe, d.ports.front()) != Reason::kAllowed)
+    if (p.mode() == airlock::EgressMode::kAllowlist &&
+        p.check(probe, d.ports.front()) != Reason::kAllowed)
       std::abort();
   }
   (void)p.check("pypi.org", 443);

@@ -110,8 +110,8 @@ bool underRoot(int fd) {
   ssize_t n = ::readlink(proc.c_str(), buf, PATH_MAX);
   if (n < 0) return false;
   std::string_view path(buf, static_cast<std::size_t>(n));
-  return path == g_root || (path.size() > g_root.size() && path.substr(0, g_root.size()) == g_root &&
-                            path[g_root.size()] == '/');
+  return path == g_root || (path.size() > g_root.size() &&
+                            path.substr(0, g_root.size()) == g_root && path[g_root.size()] == '/');
 }
 
 void check(const std::string& rel, int flags) {
@@ -131,10 +131,12 @@ void check(const std::string& rel, int flags) {
     std::abort();
   }
   if (a) {
-    struct stat sa {}, sb {};
+    struct stat sa {
+    }, sb{};
     must(::fstat(a->get(), &sa) == 0 && ::fstat(b->get(), &sb) == 0, "fstat");
     if (sa.st_dev != sb.st_dev || sa.st_ino != sb.st_ino) {
-      std::fprintf(stderr, "openBeneath(%s, flags=%#x): kinds opened different objects\n", rel.c_str(), flags);
+      std::fprintf(stderr, "openBeneath(%s, flags=%#x): kinds opened different objects\n",
+                   rel.c_str(), flags);
       std::abort();
     }
   }

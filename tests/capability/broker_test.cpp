@@ -3,6 +3,7 @@
 // sandbox: capabilities here are test handlers.
 #include "airlock/capability/broker/broker.h"
 
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
 
@@ -10,11 +11,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/capabilities.h"
 #include "broker_test_support.h"
@@ -60,7 +59,8 @@ struct SlowProbe {
 std::shared_ptr<CapabilityTable> testTable(std::shared_ptr<SlowProbe> probe) {
   auto t = std::make_shared<CapabilityTable>();
   t->add("test.echo", CeilingClass::kNone, [](const CallContext& c) -> Answer { return c.args; });
-  t->add("proc.run", CeilingClass::kSpawn, [](const CallContext&) -> Answer { return Value::string("ran"); });
+  t->add("proc.run", CeilingClass::kSpawn,
+         [](const CallContext&) -> Answer { return Value::string("ran"); });
   t->add("test.slow", CeilingClass::kNone, [probe](const CallContext& c) -> Answer {
     probe->started.fetch_add(1);
     pollfd p{c.cancel.pollFd(), POLLIN, 0};
@@ -79,11 +79,14 @@ class BrokerTest : public ::testing::Test {
     o.shape = shape;
     o.policy.allowed = {"test.*", "proc.run", "notes.*"};
     o.audit = audit_.sink();
-    auto s = BrokerSession::open((dir ? dir : &dir_)->fd(), std::move(o), table ? table : testTable(probe_));
+    auto s = BrokerSession::open((dir ? dir : &dir_)->fd(), std::move(o),
+                                 table ? table : testTable(probe_));
     EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message());
     return s ? std::move(*s) : nullptr;
   }
-  std::string socketPath(TempCapDir* dir = nullptr) { return (dir ? dir : &dir_)->path() + "/cap.sock"; }
+  std::string socketPath(TempCapDir* dir = nullptr) {
+    return (dir ? dir : &dir_)->path() + "/cap.sock";
+  }
 
   TempCapDir dir_;
   Recorder audit_;
@@ -187,7 +190,8 @@ TEST_F(BrokerTest, CallPastItsDeadlineIsRefusedAndItsEffectCancelled) {
 
 TEST_F(BrokerTest, PolicyRefusesACapabilityNotAllowed) {
   auto t = testTable(probe_);
-  t->add("secret.read", CeilingClass::kNone, [](const CallContext&) -> Answer { return Value::string("x"); });
+  t->add("secret.read", CeilingClass::kNone,
+         [](const CallContext&) -> Answer { return Value::string("x"); });
   auto s = open(BootShape::kRun, nullptr, t);
   WireClient c(socketPath());
   c.call(s->token(), "secret.read", Value::nil());
@@ -216,7 +220,9 @@ TEST_F(BrokerTest, UnknownCapabilityAndUnroutedPlatformModulesAreRefusedByName) 
 
 TEST_F(BrokerTest, PlatformRouteServesItsModule) {
   auto t = testTable(probe_);
-  t->addModuleRoute("strand", [](const CallContext& c) -> Answer { return Value::string(std::string(c.capability)); });
+  t->addModuleRoute("strand", [](const CallContext& c) -> Answer {
+    return Value::string(std::string(c.capability));
+  });
   SessionOptions o;
   o.policy.allowed = {"strand.*"};
   auto s = BrokerSession::open(dir_.fd(), std::move(o), t);
@@ -236,7 +242,8 @@ TEST_F(BrokerTest, The33rdSpawnIsRefusedNamingTheCeiling) {
     c.call(s->token(), "proc.run", Value::nil());
     auto r = c.result();
     ASSERT_TRUE(r);
-    ASSERT_TRUE(std::holds_alternative<Value>(r->second)) << "call " << i + 1 << ": " << refusalMessage(r->second);
+    ASSERT_TRUE(std::holds_alternative<Value>(r->second))
+        << "call " << i + 1 << ": " << refusalMessage(r->second);
   }
   c.call(s->token(), "proc.run", Value::nil());
   auto r = c.result();
@@ -265,7 +272,8 @@ TEST_F(BrokerTest, NotesPutGetListRoundTrip) {
   auto table = capability::makeSandboxCapabilities(capability::SandboxServices{});
   auto s = open(BootShape::kRun, nullptr, table);
   WireClient c(socketPath());
-  auto value = Value::map({{"n", Value::integer(-3)}, {"list", Value::array({Value::boolean(true)})}});
+  auto value =
+      Value::map({{"n", Value::integer(-3)}, {"list", Value::array({Value::boolean(true)})}});
   c.call(s->token(), "notes.put", Value::map({{"key", Value::string("a/b")}, {"value", value}}));
   auto r = c.result();
   ASSERT_TRUE(r && std::holds_alternative<Value>(r->second)) << refusalMessage(r->second);
@@ -277,7 +285,8 @@ TEST_F(BrokerTest, NotesPutGetListRoundTrip) {
   r = c.result();
   ASSERT_TRUE(r && std::holds_alternative<Value>(r->second));
   EXPECT_EQ(std::get<Value>(r->second), Value::array({Value::string("a/b")}));
-  c.call(s->token(), "notes.put", Value::map({{"key", Value::string("bin")}, {"value", Value::bytes("x")}}));
+  c.call(s->token(), "notes.put",
+         Value::map({{"key", Value::string("bin")}, {"value", Value::bytes("x")}}));
   r = c.result();
   ASSERT_TRUE(r);
   EXPECT_EQ(refusalCode(r->second), "bad_request") << "bytes are not JSON-shaped";
@@ -441,8 +450,10 @@ TEST_F(BrokerTest, CallsDecodedFromOneReadDoNotWaitBehindEachOther) {
     // One worker, which goes idle after answering.
     c.call(s->token(), "test.echo", Value::nil());
     ASSERT_TRUE(c.result());
-    auto wait = wire::encodeFrame(Frame{2, wire::CapCall{s->token(), "test.wait", Value::nil(), 2000}});
-    auto opener = wire::encodeFrame(Frame{3, wire::CapCall{s->token(), "test.open", Value::nil(), 2000}});
+    auto wait =
+        wire::encodeFrame(Frame{2, wire::CapCall{s->token(), "test.wait", Value::nil(), 2000}});
+    auto opener =
+        wire::encodeFrame(Frame{3, wire::CapCall{s->token(), "test.open", Value::nil(), 2000}});
     ASSERT_TRUE(wait && opener);
     c.sendRaw(*wait + *opener);
     std::map<std::uint64_t, Answer> answers;
@@ -452,7 +463,8 @@ TEST_F(BrokerTest, CallsDecodedFromOneReadDoNotWaitBehindEachOther) {
       answers.emplace(r->first, r->second);
     }
     ASSERT_EQ(answers.count(2), 1u);
-    ASSERT_EQ(refusalCode(answers.at(2)), "(ok)") << "round " << round << ": " << refusalMessage(answers.at(2));
+    ASSERT_EQ(refusalCode(answers.at(2)), "(ok)")
+        << "round " << round << ": " << refusalMessage(answers.at(2));
     ASSERT_EQ(std::get<Value>(answers.at(2)), Value::boolean(true)) << "round " << round;
   }
 }
@@ -462,8 +474,10 @@ TEST_F(BrokerTest, CallsDecodedFromOneReadDoNotWaitBehindEachOther) {
 // that has answered changes nothing.
 TEST_F(BrokerTest, InlineCallWithAnIdInFlightOnAWorkerIsRefused) {
   auto table = testTable(probe_);
-  table->add("notes.get", CeilingClass::kNotes, [](const CallContext&) -> Answer { return Value::string("note"); },
-             capability::CallPlacement::kInline);
+  table->add(
+      "notes.get", CeilingClass::kNotes,
+      [](const CallContext&) -> Answer { return Value::string("note"); },
+      capability::CallPlacement::kInline);
   auto s = open(BootShape::kRun, nullptr, table);
   WireClient c(socketPath());
   c.send(Frame{5, wire::CapCall{s->token(), "test.slow", Value::nil(), 60000}});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -14,8 +15,6 @@
 #include <filesystem>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "airlock/capability/wire/frame.h"
 #include "airlock/sys/unique_fd.h"
@@ -60,23 +59,27 @@ class WireClient {
     sendRaw(*bytes);
   }
   void sendRaw(const std::string& bytes) {
-    ASSERT_EQ(::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    ASSERT_EQ(::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
   }
   std::uint64_t call(const std::string& token, const std::string& cap, capability::wire::Value args,
                      std::uint64_t deadline_ms = 10000) {
     const std::uint64_t id = next_id_++;
-    send(capability::wire::Frame{id, capability::wire::CapCall{token, cap, std::move(args), deadline_ms}});
+    send(capability::wire::Frame{
+        id, capability::wire::CapCall{token, cap, std::move(args), deadline_ms}});
     return id;
   }
 
   // The next event (a frame, invalid or dropped), or nullopt at end of
   // stream or after `timeout`.
-  std::optional<capability::wire::FrameDecoder::Event> next(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  std::optional<capability::wire::FrameDecoder::Event> next(
+      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     const auto until = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       auto ev = decoder_.next();
       if (!std::holds_alternative<capability::wire::FrameDecoder::NeedMore>(ev)) return ev;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd p{fd_.get(), POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;

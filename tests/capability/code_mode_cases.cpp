@@ -1,6 +1,7 @@
 #include "code_mode_cases.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <cstdio>
 #include <optional>
 #include <tuple>
-
-#include <gtest/gtest.h>
 
 #include "airlock/sys/io.h"
 
@@ -31,12 +30,14 @@ CodeRunResult runCodeProgram(ExecutionEnvironment& env, const EnvironmentHandle&
   return r ? *r : CodeRunResult{};
 }
 
-nlohmann::json outcome(const CodeRunResult& r) { return capability::outcomeToJson(r.outcome); }
+nlohmann::json outcome(const CodeRunResult& r) {
+  return capability::outcomeToJson(r.outcome);
+}
 
 std::string describe(const CodeRunResult& r) {
   return "exit " + std::to_string(r.execution.exit_code.value_or(-1)) + "\nstdout:\n" +
-         r.execution.stdout_data + "\nstderr:\n" + r.execution.stderr_data + "\noutcome: " +
-         capability::outcomeToJson(r.outcome).dump();
+         r.execution.stdout_data + "\nstderr:\n" + r.execution.stderr_data +
+         "\noutcome: " + capability::outcomeToJson(r.outcome).dump();
 }
 
 std::pair<std::string, int> drain(SideProcess& p) {
@@ -63,7 +64,8 @@ std::pair<std::string, int> drain(SideProcess& p) {
   return {out, status.value_or(-1)};
 }
 
-void expectSideProcessSeesWhatACommandSees(ExecutionEnvironment& env, const EnvironmentHandle& handle,
+void expectSideProcessSeesWhatACommandSees(ExecutionEnvironment& env,
+                                           const EnvironmentHandle& handle,
                                            const std::string& probe,
                                            const std::string& command_stdout, std::string& out) {
   SideCommand side;
@@ -238,9 +240,9 @@ void runCodeWithTheCli(const std::string& airlock, const std::string& options,
   writeText(path, program);
   if (::testing::Test::HasFatalFailure()) return;
   int status = -1;
-  out = commandOutput(airlock + " run " + options + "--state-dir " + state_dir + " --code " + path +
-                          " --json 2>&1",
-                      &status);
+  out = commandOutput(
+      airlock + " run " + options + "--state-dir " + state_dir + " --code " + path + " --json 2>&1",
+      &status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   result = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(result.is_discarded()) << out;

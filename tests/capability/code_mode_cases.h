@@ -6,11 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/code_run.h"
 #include "airlock/sandbox/execution_environment.h"
@@ -33,7 +32,8 @@ std::pair<std::string, int> drain(SideProcess& p);
 // Starts `probe` (a shell script) as a side process and expects it to exit
 // 0 printing exactly `command_stdout`, what the same probe printed as a
 // command. What the side process printed goes to `out`.
-void expectSideProcessSeesWhatACommandSees(ExecutionEnvironment& env, const EnvironmentHandle& handle,
+void expectSideProcessSeesWhatACommandSees(ExecutionEnvironment& env,
+                                           const EnvironmentHandle& handle,
                                            const std::string& probe,
                                            const std::string& command_stdout, std::string& out);
 

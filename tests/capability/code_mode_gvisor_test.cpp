@@ -8,8 +8,6 @@
 // Needs root and runsc (skipped with the reason otherwise).
 #include <dirent.h>
 #include <gtest/gtest.h>
-
-#include "airlock/sandbox/oci/oci_bundle.h"
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +21,7 @@
 #include <string>
 
 #include "airlock/capability/broker/code_run.h"
+#include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sys/io.h"
 #include "code_mode_cases.h"
 #include "gvisor_fixture.h"

@@ -4,15 +4,14 @@
 // the guest mid-proc.run kills the effect's process group; deadlines and the
 // spawn ceiling are enforced. Needs root (skipped with the reason otherwise).
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <atomic>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "airlock/capability/broker/code_run.h"
 #include "airlock/capability/broker/guest_files.h"
@@ -34,8 +33,10 @@ class CodeModeLinuxTest : public SandboxTest {
 
 TEST_F(CodeModeLinuxTest, SideProcessIsConfinedLikeACommand) {
   const std::string probe =
-      "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat /proc/self/cgroup; "
-      "for ns in user mnt pid net ipc uts cgroup; do readlink /proc/self/ns/$ns; done; pwd; hostname";
+      "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; cat "
+      "/proc/self/cgroup; "
+      "for ns in user mnt pid net ipc uts cgroup; do readlink /proc/self/ns/$ns; done; pwd; "
+      "hostname";
   auto command = run(shell(probe));
   ASSERT_EQ(command.exit_code, 0) << command.stderr_data;
 
@@ -56,7 +57,8 @@ TEST_F(CodeModeLinuxTest, SideProcessGetsStdinEnvAndWorkingDirectory) {
   if (HasFatalFailure()) return;
 
   side.working_directory = "../etc";
-  EXPECT_FALSE(env_->startSideProcess(handle_, side)) << "the working directory stays in the workspace";
+  EXPECT_FALSE(env_->startSideProcess(handle_, side))
+      << "the working directory stays in the workspace";
 }
 
 TEST_F(CodeModeLinuxTest, ProgramReadsRunsStartsAJobWritesANoteAndReturnsAnOutcome) {
@@ -184,7 +186,8 @@ TEST_F(CodeModeLinuxTest, DestroyLeavesNoCapabilityDirectory) {
   ASSERT_TRUE(outcome(r).contains("completed")) << describe(r);
   ASSERT_TRUE(env_->destroy(handle_));
   const std::vector<std::string> left = entriesOf(state_.path() + "/cap");
-  EXPECT_TRUE(left.empty()) << left.size() << " entries left, first: " << (left.empty() ? "" : left[0]);
+  EXPECT_TRUE(left.empty()) << left.size()
+                            << " entries left, first: " << (left.empty() ? "" : left[0]);
   auto h = env_->provision(linuxSpec(options_));  // TearDown destroys this one
   ASSERT_TRUE(h);
   handle_ = *h;
@@ -245,14 +248,18 @@ TEST(CodeModeCliTest, NetFollowsTheSandboxEgressPolicyAndSchedulesAreDurable) {
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["outcome"]["completed"]["net"], "ModeDeny mode_deny") << out;
   EXPECT_EQ(j["outcome"]["completed"]["listed"], nlohmann::json::array({"ping"})) << out;
-  EXPECT_EQ(j["outcome"]["completed"]["bad"].get<std::string>().rfind("interval_s: ", 0), 0u) << out;
+  EXPECT_EQ(j["outcome"]["completed"]["bad"].get<std::string>().rfind("interval_s: ", 0), 0u)
+      << out;
   // The schedule is in the metadata database beside the artifacts.
   struct stat st {};
   EXPECT_EQ(::stat((state.path() + "/artifacts/metadata.db").c_str(), &st), 0);
   // With --network and a policy: the policy decides (a host off the list).
   const std::string policy = state.path() + "/egress.yaml";
-  writeText(policy, "egress:\n  mode: allowlist\n  destinations:\n    - host: hooks.example.com\n      ports: [443]\n");
-  out = runCli("--state-dir " + state.path() + " --network --egress-policy " + policy + " --code " + program);
+  writeText(policy,
+            "egress:\n  mode: allowlist\n  destinations:\n    - host: hooks.example.com\n      "
+            "ports: [443]\n");
+  out = runCli("--state-dir " + state.path() + " --network --egress-policy " + policy + " --code " +
+               program);
   j = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["outcome"]["completed"]["net"], "HostNotAllowed host_not_allowed") << out;

@@ -8,13 +8,12 @@
 // `airlock artifact get`.
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <limits.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "airlock/artifacts/artifact_writer.h"
@@ -33,7 +32,8 @@ using capability::wire::Answer;
 using capability::wire::Refusal;
 using capability::wire::Value;
 
-constexpr const char* kEmptyDigest = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+constexpr const char* kEmptyDigest =
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 // `period` repeated and cut to `size` bytes: what `yes LINE | head -c SIZE` writes.
 std::string repeated(const std::string& period, std::size_t size) {
@@ -57,10 +57,16 @@ int fdsUnder(const std::string& dir) {
   return n;
 }
 
-bool dirEmpty(const std::string& dir) { return std::filesystem::is_empty(dir); }
+bool dirEmpty(const std::string& dir) {
+  return std::filesystem::is_empty(dir);
+}
 
-std::string str(const Value* v) { return v != nullptr && v->asString() != nullptr ? *v->asString() : "<not a str>"; }
-std::uint64_t uint(const Value* v) { return v != nullptr && v->asUnsigned() ? *v->asUnsigned() : ~0ull; }
+std::string str(const Value* v) {
+  return v != nullptr && v->asString() != nullptr ? *v->asString() : "<not a str>";
+}
+std::uint64_t uint(const Value* v) {
+  return v != nullptr && v->asUnsigned() ? *v->asUnsigned() : ~0ull;
+}
 
 class JobSpillTest : public SandboxTest {
  protected:
@@ -78,14 +84,16 @@ class JobSpillTest : public SandboxTest {
   void openStore(artifacts::FilesystemStoreOptions options = {}) {
     repository_ = std::make_shared<artifacts::MemoryArtifactRepository>();
     auto store = artifacts::FilesystemArtifactStore::create(
-        sys::UniqueFd(::open(store_dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC)), repository_, options);
+        sys::UniqueFd(::open(store_dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC)), repository_,
+        options);
     ASSERT_TRUE(store) << store.error().message();
     store_ = std::move(*store);
     auto tenant = artifacts::TenantId::parse("tenant-a");
     ASSERT_TRUE(tenant);
     writer_ = artifacts::makeArtifactWriter(
-        *store_, artifacts::ArtifactWriterScope{*tenant, "run-1", artifacts::ArtifactOrigin::kToolOutput,
-                                                artifacts::TrustLevel::kExternalUntrusted});
+        *store_,
+        artifacts::ArtifactWriterScope{*tenant, "run-1", artifacts::ArtifactOrigin::kToolOutput,
+                                       artifacts::TrustLevel::kExternalUntrusted});
   }
 
   void makeTable(std::uint64_t max_stream_bytes = capability::JobSpillServices{}.max_stream_bytes,
@@ -99,7 +107,8 @@ class JobSpillTest : public SandboxTest {
     table_ = capability::makeSandboxCapabilities(s);
   }
 
-  Answer call(const char* capability, Value args, std::chrono::seconds budget = std::chrono::seconds(60)) {
+  Answer call(const char* capability, Value args,
+              std::chrono::seconds budget = std::chrono::seconds(60)) {
     auto cancel = CancelToken::create();
     EXPECT_TRUE(cancel);
     const auto* entry = table_->find(capability);
@@ -117,8 +126,9 @@ class JobSpillTest : public SandboxTest {
   }
 
   std::string start(const std::string& script) {
-    auto v = value("job.start", Value::map({{"argv", Value::array({Value::string("sh"), Value::string("-c"),
-                                                                   Value::string(script)})}}));
+    auto v = value("job.start",
+                   Value::map({{"argv", Value::array({Value::string("sh"), Value::string("-c"),
+                                                      Value::string(script)})}}));
     return str(v.find("job_id"));
   }
   Value poll(const std::string& id, std::uint64_t out_cursor = 0) {
@@ -151,7 +161,8 @@ class JobSpillTest : public SandboxTest {
     auto id = artifacts::ArtifactId::parse(str(spilled.find("artifact_id")));
     EXPECT_TRUE(id);
     if (!id) return {};
-    artifacts::ArtifactRef ref{*id, str(spilled.find("sha256")), static_cast<std::int64_t>(uint(spilled.find("size_bytes"))),
+    artifacts::ArtifactRef ref{*id, str(spilled.find("sha256")),
+                               static_cast<std::int64_t>(uint(spilled.find("size_bytes"))),
                                str(spilled.find("media_type"))};
     auto source = store_->open(ref);
     EXPECT_TRUE(source) << source.error().message();
@@ -180,7 +191,8 @@ TEST_F(JobSpillTest, TheWholeOutputFarPastTheTailIsStoredAndReadsBack) {
   const std::string period = "0123456789abcde\xc3\xa9\n";
   const std::string expected_out = repeated(period, std::size_t{1} << 20);
   const std::string expected_err = "err\xff\n";
-  const std::string id = start("yes '0123456789abcde\xc3\xa9' | head -c 1048576; printf 'err\\377\\n' >&2");
+  const std::string id =
+      start("yes '0123456789abcde\xc3\xa9' | head -c 1048576; printf 'err\\377\\n' >&2");
   auto st = waitTerminal(id);
   ASSERT_FALSE(st.isNil());
   EXPECT_EQ(str(st.find("state")), "exited");
@@ -188,7 +200,8 @@ TEST_F(JobSpillTest, TheWholeOutputFarPastTheTailIsStoredAndReadsBack) {
 
   // The tail holds 64 KiB of it: the rest left the window.
   auto from_start = poll(id);
-  EXPECT_EQ(uint(from_start.find("stdout")->find("dropped")), expected_out.size() - capability::kJobTailBytes);
+  EXPECT_EQ(uint(from_start.find("stdout")->find("dropped")),
+            expected_out.size() - capability::kJobTailBytes);
 
   const Value* spill = st.find("spill");
   ASSERT_TRUE(spill != nullptr && spill->asMap() != nullptr) << "a terminal job carries its spill";
@@ -233,7 +246,8 @@ TEST_F(JobSpillTest, AJobKilledMidOutputSpillsWhatItWrote) {
   openStore();
   makeTable();
   const std::string id = start("while :; do echo spill-line; done");
-  auto running = waitFor(id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= (1u << 20); });
+  auto running = waitFor(
+      id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= (1u << 20); });
   ASSERT_FALSE(running.isNil());
   EXPECT_EQ(str(running.find("state")), "running");
   EXPECT_TRUE(running.find("spill")->isNil()) << "no spill while the job runs";
@@ -241,7 +255,8 @@ TEST_F(JobSpillTest, AJobKilledMidOutputSpillsWhatItWrote) {
   EXPECT_GE(fdsUnder(spool_), 1) << "the stream is spooled in the spool directory";
   EXPECT_TRUE(dirEmpty(spool_)) << "under no name";
 
-  ASSERT_TRUE(std::holds_alternative<Value>(call("job.kill", Value::map({{"job_id", Value::string(id)}}))));
+  ASSERT_TRUE(
+      std::holds_alternative<Value>(call("job.kill", Value::map({{"job_id", Value::string(id)}}))));
   auto st = waitTerminal(id);
   ASSERT_FALSE(st.isNil());
   EXPECT_EQ(str(st.find("state")), "killed");
@@ -308,7 +323,8 @@ TEST_F(JobSpillTest, EveryJobTogetherStaysWithinTheExecutionsBudget) {
   EXPECT_EQ(uint(out2.find("size_bytes")), kBudget - 524288u);
   EXPECT_EQ(uint(out2.find("dropped_bytes")), 524288u - (kBudget - 524288u));
   EXPECT_EQ(out2.find("truncated")->asBool(), true);
-  EXPECT_EQ(str(out2.find("sha256")), sys::sha256Hex(repeated("second\n", 524288).substr(0, kBudget - 524288u)));
+  EXPECT_EQ(str(out2.find("sha256")),
+            sys::sha256Hex(repeated("second\n", 524288).substr(0, kBudget - 524288u)));
 }
 
 // The media type is text only when every byte is UTF-8, also when a
@@ -322,13 +338,22 @@ TEST_F(JobSpillTest, AStreamIsTextOnlyWhenAllOfItIsUtf8) {
     std::string bytes;
     const char* media_type;
   };
-  for (const Case& c : {Case{"\\251b", "a\xc3\xa9" "b", "text/plain; charset=utf-8"},
-                        Case{"b", "a\xc3" "b", "application/octet-stream"},
+  for (const Case& c : {Case{"\\251b",
+                             "a\xc3\xa9"
+                             "b",
+                             "text/plain; charset=utf-8"},
+                        Case{"b",
+                             "a\xc3"
+                             "b",
+                             "application/octet-stream"},
                         Case{"", "a\xc3", "application/octet-stream"}}) {
     const std::string id = start(std::string("printf 'a\\303'; read x; printf '") + c.second + "'");
-    ASSERT_FALSE(waitFor(id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= 2; }).isNil());
+    ASSERT_FALSE(waitFor(id, [](const Value& st) {
+                   return uint(st.find("stdout")->find("cursor")) >= 2;
+                 }).isNil());
     ASSERT_TRUE(std::holds_alternative<Value>(
-        call("job.send_last", Value::map({{"job_id", Value::string(id)}, {"data", Value::string("\n")}}))));
+        call("job.send_last",
+             Value::map({{"job_id", Value::string(id)}, {"data", Value::string("\n")}}))));
     auto st = waitTerminal(id);
     ASSERT_FALSE(st.isNil());
     const Value& out = *st.find("spill")->find("stdout");
@@ -376,7 +401,8 @@ TEST_F(JobSpillTest, ASpoolThatCannotOpenIsReportedPerStream) {
   EXPECT_EQ(str(poll(id).find("stdout")->find("data")), "out\n");
   const std::string out = str(st.find("spill")->find("stdout"));
   EXPECT_EQ(out.rfind("spooling failed: ", 0), 0u) << out;
-  EXPECT_EQ(uint(st.find("spill")->find("stderr")->find("size_bytes")), 0u) << "an empty stream opens no spool";
+  EXPECT_EQ(uint(st.find("spill")->find("stderr")->find("size_bytes")), 0u)
+      << "an empty stream opens no spool";
 }
 
 // No writer: nothing is spooled, and a terminal job's spill says there is
@@ -384,17 +410,19 @@ TEST_F(JobSpillTest, ASpoolThatCannotOpenIsReportedPerStream) {
 TEST_F(JobSpillTest, WithoutAWriterNothingIsSpooledAndTheSpillSaysSo) {
   makeTable();
   const std::string id = start("head -c 200000 /dev/zero; cat >/dev/null");
-  auto running = waitFor(id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= 200000u; });
+  auto running = waitFor(
+      id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= 200000u; });
   ASSERT_FALSE(running.isNil());
   EXPECT_TRUE(running.find("spill")->isNil());
   EXPECT_EQ(fdsUnder(spool_), 0) << "no spool without a writer";
-  ASSERT_TRUE(std::holds_alternative<Value>(
-      call("job.send_last", Value::map({{"job_id", Value::string(id)}, {"data", Value::string("")}}))));
+  ASSERT_TRUE(std::holds_alternative<Value>(call(
+      "job.send_last", Value::map({{"job_id", Value::string(id)}, {"data", Value::string("")}}))));
   auto st = waitTerminal(id);
   ASSERT_FALSE(st.isNil());
   EXPECT_EQ(str(st.find("state")), "exited");
   for (const char* stream : {"stdout", "stderr"})
-    EXPECT_EQ(str(st.find("spill")->find(stream)), "no artifact store is configured for job output") << stream;
+    EXPECT_EQ(str(st.find("spill")->find(stream)), "no artifact store is configured for job output")
+        << stream;
   EXPECT_TRUE(dirEmpty(spool_));
 }
 
@@ -404,7 +432,8 @@ TEST_F(JobSpillTest, DestroyingTheTableLeavesNoSpoolAndNoArtifact) {
   openStore();
   makeTable();
   const std::string id = start("while :; do echo still-going; done");
-  auto running = waitFor(id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= 100000u; });
+  auto running = waitFor(
+      id, [](const Value& st) { return uint(st.find("stdout")->find("cursor")) >= 100000u; });
   ASSERT_FALSE(running.isNil());
   EXPECT_GE(fdsUnder(spool_), 1);
   table_.reset();
@@ -423,18 +452,21 @@ TEST(JobSpillCliTest, RunCodeSpillsIntoTheStoreArtifactGetReads) {
   TempStateDir state;
   std::string out;
   nlohmann::json j;
-  runCodeWithTheCli(AIRLOCK_BINARY, "", state.path(),
-                    "import airlock_cap as cap\n"
-                    "def main():\n"
-                    "    j = cap.job.start(['sh', '-c', 'yes 0123456789abcdef | head -c 1048576'])\n"
-                    "    while True:\n"
-                    "        st = cap.job.wait(j, timeout_ms=20000)\n"
-                    "        if not st.pending:\n"
-                    "            break\n"
-                    "    out = st.spill.stdout\n"
-                    "    return {'state': st.state, 'dropped': st.stdout_dropped, 'artifact_id': out.artifact_id,\n"
-                    "            'sha256': out.sha256, 'size_bytes': out.size_bytes, 'stderr': st.spill.stderr.size_bytes}\n",
-                    j, out);
+  runCodeWithTheCli(
+      AIRLOCK_BINARY, "", state.path(),
+      "import airlock_cap as cap\n"
+      "def main():\n"
+      "    j = cap.job.start(['sh', '-c', 'yes 0123456789abcdef | head -c 1048576'])\n"
+      "    while True:\n"
+      "        st = cap.job.wait(j, timeout_ms=20000)\n"
+      "        if not st.pending:\n"
+      "            break\n"
+      "    out = st.spill.stdout\n"
+      "    return {'state': st.state, 'dropped': st.stdout_dropped, 'artifact_id': "
+      "out.artifact_id,\n"
+      "            'sha256': out.sha256, 'size_bytes': out.size_bytes, 'stderr': "
+      "st.spill.stderr.size_bytes}\n",
+      j, out);
   if (HasFatalFailure()) return;
   auto v = j["outcome"]["completed"];
   ASSERT_TRUE(v.is_object()) << out;
@@ -448,15 +480,16 @@ TEST(JobSpillCliTest, RunCodeSpillsIntoTheStoreArtifactGetReads) {
 
   const std::string file = state.path() + "/got";
   int status = -1;
-  const std::string got = commandOutput(std::string(AIRLOCK_BINARY) + " artifact get --state-dir " + state.path() +
-                                            " " + v["artifact_id"].get<std::string>() + " -o " + file + " 2>&1",
-                                        &status);
+  const std::string got =
+      commandOutput(std::string(AIRLOCK_BINARY) + " artifact get --state-dir " + state.path() +
+                        " " + v["artifact_id"].get<std::string>() + " -o " + file + " 2>&1",
+                    &status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << got;
   auto bytes = sys::readFile(AT_FDCWD, file.c_str(), std::size_t{2} << 20);
   ASSERT_TRUE(bytes) << bytes.error().message();
   EXPECT_TRUE(*bytes == expected) << "airlock artifact get gives the job's bytes";
-  const std::string listed =
-      commandOutput(std::string(AIRLOCK_BINARY) + " artifact list --json --state-dir " + state.path());
+  const std::string listed = commandOutput(std::string(AIRLOCK_BINARY) +
+                                           " artifact list --json --state-dir " + state.path());
   auto rows = nlohmann::json::parse(listed, nullptr, false);
   ASSERT_TRUE(rows.is_array()) << listed;
   ASSERT_EQ(rows.size(), 1u) << listed;

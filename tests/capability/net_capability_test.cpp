@@ -304,10 +304,11 @@ struct ProgramHeader {
   bool crosses;
 };
 constexpr ProgramHeader kProgramHeaders[] = {
-    {"X-Api-Key", false},     {"Authorization", false},  {"Cookie", false},
-    {"Proxy-Authorization", false}, {"X-Custom-Token", false}, {"Content-Type", false},
-    {"Accept", true},         {"Accept-Language", true}, {"User-Agent", true},
-    {"Cache-Control", true},
+    {"X-Api-Key", false},      {"Authorization", false},
+    {"Cookie", false},         {"Proxy-Authorization", false},
+    {"X-Custom-Token", false}, {"Content-Type", false},
+    {"Accept", true},          {"Accept-Language", true},
+    {"User-Agent", true},      {"Cache-Control", true},
 };
 
 Value programHeaders() {
@@ -326,12 +327,11 @@ TEST(NetCapability, ARedirectToAnotherOriginCarriesOnlyTheSafeHeaders) {
   Net net(allowlist({{"hooks.example.com", a.port()}, {"other.example.com", b.port()}}));
   net.dns.add("hooks.example.com.", {kSink});
   net.dns.add("other.example.com.", {kOtherSink});
-  auto answer = fetch(
-      net.services,
-      Value::map(
-          {{"url", Value::string("http://hooks.example.com:" + std::to_string(a.port()) + "/start")},
-           {"headers", programHeaders()},
-           {"timeout_ms", Value::integer(5000)}}));
+  auto answer =
+      fetch(net.services, Value::map({{"url", Value::string("http://hooks.example.com:" +
+                                                            std::to_string(a.port()) + "/start")},
+                                      {"headers", programHeaders()},
+                                      {"timeout_ms", Value::integer(5000)}}));
   ASSERT_TRUE(std::holds_alternative<Value>(answer))
       << std::get<Refusal>(answer).code << ": " << std::get<Refusal>(answer).message;
   const Value& v = std::get<Value>(answer);
@@ -352,12 +352,11 @@ TEST(NetCapability, ASameOriginRedirectKeepsTheProgramsHeaders) {
   ASSERT_TRUE(a.ok());
   Net net(allowlist("hooks.example.com", a.port()));
   net.dns.add("hooks.example.com.", {kSink});
-  auto answer = fetch(
-      net.services,
-      Value::map(
-          {{"url", Value::string("http://hooks.example.com:" + std::to_string(a.port()) + "/start")},
-           {"headers", programHeaders()},
-           {"timeout_ms", Value::integer(5000)}}));
+  auto answer =
+      fetch(net.services, Value::map({{"url", Value::string("http://hooks.example.com:" +
+                                                            std::to_string(a.port()) + "/start")},
+                                      {"headers", programHeaders()},
+                                      {"timeout_ms", Value::integer(5000)}}));
   ASSERT_TRUE(std::holds_alternative<Value>(answer))
       << std::get<Refusal>(answer).code << ": " << std::get<Refusal>(answer).message;
   EXPECT_EQ(std::get<Value>(answer).find("redirects")->asUnsigned().value_or(0), 1u);

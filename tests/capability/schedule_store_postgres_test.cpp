@@ -76,7 +76,8 @@ class PostgresBackend final : public ScheduleStoreBackend {
     if (!start_error.empty()) return fail(ErrorCode::kExecutionUnavailable, start_error);
     auto conn = pg::connect(conninfo());
     if (!conn) return tl::unexpected(conn.error());
-    if (auto e = pg::migrate(conn->get(), schema::postgresLedger(), schema::postgresMigrations().first(1), 1);
+    if (auto e = pg::migrate(conn->get(), schema::postgresLedger(),
+                             schema::postgresMigrations().first(1), 1);
         !e)
       return e;
     auto ins = pg::run(conn->get(),

@@ -32,7 +32,8 @@ class SqliteBackend final : public ScheduleStoreBackend {
   Result<void> seedVersion1(const ScheduleRecord& r) override {
     auto db = sql::Database::open(path());
     if (!db) return tl::unexpected(db.error());
-    if (auto e = sql::migrate(*db, schema::sqliteMigrationTable(), schema::sqliteMigrations().first(1), 1);
+    if (auto e = sql::migrate(*db, schema::sqliteMigrationTable(),
+                              schema::sqliteMigrations().first(1), 1);
         !e)
       return e;
     auto ins = db->prepare(

@@ -439,7 +439,8 @@ TEST_P(ScheduleStoreSuite, ACreatorPastItsShareOfTheOutboxWaits) {
   ASSERT_TRUE(shared.has_value()) << shared.error().message();
   ScheduleStore& store = **shared;
   for (int i = 0; i < 4; ++i)
-    ASSERT_TRUE(store.create(plan(after("greedy" + std::to_string(i), 60), "greedy", k2026), kMaxLive));
+    ASSERT_TRUE(
+        store.create(plan(after("greedy" + std::to_string(i), 60), "greedy", k2026), kMaxLive));
   auto first = store.fireDue(k2026 + 60, 2);
   ASSERT_TRUE(first.has_value()) << first.error().message();
   ASSERT_EQ(first->size(), 2u);

@@ -5,6 +5,7 @@
 // goes on), "bad_kind" to an unknown kind; the working token works during
 // its invocation only. The extension runs on the host here: this tests the
 // guest library and the broker, not a sandbox.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,8 +14,6 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
-
-#include <gtest/gtest.h>
 
 #include "airlock/capability/broker/broker.h"
 #include "broker_test_support.h"
@@ -62,7 +61,8 @@ class ServeShapeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto table = std::make_shared<CapabilityTable>();
-    table->add("test.echo", CeilingClass::kNone, [](const CallContext& c) -> Answer { return c.args; });
+    table->add("test.echo", CeilingClass::kNone,
+               [](const CallContext& c) -> Answer { return c.args; });
     table->add("test.gate", CeilingClass::kNone, [this](const CallContext& c) -> Answer {
       std::unique_lock lk(mu_);
       entered_ = true;
@@ -84,7 +84,8 @@ class ServeShapeTest : public ::testing::Test {
     std::fclose(f);
     std::vector<std::string> env_strings = {"AIRLOCK_CAP_SOCKET=" + dir_.path() + "/cap.sock",
                                             "AIRLOCK_CAP_TOKEN_FILE=" + dir_.path() + "/token",
-                                            std::string("PYTHONPATH=") + AIRLOCK_GUEST_PYTHON_DIR, "LANG=C.UTF-8"};
+                                            std::string("PYTHONPATH=") + AIRLOCK_GUEST_PYTHON_DIR,
+                                            "LANG=C.UTF-8"};
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -174,7 +175,8 @@ TEST_F(ServeShapeTest, AnUnknownKindIsAnsweredBadKind) {
 TEST_F(ServeShapeTest, AWorkingTokenIsRevokedWhenItsInvocationEnds) {
   auto a = invoke("tool", "stash");
   ASSERT_TRUE(std::holds_alternative<Value>(a)) << refusalCode(a) << " " << refusalMessage(a);
-  EXPECT_EQ(std::get<Value>(a), Value::string("stashed")) << "the token works during its invocation";
+  EXPECT_EQ(std::get<Value>(a), Value::string("stashed"))
+      << "the token works during its invocation";
   auto b = invoke("tool", "replay");
   ASSERT_TRUE(std::holds_alternative<Value>(b)) << refusalCode(b);
   EXPECT_EQ(std::get<Value>(b), Value::string("bad_token")) << "and not after it";

@@ -76,8 +76,10 @@ class CliArtifactTest : public ::testing::Test {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addchdir_np(&actions, cwd_.c_str());
     pid_t pid = -1;
     const int rc = ::posix_spawn(&pid, AIRLOCK_BINARY, &actions, nullptr, argv.data(), environ);
@@ -98,8 +100,8 @@ class CliArtifactTest : public ::testing::Test {
   // `airlock run --json --export P...` of the files in src_; the parsed
   // "artifacts" array.
   nlohmann::json exportAll(const std::vector<std::string>& paths, Outcome* outcome_out = nullptr) {
-    std::vector<std::string> args = {"run", "--json", "--mechanism", "fake", "--state-dir", state_.string(),
-                                     "--copy-in", src_.string()};
+    std::vector<std::string> args = {"run",         "--json",        "--mechanism", "fake",
+                                     "--state-dir", state_.string(), "--copy-in",   src_.string()};
     for (const auto& p : paths) {
       args.push_back("--export");
       args.push_back(p);
@@ -127,7 +129,8 @@ class CliArtifactTest : public ::testing::Test {
 // Bytes of every value, larger than one streaming buffer.
 std::string binaryContent() {
   std::string bytes;
-  for (int i = 0; i < 3 * 65536 + 17; ++i) bytes.push_back(static_cast<char>((i * 131 + i / 256) & 0xff));
+  for (int i = 0; i < 3 * 65536 + 17; ++i)
+    bytes.push_back(static_cast<char>((i * 131 + i / 256) & 0xff));
   return bytes;
 }
 
@@ -140,7 +143,8 @@ TEST_F(CliArtifactTest, ExportListGetRmRoundTripIsByteExact) {
   ASSERT_THAT(artifacts, SizeIs(1));
   const std::string id = artifacts[0]["artifact_id"].get<std::string>();
   EXPECT_EQ(artifacts[0]["path"], "data.bin");
-  EXPECT_EQ(artifacts[0]["size_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(content.size()));
+  EXPECT_EQ(artifacts[0]["size_bytes"].get<std::int64_t>(),
+            static_cast<std::int64_t>(content.size()));
   // Checked against an independent hash of the source file.
   EXPECT_EQ(artifacts[0]["sha256"].get<std::string>(), sys::sha256Hex(content));
 
@@ -192,7 +196,8 @@ TEST_F(CliArtifactTest, DownloadNamesAreSanitized) {
   EXPECT_EQ(slurp(cwd_ / "line_break"), "newline");
   // Nothing else was written, in the directory or above it.
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(cwd_)) names.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(cwd_))
+    names.push_back(entry.path().filename().string());
   EXPECT_THAT(names, ::testing::UnorderedElementsAre("__evil", "line_break"));
   EXPECT_FALSE(fs::exists(root_ / "evil"));
   // The original name is kept as metadata.
@@ -253,13 +258,15 @@ TEST_F(CliArtifactTest, GetToDashWritesTheBytesToStdout) {
   spit(src_ / "data.bin", content);
   auto artifacts = exportAll({"data.bin"});
   ASSERT_THAT(artifacts, SizeIs(1));
-  Outcome get = airlock(stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "-"}));
+  Outcome get = airlock(
+      stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "-"}));
   ASSERT_EQ(get.status, 0) << get.err;
   EXPECT_EQ(get.out, content);
   EXPECT_EQ(get.err, "") << "stdout carries the bytes alone";
   EXPECT_FALSE(fs::exists(cwd_ / "-"));
   // A file named "-" is still possible, spelled as a path.
-  Outcome file = airlock(stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "./-"}));
+  Outcome file = airlock(
+      stateArgs({"artifact", "get", artifacts[0]["artifact_id"].get<std::string>(), "-o", "./-"}));
   ASSERT_EQ(file.status, 0) << file.err;
   EXPECT_EQ(slurp(cwd_ / "-"), content);
 }
@@ -269,22 +276,26 @@ TEST_F(CliArtifactTest, GetToDashWritesTheBytesToStdout) {
 TEST_F(CliArtifactTest, ArtifactCommandsOnAMissingStateDirFailAndCreateNothing) {
   const fs::path typo = root_ / "stat";
   const std::string id = "01a22b37-dfc9-7cba-8290-eb9786972bf7";
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"artifact", "list"}, {"artifact", "list", "--json"}, {"artifact", "get", id}, {"artifact", "rm", id}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"artifact", "list"},
+                                                                {"artifact", "list", "--json"},
+                                                                {"artifact", "get", id},
+                                                                {"artifact", "rm", id}}) {
     std::vector<std::string> with = args;
     with.insert(with.end(), {"--state-dir", typo.string()});
     Outcome o = airlock(with);
     EXPECT_EQ(o.status, 125) << args[1];
     EXPECT_EQ(o.out, "") << args[1];
-    EXPECT_EQ(o.err, "airlock: error: state directory " + typo.string() +
-                         " does not exist, so it holds no artifacts (check --state-dir; airlock run --export "
-                         "creates it)\n")
+    EXPECT_EQ(
+        o.err,
+        "airlock: error: state directory " + typo.string() +
+            " does not exist, so it holds no artifacts (check --state-dir; airlock run --export "
+            "creates it)\n")
         << args[1];
     EXPECT_FALSE(fs::exists(typo)) << args[1] << " created the state directory";
   }
   spit(src_ / "a.txt", "alpha");
-  Outcome run = airlock({"run", "--mechanism", "fake", "--state-dir", typo.string(), "--copy-in", src_.string(),
-                         "--export", "a.txt", "--", "true"});
+  Outcome run = airlock({"run", "--mechanism", "fake", "--state-dir", typo.string(), "--copy-in",
+                         src_.string(), "--export", "a.txt", "--", "true"});
   ASSERT_EQ(run.status, 0) << run.err;
   Outcome list = airlock({"artifact", "list", "--state-dir", typo.string()});
   EXPECT_EQ(list.status, 0) << list.err;
@@ -295,13 +306,15 @@ TEST_F(CliArtifactTest, ArtifactCommandsOnAMissingStateDirFailAndCreateNothing) 
 // the export itself would give after the run.
 TEST_F(CliArtifactTest, AnEscapingExportIsRefusedBeforeTheCommandRuns) {
   for (const std::string path : {"../x", "/etc/passwd", "a/../b", "a//b"}) {
-    Outcome o = airlock({"run", "--mechanism", "fake", "--state-dir", state_.string(), "--export", path, "--",
-                         "echo", "ran"});
+    Outcome o = airlock({"run", "--mechanism", "fake", "--state-dir", state_.string(), "--export",
+                         path, "--", "echo", "ran"});
     EXPECT_EQ(o.status, 125) << path;
     EXPECT_EQ(o.out, "") << path << ": the command ran";
     auto contained = checkRelativePath(path);
     ASSERT_FALSE(contained.has_value()) << path;
-    EXPECT_EQ(o.err, "airlock: error: --export \"" + path + "\": " + contained.error().context + "\n") << path;
+    EXPECT_EQ(o.err,
+              "airlock: error: --export \"" + path + "\": " + contained.error().context + "\n")
+        << path;
     EXPECT_FALSE(fs::exists(state_)) << path << ": the artifact store was opened";
   }
 }
@@ -310,7 +323,9 @@ TEST(ExportPath, TheEarlyCheckAndTheExportGiveTheSameText) {
   auto early = checkExportPath("../x");
   ASSERT_FALSE(early.has_value());
   EXPECT_EQ(early.error().code, ErrorCode::kWorkspaceEscape);
-  EXPECT_EQ(early.error().context.rfind("--export \"../x\": path \"../x\" has a \".\" or \"..\" component", 0), 0u)
+  EXPECT_EQ(early.error().context.rfind(
+                "--export \"../x\": path \"../x\" has a \".\" or \"..\" component", 0),
+            0u)
       << early.error().context;
   EXPECT_TRUE(checkExportPath("out/a.txt").has_value());
   auto no_env = [](std::string_view) { return std::optional<std::string>{}; };

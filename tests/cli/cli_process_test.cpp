@@ -204,9 +204,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"NonNumericPids",
                  {"run", "--mechanism", "fake", "--pids", "1e3", "--", "true"},
                  "--pids: expected a whole number"},
-        BadInput{"MemoryBelowMinimum", {"run", "--mechanism", "fake", "--memory", "1K", "--", "true"},
+        BadInput{"MemoryBelowMinimum",
+                 {"run", "--mechanism", "fake", "--memory", "1K", "--", "true"},
                  "--memory 1 KiB is below the minimum of 8 MiB"},
-        BadInput{"PidsBelowMinimum", {"run", "--mechanism", "fake", "--pids", "1", "--", "true"},
+        BadInput{"PidsBelowMinimum",
+                 {"run", "--mechanism", "fake", "--pids", "1", "--", "true"},
                  "--pids 1 is below the minimum of 8"},
         BadInput{"PidsAboveCeiling",
                  {"run", "--mechanism", "fake", "--pids", "100000", "--", "true"},
@@ -416,10 +418,13 @@ std::string ustar(const std::vector<std::pair<std::string, std::string>>& files)
   std::string out;
   for (const auto& [name, data] : files) {
     std::string header(512, '\0');
-    auto put = [&](std::size_t at, const std::string& field) { header.replace(at, field.size(), field); };
+    auto put = [&](std::size_t at, const std::string& field) {
+      header.replace(at, field.size(), field);
+    };
     auto octal = [](std::uint64_t v, int width) {
       std::string digits(static_cast<std::size_t>(width - 1), '0');
-      for (int i = width - 2; i >= 0 && v != 0; --i, v >>= 3) digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + (v & 7));
+      for (int i = width - 2; i >= 0 && v != 0; --i, v >>= 3)
+        digits[static_cast<std::size_t>(i)] = static_cast<char>('0' + (v & 7));
       return digits;
     };
     put(0, name);

@@ -39,7 +39,8 @@ TEST(PlanRun, TheGvisorMechanismIsAccepted) {
   flags.mechanism = "docker";
   auto refused = planRun(flags, noHostEnv);
   ASSERT_FALSE(refused.has_value());
-  EXPECT_NE(refused.error().context.find("linux, gvisor, fake"), std::string::npos) << refused.error().context;
+  EXPECT_NE(refused.error().context.find("linux, gvisor, fake"), std::string::npos)
+      << refused.error().context;
 }
 
 TEST(PlanRun, DefaultsComeFromTheConfiguredLimits) {
@@ -126,7 +127,8 @@ TEST(PlanRun, ArgvWhitespaceInTheProgramNameIsAShellString) {
   EXPECT_TRUE(shellStringProblem({"python script.py", "--flag"}, kCli).has_value());
   EXPECT_FALSE(shellStringProblem({"sh", "-c", "echo hi"}, kCli).has_value());
   EXPECT_FALSE(shellStringProblem({"echo", "two words"}, kCli).has_value());
-  EXPECT_THAT(*shellStringProblem({"ls -la", "/tmp"}, kCli), HasSubstr("airlock run -- sh -c 'ls -la /tmp'"));
+  EXPECT_THAT(*shellStringProblem({"ls -la", "/tmp"}, kCli),
+              HasSubstr("airlock run -- sh -c 'ls -la /tmp'"));
 }
 
 // One message for the CLI and the HTTP API: the same words, each with the
@@ -134,8 +136,10 @@ TEST(PlanRun, ArgvWhitespaceInTheProgramNameIsAShellString) {
 TEST(PlanRun, TheShellStringHintIsTheOneTheApiGivesSpelledForTheCommandLine) {
   auto plan = planRun(fakeFlags({"ls -la", "/tmp"}), noHostEnv);
   ASSERT_FALSE(plan.has_value());
-  EXPECT_EQ(plan.error().context, shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value());
-  const std::string cli = shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value();
+  EXPECT_EQ(plan.error().context,
+            shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value());
+  const std::string cli =
+      shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kCommandLine).value();
   const std::string api = shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kJson).value();
   const std::string said = "say so: ";
   ASSERT_NE(cli.find(said), std::string::npos);

@@ -15,7 +15,9 @@ class LinuxAdapter : public ContractAdapter {
   EnvironmentSpec spec() override {
     return airlock::testing::linuxSpec(airlock::testing::testOptions(state_.path()));
   }
-  std::optional<std::string> skipReason() override { return airlock::testing::linuxJailUnavailable(); }
+  std::optional<std::string> skipReason() override {
+    return airlock::testing::linuxJailUnavailable();
+  }
 
  private:
   airlock::testing::TempStateDir state_;

@@ -254,11 +254,13 @@ TEST(ShellStringProblem, OneMessageSpelledForTheCommandLineOrForJson) {
   EXPECT_EQ(shellStringProblem({"echo", "two words"}, ArgvSpelling::kJson), std::nullopt);
   EXPECT_EQ(shellStringProblem({}, ArgvSpelling::kCommandLine), std::nullopt);
   const std::string prefix =
-      "the command \"echo it's \\\"x\\\"\" is a shell string, but Airlock runs an argument vector and picks no "
+      "the command \"echo it's \\\"x\\\"\" is a shell string, but Airlock runs an argument vector "
+      "and picks no "
       "shell for you; to run it with a shell, say so: ";
   EXPECT_EQ(shellStringProblem({"echo it's \"x\""}, ArgvSpelling::kCommandLine),
             prefix + "airlock run -- sh -c 'echo it'\\''s \"x\"'");
-  EXPECT_EQ(shellStringProblem({"echo it's \"x\""}, ArgvSpelling::kJson), prefix + R"(["sh","-c","echo it's \"x\""])");
+  EXPECT_EQ(shellStringProblem({"echo it's \"x\""}, ArgvSpelling::kJson),
+            prefix + R"(["sh","-c","echo it's \"x\""])");
   // The command is quoted for the message (and the JSON form escaped): a
   // newline cannot break an HTTP error's line.
   EXPECT_EQ(shellStringProblem({"a\nb"}, ArgvSpelling::kJson)->find('\n'), std::string::npos);

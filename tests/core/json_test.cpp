@@ -150,10 +150,9 @@ TEST(JsonRoundTrip, ExecutionCommandWithNonUtf8ArgumentAndDirectory) {
 TEST(JsonRoundTrip, ExecutionResultUsesTheSpecFieldNames) {
   const ExecutionResult r = sampleResult();
   const json j = r;
-  for (const char* name :
-       {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "timed_out",
-        "killed_by", "files_changed", "files_changed_truncated", "duration_ms",
-        "peak_memory_bytes", "cpu_time_ms"}) {
+  for (const char* name : {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+                           "timed_out", "killed_by", "files_changed", "files_changed_truncated",
+                           "duration_ms", "peak_memory_bytes", "cpu_time_ms"}) {
     EXPECT_TRUE(j.contains(name)) << name;
   }
   EXPECT_EQ(j.size(), 12u);

@@ -100,8 +100,10 @@ TEST(SanitizeForLog, EscapesEverythingUnprintable) {
 }
 
 TEST(PrintableMessage, KeepsQuotesAndBackslashesAndEscapesTheUnprintable) {
-  EXPECT_EQ(printableMessage("host \"example.com\" is not allowed"), "host \"example.com\" is not allowed");
-  EXPECT_EQ(printableMessage("a \"b\\x01\" c"), "a \"b\\x01\" c") << "already escaped parts are kept";
+  EXPECT_EQ(printableMessage("host \"example.com\" is not allowed"),
+            "host \"example.com\" is not allowed");
+  EXPECT_EQ(printableMessage("a \"b\\x01\" c"), "a \"b\\x01\" c")
+      << "already escaped parts are kept";
   EXPECT_EQ(printableMessage(std::string("x\n\0\xff", 4)), "x\\x0a\\x00\\xff");
   EXPECT_EQ(printableMessage("abcdef", 3), "abc...");
 }

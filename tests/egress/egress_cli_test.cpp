@@ -188,8 +188,8 @@ TEST_F(EgressCheckCli, RefusedBeforeDnsWithTheirReasons) {
 // The detail names what was refused in plain quotes ("..."), never the
 // \x22 of a second escaping pass; bytes that cannot be shown stay escaped.
 TEST_F(EgressCheckCli, DetailQuotesReadAsQuotesAndUnprintableBytesStayEscaped) {
-  for (const std::string& target : std::vector<std::string>{"gopher://hooks.example.com/",
-                                                             "hooks.example.com:0443", "hooks.exa\x01mple.com:443"}) {
+  for (const std::string& target : std::vector<std::string>{
+           "gopher://hooks.example.com/", "hooks.example.com:0443", "hooks.exa\x01mple.com:443"}) {
     SCOPED_TRACE(target);
     const Outcome o = check(target);
     EXPECT_EQ(o.status, 1) << o.out << o.err;

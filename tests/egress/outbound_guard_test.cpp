@@ -372,7 +372,8 @@ TEST_F(OutboundGuardTest, ACrossOriginRedirectCarriesOnlyTheSafeHeaders) {
   // without the body's headers.
   for (const auto& [name, value] : kProgramHeaders) {
     const bool expected = kAlwaysSafe.count(lowered(name)) > 0;
-    EXPECT_EQ(hasHeader(at_a[1], name), expected) << name << " back at the first origin: " << at_a[1];
+    EXPECT_EQ(hasHeader(at_a[1], name), expected)
+        << name << " back at the first origin: " << at_a[1];
   }
   // 307 keeps method and body; 302 after POST becomes GET without a body.
   EXPECT_EQ(at_b[0].rfind("POST /landing ", 0), 0u) << at_b[0];

@@ -56,9 +56,10 @@ TEST(Policy, LoadsTheSpecExample) {
 // A new user's first mistake: YAML reads an unquoted *.x as an alias. The
 // message says what to write instead, at the line and column.
 TEST(Policy, AnUnquotedWildcardSaysToQuoteIt) {
-  auto p = loadEgressPolicy("egress:\n  mode: allowlist\n  destinations:\n    - host: *.lab.example\n"
-                            "      ports: [80]\n",
-                            "wild.yaml");
+  auto p = loadEgressPolicy(
+      "egress:\n  mode: allowlist\n  destinations:\n    - host: *.lab.example\n"
+      "      ports: [80]\n",
+      "wild.yaml");
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().context.rfind("wild.yaml:4:", 0), 0u) << p.error().context;
   EXPECT_NE(p.error().context.find("must be quoted: host: \"*.example.com\""), std::string::npos)

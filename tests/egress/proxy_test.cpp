@@ -534,8 +534,8 @@ TEST_F(ProxyTest, HandoffChannelServesPassedConnectionsAsItsSandbox) {
   int pair[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
   UniqueFd sandbox_end(pair[0]);
-  auto id = proxy->adoptHandoff(UniqueFd(pair[1]), ProxyIdentity{"env-h", "tenant-h", "run-h"},
-                                policy);
+  auto id =
+      proxy->adoptHandoff(UniqueFd(pair[1]), ProxyIdentity{"env-h", "tenant-h", "run-h"}, policy);
   ASSERT_TRUE(id.has_value()) << id.error().message();
 
   // Junk first: a pipe, a listening socket, two sockets in one packet. Each
@@ -671,7 +671,8 @@ class CountingObserver : public ProxyObserver {
  public:
   void onDecision(const DecisionRecord& record) override {
     std::lock_guard lock(mu_);
-    ++by_reason_[record.decision.reasonCode() + "/" + std::string(tunnelOutcomeName(record.outcome))];
+    ++by_reason_[record.decision.reasonCode() + "/" +
+                 std::string(tunnelOutcomeName(record.outcome))];
     tenants_.insert(record.who.tenant_id);
     ++total_;
     cv_.notify_all();
@@ -933,10 +934,15 @@ TEST(ProxyLog, FormatsOneJsonLine) {
   EXPECT_EQ(k["request"], "GE\\xff\\x00T");
   // An error message keeps its quotes (JSON escapes them once); only bytes
   // that cannot be shown are escaped.
-  const auto e = nlohmann::json::parse(formatDecisionLine(
-      DecisionRecord{who, d, TunnelOutcome::kConnectFailed, std::nullopt,
-                     "connect to \"a.example.com\": refused\x01", "", {}},
-      std::chrono::system_clock::now()));
+  const auto e = nlohmann::json::parse(
+      formatDecisionLine(DecisionRecord{who,
+                                        d,
+                                        TunnelOutcome::kConnectFailed,
+                                        std::nullopt,
+                                        "connect to \"a.example.com\": refused\x01",
+                                        "",
+                                        {}},
+                         std::chrono::system_clock::now()));
   EXPECT_EQ(e["error"], "connect to \"a.example.com\": refused\\x01");
 }
 

@@ -3,10 +3,10 @@
 // disk filler, a file-count filler and an output flood are each killed with
 // the matching kill reason, and each returns the output it printed first.
 // The same table runs on the linux and the gvisor mechanisms.
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "../sandbox/oci/gvisor_test_support.h"
@@ -23,7 +23,9 @@ struct LimitCase {
   KillReason expected;
 };
 
-void PrintTo(const LimitCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const LimitCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class GateLimitsEnforced : public ::testing::TestWithParam<LimitCase> {};
 

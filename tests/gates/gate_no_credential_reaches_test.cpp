@@ -80,13 +80,14 @@ TEST(GateNoCredentialReaches, NoCredentialOfTheServiceReachesACommand) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
   TempStateDir state;
   std::vector<std::string> env = {"AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
-                                  std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin",
-                                  "HOME=/root"};
+                                  std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
+                                  "PATH=/usr/bin:/bin", "HOME=/root"};
   for (const auto& [k, v] : kCredentials) env.push_back(k + "=" + v);
   ServeProcess serve(env);
   ASSERT_GT(serve.port(), 0) << serve.log();
-  auto h = serve.request("POST", "/v1/environments",
-                         R"({"tenant_id": "t1", "run_id": "r1", "environment": {"MY_SETTING": "visible"}})", kToken);
+  auto h = serve.request(
+      "POST", "/v1/environments",
+      R"({"tenant_id": "t1", "run_id": "r1", "environment": {"MY_SETTING": "visible"}})", kToken);
   ASSERT_EQ(h.status, 201) << h.body;
   const std::string id = h.json()["environment_id"];
   nlohmann::json cmd = {{"argv", {"python3", "-c", kScan}}, {"maximum_output_bytes", 1 << 20}};
@@ -102,24 +103,30 @@ TEST(GateNoCredentialReaches, NoCredentialOfTheServiceReachesACommand) {
   EXPECT_GT(std::stol(out.substr(files_at + 6)), 100) << out.substr(files_at, 40);
   EXPECT_NE(out.find("MY_SETTING=visible"), std::string::npos);
 
-  EXPECT_EQ(out.find("hit "), std::string::npos) << "a file holds a canary:\n" << out.substr(out.find("hit "), 400);
+  EXPECT_EQ(out.find("hit "), std::string::npos) << "a file holds a canary:\n"
+                                                 << out.substr(out.find("hit "), 400);
   for (const auto& [k, v] : kCredentials) {
     EXPECT_EQ(out.find(v), std::string::npos) << k << "'s value reached the sandbox";
     EXPECT_EQ(out.find(k + "="), std::string::npos) << k << " reached the sandbox";
   }
-  EXPECT_EQ(out.find(kToken), std::string::npos) << "the service's bearer token reached the sandbox";
+  EXPECT_EQ(out.find(kToken), std::string::npos)
+      << "the service's bearer token reached the sandbox";
   // No tier-0 name and nothing shaped like a secret in the environment.
-  const std::string env_dump = out.substr(out.find("ENV-BEGIN"), out.find("ENV-END") - out.find("ENV-BEGIN"));
-  for (std::size_t start = 0, nl; (nl = env_dump.find('\n', start)) != std::string::npos; start = nl + 1) {
+  const std::string env_dump =
+      out.substr(out.find("ENV-BEGIN"), out.find("ENV-END") - out.find("ENV-BEGIN"));
+  for (std::size_t start = 0, nl; (nl = env_dump.find('\n', start)) != std::string::npos;
+       start = nl + 1) {
     const std::string line = env_dump.substr(start, nl - start);
     const auto eq = line.find('=');
     if (eq == std::string::npos) continue;
     EXPECT_FALSE(isTier0Name(line.substr(0, eq))) << line;
   }
-  const std::regex secret_shapes(R"((AKIA[0-9A-Z]{12,})|(sk-[A-Za-z0-9_-]{16,})|(ghp_[A-Za-z0-9]{20,})|(xox[bp]-)|(://[^/\s:]+:[^@\s]+@))");
+  const std::regex secret_shapes(
+      R"((AKIA[0-9A-Z]{12,})|(sk-[A-Za-z0-9_-]{16,})|(ghp_[A-Za-z0-9]{20,})|(xox[bp]-)|(://[^/\s:]+:[^@\s]+@))");
   EXPECT_FALSE(std::regex_search(env_dump, secret_shapes)) << env_dump;
   EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
-  EXPECT_EQ(serve.log().find("c4n4ry"), std::string::npos) << "a credential was logged:\n" << serve.log();
+  EXPECT_EQ(serve.log().find("c4n4ry"), std::string::npos) << "a credential was logged:\n"
+                                                           << serve.log();
 }
 
 }  // namespace

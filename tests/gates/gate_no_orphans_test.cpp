@@ -29,7 +29,8 @@ std::vector<std::string> list(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.emplace_back(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+        out.emplace_back(e->d_name);
     ::closedir(d);
   }
   return out;
@@ -56,8 +57,9 @@ std::vector<std::string> leftovers(const std::string& state_dir) {
 }
 
 std::vector<std::string> serveEnv(const std::string& state_dir) {
-  return {"AIRLOCK_STATE_DIR=" + state_dir, "AIRLOCK_LISTEN=127.0.0.1:0", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
-          "AIRLOCK_REAPER_INTERVAL=1s", "PATH=/usr/bin:/bin"};
+  return {"AIRLOCK_STATE_DIR=" + state_dir, "AIRLOCK_LISTEN=127.0.0.1:0",
+          std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "AIRLOCK_REAPER_INTERVAL=1s",
+          "PATH=/usr/bin:/bin"};
 }
 
 // The killed service's sandbox inits die with it (parent-death signal) and
@@ -80,7 +82,8 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
     ASSERT_GT(first.port(), 0) << first.log();
     std::vector<std::string> ids;
     for (int i = 0; i < 2; ++i) {
-      auto r = first.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1})", kToken);
+      auto r = first.request("POST", "/v1/environments",
+                             R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 1})", kToken);
       ASSERT_EQ(r.status, 201) << r.body;
       ids.push_back(r.json()["environment_id"]);
     }
@@ -88,9 +91,10 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
     std::atomic<bool> returned{false};
     HttpReply executed;
     std::thread running([&] {
-      executed = first.request("POST", "/v1/environments/" + ids[0] + "/execute",
-                               R"({"argv": ["sh", "-c", "touch started; exec sleep 300"], "timeout_seconds": 300})",
-                               kToken, 30);
+      executed = first.request(
+          "POST", "/v1/environments/" + ids[0] + "/execute",
+          R"({"argv": ["sh", "-c", "touch started; exec sleep 300"], "timeout_seconds": 300})",
+          kToken, 30);
       returned = true;
     });
     // Until the command says it started (or the execute came back early,
@@ -105,10 +109,12 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
       reapOrphanedInits();
       running.join();
       { ServeProcess sweeper(serveEnv(state.path())); }  // leave nothing behind even on failure
-      FAIL() << "the command never started; execute answered " << executed.status << " " << executed.body
-             << "\nservice log:\n" << log;
+      FAIL() << "the command never started; execute answered " << executed.status << " "
+             << executed.body << "\nservice log:\n"
+             << log;
     }
-    EXPECT_FALSE(leftovers(state.path()).empty()) << "nothing to orphan: the test would pass vacuously";
+    EXPECT_FALSE(leftovers(state.path()).empty())
+        << "nothing to orphan: the test would pass vacuously";
     const int status = first.signalAndWait(SIGKILL);
     EXPECT_TRUE(WIFSIGNALED(status));
     reapOrphanedInits();
@@ -123,7 +129,8 @@ TEST(GateNoOrphans, AServiceKilledMidExecutionLeavesNothingAfterRestart) {
   EXPECT_TRUE(live.json()["environments"].empty()) << live.body;
 
   // A clean stop with a sandbox live leaves nothing either.
-  auto r = second.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 2})", kToken);
+  auto r = second.request("POST", "/v1/environments",
+                          R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 2})", kToken);
   ASSERT_EQ(r.status, 201) << r.body;
   const int status = second.signalAndWait(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << second.log();

@@ -42,8 +42,10 @@ TEST_P(GateProductionRefusesDev, ProductionModeRefusesToStart) {
   auto r = checkStartup(s);
   ASSERT_FALSE(r) << "production started with sandbox=" << mechanismName(GetParam());
   EXPECT_EQ(r.error().code, ErrorCode::kConfigurationError);
-  EXPECT_NE(r.error().context.find("deployment_mode=production"), std::string::npos) << r.error().context;
-  EXPECT_NE(r.error().context.find("sandbox=" + std::string(mechanismName(GetParam()))), std::string::npos)
+  EXPECT_NE(r.error().context.find("deployment_mode=production"), std::string::npos)
+      << r.error().context;
+  EXPECT_NE(r.error().context.find("sandbox=" + std::string(mechanismName(GetParam()))),
+            std::string::npos)
       << r.error().context;
 }
 
@@ -56,7 +58,8 @@ TEST_P(GateProductionRefusesDev, NonDevAuthRefusesToStart) {
   auto r = checkStartup(s);
   ASSERT_FALSE(r) << "auth_mode=token started with sandbox=" << mechanismName(GetParam());
   EXPECT_NE(r.error().context.find("auth_mode=token"), std::string::npos) << r.error().context;
-  EXPECT_NE(r.error().context.find("sandbox=" + std::string(mechanismName(GetParam()))), std::string::npos)
+  EXPECT_NE(r.error().context.find("sandbox=" + std::string(mechanismName(GetParam()))),
+            std::string::npos)
       << r.error().context;
 }
 
@@ -121,7 +124,8 @@ TEST_P(GateProductionRefusesDev, ServeExitsWithTheRefusal) {
   const std::string mech(mechanismName(GetParam()));
   for (const auto& vars : std::vector<std::vector<std::string>>{
            {"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_SANDBOX=" + mech},
-           {"AIRLOCK_AUTH_MODE=token", "AIRLOCK_SERVICE_TOKEN=0123456789abcdef0123", "AIRLOCK_SANDBOX=" + mech}}) {
+           {"AIRLOCK_AUTH_MODE=token", "AIRLOCK_SERVICE_TOKEN=0123456789abcdef0123",
+            "AIRLOCK_SANDBOX=" + mech}}) {
     const ServeRun run = runServe(vars);
     ASSERT_TRUE(run.exited) << "serve did not exit: " << run.err;
     EXPECT_NE(run.status, 0) << "serve started: " << run.err;

@@ -7,6 +7,7 @@
 // or /sys/fs/cgroup, not a copy-in source's members beyond the caller's own
 // argument (which may be echoed).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "airlock/core/json.h"
@@ -44,9 +43,9 @@ class TempSourceDir {
 };
 
 struct Seen {
-  std::string what;   // the operation, for failure messages
-  std::string text;   // what reached the caller
-  std::string echo;   // the caller's own argument, which may appear
+  std::string what;  // the operation, for failure messages
+  std::string text;  // what reached the caller
+  std::string echo;  // the caller's own argument, which may appear
 };
 
 class GateSpecHasNoHostPath : public ::testing::Test {
@@ -88,8 +87,9 @@ class GateSpecHasNoHostPath : public ::testing::Test {
   // Every forbidden fragment, checked over everything recorded.
   void checkSeen() {
     ASSERT_FALSE(seen_.empty());
-    std::vector<std::string> forbidden = {state_.path(), "/run/airlock", "/tmp/airlock-test-state",
-                                          "/proc/", "/sys/fs/cgroup", src_.path()};
+    std::vector<std::string> forbidden = {
+        state_.path(), "/run/airlock",   "/tmp/airlock-test-state",
+        "/proc/",      "/sys/fs/cgroup", src_.path()};
     // The workspace's host view, where the adapter or its init keeps it.
     forbidden.push_back(state_.path() + "/root");
     const bool dump = ::getenv("AIRLOCK_GATE_DUMP") != nullptr;  // for a reviewer
@@ -163,8 +163,10 @@ TEST_F(GateSpecHasNoHostPath, NoResultOrErrorNamesAHostPath) {
     ASSERT_TRUE(t);
     record("output-limited execute", *t);
     auto missing = env_->execute(*h, ExecutionCommand{{"/no/such/binary"}, ".", 10, {}, 4096});
-    if (missing) record("execute of a missing binary", *missing);
-    else expectError("execute of a missing binary", missing);
+    if (missing)
+      record("execute of a missing binary", *missing);
+    else
+      expectError("execute of a missing binary", missing);
   }
 
   // --- bad working directories ------------------------------------------
@@ -186,8 +188,7 @@ TEST_F(GateSpecHasNoHostPath, NoResultOrErrorNamesAHostPath) {
   // --- workspace port: escaping, missing, wrong type --------------------
   for (const std::string& p : std::vector<std::string>{
            "../x", "a/../../b", "/etc/passwd", "missing", "d/missing/x", "rootlink",
-           "rootlink/etc/passwd", "uplink/etc/passwd", "tmplink/x", "d", "", ".",
-           "d/e/f.txt/x"}) {
+           "rootlink/etc/passwd", "uplink/etc/passwd", "tmplink/x", "d", "", ".", "d/e/f.txt/x"}) {
     expectError("read " + p, (*ws)->read(p));
     // Writable or creatable names (a symlink at the name is replaced).
     if (p == "d" || p == "missing" || p == "d/missing/x" || p == "rootlink") continue;
@@ -221,10 +222,10 @@ TEST_F(GateSpecHasNoHostPath, NoResultOrErrorNamesAHostPath) {
 
     std::filesystem::create_directories(root + "/fifo/x");
     ASSERT_EQ(::mkfifo((root + "/fifo/x/pipe").c_str(), 0600), 0);
-    expectError("copy-in of a tree with a FIFO",
-                workspace::copyInDirectory(root + "/fifo", **ws), root + "/fifo");
-    expectError("copy-in of a missing source",
-                workspace::copyInDirectory(root + "/missing", **ws), root + "/missing");
+    expectError("copy-in of a tree with a FIFO", workspace::copyInDirectory(root + "/fifo", **ws),
+                root + "/fifo");
+    expectError("copy-in of a missing source", workspace::copyInDirectory(root + "/missing", **ws),
+                root + "/missing");
     expectError("copy-in of a file source",
                 workspace::copyInDirectory(root + "/tree/a/ok.txt", **ws), root + "/tree/a/ok.txt");
     // Relative caller argument: its absolute form must not appear.

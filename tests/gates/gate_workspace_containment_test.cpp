@@ -1,8 +1,8 @@
 // Gate workspace_containment (spec 000; bug-log B03, B09), both resolution
-// implementations (openat2 and the O_NOFOLLOW walk): for generated paths over a tree with planted outward symlinks,
-// openBeneath never yields an fd whose real path is outside the root, and
-// resolve (checkRelativePath then openBeneath) yields an fd under the root
-// or WorkspaceEscape / NotFound, never anything else.
+// implementations (openat2 and the O_NOFOLLOW walk): for generated paths over a tree with planted
+// outward symlinks, openBeneath never yields an fd whose real path is outside the root, and resolve
+// (checkRelativePath then openBeneath) yields an fd under the root or WorkspaceEscape / NotFound,
+// never anything else.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -58,13 +58,22 @@ rc::Gen<std::string> genPath() {
       "a",       "b",       "c.txt",   "up",     "inner", "deep_up", "dir",  "f",
       "out_abs", "out_rel", "out_tmp", "proc",   "loop",  "self",    "file", "chain",
       "sneaky",  "etc",     "passwd",  "secret", "..",    ".",       ""};
-  static const std::vector<std::string> kHostile = {
-      "%2e%2e", "%2f", "\xc0\xae\xc0\xae", "\xe2\x80\xa4\xe2\x80\xa4", "..\\..", "\\",
-      std::string("a\0b", 3), std::string("\0", 1), std::string(255, 'n'), std::string(256, 'o'),
-      "...", " ..", ".. "};
+  static const std::vector<std::string> kHostile = {"%2e%2e",
+                                                    "%2f",
+                                                    "\xc0\xae\xc0\xae",
+                                                    "\xe2\x80\xa4\xe2\x80\xa4",
+                                                    "..\\..",
+                                                    "\\",
+                                                    std::string("a\0b", 3),
+                                                    std::string("\0", 1),
+                                                    std::string(255, 'n'),
+                                                    std::string(256, 'o'),
+                                                    "...",
+                                                    " ..",
+                                                    ".. "};
   auto component = rc::gen::weightedOneOf<std::string>({{8, rc::gen::elementOf(kParts)},
-                                                         {2, rc::gen::elementOf(kHostile)},
-                                                         {1, rc::gen::arbitrary<std::string>()}});
+                                                        {2, rc::gen::elementOf(kHostile)},
+                                                        {1, rc::gen::arbitrary<std::string>()}});
   auto relative = rc::gen::mapcat(rc::gen::inRange(0, 9), [component](int n) {
     return rc::gen::map(rc::gen::container<std::vector<std::string>>(n, component),
                         [](const std::vector<std::string>& parts) {

@@ -14,6 +14,8 @@
 //
 // The prober is never told the token (its own command line would otherwise
 // carry it into /proc): it dumps what it finds and the test looks.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -23,8 +25,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -41,16 +41,24 @@ std::string randomHex(std::size_t n) {
 }
 
 // Every token is "AIRLOCKCANARY" + 32 hex; the probe greps for that shape.
-std::string newToken() { return "AIRLOCKCANARY" + randomHex(32); }
+std::string newToken() {
+  return "AIRLOCKCANARY" + randomHex(32);
+}
 
 // Symlinks planted in a sandbox's /workspace/links right after it is
 // provisioned (so before the other sandbox exists): the host paths where a
 // workspace or its state could plausibly live.
 std::string plantLinksScript(const std::string& state_dir) {
   return "mkdir -p /workspace/links && cd /workspace/links && "
-         "ln -s '" + state_dir + "' state && "
-         "ln -s '" + state_dir + "/root' state_root && "
-         "ln -s '" + state_dir + "/sandboxes' state_sandboxes && "
+         "ln -s '" +
+         state_dir +
+         "' state && "
+         "ln -s '" +
+         state_dir +
+         "/root' state_root && "
+         "ln -s '" +
+         state_dir +
+         "/sandboxes' state_sandboxes && "
          "ln -s /run/airlock run_airlock && "
          "ln -s /tmp host_tmp && "
          "ln -s /proc/1/root/workspace proc1_ws && "
@@ -63,35 +71,47 @@ std::string plantLinksScript(const std::string& state_dir) {
 // canary's inode number.
 std::string probeScript(const std::string& inode, const std::string& tag) {
   const std::string w = "intrusion-" + tag;
-  return
-      "cd /workspace; "
-      "echo '== proc roots'; ls -la /proc/*/root /proc/1/root/ 2>&1; "
-      "for p in /proc/[0-9]*; do "
-      "  echo \"== $p\"; ls -laR $p/root/workspace/ $p/cwd/ 2>&1 | head -n 500; "
-      "  stat $p/root/workspace $p/cwd 2>&1; "
-      "  find $p/root/workspace/ $p/cwd/ -xdev -type f -size -64k -exec cat {} + 2>&1 | head -c 200000; "
-      "  echo " + w + " > $p/root/workspace/" + w + " 2>&1; "
-      "  echo " + w + " > $p/cwd/" + w + " 2>&1; "
-      "done; "
-      "echo '== inode xdev'; "
-      "find / -xdev -inum " + inode + " 2>/dev/null | while read -r f; do "
-      "  echo \"HIT $f\"; stat \"$f\"; head -c 4096 \"$f\"; done; "
-      "echo '== inode all'; "
-      "find / -inum " + inode + " 2>/dev/null | while read -r f; do "
-      "  echo \"HIT $f\"; stat \"$f\"; head -c 4096 \"$f\"; done; "
-      "for d in /tmp /dev/shm /run /workspace/links/*; do "
-      "  echo \"== $d\"; ls -laR \"$d\"/ 2>&1 | head -n 500; "
-      "  find \"$d\"/ -xdev -type f -size -64k 2>/dev/null | head -n 2000 | "
-      "    while read -r f; do cat \"$f\" 2>&1 | head -c 4096; done; "
-      "  echo " + w + " > \"$d\"/" + w + " 2>&1; "
-      "  mkdir \"$d\"/" + w + "-dir 2>&1; "
-      "done; "
-      "echo '== token shape grep'; "
-      "grep -raoI 'AIRLOCKCANARY[0-9a-f]\\{32\\}' / --exclude-dir=proc --exclude-dir=sys "
-      "  --exclude-dir=usr --exclude-dir=dev 2>/dev/null | head -n 100; "
-      "grep -raoI 'AIRLOCKCANARY[0-9a-f]\\{32\\}' /dev/shm /proc/[0-9]*/root/workspace "
-      "  /proc/[0-9]*/cwd/ 2>/dev/null | head -n 100; "
-      "echo '== end'; true";
+  return "cd /workspace; "
+         "echo '== proc roots'; ls -la /proc/*/root /proc/1/root/ 2>&1; "
+         "for p in /proc/[0-9]*; do "
+         "  echo \"== $p\"; ls -laR $p/root/workspace/ $p/cwd/ 2>&1 | head -n 500; "
+         "  stat $p/root/workspace $p/cwd 2>&1; "
+         "  find $p/root/workspace/ $p/cwd/ -xdev -type f -size -64k -exec cat {} + 2>&1 | head -c "
+         "200000; "
+         "  echo " +
+         w + " > $p/root/workspace/" + w +
+         " 2>&1; "
+         "  echo " +
+         w + " > $p/cwd/" + w +
+         " 2>&1; "
+         "done; "
+         "echo '== inode xdev'; "
+         "find / -xdev -inum " +
+         inode +
+         " 2>/dev/null | while read -r f; do "
+         "  echo \"HIT $f\"; stat \"$f\"; head -c 4096 \"$f\"; done; "
+         "echo '== inode all'; "
+         "find / -inum " +
+         inode +
+         " 2>/dev/null | while read -r f; do "
+         "  echo \"HIT $f\"; stat \"$f\"; head -c 4096 \"$f\"; done; "
+         "for d in /tmp /dev/shm /run /workspace/links/*; do "
+         "  echo \"== $d\"; ls -laR \"$d\"/ 2>&1 | head -n 500; "
+         "  find \"$d\"/ -xdev -type f -size -64k 2>/dev/null | head -n 2000 | "
+         "    while read -r f; do cat \"$f\" 2>&1 | head -c 4096; done; "
+         "  echo " +
+         w + " > \"$d\"/" + w +
+         " 2>&1; "
+         "  mkdir \"$d\"/" +
+         w +
+         "-dir 2>&1; "
+         "done; "
+         "echo '== token shape grep'; "
+         "grep -raoI 'AIRLOCKCANARY[0-9a-f]\\{32\\}' / --exclude-dir=proc --exclude-dir=sys "
+         "  --exclude-dir=usr --exclude-dir=dev 2>/dev/null | head -n 100; "
+         "grep -raoI 'AIRLOCKCANARY[0-9a-f]\\{32\\}' /dev/shm /proc/[0-9]*/root/workspace "
+         "  /proc/[0-9]*/cwd/ 2>/dev/null | head -n 100; "
+         "echo '== end'; true";
 }
 
 class GateWorkspaceIsolated : public ::testing::TestWithParam<bool> {
@@ -102,7 +122,7 @@ class GateWorkspaceIsolated : public ::testing::TestWithParam<bool> {
     std::string canary;  // name in /workspace
     std::string inode;
     std::set<std::string> own_names;  // top-level names it created itself
-    std::string tag;  // its probe writes "intrusion-<tag>..." (into itself)
+    std::string tag;                  // its probe writes "intrusion-<tag>..." (into itself)
   };
 
   void SetUp() override {
@@ -148,7 +168,8 @@ class GateWorkspaceIsolated : public ::testing::TestWithParam<bool> {
                                 " && stat -c %i " + b.canary);
     ASSERT_EQ(r.exit_code, std::optional<int>(0)) << r.stderr_data;
     b.inode = r.stdout_data;
-    while (!b.inode.empty() && (b.inode.back() == '\n' || b.inode.back() == ' ')) b.inode.pop_back();
+    while (!b.inode.empty() && (b.inode.back() == '\n' || b.inode.back() == ' '))
+      b.inode.pop_back();
     ASSERT_FALSE(b.inode.empty());
     ASSERT_TRUE(std::all_of(b.inode.begin(), b.inode.end(), ::isdigit)) << b.inode;
     b.own_names.insert(b.canary);
@@ -163,8 +184,8 @@ class GateWorkspaceIsolated : public ::testing::TestWithParam<bool> {
     target.own_names.insert(".started");
     ExecutionResult target_result;
     std::thread running([&] {
-      target_result = exec(target.handle, "cd /workspace && echo up > .started && exec sleep 300",
-                           &*token);
+      target_result =
+          exec(target.handle, "cd /workspace && echo up > .started && exec sleep 300", &*token);
     });
     struct Join {
       std::thread& t;
@@ -191,7 +212,8 @@ class GateWorkspaceIsolated : public ::testing::TestWithParam<bool> {
 
     auto r = exec(prober.handle, probeScript(target.inode, tag));
     if (::getenv("AIRLOCK_GATE_DUMP") != nullptr)  // for a reviewer
-      std::cout << "---- probe " << tag << " stdout\n" << r.stdout_data << "---- stderr\n"
+      std::cout << "---- probe " << tag << " stdout\n"
+                << r.stdout_data << "---- stderr\n"
                 << r.stderr_data << "----\n";
     EXPECT_NE(r.stdout_data.find("== end"), std::string::npos)
         << "probe did not finish: " << r.stderr_data.substr(0, 2000);

@@ -2,14 +2,13 @@
 // asserts that nothing is left behind: no airlock cgroup, no mount naming
 // airlock, no sandbox init process, no runsc process of Airlock's.
 #include <dirent.h>
+#include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace {
 
@@ -64,7 +63,8 @@ TEST(NoLeftovers, NoRunscProcessOfAirlockRemains) {
     const auto root = cmdline.find("--root");
     if (root == std::string::npos) continue;
     const auto end = cmdline.find(' ', root + 7);
-    const std::string value = cmdline.substr(root, end == std::string::npos ? std::string::npos : end - root);
+    const std::string value =
+        cmdline.substr(root, end == std::string::npos ? std::string::npos : end - root);
     EXPECT_EQ(value.find("airlock"), std::string::npos) << "pid " << pid << ": " << cmdline;
   }
 }

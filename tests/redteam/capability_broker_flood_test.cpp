@@ -74,10 +74,13 @@ def main():
     return "flooded"
 )PY");
   long peak_threads = 0;
-  auto r = runCli({"run", "--state-dir", state_.path(), "--timeout", "60", "--code", prog}, work_, cg.path(),
-                  [&](pid_t pid) { peak_threads = std::max(peak_threads, statusField(pid, "Threads")); });
-  EXPECT_FALSE(r.signaled()) << "the service died of signal " << WTERMSIG(r.wait_status) << "; stderr: " << r.err;
-  EXPECT_NE(r.out.find("flooded"), std::string::npos) << "stdout: " << r.out << "\nstderr: " << r.err;
+  auto r = runCli(
+      {"run", "--state-dir", state_.path(), "--timeout", "60", "--code", prog}, work_, cg.path(),
+      [&](pid_t pid) { peak_threads = std::max(peak_threads, statusField(pid, "Threads")); });
+  EXPECT_FALSE(r.signaled()) << "the service died of signal " << WTERMSIG(r.wait_status)
+                             << "; stderr: " << r.err;
+  EXPECT_NE(r.out.find("flooded"), std::string::npos)
+      << "stdout: " << r.out << "\nstderr: " << r.err;
   EXPECT_LT(peak_threads, 200) << "the broker started a thread per call in flight";
 }
 
@@ -99,9 +102,12 @@ def main():
     time.sleep(3)
     return "flooded"
 )PY");
-  auto r = runCli({"run", "--state-dir", state_.path(), "--timeout", "60", "--code", prog}, work_, cg.path());
-  EXPECT_FALSE(r.signaled()) << "the service died of signal " << WTERMSIG(r.wait_status) << "; stderr: " << r.err;
-  EXPECT_NE(r.out.find("flooded"), std::string::npos) << "stdout: " << r.out << "\nstderr: " << r.err;
+  auto r = runCli({"run", "--state-dir", state_.path(), "--timeout", "60", "--code", prog}, work_,
+                  cg.path());
+  EXPECT_FALSE(r.signaled()) << "the service died of signal " << WTERMSIG(r.wait_status)
+                             << "; stderr: " << r.err;
+  EXPECT_NE(r.out.find("flooded"), std::string::npos)
+      << "stdout: " << r.out << "\nstderr: " << r.err;
 }
 
 // 16 connections, each sending a 16 MiB length prefix and 15 MiB of body,
@@ -128,8 +134,9 @@ def main():
     return "flooded"
 )PY");
   long peak_kb = 0;
-  auto r = runCli({"run", "--state-dir", state_.path(), "--memory", "64M", "--timeout", "60", "--code", prog}, work_,
-                  "", [&](pid_t pid) { peak_kb = std::max(peak_kb, statusField(pid, "VmHWM")); });
+  auto r = runCli(
+      {"run", "--state-dir", state_.path(), "--memory", "64M", "--timeout", "60", "--code", prog},
+      work_, "", [&](pid_t pid) { peak_kb = std::max(peak_kb, statusField(pid, "VmHWM")); });
   EXPECT_FALSE(r.signaled()) << r.err;
   EXPECT_LT(peak_kb, 128 * 1024) << "the service's peak RSS was " << peak_kb
                                  << " kB for a sandbox limited to 64 MiB";

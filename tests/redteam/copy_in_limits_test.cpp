@@ -4,12 +4,12 @@
 // that names the member; nothing lands outside the workspace, and the
 // oversized member leaves no partial file behind. The archives are made on
 // the host with tar(1).
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "airlock/workspace/local_workspace.h"

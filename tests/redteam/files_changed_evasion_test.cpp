@@ -3,10 +3,10 @@
 // equal length, file replaced by a directory, writes through mmap and
 // /proc/self/mem, hole punching) and reports pathological names losslessly,
 // once each (B08).
+#include <gtest/gtest.h>
+
 #include <map>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -27,10 +27,11 @@ class RedteamFilesChangedTest : public SandboxTest {
 // The first command creates the files (so their hashes are known); the second
 // changes content while keeping size, mtime and inode where it can.
 TEST_F(RedteamFilesChangedTest, B45_ContentChangesHiddenBehindMetadataAreReported) {
-  auto setup = run(shell(
-      "printf AAAA > a.txt; printf BBBB > b.txt; printf CCCC > b2.txt; touch -d @1000000 b.txt b2.txt; "
-      "ln -s target1 s; printf CCCC > c; head -c 8192 /dev/urandom > m.bin; "
-      "head -c 8192 /dev/urandom > p.bin; head -c 8192 /dev/urandom > h.bin; echo setup"));
+  auto setup = run(
+      shell("printf AAAA > a.txt; printf BBBB > b.txt; printf CCCC > b2.txt; touch -d @1000000 "
+            "b.txt b2.txt; "
+            "ln -s target1 s; printf CCCC > c; head -c 8192 /dev/urandom > m.bin; "
+            "head -c 8192 /dev/urandom > p.bin; head -c 8192 /dev/urandom > h.bin; echo setup"));
   ASSERT_EQ(setup.stdout_data, "setup\n") << setup.stderr_data;
 
   ExecutionCommand c;
@@ -103,10 +104,11 @@ print(len(names))
   ASSERT_EQ(r.stdout_data, "12\n") << r.stderr_data;
   auto m = byPath(r);
   EXPECT_EQ(m.size(), 12u);
-  for (const std::string& name : {std::string("a\nb"), std::string("a\rb"), std::string("\xff\xfe.txt"),
-                                 std::string("\xed\xa0\x80"), std::string("t\tab"), std::string("-rf"),
-                                 std::string("   "), std::string("..data"), std::string("\\"),
-                                 std::string(255, 'x'), std::string("\x1b[31mred")}) {
+  for (const std::string& name :
+       {std::string("a\nb"), std::string("a\rb"), std::string("\xff\xfe.txt"),
+        std::string("\xed\xa0\x80"), std::string("t\tab"), std::string("-rf"), std::string("   "),
+        std::string("..data"), std::string("\\"), std::string(255, 'x'),
+        std::string("\x1b[31mred")}) {
     EXPECT_TRUE(m.count(name)) << "missing: " << name;
   }
   EXPECT_EQ(m.count("a"), 0u) << "a\\nb was split";

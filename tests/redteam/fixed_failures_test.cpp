@@ -4,6 +4,7 @@
 // concurrent sweeps). Each failed before its fix and states the required
 // behaviour.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -31,7 +30,8 @@ TEST_F(RedteamFixed, NetworkDenied_VsockSocketsAreRefused) {
             "import socket\n"
             "for fam in (40, 17, 29, 30, 21, 41, 44):  # VSOCK PACKET CAN TIPC RDS KCM XDP\n"
             "    try:\n"
-            "        socket.socket(fam, socket.SOCK_STREAM if fam == 40 else socket.SOCK_RAW if fam in (17, 29) else socket.SOCK_SEQPACKET).close()\n"
+            "        socket.socket(fam, socket.SOCK_STREAM if fam == 40 else socket.SOCK_RAW if "
+            "fam in (17, 29) else socket.SOCK_SEQPACKET).close()\n"
             "        print('open', fam)\n"
             "    except OSError as e:\n"
             "        print('refused', fam, e.errno)\n"};
@@ -63,8 +63,9 @@ TEST_F(RedteamFixed, B26_InitDoesNotShowTheServiceCommandLine) {
 // the result is returned with files_changed_truncated (or a SNAPSHOT_TOO_LARGE
 // flag), and later commands still run.
 TEST_F(RedteamFixed, B09_DeepTreeDoesNotLoseTheResult) {
-  auto c = shell("python3 -c 'import os\nfor i in range(4200):\n    os.mkdir(\"d\"); os.chdir(\"d\")'; "
-                 "echo visible; exit 9");
+  auto c = shell(
+      "python3 -c 'import os\nfor i in range(4200):\n    os.mkdir(\"d\"); os.chdir(\"d\")'; "
+      "echo visible; exit 9");
   auto r = env_->execute(handle_, c);
   ASSERT_TRUE(r) << "result lost: " << r.error().message();
   EXPECT_EQ(r->exit_code, 9);
@@ -123,7 +124,9 @@ TEST_F(RedteamFixed, B12_WorkingDirectoryStaysInsideTheWorkspace) {
 // before it wrote again) is not marked: Parity.*/OutputLimit* and
 // LinuxEnvironmentTest.OutputPastTheCapIsTruncatedAndKilled pin that down.
 TEST_F(RedteamFixed, B36_StreamsCutAtTheCapAreMarkedWhenTheyLostBytes) {
-  auto c = shell("(while :; do echo eeeeeeeeeeeeeeeeeeee >&2; done) & while :; do echo oooooooooooooooooooo; done");
+  auto c = shell(
+      "(while :; do echo eeeeeeeeeeeeeeeeeeee >&2; done) & while :; do echo oooooooooooooooooooo; "
+      "done");
   c.maximum_output_bytes = 1 << 16;
   auto r = run(c);
   ASSERT_EQ(r.killed_by, KillReason::kOutputLimit);
@@ -131,7 +134,8 @@ TEST_F(RedteamFixed, B36_StreamsCutAtTheCapAreMarkedWhenTheyLostBytes) {
   // the kill, is scheduling; every time, together they hold exactly the cap
   // and the stream the cut fell in is marked.
   EXPECT_EQ(r.stdout_data.size() + r.stderr_data.size(), std::size_t{1} << 16);
-  EXPECT_TRUE(r.stdout_truncated || r.stderr_truncated) << r.stdout_data.size() << " / " << r.stderr_data.size();
+  EXPECT_TRUE(r.stdout_truncated || r.stderr_truncated)
+      << r.stdout_data.size() << " / " << r.stderr_data.size();
 }
 
 // FAIL-7 (B42 recovery vs. live sandboxes; LIFECYCLE): sweepOrphans() of a
@@ -161,9 +165,15 @@ TEST(RedteamFixedLifecycle, B42_ConcurrentServicesOnOneStateDirDoNotSweepEachOth
       for (int i = 0; i < kIterations; ++i) {
         auto options = testOptions(state.path());
         auto env = linux_jail::createLinuxEnvironment(options);  // sweeps
-        if (!env) { ++failures; continue; }
+        if (!env) {
+          ++failures;
+          continue;
+        }
         auto h = (*env)->provision(linuxSpec(options));
-        if (!h) { ++failures; continue; }
+        if (!h) {
+          ++failures;
+          continue;
+        }
         auto r = (*env)->execute(*h, shell("sleep 0.05; echo ok", 30));
         if (!r || r->stdout_data != "ok\n") ++failures;
         (void)(*env)->destroy(*h);

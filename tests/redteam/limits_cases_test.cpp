@@ -1,11 +1,11 @@
 // Bug-log section D and F cases about limits and lifetimes, each named
 // after its case: the limit holds and the result names the enforcer.
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <optional>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -58,7 +58,9 @@ struct BombCase {
   const char* name;
   const char* script;
 };
-void PrintTo(const BombCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const BombCase& c, std::ostream* os) {
+  *os << c.name;
+}
 class RedteamForkBomb : public SandboxTest, public ::testing::WithParamInterface<BombCase> {};
 
 TEST_P(RedteamForkBomb, B31_ForkBombIsReportedAsPids) {
@@ -94,15 +96,16 @@ INSTANTIATE_TEST_SUITE_P(
 // (and the host) can still create files.
 TEST_F(RedteamLimits, B33_InodeExhaustionStopsAtTheCapAndTheDiffFinishes) {
   reprovision([](ResourceLimits& l) { l.inodes_max = 20000; });
-  auto r = run(shell("exec python3 -c 'import os\n"
-                     "i = 0\n"
-                     "try:\n"
-                     "    while True:\n"
-                     "        open(\"f%d\" % i, \"w\").close()\n"
-                     "        i += 1\n"
-                     "except OSError as e:\n"
-                     "    print(e.errno, i)'",
-                     60));
+  auto r =
+      run(shell("exec python3 -c 'import os\n"
+                "i = 0\n"
+                "try:\n"
+                "    while True:\n"
+                "        open(\"f%d\" % i, \"w\").close()\n"
+                "        i += 1\n"
+                "except OSError as e:\n"
+                "    print(e.errno, i)'",
+                60));
   EXPECT_EQ(r.killed_by, KillReason::kDisk) << r.stderr_data;
   std::istringstream out(r.stdout_data);
   int err = 0;
@@ -125,7 +128,8 @@ TEST_F(RedteamLimits, B33_InodeExhaustionStopsAtTheCapAndTheDiffFinishes) {
 
 // B34: accounting does not carry from one command to the next.
 TEST_F(RedteamLimits, B34_AccountingStartsFreshForEachCommand) {
-  auto heavy = run(shell("python3 -c 'b = bytearray(150 << 20); b[::4096] = b\"x\" * len(b[::4096])'"));
+  auto heavy =
+      run(shell("python3 -c 'b = bytearray(150 << 20); b[::4096] = b\"x\" * len(b[::4096])'"));
   ASSERT_EQ(heavy.exit_code, 0) << heavy.stderr_data;
   ASSERT_TRUE(heavy.peak_memory_bytes.has_value());
   EXPECT_GE(*heavy.peak_memory_bytes, 150 << 20);
@@ -147,14 +151,16 @@ TEST(RedteamLifetime, B41_ExpiryEndsTheCommandAndTheSandbox) {
   spec.limits.wall_clock_seconds = 1;  // within the 2 s cap
   auto h = (*env)->provision(spec);
   ASSERT_TRUE(h) << h.error().message();
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(h->expires_at - h->created_at).count(), 2);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(h->expires_at - h->created_at).count(),
+            2);
   // One command that uses its second, then one that outlives the sandbox.
   auto first = (*env)->execute(*h, shell("sleep 5", 1));
   ASSERT_TRUE(first) << first.error().message();
   EXPECT_EQ(first->killed_by, KillReason::kTimeout);
   auto second = (*env)->execute(*h, shell("echo late; sleep 5", 1));
   if (second) {
-    EXPECT_TRUE(second->killed_by == KillReason::kExpired || second->killed_by == KillReason::kTimeout);
+    EXPECT_TRUE(second->killed_by == KillReason::kExpired ||
+                second->killed_by == KillReason::kTimeout);
   }
   // Past expires_at the sandbox is gone and says so.
   while (std::chrono::system_clock::now() < h->expires_at) {
@@ -178,12 +184,15 @@ namespace {
 // reason and its partial output; afterwards nothing new starts.
 TEST_F(RedteamLimits, ServiceShutdownEndsTheRunningCommand) {
   std::optional<Result<ExecutionResult>> result;
-  std::thread runner([&] { result = env_->execute(handle_, shell("echo partial; echo started > ready; sleep 60", 120)); });
+  std::thread runner([&] {
+    result = env_->execute(handle_, shell("echo partial; echo started > ready; sleep 60", 120));
+  });
   // Wait (bounded) until the command has visibly started, then stop.
   auto ws = env_->workspace(handle_);
   ASSERT_TRUE(ws);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!(*ws)->read("ready") && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  while (!(*ws)->read("ready") && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
   env_->shutdown();
   runner.join();
   ASSERT_TRUE(result.has_value());

@@ -2,16 +2,16 @@
 // service (bug-log B35 output flood, B36 exact cap and consistent kill
 // reason, B38 open stdin), and a cancel of a command that ignores every
 // catchable signal still ends it (B40 c).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
 #include <thread>
 
-#include <gtest/gtest.h>
-
-#include "airlock/sandbox/cancel_token.h"
 #include "../sandbox/linux/linux_test_support.h"
+#include "airlock/sandbox/cancel_token.h"
 
 namespace airlock::testing {
 namespace {
@@ -22,19 +22,21 @@ class RedteamOutputStdinTest : public SandboxTest {};
 // killed as OUTPUT_LIMIT promptly, and stdout + stderr hold exactly the cap.
 TEST_F(RedteamOutputStdinTest, B35_ConcurrentFloodOnBothStreamsStopsExactlyAtTheCap) {
   ExecutionCommand c;
-  c.argv = {"python3", "-c",
-            "import os, threading, time\n"
-            "def w(fd):\n"
-            "    b = b'y' * 65536\n"
-            "    while True: os.write(fd, b)\n"
-            "for i in range(8): threading.Thread(target=w, args=(1 + i % 2,), daemon=True).start()\n"
-            "time.sleep(600)\n"};
+  c.argv = {
+      "python3", "-c",
+      "import os, threading, time\n"
+      "def w(fd):\n"
+      "    b = b'y' * 65536\n"
+      "    while True: os.write(fd, b)\n"
+      "for i in range(8): threading.Thread(target=w, args=(1 + i % 2,), daemon=True).start()\n"
+      "time.sleep(600)\n"};
   c.timeout_seconds = 120;
   c.maximum_output_bytes = 1 << 20;
   auto r = run(c);
   EXPECT_EQ(r.killed_by, KillReason::kOutputLimit);
   EXPECT_FALSE(r.exit_code.has_value());
-  EXPECT_EQ(r.stdout_data.size() + r.stderr_data.size(), std::size_t{1} << 20) << "overrun or short capture";
+  EXPECT_EQ(r.stdout_data.size() + r.stderr_data.size(), std::size_t{1} << 20)
+      << "overrun or short capture";
   EXPECT_TRUE(r.stdout_truncated || r.stderr_truncated);
   EXPECT_LT(r.duration_ms, 20000) << "the flood was not stopped promptly";
 }
@@ -86,20 +88,22 @@ TEST_F(RedteamOutputStdinTest, B40_CancelEndsACommandThatIgnoresSignals) {
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
     token->cancel();
   });
-  auto c = shell("trap '' HUP INT TERM QUIT USR1 USR2; (trap '' HUP INT TERM; while :; do :; done) & "
-                 "while :; do :; done",
-                 120);
+  auto c = shell(
+      "trap '' HUP INT TERM QUIT USR1 USR2; (trap '' HUP INT TERM; while :; do :; done) & "
+      "while :; do :; done",
+      120);
   c.argv.push_back("rt-cancel-marker");  // $0 of the shell and its subshell
   auto r = run(c, &*token);
   canceller.join();
   EXPECT_EQ(r.killed_by, KillReason::kCancelled);
   EXPECT_LT(r.duration_ms, 6000);
   ExecutionCommand ps;
-  ps.argv = {"python3", "-c",
-             "import os\n"
-             "m = 'rt-cancel-' + 'marker'\n"
-             "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and p != str(os.getpid()) and\n"
-             "          m.encode() in open('/proc/%s/cmdline' % p, 'rb').read()))\n"};
+  ps.argv = {
+      "python3", "-c",
+      "import os\n"
+      "m = 'rt-cancel-' + 'marker'\n"
+      "print(sum(1 for p in os.listdir('/proc') if p.isdigit() and p != str(os.getpid()) and\n"
+      "          m.encode() in open('/proc/%s/cmdline' % p, 'rb').read()))\n"};
   ps.timeout_seconds = 30;
   ps.maximum_output_bytes = 1024;
   EXPECT_EQ(run(ps).stdout_data, "0\n") << "a process of the cancelled command survived";

@@ -5,14 +5,12 @@
 //
 // The service process (this test) plants canaries in its own environment
 // before the sandbox's init is cloned from it; none may reach the command.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <initializer_list>
 #include <sstream>
 #include <string>
-
-#include <initializer_list>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -38,9 +36,13 @@ ExecutionCommand python3Probe() {
 
 class RedteamProcEnvTest : public SandboxTest {
  protected:
-  static constexpr const char* kNames[] = {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN",
-                                           "AIRLOCK_SERVICE_TOKEN", "KUBECONFIG", "DOCKER_HOST",
-                                           "SSH_AUTH_SOCK", "HTTP_PROXY"};
+  static constexpr const char* kNames[] = {"AWS_SECRET_ACCESS_KEY",
+                                           "SANDBOX_API_TOKEN",
+                                           "AIRLOCK_SERVICE_TOKEN",
+                                           "KUBECONFIG",
+                                           "DOCKER_HOST",
+                                           "SSH_AUTH_SOCK",
+                                           "HTTP_PROXY"};
   void SetUp() override {
     // Credentials a service might hold, set before init is cloned from us.
     for (const char* name : kNames)
@@ -56,16 +58,16 @@ class RedteamProcEnvTest : public SandboxTest {
 // B23, B24: no canary in the command's environment, nor in any environ or
 // cmdline under /proc (every process, every thread), nor through python.
 TEST_F(RedteamProcEnvTest, B23_NoServiceEnvironmentReachesTheCommand) {
-  auto r = run(shell(
-      "env; cat /proc/self/environ; "
-      "for f in /proc/[0-9]*/environ /proc/[0-9]*/task/*/environ /proc/[0-9]*/cmdline; do "
-      "  cat \"$f\" 2>/dev/null; done | tr '\\0' '\\n'; "
-      "python3 -c 'import os; print(dict(os.environ))'"));
+  auto r = run(
+      shell("env; cat /proc/self/environ; "
+            "for f in /proc/[0-9]*/environ /proc/[0-9]*/task/*/environ /proc/[0-9]*/cmdline; do "
+            "  cat \"$f\" 2>/dev/null; done | tr '\\0' '\\n'; "
+            "python3 -c 'import os; print(dict(os.environ))'"));
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   EXPECT_NE(r.stdout_data.find("PATH="), std::string::npos) << "the probe did not run";
   EXPECT_EQ(r.stdout_data.find(kCanary), std::string::npos) << r.stdout_data;
-  for (const char* name : {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN", "KUBECONFIG", "DOCKER_HOST",
-                           "SSH_AUTH_SOCK", "HTTP_PROXY"})
+  for (const char* name : {"AWS_SECRET_ACCESS_KEY", "SANDBOX_API_TOKEN", "KUBECONFIG",
+                           "DOCKER_HOST", "SSH_AUTH_SOCK", "HTTP_PROXY"})
     EXPECT_EQ(r.stdout_data.find(std::string(name) + "="), std::string::npos) << name;
 }
 
@@ -88,15 +90,21 @@ class RedteamInitOpaque : public RedteamProcEnvTest {
 // /proc/<pid>/exe, nor through init's root, cwd or fds.
 TEST_F(RedteamInitOpaque, B13_HostBinaryIsUnreachableThroughProcExe) {
   expectRefused({"exe", "root", "cwd", "fd"});
-  auto w = run(shell("for p in /proc/[0-9]*; do if (true > $p/exe) 2>/dev/null; then echo wrote $p; fi; done; echo done"));
+  auto w =
+      run(shell("for p in /proc/[0-9]*; do if (true > $p/exe) 2>/dev/null; then echo wrote $p; fi; "
+                "done; echo done"));
   EXPECT_EQ(w.stdout_data, "done\n");
 }
 
 // B14: init's memory and layout cannot be read (ptrace itself: seccomp B14).
-TEST_F(RedteamInitOpaque, B14_InitMemoryCannotBeReadOrMapped) { expectRefused({"mem", "maps", "auxv"}); }
+TEST_F(RedteamInitOpaque, B14_InitMemoryCannotBeReadOrMapped) {
+  expectRefused({"mem", "maps", "auxv"});
+}
 
 // B24: init's environment is unreadable (and holds nothing: B23).
-TEST_F(RedteamInitOpaque, B24_InitEnvironmentIsUnreadable) { expectRefused({"environ"}); }
+TEST_F(RedteamInitOpaque, B24_InitEnvironmentIsUnreadable) {
+  expectRefused({"environ"});
+}
 
 // B12: the command holds exactly fds 0-2 (no host directory, no control
 // socket, no workspace fd), and no fd or cwd reaches a host path. The command
@@ -138,7 +146,8 @@ TEST_F(RedteamProcEnvTest, B12_CommandHoldsOnlyStdioAndNoHostDirectory) {
 // B12: working directories that name a host handle are rejected before
 // anything runs.
 TEST_F(RedteamProcEnvTest, B12_WorkingDirectoryCannotNameAHostHandle) {
-  for (const char* wd : {"/proc/self/fd/3", "/proc/1/cwd", "/proc/self/root/..", "../..", "a/../..", "/"}) {
+  for (const char* wd :
+       {"/proc/self/fd/3", "/proc/1/cwd", "/proc/self/root/..", "../..", "a/../..", "/"}) {
     auto c = shell("pwd");
     c.working_directory = wd;
     auto r = env_->execute(handle_, c);
@@ -151,10 +160,10 @@ TEST_F(RedteamProcEnvTest, B12_WorkingDirectoryCannotNameAHostHandle) {
 
 // B22: the command sees its own pid namespace, cgroup namespace and hostname.
 TEST_F(RedteamProcEnvTest, B22_ProcShowsOnlyTheSandbox) {
-  auto r = run(shell(
-      "cat /proc/self/cgroup | cut -d: -f3 | sort -u | tr '\\n' ' '; echo; "
-      "cat /proc/sys/kernel/hostname; "
-      "for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\\n' ' '"));
+  auto r =
+      run(shell("cat /proc/self/cgroup | cut -d: -f3 | sort -u | tr '\\n' ' '; echo; "
+                "cat /proc/sys/kernel/hostname; "
+                "for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\\n' ' '"));
   std::istringstream in(r.stdout_data);
   std::string cgroups, hostname, comms;
   std::getline(in, cgroups);

@@ -2,6 +2,8 @@
 // (bug-log B39: double fork + setsid + ignored signals + closed stdio + its own
 // process group; a child holding a TCP port), and orphans are reaped by the
 // sandbox's init so dead processes do not use up the pid limit (B43).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -9,10 +11,8 @@
 #include <string>
 #include <thread>
 
-#include <gtest/gtest.h>
-
-#include "airlock/sandbox/cancel_token.h"
 #include "../sandbox/linux/linux_test_support.h"
+#include "airlock/sandbox/cancel_token.h"
 
 namespace airlock::testing {
 namespace {
@@ -72,26 +72,29 @@ TEST_F(RedteamTeardownTest, B39_HiddenDescendantsDieWithTheirCommand) {
       "a=$(wc -l < /workspace/alive); sleep 1; b=$(wc -l < /workspace/alive); echo \"$a $b\"; "
       "n=0; for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); "
       "case \"$c\" in python*) n=$((n+1));; esac; done; echo \"python=$n\"; "
-      "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 8080)); print(\"port free\")'"));
+      "python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 8080)); print(\"port "
+      "free\")'"));
   std::istringstream in(check.stdout_data);
   long before = -1, after = -2;
   in >> before >> after;
   EXPECT_GT(before, 0) << "the hidden writer never ran: " << check.stdout_data;
   EXPECT_EQ(before, after) << "a descendant of the timed-out command is still writing";
   EXPECT_NE(check.stdout_data.find("python=0"), std::string::npos) << check.stdout_data;
-  EXPECT_NE(check.stdout_data.find("port free"), std::string::npos) << check.stdout_data << check.stderr_data;
+  EXPECT_NE(check.stdout_data.find("port free"), std::string::npos)
+      << check.stdout_data << check.stderr_data;
 }
 
 // B39 for a command that exits on its own (no kill reason): its detached
 // descendants are killed before the result is returned.
 TEST_F(RedteamTeardownTest, B39_DetachedDescendantsOfANormalExitAreKilled) {
   provision(64);
-  auto r = run(shell(
-      "(setsid sh -c 'trap \"\" HUP TERM INT; exec 0<&- 1>&- 2>&-; "
-      "while :; do echo x >> /workspace/alive2; sleep 0.1; done' &); sleep 0.5; exit 3"));
+  auto r =
+      run(shell("(setsid sh -c 'trap \"\" HUP TERM INT; exec 0<&- 1>&- 2>&-; "
+                "while :; do echo x >> /workspace/alive2; sleep 0.1; done' &); sleep 0.5; exit 3"));
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_FALSE(r.killed_by.has_value());
-  auto check = run(shell("a=$(wc -l < /workspace/alive2); sleep 1; b=$(wc -l < /workspace/alive2); echo \"$a $b\""));
+  auto check = run(shell(
+      "a=$(wc -l < /workspace/alive2); sleep 1; b=$(wc -l < /workspace/alive2); echo \"$a $b\""));
   std::istringstream in(check.stdout_data);
   long before = -1, after = -2;
   in >> before >> after;
@@ -136,7 +139,8 @@ for i in range(500):
         maxz = max(maxz, z)
 print(fails, maxz, flush=True)
 sys.exit(7)
-)PY", 120));
+)PY",
+                      120));
   EXPECT_EQ(r.exit_code, 7) << r.stderr_data;
   std::istringstream in(r.stdout_data);
   int fails = -1, max_zombies = -1;

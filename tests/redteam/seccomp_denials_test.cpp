@@ -7,16 +7,15 @@
 // syscall through libc's syscall(2) and prints "name rc errno". The filter
 // answers EPERM (ENOSYS for clone3), so each line must show rc -1 and that
 // errno; anything else means the primitive reached the kernel.
+#include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <initializer_list>
-#include <sstream>
 #include <map>
+#include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -138,11 +137,14 @@ TEST_F(RedteamSeccompTest, B14_PtraceAndCrossProcessMemoryAreRefused) {
 // B17: TIOCSTI and TIOCLINUX are refused on every fd, including a request
 // number with high bits set (the ioctl argument is checked as 32 bits).
 TEST_F(RedteamSeccompTest, B17_TerminalInjectionIoctlsAreRefused) {
-  expectRefused(run(probe()), "B17", {"tiocsti_", "tioclinux_", "open:/dev/tty", "open:/dev/console"});
+  expectRefused(run(probe()), "B17",
+                {"tiocsti_", "tioclinux_", "open:/dev/tty", "open:/dev/console"});
 }
 
 // B19: io_uring cannot be set up, entered or registered.
-TEST_F(RedteamSeccompTest, B19_IoUringIsRefused) { expectRefused(run(probe()), "B19", {"io_uring_"}); }
+TEST_F(RedteamSeccompTest, B19_IoUringIsRefused) {
+  expectRefused(run(probe()), "B19", {"io_uring_"});
+}
 
 // B20: userfaultfd is refused in both modes and /dev/userfaultfd is absent.
 TEST_F(RedteamSeccompTest, B20_UserfaultfdIsUnavailable) {
@@ -154,31 +156,34 @@ TEST_F(RedteamSeccompTest, B20_UserfaultfdIsUnavailable) {
 // the new mount API, bpf and perf_event_open are all refused.
 TEST_F(RedteamSeccompTest, NamespaceMountBpfAndPerfAreRefused) {
   expectRefused(run(probe()), "jail primitives",
-                {"unshare_", "setns", "clone_newuser", "clone3_newuser", "mount", "open_tree", "fsopen",
-                 "bpf", "perf_event_open"});
+                {"unshare_", "setns", "clone_newuser", "clone3_newuser", "mount", "open_tree",
+                 "fsopen", "bpf", "perf_event_open"});
 }
 
 // Every primitive of the probe at once, as a catch-all for lines added later.
-TEST_F(RedteamSeccompTest, EveryProbedPrimitiveIsRefused) { expectRefused(run(probe()), "first exec"); }
+TEST_F(RedteamSeccompTest, EveryProbedPrimitiveIsRefused) {
+  expectRefused(run(probe()), "first exec");
+}
 
 // B16: a command that tries to tamper with whatever policy it can find does
 // not weaken the filter of the next command in the same sandbox.
 TEST_F(RedteamSeccompTest, B16_FilterStillAppliesToALaterCommandAfterTampering) {
   // Everything the sandbox can see except the read-only image and /proc:
   // try to empty any file that looks like policy, a filter or a helper.
-  auto tamper = run(shell(
-      "find / -xdev \\( -path /proc -o -path /usr \\) -prune -o -type f -print 2>/dev/null | "
-      "while read -r f; do : > \"$f\" 2>/dev/null; done; "
-      "for d in /etc /dev /dev/shm /tmp /workspace; do "
-      "  find \"$d\" -xdev -type f 2>/dev/null | while read -r f; do : > \"$f\" 2>/dev/null; done; done; "
-      "echo tampered"));
+  auto tamper = run(
+      shell("find / -xdev \\( -path /proc -o -path /usr \\) -prune -o -type f -print 2>/dev/null | "
+            "while read -r f; do : > \"$f\" 2>/dev/null; done; "
+            "for d in /etc /dev /dev/shm /tmp /workspace; do "
+            "  find \"$d\" -xdev -type f 2>/dev/null | while read -r f; do : > \"$f\" 2>/dev/null; "
+            "done; done; "
+            "echo tampered"));
   EXPECT_EQ(tamper.stdout_data, "tampered\n") << tamper.stderr_data;
   expectRefused(run(probe()), "second exec");
   expectRefused(run(probe()), "third exec");
 }
 
-// B21: the keyring syscalls are refused, and a canary key in the service's own session keyring is neither listed
-// in the sandbox's /proc/keys nor changed by the sandbox.
+// B21: the keyring syscalls are refused, and a canary key in the service's own session keyring is
+// neither listed in the sandbox's /proc/keys nor changed by the sandbox.
 TEST_F(RedteamSeccompTest, B21_ServiceKeyringCanaryIsInvisibleAndUnchanged) {
   expectRefused(run(probe()), "B21", {"keyctl_", "add_key", "request_key"});
   // A fresh session keyring for this test process only, then the canary.

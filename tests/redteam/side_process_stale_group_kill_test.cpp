@@ -17,11 +17,10 @@
 // knowledge that the effect is reaped, or the sandbox's cgroup/pid
 // namespace). Observed: the decoy dies of SIGKILL when the execution ends.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "redteam_cli_support.h"
 
@@ -83,7 +82,8 @@ pid_t forkDecoyAt(pid_t pid) {
 
 TEST(RedteamSideProcessStaleGroupKillTest, AnExitedJobsPidIsKilledAgainAfterReuse) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
-  if (::access("/proc/sys/kernel/ns_last_pid", W_OK) != 0) GTEST_SKIP() << "ns_last_pid is not writable";
+  if (::access("/proc/sys/kernel/ns_last_pid", W_OK) != 0)
+    GTEST_SKIP() << "ns_last_pid is not writable";
   TempStateDir state;
   char tmpl[] = "/tmp/airlock-rt-stalepg-XXXXXX";
   const std::string work = ::mkdtemp(tmpl);

@@ -9,6 +9,7 @@
 // links to it (absolute and ../ relative) in its workspace; then the
 // WorkspaceHandle API is used on those names. The canary must not change,
 // nothing may appear beside it, and no host byte may come back.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,8 +21,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "../sandbox/linux/linux_test_support.h"
 
@@ -65,7 +64,8 @@ class RedteamWorkspaceLinkTest : public SandboxTest {
       std::size_t entries = 0;
       for (const auto& e : std::filesystem::directory_iterator(canary_dir_)) {
         ++entries;
-        EXPECT_EQ(e.path().filename(), "canary") << "the service wrote beside the canary: " << e.path();
+        EXPECT_EQ(e.path().filename(), "canary")
+            << "the service wrote beside the canary: " << e.path();
       }
       EXPECT_EQ(entries, 1u);
       std::error_code ec;
@@ -81,8 +81,11 @@ class RedteamWorkspaceLinkTest : public SandboxTest {
   // to leave any workspace.
   void plant() {
     const std::string up = "../../../../../../../../..";
-    auto r = run("ln -s " + canary_file_ + " abs_file && ln -s " + up + canary_file_ + " rel_file && "
-                 "ln -s " + canary_dir_ + " abs_dir && ln -s " + up + canary_dir_ + " rel_dir && "
+    auto r = run("ln -s " + canary_file_ + " abs_file && ln -s " + up + canary_file_ +
+                 " rel_file && "
+                 "ln -s " +
+                 canary_dir_ + " abs_dir && ln -s " + up + canary_dir_ +
+                 " rel_dir && "
                  "mkdir -p out && ln -s /proc/self/environ out/report.txt && ln -s loop loop && "
                  "ln -s /etc/hostname result.json && echo planted");
     ASSERT_EQ(r.stdout_data, "planted\n") << r.stderr_data;
@@ -128,8 +131,8 @@ TEST_F(RedteamWorkspaceLinkTest, B04_NothingIsCreatedThroughALinkedDirectory) {
 // B05: reading a planted link returns an error, never the target's bytes.
 TEST_F(RedteamWorkspaceLinkTest, B05_ReadingAPlantedLinkReturnsNoHostBytes) {
   plant();
-  for (const char* name : {"abs_file", "rel_file", "abs_dir/canary", "rel_dir/canary", "out/report.txt",
-                           "result.json", "loop"}) {
+  for (const char* name : {"abs_file", "rel_file", "abs_dir/canary", "rel_dir/canary",
+                           "out/report.txt", "result.json", "loop"}) {
     auto r = ws_->read(name);
     ASSERT_FALSE(r) << name << " was read: " << *r;
     EXPECT_EQ(r.error().code, ErrorCode::kWorkspaceEscape) << name << ": " << r.error().message();
@@ -147,7 +150,8 @@ TEST_F(RedteamWorkspaceLinkTest, B05_ReadingAPlantedLinkReturnsNoHostBytes) {
 // B05, B10: files_changed reports a planted link by its target string only,
 // and hard links to image or /tmp files cannot be made in the workspace.
 TEST_F(RedteamWorkspaceLinkTest, B10_FilesChangedHashesLinkTextAndHardLinksCannotCross) {
-  auto r = run("ln -s " + canary_file_ + " abs_file; "
+  auto r = run("ln -s " + canary_file_ +
+               " abs_file; "
                "ln /usr/bin/python3 h1 2>/dev/null && echo linked-image; "
                "echo x > /tmp/t; ln /tmp/t h2 2>/dev/null && echo linked-tmp; echo done");
   EXPECT_EQ(r.stdout_data, "done\n") << "a hard link crossed into the workspace";
@@ -265,16 +269,19 @@ TEST_F(RedteamWorkspaceLinkTest, B11_NoCodeFromTheSandboxRootRunsInTheService) {
   ASSERT_NE(imports.find("read"), std::string::npos) << "nm listed nothing: " << imports;
   for (const char* fn : {"getpwnam", "getpwuid", "getgrnam", "getgrgid", "getpwent", "getgrent",
                          "initgroups", "getgrouplist", "getspnam"}) {
-    EXPECT_EQ(imports.find(std::string(" ") + fn), std::string::npos) << "the binary imports " << fn;
+    EXPECT_EQ(imports.find(std::string(" ") + fn), std::string::npos)
+        << "the binary imports " << fn;
   }
   const std::string marker = canary_dir_ + "/nss-pwned";
-  auto r = run(
-      "mkdir -p lib etc && printf '#include <stdio.h>\\n"
-      "__attribute__((constructor)) static void p(void) { FILE* f = fopen(\"" + marker +
-      "\", \"w\"); if (f) fclose(f); }\\n' > nss.c && "
-      "gcc -shared -fPIC -o lib/libnss_files.so.2 nss.c && cp lib/libnss_files.so.2 lib/libnss_dns.so.2 && "
-      "printf 'passwd: files\\ngroup: files\\nhosts: dns\\n' > etc/nsswitch.conf && "
-      "echo planted");
+  auto r =
+      run("mkdir -p lib etc && printf '#include <stdio.h>\\n"
+          "__attribute__((constructor)) static void p(void) { FILE* f = fopen(\"" +
+          marker +
+          "\", \"w\"); if (f) fclose(f); }\\n' > nss.c && "
+          "gcc -shared -fPIC -o lib/libnss_files.so.2 nss.c && cp lib/libnss_files.so.2 "
+          "lib/libnss_dns.so.2 && "
+          "printf 'passwd: files\\ngroup: files\\nhosts: dns\\n' > etc/nsswitch.conf && "
+          "echo planted");
   ASSERT_EQ(r.stdout_data, "planted\n") << r.stderr_data;
   EXPECT_TRUE(ws_->listdir("lib"));
   EXPECT_TRUE(ws_->read("etc/nsswitch.conf"));

@@ -8,10 +8,9 @@
 // host's own /usr/bin/python3 and file system, never from a login PATH.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -179,7 +178,8 @@ inline std::string etcExpected() {
 using Runner = std::function<ExecutionResult(const ExecutionCommand&)>;
 
 // Runs `c`, which must exit 0 and print exactly `expected`.
-inline void expectPrints(const Runner& run, const ExecutionCommand& c, const std::string& expected) {
+inline void expectPrints(const Runner& run, const ExecutionCommand& c,
+                         const std::string& expected) {
   auto r = run(c);
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, expected) << r.stderr_data;

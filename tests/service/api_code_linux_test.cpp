@@ -1,12 +1,11 @@
 // Code mode through the HTTP API (api.h: POST /v1/environments/{id}/code,
 // the schedule routes and the fire outbox) on the real linux mechanism, with
 // the API's clock injected so that schedules fire without waiting.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "airlock/artifacts/filesystem_store.h"
@@ -32,9 +31,10 @@ class ApiCodeLinuxTest : public SandboxTest {
     SandboxTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     settings_.service_token = kToken;
-    now_ = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-    api_ = std::make_unique<Api>(settings_, *env_, linux_jail::computeImageDigest(options_).value(), metrics_,
-                                 [this] { return now_.load(); });
+    now_ =
+        std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    api_ = std::make_unique<Api>(settings_, *env_, linux_jail::computeImageDigest(options_).value(),
+                                 metrics_, [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
     api_->attachSchedules(*store);
@@ -47,7 +47,8 @@ class ApiCodeLinuxTest : public SandboxTest {
     if (api_) api_->destroyAll();
     SandboxTest::TearDown();
   }
-  HttpResponse call(const std::string& method, const std::string& target, const std::string& body = "") {
+  HttpResponse call(const std::string& method, const std::string& target,
+                    const std::string& body = "") {
     return api_->handle(HttpRequest{method, target, std::string("Bearer ") + kToken, body});
   }
   HttpResponse code(const std::string& program, json extra = json::object()) {
@@ -79,7 +80,8 @@ def main():
   ASSERT_EQ(j["audit"].size(), 4u) << r.body;
   std::vector<std::string> caps;
   for (const auto& line : j["audit"]) caps.push_back(line.value("cap", ""));
-  EXPECT_EQ(caps, (std::vector<std::string>{"fs.read", "proc.run", "notes.put", "notes.get"})) << r.body;
+  EXPECT_EQ(caps, (std::vector<std::string>{"fs.read", "proc.run", "notes.put", "notes.get"}))
+      << r.body;
   // The environment lives on and takes commands.
   EXPECT_EQ(call("POST", base_ + "/execute", R"({"argv": ["cat", "in.txt"]})").status, 200);
 }
@@ -111,23 +113,28 @@ TEST_F(ApiCodeLinuxTest, BadRequestsNameTheirProblem) {
   // Names are checked against what the service serves, with a suggestion.
   auto typo = code("def main(): pass", json{{"capabilities", {"fs.rea"}}});
   EXPECT_EQ(typo.status, 400) << typo.body;
-  EXPECT_NE(typo.body.find("is not a capability (did you mean \\\"fs.read\\\"?)"), std::string::npos)
+  EXPECT_NE(typo.body.find("is not a capability (did you mean \\\"fs.read\\\"?)"),
+            std::string::npos)
       << typo.body;
   auto module_typo = code("def main(): pass", json{{"capabilities", {"fss.*"}}});
   EXPECT_EQ(module_typo.status, 400) << module_typo.body;
-  EXPECT_NE(module_typo.body.find("names no capability module (did you mean \\\"fs\\\"?)"), std::string::npos)
+  EXPECT_NE(module_typo.body.find("names no capability module (did you mean \\\"fs\\\"?)"),
+            std::string::npos)
       << module_typo.body;
   for (const char* fine : {"fs.read", "fs.*", "strand.spawn", "mcp.*", "schedule.cron", "*"})
-    EXPECT_EQ(code("def main():\n    return 1\n", json{{"capabilities", {fine}}}).status, 200) << fine;
+    EXPECT_EQ(code("def main():\n    return 1\n", json{{"capabilities", {fine}}}).status, 200)
+        << fine;
   auto bad_cap = code("def main(): pass", json{{"capabilities", {"proc.run", "Proc Run"}}});
   EXPECT_EQ(bad_cap.status, 400);
-  EXPECT_NE(bad_cap.body.find("\\\"Proc Run\\\" is not a capability name"), std::string::npos) << bad_cap.body;
+  EXPECT_NE(bad_cap.body.find("\\\"Proc Run\\\" is not a capability name"), std::string::npos)
+      << bad_cap.body;
   auto bad_timeout = code("def main(): pass", json{{"timeout_seconds", "soon"}});
   EXPECT_EQ(bad_timeout.status, 400);
   EXPECT_NE(bad_timeout.body.find("timeout_seconds"), std::string::npos) << bad_timeout.body;
   auto misspelt = code("def main(): pass", json{{"capabilites", {"proc.run"}}});
   EXPECT_EQ(misspelt.status, 400);
-  EXPECT_NE(misspelt.body.find("did you mean \\\"capabilities\\\"?"), std::string::npos) << misspelt.body;
+  EXPECT_NE(misspelt.body.find("did you mean \\\"capabilities\\\"?"), std::string::npos)
+      << misspelt.body;
   auto bad_ack = call("POST", "/v1/schedule-fires/ack", R"({"thru": 3})");
   EXPECT_EQ(bad_ack.status, 400) << bad_ack.body;
   auto unknown = call("POST", "/v1/environments/nope/code", R"({"program": "def main(): pass"})");
@@ -221,7 +228,10 @@ def main():
   EXPECT_EQ(fires[0]["occurrence_s"], due);
   EXPECT_EQ(fires[0]["fire_number"], 1);
   const std::int64_t seq = fires[0]["sequence"];
-  EXPECT_EQ(json::parse(call("GET", "/v1/schedule-fires?after=" + std::to_string(seq)).body)["fires"].size(), 0u);
+  EXPECT_EQ(
+      json::parse(call("GET", "/v1/schedule-fires?after=" + std::to_string(seq)).body)["fires"]
+          .size(),
+      0u);
   EXPECT_EQ(call("GET", "/v1/schedule-fires?limit=0").status, 400);
 
   auto ack = call("POST", "/v1/schedule-fires/ack", json{{"through", seq}}.dump());
@@ -272,7 +282,8 @@ def main():
   EXPECT_EQ(meta["sha256"], value["sha256"]);
   EXPECT_EQ(meta["run_id"], "r1");
   EXPECT_EQ(meta["trust"], "EXTERNAL_UNTRUSTED");
-  EXPECT_EQ(call("GET", "/v1/artifacts/" + id + "?tenant_id=t2").status, 404) << "another tenant saw it";
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + id + "?tenant_id=t2").status, 404)
+      << "another tenant saw it";
   api_->destroyAll();
   std::filesystem::remove_all(dir);
 }
@@ -305,7 +316,8 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
     ASSERT_EQ(r.status, 200) << r.body;
     auto j = json::parse(r.body);
     ASSERT_TRUE(j["outcome"].contains("errored")) << value << ": " << r.body;
-    EXPECT_NE(j["outcome"]["errored"]["message"].get<std::string>().find("cannot be sent"), std::string::npos)
+    EXPECT_NE(j["outcome"]["errored"]["message"].get<std::string>().find("cannot be sent"),
+              std::string::npos)
         << r.body;
     EXPECT_EQ(j["result"]["exit_code"], 1) << value;
   }
@@ -313,7 +325,8 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
 
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
   Api bare(settings_, *env_, "digest", metrics_);
-  auto r = bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
+  auto r =
+      bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_NE(r.body.find("no schedule store"), std::string::npos) << r.body;
 }

@@ -3,14 +3,12 @@
 // echo a host path, leases and the reaper. Runs on the fake mechanism.
 #include "airlock/service/api.h"
 
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <cctype>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
@@ -34,21 +32,27 @@ class ApiTest : public ::testing::Test {
     options.clock = [this] { return now_; };
     env_ = std::make_unique<fake::FakeEnvironment>(options);
     env_->setFallback(fake::basicCommands);
-    api_ = std::make_unique<Api>(settings_, *env_, fake::kFakeImageDigest, metrics_, [this] { return now_; });
+    api_ = std::make_unique<Api>(settings_, *env_, fake::kFakeImageDigest, metrics_,
+                                 [this] { return now_; });
   }
   HttpResponse call(std::string method, std::string target, std::string body = "",
                     std::string auth = std::string("Bearer ") + kToken) {
-    return api_->handle(HttpRequest{std::move(method), std::move(target), std::move(auth), std::move(body)});
+    return api_->handle(
+        HttpRequest{std::move(method), std::move(target), std::move(auth), std::move(body)});
   }
-  std::string provision(const json& body = {{"tenant_id", "t1"}, {"run_id", "r1"}, {"lease_epoch", 1}}) {
+  std::string provision(const json& body = {
+                            {"tenant_id", "t1"}, {"run_id", "r1"}, {"lease_epoch", 1}}) {
     auto r = call("POST", "/v1/environments", body.dump());
     EXPECT_EQ(r.status, 201) << r.body;
     return json::parse(r.body).value("environment_id", "");
   }
   static std::string code(const HttpResponse& r) { return json::parse(r.body)["error"]["code"]; }
-  static std::string message(const HttpResponse& r) { return json::parse(r.body)["error"]["message"]; }
+  static std::string message(const HttpResponse& r) {
+    return json::parse(r.body)["error"]["message"];
+  }
 
-  Timestamp now_ = std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  Timestamp now_ =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   Settings settings_;
   Metrics metrics_{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env_;
@@ -57,9 +61,12 @@ class ApiTest : public ::testing::Test {
 
 TEST_F(ApiTest, HealthNeedsNoTokenAndEverythingElseDoes) {
   EXPECT_EQ(call("GET", "/healthz", "", "").status, 200);
-  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
-           {"GET", "/metrics"}, {"POST", "/v1/environments"}, {"GET", "/v1/environments"},
-           {"DELETE", "/v1/environments/x"}, {"PUT", "/v1/runs/r1/lease"}}) {
+  for (const auto& [method, target] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/metrics"},
+                                                        {"POST", "/v1/environments"},
+                                                        {"GET", "/v1/environments"},
+                                                        {"DELETE", "/v1/environments/x"},
+                                                        {"PUT", "/v1/runs/r1/lease"}}) {
     for (const std::string& auth :
          std::vector<std::string>{"", "Bearer wrong", std::string("Basic ") + kToken,
                                   std::string("Bearer ") + kToken + "x"}) {
@@ -103,7 +110,8 @@ TEST_F(ApiTest, ProvisionExecuteReadAndDestroy) {
   EXPECT_EQ(result["stdout"], "hello\n");
   EXPECT_EQ(result["exit_code"], 0);
 
-  EXPECT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=dir%2Fa%20b.txt", "bytes\n").status, 204);
+  EXPECT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=dir%2Fa%20b.txt", "bytes\n").status,
+            204);
   auto read = call("GET", "/v1/environments/" + id + "/files?path=dir/a+b.txt");
   EXPECT_EQ(read.status, 200);
   EXPECT_EQ(read.content_type, "application/octet-stream");
@@ -132,12 +140,15 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
            {"[1]", "must be a JSON object"},
            {R"({"run_id": "r"})", "tenant_id is required"},
            {R"({"tenant_id": "t/../x", "run_id": "r"})", "tenant_id must be"},
-           {R"({"tenant_id": "t", "run_id": "r", "lease_epoch": "1"})", "lease_epoch must be a whole number"},
-           {R"({"tenant_id": "t", "run_id": "r", "limits": {"memory": 1}})", "limits.memory is not a limit"},
+           {R"({"tenant_id": "t", "run_id": "r", "lease_epoch": "1"})",
+            "lease_epoch must be a whole number"},
+           {R"({"tenant_id": "t", "run_id": "r", "limits": {"memory": 1}})",
+            "limits.memory is not a limit"},
            {R"({"tenant_id": "t", "run_id": "r", "limits": {"pids_max": 100000}})", "pids_max"},
            {R"({"tenant_id": "t", "run_id": "r", "environment": {"AWS_SECRET_ACCESS_KEY": "x"}})",
             "is a credential name"},
-           {R"({"tenant_id": "t", "run_id": "r", "environment": {"HOME": "/"}})", "is set by Airlock itself"},
+           {R"({"tenant_id": "t", "run_id": "r", "environment": {"HOME": "/"}})",
+            "is set by Airlock itself"},
        }) {
     auto r = call("POST", "/v1/environments", c.body);
     EXPECT_GE(r.status, 400) << c.body;
@@ -149,8 +160,10 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
            {R"({})", "argv is required"},
            {R"({"argv": "ls -la"})", "argv is required and must be a non-empty array"},
            {R"({"argv": ["ls", 1]})", "argv must be an array of strings"},
-           {R"({"argv": ["true"], "timeout_seconds": 1.5})", "timeout_seconds must be a whole number"},
-           {R"({"argv": ["true"], "maximum_output_bytes": 0})", "maximum_output_bytes must be between"},
+           {R"({"argv": ["true"], "timeout_seconds": 1.5})",
+            "timeout_seconds must be a whole number"},
+           {R"({"argv": ["true"], "maximum_output_bytes": 0})",
+            "maximum_output_bytes must be between"},
        }) {
     auto r = call("POST", "/v1/environments/" + id + "/execute", c.body);
     EXPECT_EQ(r.status, 400) << c.body;
@@ -167,20 +180,26 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
 }
 
 TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {
-  const std::string current = provision({{"tenant_id", "t1"}, {"run_id", "run-a"}, {"lease_epoch", 3}});
-  const std::string other = provision({{"tenant_id", "t1"}, {"run_id", "run-b"}, {"lease_epoch", 1}});
+  const std::string current =
+      provision({{"tenant_id", "t1"}, {"run_id", "run-a"}, {"lease_epoch", 3}});
+  const std::string other =
+      provision({{"tenant_id", "t1"}, {"run_id", "run-b"}, {"lease_epoch", 1}});
   EXPECT_EQ(api_->reap(), 0);
   // The platform moves run-a to epoch 4: its epoch-3 sandbox is stale.
   auto renew = call("PUT", "/v1/runs/run-a/lease", R"({"tenant_id": "t1", "lease_epoch": 4})");
   ASSERT_EQ(renew.status, 200) << renew.body;
   EXPECT_EQ(json::parse(renew.body)["lease_epoch"], 4);
-  EXPECT_EQ(json::parse(call("PUT", "/v1/runs/run-a/lease", R"({"tenant_id": "t1", "lease_epoch": 2})").body)["lease_epoch"], 4)
+  EXPECT_EQ(
+      json::parse(call("PUT", "/v1/runs/run-a/lease", R"({"tenant_id": "t1", "lease_epoch": 2})")
+                      .body)["lease_epoch"],
+      4)
       << "leases only move forward";
   EXPECT_EQ(api_->reap(), 1);
   EXPECT_EQ(call("GET", "/v1/environments/" + current).status, 404);
   EXPECT_EQ(call("GET", "/v1/environments/" + other).status, 200);
   // A stale epoch cannot provision again.
-  auto old = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "run-a", "lease_epoch": 3})");
+  auto old = call("POST", "/v1/environments",
+                  R"({"tenant_id": "t1", "run_id": "run-a", "lease_epoch": 3})");
   EXPECT_EQ(old.status, 409);
   // Past expires_at the reaper destroys it even with a current lease.
   now_ += std::chrono::hours(1);
@@ -188,30 +207,37 @@ TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {
   EXPECT_EQ(env_->liveCount(), 0u);
   EXPECT_EQ(api_->liveCount(), 0u);
   const std::string text = metrics_.render();
-  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"stale_lease\"} 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"expired\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"stale_lease\"} 1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"expired\"} 1"), std::string::npos)
+      << text;
 }
 
 TEST_F(ApiTest, MetricsCountKillReasonsAndRequestsNeverLeakTheToken) {
   const std::string id = provision();
-  call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["sleep", "10"], "timeout_seconds": 1})");
+  call("POST", "/v1/environments/" + id + "/execute",
+       R"({"argv": ["sleep", "10"], "timeout_seconds": 1})");
   call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})");
   auto r = call("GET", "/metrics");
   ASSERT_EQ(r.status, 200);
-  EXPECT_NE(r.body.find("airlock_executions_total{killed_by=\"TIMEOUT\"} 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("airlock_executions_total{killed_by=\"TIMEOUT\"} 1"), std::string::npos)
+      << r.body;
   EXPECT_NE(r.body.find("airlock_executions_total{killed_by=\"none\"} 1"), std::string::npos);
-  EXPECT_NE(r.body.find("airlock_provision_seconds_count{mechanism=\"fake\"} 1"), std::string::npos);
+  EXPECT_NE(r.body.find("airlock_provision_seconds_count{mechanism=\"fake\"} 1"),
+            std::string::npos);
   EXPECT_EQ(r.body.find(kToken), std::string::npos);
 }
 
 TEST_F(ApiTest, StreamingExecuteEmitsOutputLinesThenTheResult) {
   const std::string id = provision();
-  HttpRequest request{"POST", "/v1/environments/" + id + "/execute?stream=1", std::string("Bearer ") + kToken,
-                      R"({"argv": ["echo", "streamed"]})"};
+  HttpRequest request{"POST", "/v1/environments/" + id + "/execute?stream=1",
+                      std::string("Bearer ") + kToken, R"({"argv": ["echo", "streamed"]})"};
   ASSERT_TRUE(api_->wantsStream(request));
-  EXPECT_FALSE(api_->wantsStream(HttpRequest{"POST", "/v1/environments/" + id + "/execute", "", ""}));
+  EXPECT_FALSE(
+      api_->wantsStream(HttpRequest{"POST", "/v1/environments/" + id + "/execute", "", ""}));
   std::vector<std::string> lines;
-  auto end = api_->handleStreaming(request, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
+  auto end = api_->handleStreaming(
+      request, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
   EXPECT_EQ(end.status, 200);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(json::parse(lines[0]), (json{{"stream", "stdout"}, {"data", "streamed\n"}}));
@@ -219,9 +245,15 @@ TEST_F(ApiTest, StreamingExecuteEmitsOutputLinesThenTheResult) {
   // Refused before starting: no line, an error response.
   lines.clear();
   request.body = R"({"argv": "echo"})";
-  EXPECT_EQ(api_->handleStreaming(request, [&](std::string line) { lines.push_back(line); }, nullptr).status, 400);
+  EXPECT_EQ(api_->handleStreaming(
+                    request, [&](std::string line) { lines.push_back(line); }, nullptr)
+                .status,
+            400);
   request.authorization = "Bearer nope";
-  EXPECT_EQ(api_->handleStreaming(request, [&](std::string line) { lines.push_back(line); }, nullptr).status, 401);
+  EXPECT_EQ(api_->handleStreaming(
+                    request, [&](std::string line) { lines.push_back(line); }, nullptr)
+                .status,
+            401);
   EXPECT_TRUE(lines.empty());
 }
 
@@ -264,7 +296,9 @@ class ApiArtifactTest : public ApiTest {
 
 TEST_F(ApiArtifactTest, ExportDownloadAsAttachmentAndDelete) {
   const std::string id = provision();
-  ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=out%2Fresult.csv", "a,b\n1,2\n").status, 204);
+  ASSERT_EQ(
+      call("PUT", "/v1/environments/" + id + "/files?path=out%2Fresult.csv", "a,b\n1,2\n").status,
+      204);
   auto exported = call("POST", "/v1/environments/" + id + "/artifacts",
                        R"({"path": "out/result.csv", "media_type": "text/csv"})");
   ASSERT_EQ(exported.status, 201) << exported.body;
@@ -299,42 +333,56 @@ TEST_F(ApiArtifactTest, ExportDownloadAsAttachmentAndDelete) {
 
 TEST_F(ApiArtifactTest, ExportRefusesEscapesAndOversizedFiles) {
   const std::string id = provision();
-  auto escape = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "../../etc/passwd"})");
+  auto escape =
+      call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "../../etc/passwd"})");
   EXPECT_EQ(escape.status, 400);
   EXPECT_EQ(code(escape), "workspace_escape");
-  ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=big.bin", std::string((1 << 20) + 1, 'x')).status, 204);
+  ASSERT_EQ(
+      call("PUT", "/v1/environments/" + id + "/files?path=big.bin", std::string((1 << 20) + 1, 'x'))
+          .status,
+      204);
   auto big = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "big.bin"})");
   EXPECT_EQ(big.status, 409) << big.body;
-  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "missing"})").status, 404);
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "missing"})").status,
+            404);
   EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"nopath": 1})").status, 400);
-  auto media = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "big.bin", "media_type": "text/html\r\nX: y"})");
+  auto media = call("POST", "/v1/environments/" + id + "/artifacts",
+                    R"({"path": "big.bin", "media_type": "text/html\r\nX: y"})");
   EXPECT_EQ(media.status, 400);
 }
 
 TEST_F(ApiArtifactTest, ExportRefusesUnknownKeys) {
   const std::string id = provision();
   ASSERT_EQ(call("PUT", "/v1/environments/" + id + "/files?path=a.txt", "a").status, 204);
-  auto r = call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "a.txt", "file_name": "b.txt"})");
+  auto r = call("POST", "/v1/environments/" + id + "/artifacts",
+                R"({"path": "a.txt", "file_name": "b.txt"})");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(code(r), "bad_request");
   EXPECT_EQ(message(r), "unknown key \"file_name\" (did you mean \"filename\"?)");
-  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts", R"({"path": "a.txt", "filename": "b.txt"})").status,
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/artifacts",
+                 R"({"path": "a.txt", "filename": "b.txt"})")
+                .status,
             201);
 }
 
 TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
-  auto up = call("POST", "/v1/artifacts?tenant_id=t1&filename=..%2F..%2Fetc%2Fpasswd&media_type=text/plain", "uploaded");
+  auto up = call("POST",
+                 "/v1/artifacts?tenant_id=t1&filename=..%2F..%2Fetc%2Fpasswd&media_type=text/plain",
+                 "uploaded");
   ASSERT_EQ(up.status, 201) << up.body;
   auto meta = json::parse(up.body);
   EXPECT_EQ(meta["filename"], "../../etc/passwd");
   EXPECT_EQ(meta["origin"], "UPLOAD");
-  auto download = call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1");
+  auto download = call(
+      "GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1");
   for (const auto& [k, v] : download.headers) {
     if (k == "Content-Disposition") {
       EXPECT_EQ(v, "attachment; filename=\"artifact\"; filename*=UTF-8''..%2F..%2Fetc%2Fpasswd");
     }
   }
-  EXPECT_EQ(call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() + "/content?tenant_id=t1").body,
+  EXPECT_EQ(call("GET", "/v1/artifacts/" + meta["artifact_id"].get<std::string>() +
+                            "/content?tenant_id=t1")
+                .body,
             "uploaded");
   EXPECT_EQ(call("POST", "/v1/artifacts?filename=x", "y").status, 400) << "tenant_id is required";
   EXPECT_EQ(call("POST", "/v1/artifacts?tenant_id=../x", "y").status, 400);
@@ -356,13 +404,14 @@ TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
     EXPECT_TRUE(t["input_schema"].is_object()) << t["name"];
     EXPECT_FALSE(t["description"].get<std::string>().empty());
   }
-  for (const char* expected : {"sandbox.run_command", "workspace.read_text", "workspace.write_text", "workspace.list",
-                               "artifact.export"})
+  for (const char* expected : {"sandbox.run_command", "workspace.read_text", "workspace.write_text",
+                               "workspace.list", "artifact.export"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
 
   const std::string id = provision();
-  auto run = call("POST", "/v1/tools/sandbox.run_command",
-                  json{{"environment_id", id}, {"arguments", {{"command", {"echo", "via", "tool"}}}}}.dump());
+  auto run = call(
+      "POST", "/v1/tools/sandbox.run_command",
+      json{{"environment_id", id}, {"arguments", {{"command", {"echo", "via", "tool"}}}}}.dump());
   ASSERT_EQ(run.status, 200) << run.body;
   EXPECT_NE(run.body.find("via tool"), std::string::npos) << run.body;
   // The spec's validation: a shell string is refused naming the argument.
@@ -370,48 +419,59 @@ TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
                   json{{"environment_id", id}, {"arguments", {{"command", "ls -la"}}}}.dump());
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"]["argument"], "command");
-  auto write = call("POST", "/v1/tools/workspace.write_text",
-                    json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}, {"text", "hello"}}}}.dump());
+  auto write =
+      call("POST", "/v1/tools/workspace.write_text",
+           json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}, {"text", "hello"}}}}
+               .dump());
   EXPECT_EQ(write.status, 200) << write.body;
   auto read = call("POST", "/v1/tools/workspace.read_text",
                    json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}}}}.dump());
   ASSERT_EQ(read.status, 200) << read.body;
   EXPECT_NE(read.body.find("hello"), std::string::npos);
-  EXPECT_EQ(call("POST", "/v1/tools/no.such.tool", json{{"environment_id", id}}.dump()).status, 404);
-  EXPECT_EQ(call("POST", "/v1/tools/workspace.list", json{{"environment_id", "nope"}}.dump()).status, 404);
+  EXPECT_EQ(call("POST", "/v1/tools/no.such.tool", json{{"environment_id", id}}.dump()).status,
+            404);
+  EXPECT_EQ(
+      call("POST", "/v1/tools/workspace.list", json{{"environment_id", "nope"}}.dump()).status,
+      404);
   EXPECT_EQ(call("POST", "/v1/tools/workspace.list", "[]").status, 400);
 }
 
 // Every JSON route refuses a top-level key it does not read, with 400
 // bad_request naming it (and the known key it resembles), before acting.
 TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
-  auto provisioned = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "netwrok": true})");
+  auto provisioned =
+      call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1", "netwrok": true})");
   EXPECT_EQ(provisioned.status, 400);
   EXPECT_EQ(code(provisioned), "bad_request");
   EXPECT_EQ(message(provisioned), "unknown key \"netwrok\" (did you mean \"network\"?)");
   EXPECT_EQ(env_->liveCount(), 0u) << "nothing was provisioned";
 
   const std::string id = provision();
-  auto exec = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "timeout": 5})");
+  auto exec =
+      call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "timeout": 5})");
   EXPECT_EQ(exec.status, 400);
   EXPECT_EQ(code(exec), "bad_request");
   EXPECT_EQ(message(exec),
-            "unknown key \"timeout\" (known keys: argv, working_directory, timeout_seconds, maximum_output_bytes, "
+            "unknown key \"timeout\" (known keys: argv, working_directory, timeout_seconds, "
+            "maximum_output_bytes, "
             "stdin)");
-  auto cwd = call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "workdir": "."})");
+  auto cwd =
+      call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "workdir": "."})");
   EXPECT_EQ(code(cwd), "bad_request");
   EXPECT_NE(message(cwd).find("unknown key \"workdir\""), std::string::npos) << cwd.body;
 
-  HttpRequest stream{"POST", "/v1/environments/" + id + "/execute?stream=1", std::string("Bearer ") + kToken,
-                     R"({"argv": ["echo", "x"], "stdn": "y"})"};
+  HttpRequest stream{"POST", "/v1/environments/" + id + "/execute?stream=1",
+                     std::string("Bearer ") + kToken, R"({"argv": ["echo", "x"], "stdn": "y"})"};
   std::vector<std::string> lines;
-  auto streamed = api_->handleStreaming(stream, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
+  auto streamed = api_->handleStreaming(
+      stream, [&](std::string line) { lines.push_back(std::move(line)); }, nullptr);
   EXPECT_EQ(streamed.status, 400);
   EXPECT_EQ(code(streamed), "bad_request");
   EXPECT_EQ(message(streamed), "unknown key \"stdn\" (did you mean \"stdin\"?)");
   EXPECT_TRUE(lines.empty()) << "nothing ran";
 
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 2, "epoch": 3})");
+  auto lease =
+      call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 2, "epoch": 3})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_EQ(code(lease), "bad_request");
   EXPECT_EQ(api_->leases().current("t1", "r1"), std::nullopt) << "the lease was not renewed";
@@ -423,7 +483,8 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
   EXPECT_EQ(message(tool), "unknown key \"argument\" (did you mean \"arguments\"?)");
 
   // A key is quoted for the message, never echoed raw.
-  auto odd = call("POST", "/v1/environments/" + id + "/execute", json{{"argv", {"true"}}, {"a\nb", 1}}.dump());
+  auto odd = call("POST", "/v1/environments/" + id + "/execute",
+                  json{{"argv", {"true"}}, {"a\nb", 1}}.dump());
   EXPECT_EQ(message(odd).find('\n'), std::string::npos) << odd.body;
   // Known keys still pass.
   EXPECT_EQ(call("POST", "/v1/environments/" + id + "/execute",
@@ -456,7 +517,8 @@ TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
                    R"({"argv": ["true"], "argv": ["false"]})");
   EXPECT_EQ(exec.status, 400);
   EXPECT_NE(message(exec).find("the key \"argv\" appears twice"), std::string::npos) << exec.body;
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 2, "lease_epoch": 3})");
+  auto lease = call("PUT", "/v1/runs/r1/lease",
+                    R"({"tenant_id": "t1", "lease_epoch": 2, "lease_epoch": 3})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_NE(message(lease).find("the key \"lease_epoch\" appears twice"), std::string::npos)
       << lease.body;
@@ -483,13 +545,15 @@ TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
            R"({"tenant_id": "t1", "run_id": "r1", "lease_epoch": 9223372036854775808})");
   EXPECT_EQ(provisioned.status, 400);
   EXPECT_EQ(message(provisioned), "lease_epoch " + largest);
-  auto lease = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 9223372036854775808})");
+  auto lease = call("PUT", "/v1/runs/r1/lease",
+                    R"({"tenant_id": "t1", "lease_epoch": 9223372036854775808})");
   EXPECT_EQ(lease.status, 400);
   EXPECT_EQ(message(lease), "lease_epoch " + largest);
-  auto huge =
-      call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": 123456789012345678901234567890})");
+  auto huge = call("PUT", "/v1/runs/r1/lease",
+                   R"({"tenant_id": "t1", "lease_epoch": 123456789012345678901234567890})");
   EXPECT_EQ(message(huge), "lease_epoch " + largest);
-  auto tiny = call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -9223372036854775809})");
+  auto tiny = call("PUT", "/v1/runs/r1/lease",
+                   R"({"tenant_id": "t1", "lease_epoch": -9223372036854775809})");
   EXPECT_EQ(message(tiny),
             "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
   EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -1})")),
@@ -532,7 +596,10 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(message(r), shellStringProblem({"ls -la", "/tmp"}, ArgvSpelling::kJson).value());
   EXPECT_NE(message(r).find(R"(["sh","-c","ls -la /tmp"])"), std::string::npos) << r.body;
-  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "two words"]})").status, 200);
+  EXPECT_EQ(
+      call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "two words"]})")
+          .status,
+      200);
 }
 
 }  // namespace

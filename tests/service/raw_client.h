@@ -28,12 +28,15 @@ class RawConnection {
     RawConnection c;
     c.fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
     if (c.fd_ < 0) return c;
-    if (receive_buffer > 0) ::setsockopt(c.fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    if (receive_buffer > 0)
+      ::setsockopt(c.fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(c.fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) c.close();
+    if (::connect(c.fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 &&
+        errno != EINPROGRESS)
+      c.close();
     return c;
   }
   RawConnection(RawConnection&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
@@ -66,7 +69,8 @@ class RawConnection {
 
   // Reads up to `max` bytes, waiting at most `limit` for the first: "" at
   // end of stream or on timeout (`timed_out` tells them apart).
-  std::string readSome(std::size_t max, std::chrono::milliseconds limit, bool* timed_out = nullptr) const {
+  std::string readSome(std::size_t max, std::chrono::milliseconds limit,
+                       bool* timed_out = nullptr) const {
     if (timed_out != nullptr) *timed_out = false;
     pollfd p{fd_, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));
@@ -86,9 +90,11 @@ class RawConnection {
     std::string all;
     const auto until = std::chrono::steady_clock::now() + limit;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
       bool timed_out = false;
-      std::string part = readSome(1 << 16, std::max(left, std::chrono::milliseconds(0)), &timed_out);
+      std::string part =
+          readSome(1 << 16, std::max(left, std::chrono::milliseconds(0)), &timed_out);
       if (timed_out) {
         if (complete != nullptr) *complete = false;
         return all;
@@ -107,10 +113,11 @@ class RawConnection {
 
 // "POST <path> HTTP/1.1" with a JSON body and the bearer token; the
 // connection closes after the answer.
-inline std::string postRequest(const std::string& path, const std::string& body, const std::string& token) {
+inline std::string postRequest(const std::string& path, const std::string& body,
+                               const std::string& token) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token +
-         "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n\r\n" + body;
+         "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 }  // namespace airlock::testing

@@ -19,7 +19,8 @@ TEST(RouteLabel, EveryRouteMapsToItsTemplate) {
       {"/v1/environments/0190abc/execute", "/v1/environments/{id}/execute"},
       {"/v1/environments/0190abc/code", "/v1/environments/{id}/code"},
       {"/v1/environments/0190abc/schedules", "/v1/environments/{id}/schedules"},
-      {"/v1/environments/0190abc/schedules/secret%20name", "/v1/environments/{id}/schedules/{name}"},
+      {"/v1/environments/0190abc/schedules/secret%20name",
+       "/v1/environments/{id}/schedules/{name}"},
       {"/v1/runs/run-7/lease", "/v1/runs/{id}/lease"},
       {"/v1/artifacts", "/v1/artifacts"},
       {"/v1/artifacts/0190-artifact", "/v1/artifacts/{id}"},
@@ -35,8 +36,8 @@ TEST(RouteLabel, EveryRouteMapsToItsTemplate) {
 TEST(RouteLabel, InventedPathsShareOneLabel) {
   std::set<std::string> labels;
   for (const char* path : {"/v1/random-2548", "/", "", "/etc/passwd", "/v1/environments/x/y/z/w",
-                           "/v1/artifacts/a/b/c", "/v2/environments", "/v1/schedule-fires/x", "/healthz/x",
-                           "/v1/environments/x/nothing", "/v1/runs/r/other"})
+                           "/v1/artifacts/a/b/c", "/v2/environments", "/v1/schedule-fires/x",
+                           "/healthz/x", "/v1/environments/x/nothing", "/v1/runs/r/other"})
     labels.insert(routeLabel(path));
   EXPECT_EQ(labels, std::set<std::string>{"other"});
 }

@@ -38,19 +38,23 @@ class ServeConnections : public ::testing::Test {
     std::ofstream(config) << yaml;
     serve_ = std::make_unique<ServeProcess>(
         std::vector<std::string>{"AIRLOCK_STATE_DIR=" + state_.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
-                                 "AIRLOCK_SANDBOX=fake", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
+                                 "AIRLOCK_SANDBOX=fake",
+                                 std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
                                  "PATH=/usr/bin:/bin"},
         AIRLOCK_BINARY, std::vector<std::string>{"--config", config});
     ASSERT_GT(serve_->port(), 0) << serve_->log();
   }
   // An authenticated round trip: provision, execute, destroy.
   void expectServiceAnswers(const std::string& when) {
-    auto made = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken, 20);
+    auto made = serve_->request("POST", "/v1/environments",
+                                R"({"tenant_id": "t1", "run_id": "r1"})", kToken, 20);
     ASSERT_EQ(made.status, 201) << when << ": " << made.body;
     const std::string id = made.json()["environment_id"];
-    auto ran = serve_->request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "hi"]})", kToken, 20);
+    auto ran = serve_->request("POST", "/v1/environments/" + id + "/execute",
+                               R"({"argv": ["echo", "hi"]})", kToken, 20);
     EXPECT_EQ(ran.status, 200) << when << ": " << ran.body;
-    EXPECT_EQ(serve_->request("DELETE", "/v1/environments/" + id, "", kToken, 20).status, 204) << when;
+    EXPECT_EQ(serve_->request("DELETE", "/v1/environments/" + id, "", kToken, 20).status, 204)
+        << when;
   }
 
   TempStateDir state_;
@@ -82,7 +86,9 @@ IdleHolder holdIdleConnections(int port, int count) {
     for (int i = 0; i < count; ++i) {
       const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
       if (fd < 0) break;
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno == EINPROGRESS) ++opened;
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ||
+          errno == EINPROGRESS)
+        ++opened;
     }
     const char verdict = opened == count ? 'y' : 'n';
     (void)!::write(ready[1], &verdict, 1);
@@ -197,8 +203,10 @@ TEST_F(ServeConnections, TransferCodingsOtherThanChunkedAreRefused) {
     const std::string body = R"({"tenant_id": "t1", "run_id": "r1"})";
     char size[16];
     std::snprintf(size, sizeof size, "%zx", body.size());
-    ASSERT_TRUE(c.sendAll(std::string("POST /v1/environments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kToken +
-                          "\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + size + "\r\n" + body + "\r\n0\r\n\r\n"));
+    ASSERT_TRUE(c.sendAll(
+        std::string("POST /v1/environments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
+        kToken + "\r\nTransfer-Encoding: " + coding + "\r\n\r\n" + size + "\r\n" + body +
+        "\r\n0\r\n\r\n"));
     bool complete = false;
     const std::string answer = c.readToEnd(std::chrono::seconds(10), &complete);
     EXPECT_TRUE(complete) << coding;
@@ -217,7 +225,8 @@ TEST_F(ServeConnections, TransferCodingsOtherThanChunkedAreRefused) {
 TEST_F(ServeConnections, AFoldedHeaderIsRefusedAndTheSchemeIsCaseInsensitive) {
   start();
   const std::string token = kToken;
-  const std::string folds[] = {"Authorization: Bearer\r\n " + token, "Authorization:\r\n Bearer " + token,
+  const std::string folds[] = {"Authorization: Bearer\r\n " + token,
+                               "Authorization:\r\n Bearer " + token,
                                "Authorization: Bearer " + token + "\r\n \r\n",
                                "Authorization: Bearer " + token + "\r\nX-Other: a\r\n\tb"};
   for (const std::string& header : folds) {
@@ -232,8 +241,9 @@ TEST_F(ServeConnections, AFoldedHeaderIsRefusedAndTheSchemeIsCaseInsensitive) {
   for (const std::string scheme : {"bearer", "BEARER", "Bearer"}) {
     RawConnection c = RawConnection::open(serve_->port());
     ASSERT_TRUE(c.valid());
-    ASSERT_TRUE(c.sendAll("GET /v1/environments HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " +
-                          scheme + " " + token + "\r\n\r\n"));
+    ASSERT_TRUE(c.sendAll(
+        "GET /v1/environments HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " +
+        scheme + " " + token + "\r\n\r\n"));
     const std::string answer = c.readToEnd(std::chrono::seconds(10));
     EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << scheme << " -> " << answer.substr(0, 200);
   }
@@ -259,7 +269,8 @@ TEST_F(ServeConnections, UnauthenticatedRequestsNeverTakeAnExecutionSlot) {
     const std::string answer = h.readToEnd(std::chrono::seconds(10), &complete);
     EXPECT_TRUE(complete) << "the unauthenticated connection stayed open";
     EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
-    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos) << "more than one answer on a refused connection";
+    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos)
+        << "more than one answer on a refused connection";
   }
 }
 
@@ -272,9 +283,10 @@ TEST_F(ServeConnections, ATrailerAuthorizationNeverAuthenticates) {
   const std::string body = R"({"tenant_id":"t1","run_id":"trailer"})";
   char size[16];
   std::snprintf(size, sizeof size, "%zx", body.size());
-  ASSERT_TRUE(c.sendAll(std::string("POST /v1/environments HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                                    "Connection: close\r\n\r\n") +
-                        size + "\r\n" + body + "\r\n0\r\nAuthorization: Bearer " + kToken + "\r\n\r\n"));
+  ASSERT_TRUE(c.sendAll(
+      std::string("POST /v1/environments HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                  "Connection: close\r\n\r\n") +
+      size + "\r\n" + body + "\r\n0\r\nAuthorization: Bearer " + kToken + "\r\n\r\n"));
   const std::string answer = c.readToEnd(std::chrono::seconds(10));
   EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer.substr(0, 200);
   auto listed = serve_->request("GET", "/v1/environments?tenant_id=t1", "", kToken);
@@ -285,16 +297,18 @@ TEST_F(ServeConnections, ATrailerAuthorizationNeverAuthenticates) {
 // arrives: new connections past the bounds never cut it off.
 TEST_F(ServeConnections, AnAuthenticatedUploadInProgressIsNeverClosedForRoom) {
   start("max_connections: 6\nmax_unauthenticated_connections: 3\n");
-  auto made = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken, 20);
+  auto made = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})",
+                              kToken, 20);
   ASSERT_EQ(made.status, 201) << made.body;
   const std::string id = made.json()["environment_id"];
   RawConnection upload = RawConnection::open(serve_->port());
   ASSERT_TRUE(upload.valid());
   const std::string data(200000, 'u');
-  ASSERT_TRUE(upload.sendAll("PUT /v1/environments/" + id + "/files?path=big.bin HTTP/1.1\r\nHost: x\r\n"
-                             "Authorization: Bearer " + std::string(kToken) +
-                             "\r\nConnection: close\r\nContent-Length: " + std::to_string(data.size()) + "\r\n\r\n" +
-                             data.substr(0, 1000)));
+  ASSERT_TRUE(upload.sendAll("PUT /v1/environments/" + id +
+                             "/files?path=big.bin HTTP/1.1\r\nHost: x\r\n"
+                             "Authorization: Bearer " +
+                             std::string(kToken) + "\r\nConnection: close\r\nContent-Length: " +
+                             std::to_string(data.size()) + "\r\n\r\n" + data.substr(0, 1000)));
   // A few round trips later the service has read the upload's head (bytes
   // that reached it first); then a flood of new connections arrives.
   for (int i = 0; i < 3; ++i) {
@@ -310,7 +324,8 @@ TEST_F(ServeConnections, AnAuthenticatedUploadInProgressIsNeverClosedForRoom) {
   }
   ASSERT_TRUE(upload.sendAll(data.substr(1000)));
   const std::string answer = upload.readToEnd(std::chrono::seconds(10));
-  EXPECT_EQ(answer.rfind("HTTP/1.1 204", 0), 0u) << "the upload was cut off: " << answer.substr(0, 200);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 204", 0), 0u)
+      << "the upload was cut off: " << answer.substr(0, 200);
 }
 
 }  // namespace

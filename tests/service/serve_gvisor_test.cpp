@@ -19,15 +19,18 @@ TEST(ServeGvisor, ProductionModeOnGvisorRunsACommandEndToEnd) {
   if (::access("/usr/bin/runsc", X_OK) != 0 && ::access("/usr/sbin/runsc", X_OK) != 0)
     GTEST_SKIP() << "runsc is not installed (Debian package runsc)";
   TempStateDir state;
-  ServeProcess serve({"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token", "AIRLOCK_SANDBOX=gvisor",
-                      std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "AIRLOCK_STATE_DIR=" + state.path(),
-                      "AIRLOCK_LISTEN=127.0.0.1:0", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
+  ServeProcess serve({"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token",
+                      "AIRLOCK_SANDBOX=gvisor", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
+                      "AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+                      "PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
   ASSERT_GT(serve.port(), 0) << serve.log();
-  auto h = serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+  auto h =
+      serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
   ASSERT_EQ(h.status, 201) << h.body;
   const std::string id = h.json()["environment_id"];
-  auto r = serve.request("POST", "/v1/environments/" + id + "/execute",
-                         R"J({"argv": ["python3", "-c", "print(1)"], "timeout_seconds": 60})J", kToken);
+  auto r =
+      serve.request("POST", "/v1/environments/" + id + "/execute",
+                    R"J({"argv": ["python3", "-c", "print(1)"], "timeout_seconds": 60})J", kToken);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["exit_code"], 0) << r.body;
   EXPECT_EQ(r.json()["stdout"], "1\n") << r.body;

@@ -6,10 +6,8 @@
 
 #include <chrono>
 #include <memory>
-#include <vector>
-
 #include <nlohmann/json.hpp>
-
+#include <vector>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "serve_process.h"
@@ -29,7 +27,8 @@ class ServeLinux : public ::testing::Test {
         "AIRLOCK_STATE_DIR=" + state_.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
         std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin"});
     ASSERT_GT(serve_->port(), 0) << serve_->log();
-    auto h = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+    auto h = serve_->request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})",
+                             kToken);
     ASSERT_EQ(h.status, 201) << h.body;
     id_ = h.json()["environment_id"];
   }
@@ -115,7 +114,8 @@ TEST_F(ServeLinux, CodeModeRunsAProgramAndTheServiceFiresItsSchedule) {
          std::chrono::steady_clock::now() < until)
     metrics = serve.request("GET", "/metrics", "", kToken);
   EXPECT_NE(metrics.body.find("airlock_schedule_fires_total 1"), std::string::npos) << metrics.body;
-  EXPECT_EQ(metrics.body.find("airlock_schedule_fires_total 2"), std::string::npos) << "fired twice";
+  EXPECT_EQ(metrics.body.find("airlock_schedule_fires_total 2"), std::string::npos)
+      << "fired twice";
   EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
   const int status = serve.signalAndWait(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << serve.log();

@@ -19,12 +19,11 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 extern char** environ;
 
@@ -56,7 +55,8 @@ class ServeProcess {
     std::vector<char*> argv = {binary.data(), serve.data()};
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
+    if (::posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), envp.data()) != 0)
+      pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     ::close(err_pipe[1]);
     err_fd_ = err_pipe[0];
@@ -121,8 +121,9 @@ class ServeProcess {
     return status;
   }
 
-  HttpReply request(const std::string& method, const std::string& path, const std::string& body = "",
-                    const std::string& token = "", long timeout_seconds = 120) const {
+  HttpReply request(const std::string& method, const std::string& path,
+                    const std::string& body = "", const std::string& token = "",
+                    long timeout_seconds = 120) const {
     HttpReply reply;
     CURL* curl = curl_easy_init();
     if (curl == nullptr) return reply;
@@ -133,19 +134,22 @@ class ServeProcess {
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);  // several threads use the client at once
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
     struct curl_slist* headers = nullptr;
-    if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+    if (!token.empty())
+      headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
     headers = curl_slist_append(headers, "Content-Type: application/json");
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     if (!body.empty() || method == "POST" || method == "PUT") {
       curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
     }
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* out) {
-      static_cast<std::string*>(out)->append(p, s * n);
-      return s * n;
-    });
+    curl_easy_setopt(
+        curl, CURLOPT_WRITEFUNCTION, +[](char* p, size_t s, size_t n, void* out) {
+          static_cast<std::string*>(out)->append(p, s * n);
+          return s * n;
+        });
     curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply.body);
-    if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
+    if (curl_easy_perform(curl) == CURLE_OK)
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.status);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
     return reply;
@@ -166,9 +170,11 @@ class ServeProcess {
       }
       log_.append(buf, static_cast<std::size_t>(n));
       if (port_ == 0) {
-        for (std::size_t start = 0, nl; (nl = log_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        for (std::size_t start = 0, nl; (nl = log_.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
           auto line = nlohmann::json::parse(log_.substr(start, nl - start), nullptr, false);
-          if (line.is_object() && line.value("event", "") == "listening") port_ = line.value("port", 0);
+          if (line.is_object() && line.value("event", "") == "listening")
+            port_ = line.value("port", 0);
         }
       }
       logged_.notify_all();

@@ -15,11 +15,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "raw_client.h"
@@ -33,7 +32,8 @@ constexpr const char* kToken = "serve-slow-clients-token-0123456789";
 
 // What each client does, by index.
 enum class Client { kSlowReader, kStoppedAtCap, kVanishes, kStoppedAtTimeout };
-constexpr Client kinds[] = {Client::kSlowReader, Client::kStoppedAtCap, Client::kVanishes, Client::kStoppedAtTimeout};
+constexpr Client kinds[] = {Client::kSlowReader, Client::kStoppedAtCap, Client::kVanishes,
+                            Client::kStoppedAtTimeout};
 constexpr int kTimeoutSeconds = 4;
 
 nlohmann::json commandFor(Client kind) {
@@ -74,7 +74,8 @@ nlohmann::json lastLine(const std::string& body) {
   std::size_t end = body.size();
   while (end > 0 && body[end - 1] == '\n') --end;
   const std::size_t start = body.rfind('\n', end == 0 ? 0 : end - 1);
-  return nlohmann::json::parse(body.substr(start == std::string::npos ? 0 : start + 1, end), nullptr, false);
+  return nlohmann::json::parse(body.substr(start == std::string::npos ? 0 : start + 1, end),
+                               nullptr, false);
 }
 
 // GET /healthz on its own connection: the status, or 0. Nothing shared
@@ -83,7 +84,8 @@ nlohmann::json lastLine(const std::string& body) {
 // would measure that).
 long healthStatus(int port) {
   RawConnection c = RawConnection::open(port);
-  if (!c.valid() || !c.sendAll("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) return 0;
+  if (!c.valid() || !c.sendAll("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    return 0;
   const std::string answer = c.readToEnd(10s);
   return answer.rfind("HTTP/1.1 200", 0) == 0 ? 200 : 0;
 }
@@ -120,8 +122,9 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   const int n = mechanism.clients;
   std::vector<std::string> ids;
   for (int i = 0; i < n; ++i) {
-    auto made = serve.request("POST", "/v1/environments",
-                              nlohmann::json{{"tenant_id", "t1"}, {"run_id", "r" + std::to_string(i)}}.dump(), kToken);
+    auto made = serve.request(
+        "POST", "/v1/environments",
+        nlohmann::json{{"tenant_id", "t1"}, {"run_id", "r" + std::to_string(i)}}.dump(), kToken);
     ASSERT_EQ(made.status, 201) << made.body;
     ids.push_back(made.json()["environment_id"]);
   }
@@ -146,7 +149,9 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
       std::this_thread::sleep_for(20ms);
       const auto t0 = std::chrono::steady_clock::now();
       const long status = healthStatus(port);
-      const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      const long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
       if (status != 200) ++health_failures;
       worst_health_ms = std::max(worst_health_ms.load(), ms);
     }
@@ -157,9 +162,9 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
     clients.push_back(RawConnection::open(serve.port(), false, 4096));
     ASSERT_TRUE(clients.back().valid());
     const auto kind = kinds[i % 4];
-    ASSERT_TRUE(clients.back().sendAll(postRequest("/v1/environments/" + ids[static_cast<std::size_t>(i)] +
-                                                       "/execute?stream=1",
-                                                   commandFor(kind).dump(), kToken)));
+    ASSERT_TRUE(clients.back().sendAll(
+        postRequest("/v1/environments/" + ids[static_cast<std::size_t>(i)] + "/execute?stream=1",
+                    commandFor(kind).dump(), kToken)));
   }
   // Slow readers take a byte a second; vanishing clients leave once their
   // command has started.
@@ -196,8 +201,9 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   for (int i = 0; i < n; ++i) {
     HttpReply next;
     do {
-      next = serve.request("POST", "/v1/environments/" + ids[static_cast<std::size_t>(i)] + "/execute",
-                           R"({"argv": ["true"]})", kToken, 30);
+      next =
+          serve.request("POST", "/v1/environments/" + ids[static_cast<std::size_t>(i)] + "/execute",
+                        R"({"argv": ["true"]})", kToken, 30);
     } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
     EXPECT_EQ(next.status, 200) << "client " << i << ": its command did not end: " << next.body;
   }
@@ -226,8 +232,8 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   probe.stop();
   for (auto& t : probe.threads) t.join();
   EXPECT_EQ(health_failures, 0);
-  std::printf("/healthz: worst %ld ms over the run (prober at %s priority)\n", worst_health_ms.load(),
-              realtime ? "real-time" : "normal");
+  std::printf("/healthz: worst %ld ms over the run (prober at %s priority)\n",
+              worst_health_ms.load(), realtime ? "real-time" : "normal");
   // Without a real-time prober (no CAP_SYS_NICE) the figure is this test's
   // own scheduling, not the service's: then only the answers are checked.
   // The target is 100 ms; on a 2-core machine the worst probe, during the
@@ -240,21 +246,27 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   }
   // The vanished clients' commands were cancelled.
   const auto metrics = serve.request("GET", "/metrics", "", kToken).body;
-  EXPECT_NE(metrics.find("killed_by=\"CANCELLED\"} " + std::to_string(n / 4)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("killed_by=\"CANCELLED\"} " + std::to_string(n / 4)), std::string::npos)
+      << metrics;
 
   // A stream stalled mid-command: destroying its environment completes, and
   // the service stops on SIGTERM with another stalled stream open.
   RawConnection stalled[2];
   for (int k = 0; k < 2; ++k) {
     stalled[k] = RawConnection::open(serve.port(), false, 4096);
-    nlohmann::json cmd = {{"argv", {"sh", "-c", "touch started; head -c 3000000 /dev/zero | tr '\\0' x; exec sleep 600"}},
-                          {"timeout_seconds", 600},
-                          {"maximum_output_bytes", 8 << 20}};
+    nlohmann::json cmd = {
+        {"argv",
+         {"sh", "-c", "touch started; head -c 3000000 /dev/zero | tr '\\0' x; exec sleep 600"}},
+        {"timeout_seconds", 600},
+        {"maximum_output_bytes", 8 << 20}};
     ASSERT_TRUE(stalled[k].sendAll(
-        postRequest("/v1/environments/" + ids[static_cast<std::size_t>(k)] + "/execute?stream=1", cmd.dump(), kToken)));
+        postRequest("/v1/environments/" + ids[static_cast<std::size_t>(k)] + "/execute?stream=1",
+                    cmd.dump(), kToken)));
     HttpReply seen;
     for (int tries = 0; tries < 2000 && seen.status != 200; ++tries)
-      seen = serve.request("GET", "/v1/environments/" + ids[static_cast<std::size_t>(k)] + "/files?path=started", "", kToken);
+      seen = serve.request(
+          "GET", "/v1/environments/" + ids[static_cast<std::size_t>(k)] + "/files?path=started", "",
+          kToken);
     ASSERT_EQ(seen.status, 200) << "the stalled command never started";
   }
   auto destroyed = serve.request("DELETE", "/v1/environments/" + ids[0], "", kToken, 30);
@@ -276,16 +288,20 @@ TEST(ServeSlowClients, LinuxCommandsEndAtTheirLimitsWhateverTheirClientsDo) {
 TEST(ServeSlowClients, AClientThatHangsUpBehindBytesItSentIsStillCancelled) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
   TempStateDir state;
-  ServeProcess serve({"PATH=/usr/bin:/bin", "AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+  ServeProcess serve({"PATH=/usr/bin:/bin", "AIRLOCK_STATE_DIR=" + state.path(),
+                      "AIRLOCK_LISTEN=127.0.0.1:0",
                       std::string("AIRLOCK_SERVICE_TOKEN=") + kToken});
   ASSERT_GT(serve.port(), 0) << serve.log();
-  auto made = serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+  auto made =
+      serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
   ASSERT_EQ(made.status, 201) << made.body;
   const std::string id = made.json()["environment_id"];
   RawConnection c = RawConnection::open(serve.port());
   ASSERT_TRUE(c.valid());
-  nlohmann::json cmd = {{"argv", {"sh", "-c", "touch started; exec sleep 600"}}, {"timeout_seconds", 600}};
-  ASSERT_TRUE(c.sendAll(postRequest("/v1/environments/" + id + "/execute?stream=1", cmd.dump(), kToken)));
+  nlohmann::json cmd = {{"argv", {"sh", "-c", "touch started; exec sleep 600"}},
+                        {"timeout_seconds", 600}};
+  ASSERT_TRUE(
+      c.sendAll(postRequest("/v1/environments/" + id + "/execute?stream=1", cmd.dump(), kToken)));
   HttpReply seen;
   for (int tries = 0; tries < 2000 && seen.status != 200; ++tries)
     seen = serve.request("GET", "/v1/environments/" + id + "/files?path=started", "", kToken);
@@ -295,9 +311,11 @@ TEST(ServeSlowClients, AClientThatHangsUpBehindBytesItSentIsStillCancelled) {
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   HttpReply next;
   do {
-    next = serve.request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})", kToken, 30);
+    next = serve.request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})",
+                         kToken, 30);
   } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
-  EXPECT_EQ(next.status, 200) << "the command of the client that hung up was not cancelled: " << next.body;
+  EXPECT_EQ(next.status, 200) << "the command of the client that hung up was not cancelled: "
+                              << next.body;
   EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
   const auto status = serve.signalAndWaitFor(SIGTERM, 60s);
   ASSERT_TRUE(status.has_value()) << "serve did not stop";
@@ -310,8 +328,8 @@ TEST(ServeSlowClients, GvisorCommandsEndAtTheirLimitsWhateverTheirClientsDo) {
     GTEST_SKIP() << "runsc is not installed (Debian package runsc)";
   TempStateDir state;
   // Fewer clients: each gVisor sandbox is a runsc sandbox of its own.
-  runSlowClients({{"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token", "AIRLOCK_SANDBOX=gvisor",
-                   "PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+  runSlowClients({{"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token",
+                   "AIRLOCK_SANDBOX=gvisor", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
                   20},
                  state);
 }

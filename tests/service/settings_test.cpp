@@ -79,43 +79,52 @@ artifacts:
 
 TEST(Settings, ErrorsNameTheSettingTheValueAndTheLine) {
   EXPECT_EQ(errorOf("deployment_mode: development\nsandbox: dockr\n"),
-            "settings.yaml line 2, column 10: sandbox \"dockr\" is not one of linux, gvisor, microvm, fake");
+            "settings.yaml line 2, column 10: sandbox \"dockr\" is not one of linux, gvisor, "
+            "microvm, fake");
   EXPECT_EQ(errorOf("auth_mode: oauth\n"),
             "settings.yaml line 1, column 12: auth_mode \"oauth\" is not one of dev, token");
-  EXPECT_EQ(errorOf("sandbox_mode: linux\n"), "settings.yaml line 1, column 15: unknown setting \"sandbox_mode\"");
+  EXPECT_EQ(errorOf("sandbox_mode: linux\n"),
+            "settings.yaml line 1, column 15: unknown setting \"sandbox_mode\"");
   EXPECT_EQ(errorOf("limits:\n  defaults:\n    memory: 1G\n"),
             "settings.yaml line 3, column 13: unknown setting \"limits.defaults.memory\"");
-  EXPECT_NE(errorOf("limits:\n  defaults:\n    memory_bytes: lots\n").find("limits.defaults.memory_bytes"),
+  EXPECT_NE(errorOf("limits:\n  defaults:\n    memory_bytes: lots\n")
+                .find("limits.defaults.memory_bytes"),
             std::string::npos);
-  EXPECT_NE(errorOf("listen: example.com:80\n").find("listen \"example.com:80\" needs an IP address"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf("listen: example.com:80\n").find("listen \"example.com:80\" needs an IP address"),
+      std::string::npos);
   EXPECT_NE(errorOf("listen: 127.0.0.1:99999\n").find("no valid port"), std::string::npos);
-  EXPECT_NE(errorOf("state_dir: relative/dir\n").find("state_dir \"relative/dir\" must be an absolute path"),
+  EXPECT_NE(errorOf("state_dir: relative/dir\n")
+                .find("state_dir \"relative/dir\" must be an absolute path"),
             std::string::npos);
   EXPECT_NE(errorOf("reaper_interval: 500ms\n").find("reaper_interval"), std::string::npos);
   EXPECT_NE(errorOf("sandbox: [linux]\n").find("must be a single value"), std::string::npos);
   EXPECT_NE(errorOf("a: b: c\n").find("not valid YAML"), std::string::npos);
   EXPECT_NE(errorOf("- just\n- a list\n").find("must be a mapping"), std::string::npos);
-  EXPECT_NE(errorOf("service_token: short\n").find("service_token must be at least 16"), std::string::npos);
+  EXPECT_NE(errorOf("service_token: short\n").find("service_token must be at least 16"),
+            std::string::npos);
 }
 
 TEST(Settings, EnvironmentOverridesTheFileAndNamesTheVariable) {
   auto file = parseSettings("sandbox: fake\nlisten: 127.0.0.1:1\n", "settings.yaml");
   ASSERT_TRUE(file);
-  auto s = applyEnvironment(*file, envOf({{"AIRLOCK_SANDBOX", "linux"}, {"AIRLOCK_LISTEN", "0.0.0.0:8080"}}));
+  auto s = applyEnvironment(
+      *file, envOf({{"AIRLOCK_SANDBOX", "linux"}, {"AIRLOCK_LISTEN", "0.0.0.0:8080"}}));
   ASSERT_TRUE(s) << s.error().message();
   EXPECT_EQ(s->sandbox, Mechanism::kLinux);
   EXPECT_EQ(s->listen, "0.0.0.0:8080");
   auto bad = applyEnvironment(*file, envOf({{"AIRLOCK_DEPLOYMENT_MODE", "prod"}}));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().context,
-            "environment variable AIRLOCK_DEPLOYMENT_MODE: deployment_mode \"prod\" is not one of development, "
+            "environment variable AIRLOCK_DEPLOYMENT_MODE: deployment_mode \"prod\" is not one of "
+            "development, "
             "production");
 }
 
 TEST(Settings, ScheduleSettingsAreParsedAndADatabaseSecretIsNeverRepeated) {
-  auto s = parseSettings("schedule_fire_interval: 5s\nschedule_database: postgresql://u:pw@db/airlock\n",
-                         "settings.yaml");
+  auto s =
+      parseSettings("schedule_fire_interval: 5s\nschedule_database: postgresql://u:pw@db/airlock\n",
+                    "settings.yaml");
   ASSERT_TRUE(s) << s.error().message();
   EXPECT_EQ(s->schedule_fire_interval, std::chrono::seconds(5));
   EXPECT_EQ(s->schedule_database, "postgresql://u:pw@db/airlock");
@@ -124,7 +133,8 @@ TEST(Settings, ScheduleSettingsAreParsedAndADatabaseSecretIsNeverRepeated) {
   const std::string bad = errorOf("schedule_database: host=db password=hunter2\n");
   EXPECT_NE(bad.find("schedule_database"), std::string::npos) << bad;
   EXPECT_EQ(bad.find("hunter2"), std::string::npos) << bad;
-  EXPECT_NE(errorOf("schedule_fire_interval: 100ms\n").find("schedule_fire_interval"), std::string::npos);
+  EXPECT_NE(errorOf("schedule_fire_interval: 100ms\n").find("schedule_fire_interval"),
+            std::string::npos);
   auto env = applyEnvironment(Settings{}, envOf({{"AIRLOCK_SCHEDULE_DATABASE", "postgres://x/y"}}));
   ASSERT_TRUE(env) << env.error().message();
   EXPECT_EQ(env->schedule_database, "postgres://x/y");
@@ -137,8 +147,9 @@ TEST(Settings, MissingFileIsNamed) {
 }
 
 TEST(Settings, LimitDefaultsAboveTheirCeilingsAreRefusedAtStart) {
-  auto s = parseSettings("limits:\n  defaults:\n    memory_bytes: 4G\n  ceilings:\n    memory_bytes: 1G\n",
-                         "settings.yaml");
+  auto s = parseSettings(
+      "limits:\n  defaults:\n    memory_bytes: 4G\n  ceilings:\n    memory_bytes: 1G\n",
+      "settings.yaml");
   ASSERT_TRUE(s);
   auto r = checkStartup(*s);
   ASSERT_FALSE(r);
@@ -148,7 +159,8 @@ TEST(Settings, LimitDefaultsAboveTheirCeilingsAreRefusedAtStart) {
   ASSERT_TRUE(raised);
   auto r2 = checkStartup(*raised);
   ASSERT_FALSE(r2);
-  EXPECT_NE(r2.error().context.find("limits.ceilings.pids_max 10000 is above the spec's fixed ceiling of 4096"),
+  EXPECT_NE(r2.error().context.find(
+                "limits.ceilings.pids_max 10000 is above the spec's fixed ceiling of 4096"),
             std::string::npos)
       << r2.error().context;
 }
@@ -204,10 +216,11 @@ namespace {
 TEST(Settings, EgressPolicyIsValidatedAtStart) {
   char dir[] = "/tmp/airlock-settings-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
-  const std::string deny = std::string(dir) + "/deny.yaml", allow = std::string(dir) + "/allow.yaml",
-                    bad = std::string(dir) + "/bad.yaml";
+  const std::string deny = std::string(dir) + "/deny.yaml",
+                    allow = std::string(dir) + "/allow.yaml", bad = std::string(dir) + "/bad.yaml";
   std::ofstream(deny) << "egress:\n  mode: deny\n";
-  std::ofstream(allow) << "egress:\n  mode: allowlist\n  destinations:\n    - host: api.example.com\n      ports: [443]\n";
+  std::ofstream(allow) << "egress:\n  mode: allowlist\n  destinations:\n    - host: "
+                          "api.example.com\n      ports: [443]\n";
   std::ofstream(bad) << "egress:\n  mode: allow\n";
   Settings s;
   s.egress_policy_path = deny;

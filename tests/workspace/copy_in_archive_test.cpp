@@ -28,8 +28,12 @@ struct Member {
   std::string target;  // kSymlink, kHardlink
 };
 
-Member file(std::string name, std::string data) { return {Member::kFile, std::move(name), std::move(data), {}}; }
-Member dir(std::string name) { return {Member::kDir, std::move(name), {}, {}}; }
+Member file(std::string name, std::string data) {
+  return {Member::kFile, std::move(name), std::move(data), {}};
+}
+Member dir(std::string name) {
+  return {Member::kDir, std::move(name), {}, {}};
+}
 
 enum class Format { kTar, kTarGz, kZip };
 
@@ -190,14 +194,13 @@ TEST_F(CopyInArchiveTest, RefusesHardLinkMembers) {
 TEST_F(CopyInArchiveTest, RefusesDevicesAndFifos) {
   expectRefused(Format::kTar, {Member::kCharDevice, "null", {}, {}},
                 "archive member \"null\" is a device");
-  expectRefused(Format::kTar, {Member::kFifo, "fifo", {}, {}},
-                "archive member \"fifo\" is a FIFO");
+  expectRefused(Format::kTar, {Member::kFifo, "fifo", {}, {}}, "archive member \"fifo\" is a FIFO");
 }
 
 TEST_F(CopyInArchiveTest, RefusesNamesThatLeaveTheWorkspace) {
   for (Format format : {Format::kTar, Format::kZip}) {
-    for (const char* name : {"../evil", "../../x", "/abs", "/abs/x", "a/../../b", "a//b",
-                             "./../x", "././x", "a/./b", ".."}) {
+    for (const char* name : {"../evil", "../../x", "/abs", "/abs/x", "a/../../b", "a//b", "./../x",
+                             "././x", "a/./b", ".."}) {
       SCOPED_TRACE(name);
       expectRefused(format, file(name, "evil"),
                     "archive member \"" + std::string(name) + "\" leaves the workspace");
@@ -217,19 +220,26 @@ TEST_F(CopyInArchiveTest, B07_ArchiveSlipLinkAndSpecialMembersAreRefused) {
   for (Format format : {Format::kTar, Format::kZip}) {
     SCOPED_TRACE(format == Format::kTar ? "tar" : "zip");
     for (const char* name : {"../../x", "/abs/x", "a/../../x"})
-      expectRefused(format, file(name, "evil"), "archive member \"" + std::string(name) + "\" leaves the workspace");
-    expectRefused(format, {Member::kSymlink, "lnk", {}, "/"}, "archive member \"lnk\" is a symlink");
-    expectRefused(format, {Member::kSymlink, "long", {}, std::string(1100, 'a') + "/../../../../etc"},
+      expectRefused(format, file(name, "evil"),
+                    "archive member \"" + std::string(name) + "\" leaves the workspace");
+    expectRefused(format, {Member::kSymlink, "lnk", {}, "/"},
+                  "archive member \"lnk\" is a symlink");
+    expectRefused(format,
+                  {Member::kSymlink, "long", {}, std::string(1100, 'a') + "/../../../../etc"},
                   "archive member \"long\" is a symlink");
     // The link, then a file below it: refused at the link, before the file.
-    const std::string path = build(format, {{Member::kSymlink, "lnk", {}, "/"}, file("lnk/etc/cron.d/x", "evil")});
+    const std::string path =
+        build(format, {{Member::kSymlink, "lnk", {}, "/"}, file("lnk/etc/cron.d/x", "evil")});
     auto r = copyInArchive(path, *ws_);
     ASSERT_FALSE(r.has_value());
-    EXPECT_NE(r.error().context.find("archive member \"lnk\" is a symlink"), std::string::npos) << r.error().context;
+    EXPECT_NE(r.error().context.find("archive member \"lnk\" is a symlink"), std::string::npos)
+        << r.error().context;
     expectEmpty();
   }
-  expectRefused(Format::kTar, {Member::kHardlink, "hl", {}, "/etc/passwd"}, "archive member \"hl\" is a hard link");
-  expectRefused(Format::kTar, {Member::kCharDevice, "null", {}, {}}, "archive member \"null\" is a device");
+  expectRefused(Format::kTar, {Member::kHardlink, "hl", {}, "/etc/passwd"},
+                "archive member \"hl\" is a hard link");
+  expectRefused(Format::kTar, {Member::kCharDevice, "null", {}, {}},
+                "archive member \"null\" is a device");
   expectRefused(Format::kTar, {Member::kFifo, "fifo", {}, {}}, "archive member \"fifo\" is a FIFO");
 
   // Backslashes: one ordinary name inside the workspace, nothing outside.
@@ -238,7 +248,8 @@ TEST_F(CopyInArchiveTest, B07_ArchiveSlipLinkAndSpecialMembersAreRefused) {
   TempDir outer;
   ASSERT_TRUE(testing::mkdirs(outer.fd(), "ws"));
   auto nested = makeLocalWorkspace(
-      sys::UniqueFd(::openat(outer.fd(), "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), ::geteuid(), ::getegid());
+      sys::UniqueFd(::openat(outer.fd(), "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC)), ::geteuid(),
+      ::getegid());
   auto ok = copyInArchive(build(Format::kTar, {file("..\\..\\x", "data")}), *nested);
   ASSERT_TRUE(ok.has_value()) << ok.error().message();
   auto list = nested->listdir(".");
@@ -246,7 +257,8 @@ TEST_F(CopyInArchiveTest, B07_ArchiveSlipLinkAndSpecialMembersAreRefused) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].name, "..\\..\\x");
   std::vector<std::string> beside;
-  for (const auto& e : std::filesystem::directory_iterator(outer.path())) beside.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(outer.path()))
+    beside.push_back(e.path().filename());
   EXPECT_EQ(beside, std::vector<std::string>{"ws"});
 }
 

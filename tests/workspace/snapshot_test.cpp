@@ -417,7 +417,8 @@ TEST(SnapshotHashBudget, FileBeyondTheBudgetIsListedUnhashed) {
   ASSERT_TRUE(d) << d.error().message();
   ASSERT_EQ(d->changes.size(), 2u);
   EXPECT_EQ(d->changes[0].path, "small.txt");
-  EXPECT_EQ(d->changes[0].sha256, "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4");
+  EXPECT_EQ(d->changes[0].sha256,
+            "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4");
   EXPECT_EQ(d->changes[1].path, "sparse.bin");
   EXPECT_EQ(d->changes[1].size_bytes, std::int64_t{1} << 40);
   EXPECT_FALSE(d->changes[1].sha256.has_value());

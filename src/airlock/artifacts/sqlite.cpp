@@ -150,8 +150,8 @@ Result<int> appliedVersion(Database& db, const MigrationTable& table) {
   return static_cast<int>(stmt->int64(0));
 }
 
-Result<void> migrate(Database& db, const MigrationTable& table, std::span<const Migration> migrations,
-                     int build_version) {
+Result<void> migrate(Database& db, const MigrationTable& table,
+                     std::span<const Migration> migrations, int build_version) {
   Transaction tx(db);
   if (auto r = tx.beginImmediate(); !r) return r;
   if (auto r = db.exec(table.create); !r) return r;

@@ -105,7 +105,8 @@ struct Migration {
 // version table (literals, like all SQL here), and what the schema is called
 // in errors ("artifact", "schedule").
 struct MigrationTable {
-  SqlText create;       // CREATE TABLE IF NOT EXISTS <t> (version INTEGER PRIMARY KEY, applied_at_ms INTEGER)
+  SqlText create;  // CREATE TABLE IF NOT EXISTS <t> (version INTEGER PRIMARY KEY, applied_at_ms
+                   // INTEGER)
   SqlText max_version;  // SELECT COALESCE(MAX(version), 0) FROM <t>
   SqlText record;       // INSERT INTO <t> (version, applied_at_ms) VALUES (?1, <now ms>)
   const char* schema_name;
@@ -117,7 +118,7 @@ Result<int> appliedVersion(Database& db, const MigrationTable& table);
 // Applies every migration newer than the applied version in one immediate
 // transaction (several processes may open the same file). A database newer
 // than `build_version` is a ConfigurationError naming the schema.
-Result<void> migrate(Database& db, const MigrationTable& table, std::span<const Migration> migrations,
-                     int build_version);
+Result<void> migrate(Database& db, const MigrationTable& table,
+                     std::span<const Migration> migrations, int build_version);
 
 }  // namespace airlock::artifacts::sqlite

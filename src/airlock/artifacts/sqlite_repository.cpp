@@ -34,7 +34,6 @@ constexpr std::array<Migration, kArtifactSchemaVersion> kMigrations{{
      "CREATE INDEX artifacts_by_tenant ON artifacts (tenant_id, artifact_id, size_bytes);"},
 }};
 
-
 ArtifactRow rowFrom(const sqlite::Statement& s) {
   ArtifactRow row;
   row.artifact_id = s.text(0);
@@ -78,7 +77,9 @@ constexpr sqlite::MigrationTable kMigrationTable{
     " VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))",
     "artifact"};
 
-Result<int> currentVersion(sqlite::Database& db) { return sqlite::appliedVersion(db, kMigrationTable); }
+Result<int> currentVersion(sqlite::Database& db) {
+  return sqlite::appliedVersion(db, kMigrationTable);
+}
 
 Result<void> migrate(sqlite::Database& db) {
   return sqlite::migrate(db, kMigrationTable, kMigrations, kArtifactSchemaVersion);

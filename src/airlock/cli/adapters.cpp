@@ -48,8 +48,8 @@ Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& 
   if (mechanism == "gvisor" || mechanism == "microvm")
     return fail(ErrorCode::kExecutionUnavailable,
                 "the " + std::string(mechanism) + " mechanism is not built into this airlock yet");
-  return fail(ErrorCode::kConfigurationError,
-              "unknown mechanism \"" + std::string(mechanism) + "\" (linux, gvisor, microvm or fake)");
+  return fail(ErrorCode::kConfigurationError, "unknown mechanism \"" + std::string(mechanism) +
+                                                  "\" (linux, gvisor, microvm or fake)");
 }
 
 }  // namespace airlock::cli

@@ -19,7 +19,8 @@ struct Adapter {
 };
 
 struct AdapterOptions {
-  std::string state_dir = "/run/airlock";  // linux: locks and crash recovery; gvisor: <state_dir>/gvisor
+  std::string state_dir =
+      "/run/airlock";  // linux: locks and crash recovery; gvisor: <state_dir>/gvisor
   // Where sandboxes with egress send their connections (cli/egress_runtime.h);
   // null: such a sandbox is refused.
   std::shared_ptr<EgressRoute> egress_route;

@@ -69,8 +69,10 @@ Result<void> checkExportPath(const std::string& path) {
   return {};
 }
 
-Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env, const EnvironmentHandle& handle,
-                                                   artifacts::ArtifactStore& store, const std::string& path) {
+Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env,
+                                                   const EnvironmentHandle& handle,
+                                                   artifacts::ArtifactStore& store,
+                                                   const std::string& path) {
   auto with_path = [&](Error error) {
     error.context = "--export " + quoteName(path) + ": " + error.context;
     return tl::unexpected(std::move(error));
@@ -98,17 +100,20 @@ Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env, co
     stream = artifacts::measuredBytes(std::move(*data));
     filename = path.substr(path.rfind('/') + 1);
   }
-  artifacts::ArtifactWriterScope scope{*tenant, handle.run_id, artifacts::ArtifactOrigin::kSandboxExport,
+  artifacts::ArtifactWriterScope scope{*tenant, handle.run_id,
+                                       artifacts::ArtifactOrigin::kSandboxExport,
                                        artifacts::TrustLevel::kExternalUntrusted};
   auto writer = artifacts::makeArtifactWriter(store, scope);
-  auto ref = writer->create(std::move(stream), filename, kMediaType, artifacts::TrustLevel::kExternalUntrusted);
+  auto ref = writer->create(std::move(stream), filename, kMediaType,
+                            artifacts::TrustLevel::kExternalUntrusted);
   if (!ref) return with_path(ref.error());
   return ref;
 }
 
 std::string formatExportLine(const artifacts::ArtifactRef& ref, std::string_view path) {
-  return "airlock: artifact " + ref.artifact_id.str() + " " + std::to_string(ref.size_bytes) + " bytes, sha256 " +
-         ref.sha256.substr(0, 12) + "\u2026 (" + escapeForTerminal(path) + ")\n";
+  return "airlock: artifact " + ref.artifact_id.str() + " " + std::to_string(ref.size_bytes) +
+         " bytes, sha256 " + ref.sha256.substr(0, 12) + "\u2026 (" + escapeForTerminal(path) +
+         ")\n";
 }
 
 std::string sanitizeDownloadName(std::string_view original, std::string_view artifact_id) {
@@ -155,7 +160,8 @@ int runArtifactList(const std::string& state_dir, bool json) {
                       {"expires_at", m.expires_at ? nlohmann::json(formatTimestamp(*m.expires_at))
                                                   : nlohmann::json(nullptr)}});
     }
-    writeFd(STDOUT_FILENO, list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    writeFd(STDOUT_FILENO,
+            list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     return 0;
   }
   // One line each: id, size, created, filename (last: it may contain
@@ -163,20 +169,22 @@ int runArtifactList(const std::string& state_dir, bool json) {
   std::string out;
   for (const auto& row : *rows) {
     const auto& m = row.metadata;
-    out += row.artifact_id.str() + "  " + std::to_string(m.size_bytes) + "  " + formatTimestamp(m.created_at) + "  " +
-           escapeForTerminal(m.filename) + "\n";
+    out += row.artifact_id.str() + "  " + std::to_string(m.size_bytes) + "  " +
+           formatTimestamp(m.created_at) + "  " + escapeForTerminal(m.filename) + "\n";
   }
   writeFd(STDOUT_FILENO, out);
   return 0;
 }
 
-int runArtifactGet(const std::string& state_dir, const std::string& id, const std::optional<std::string>& output) {
+int runArtifactGet(const std::string& state_dir, const std::string& id,
+                   const std::optional<std::string>& output) {
   auto opened = openExistingLocalArtifactStore(state_dir);
   if (!opened) return reportError(opened.error().message());
   auto stored = findLocal(*opened, id);
   if (!stored) return reportError(stored.error().message());
   const auto& m = stored->metadata;
-  const std::string target = output ? *output : sanitizeDownloadName(m.filename, stored->artifact_id.str());
+  const std::string target =
+      output ? *output : sanitizeDownloadName(m.filename, stored->artifact_id.str());
   if (target.empty()) return reportError("-o: the file name is empty");
   // `-o -`: the bytes go to stdout (a file named "-" is `-o ./-`).
   const bool to_stdout = target == "-";
@@ -187,11 +195,14 @@ int runArtifactGet(const std::string& state_dir, const std::string& id, const st
   sys::UniqueFd file;
   if (!to_stdout) {
     // O_EXCL: never overwrite; O_NOFOLLOW: never write through a symlink.
-    const int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const int fd =
+        ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
       if (errno == EEXIST)
-        return reportError(quoteName(target) + " already exists; not overwriting it (choose another name with -o)");
-      return reportError(Error{ErrorCode::kExecutionUnavailable, errno, "create " + quoteName(target)}.message());
+        return reportError(quoteName(target) +
+                           " already exists; not overwriting it (choose another name with -o)");
+      return reportError(
+          Error{ErrorCode::kExecutionUnavailable, errno, "create " + quoteName(target)}.message());
     }
     file.reset(fd);
   }

@@ -37,8 +37,10 @@ Result<void> checkExportPath(const std::string& path);
 // otherwise reads through the port, bounded by the artifact cap. Errors are
 // those of the workspace and of ArtifactStore::put, with the path (as the
 // user typed it) in the message.
-Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env, const EnvironmentHandle& handle,
-                                                   artifacts::ArtifactStore& store, const std::string& path);
+Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env,
+                                                   const EnvironmentHandle& handle,
+                                                   artifacts::ArtifactStore& store,
+                                                   const std::string& path);
 
 // "airlock: artifact <id> <size> bytes, sha256 <first 12 hex>… (<path>)\n",
 // the path escaped for the terminal.
@@ -54,7 +56,8 @@ std::string sanitizeDownloadName(std::string_view original, std::string_view art
 // The subcommands. Each returns the process exit status: 0, or 125 with
 // one "airlock: error: ..." line on stderr.
 int runArtifactList(const std::string& state_dir, bool json);
-int runArtifactGet(const std::string& state_dir, const std::string& id, const std::optional<std::string>& output);
+int runArtifactGet(const std::string& state_dir, const std::string& id,
+                   const std::optional<std::string>& output);
 int runArtifactRm(const std::string& state_dir, const std::string& id);
 
 }  // namespace airlock::cli

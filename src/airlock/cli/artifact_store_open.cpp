@@ -15,7 +15,8 @@ Result<LocalArtifactStore> openLocalArtifactStore(const std::string& state_dir,
                                                   artifacts::FilesystemStoreOptions options) {
   const std::string where = "the artifact store under " + state_dir;
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
+    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
+                     errno);
   const std::string store_dir = state_dir + "/artifacts";
   if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create " + where, errno);
@@ -31,7 +32,8 @@ Result<LocalArtifactStore> openLocalArtifactStore(const std::string& state_dir,
   }
   LocalArtifactStore opened;
   opened.repository = std::move(*repository);
-  auto store = artifacts::FilesystemArtifactStore::create(std::move(root), opened.repository, std::move(options));
+  auto store = artifacts::FilesystemArtifactStore::create(std::move(root), opened.repository,
+                                                          std::move(options));
   if (!store) {
     Error error = store.error();
     error.context = where + ": " + error.context;
@@ -50,24 +52,28 @@ Result<LocalArtifactStore> openExistingLocalArtifactStore(const std::string& sta
   struct stat st {};
   if (::stat(state_dir.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR)
-      return fail(ErrorCode::kNotFound, "state directory " + state_dir +
-                                            " does not exist, so it holds no artifacts (check --state-dir; "
-                                            "airlock run --export creates it)");
+      return fail(ErrorCode::kNotFound,
+                  "state directory " + state_dir +
+                      " does not exist, so it holds no artifacts (check --state-dir; "
+                      "airlock run --export creates it)");
     return failErrno(ErrorCode::kExecutionUnavailable, "state directory " + state_dir, errno);
   }
   if (!S_ISDIR(st.st_mode))
-    return fail(ErrorCode::kNotFound, "state directory " + state_dir + " is not a directory (check --state-dir)");
+    return fail(ErrorCode::kNotFound,
+                "state directory " + state_dir + " is not a directory (check --state-dir)");
   return openLocalArtifactStore(state_dir);
 }
 
-Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(const std::string& state_dir,
-                                                                               const std::string& database) {
+Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
+    const std::string& state_dir, const std::string& database) {
   if (!database.empty()) return capability::schedule::openPostgresScheduleStore(database);
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
+    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
+                     errno);
   const std::string store_dir = state_dir + "/artifacts";
   if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create the metadata directory under " + state_dir, errno);
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     "create the metadata directory under " + state_dir, errno);
   return capability::schedule::openSqliteScheduleStore(store_dir + "/metadata.db");
 }
 

@@ -40,7 +40,7 @@ Result<LocalArtifactStore> openExistingLocalArtifactStore(const std::string& sta
 // URI, that PostgreSQL database. Errors: ExecutionUnavailable (open,
 // migrate), ConfigurationError (a schema newer than this build). An error
 // never repeats the URI (it may hold a password).
-Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(const std::string& state_dir,
-                                                                               const std::string& database = {});
+Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
+    const std::string& state_dir, const std::string& database = {});
 
 }  // namespace airlock::cli

@@ -66,7 +66,8 @@ std::string gvisorReport() {
   char tmpl[] = "/tmp/airlock-doctor-XXXXXX";
   const char* dir = ::mkdtemp(tmpl);
   if (dir != nullptr) options.state_dir = dir;
-  out += row("runsc", ::access(options.runsc_path.c_str(), X_OK) == 0 ? options.runsc_path : "not installed");
+  out += row("runsc", ::access(options.runsc_path.c_str(), X_OK) == 0 ? options.runsc_path
+                                                                      : "not installed");
   out += row("runsc platform", options.platform);
   std::string verdict;
   if (auto why = gvisor::gvisorUnavailable(options)) {
@@ -74,9 +75,12 @@ std::string gvisorReport() {
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     auto probe = gvisor::probeGvisor(options);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-    out += row("probe sandbox", probe ? "ran `true` in " + std::to_string(ms) + " ms (provision, execute, destroy)"
-                                      : "failed: " + probe.error().message());
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    out += row("probe sandbox",
+               probe ? "ran `true` in " + std::to_string(ms) + " ms (provision, execute, destroy)"
+                     : "failed: " + probe.error().message());
     verdict = probe ? "result: the gvisor mechanism can run here\n"
                     : "result: the gvisor mechanism cannot run here\n";
   }
@@ -134,7 +138,8 @@ int runDoctor() {
   // /etc entries, named by the digest of their canonical manifest.
   linux_jail::LinuxEnvironmentOptions options;
   auto digest = linux_jail::computeImageDigest(options);
-  report += "image: " + (digest ? *digest : "unavailable (" + digest.error().message() + ")") + "\n";
+  report +=
+      "image: " + (digest ? *digest : "unavailable (" + digest.error().message() + ")") + "\n";
 #endif
 #if AIRLOCK_HAVE_GVISOR_MECHANISM
   // Reported after the linux verdict; the exit status stays the linux one.

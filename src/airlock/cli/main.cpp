@@ -1,4 +1,5 @@
-// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`, `version`.
+// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`,
+// `version`.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
   text("--code", flags.code, "FILE.py",
        "Code mode: run this Python program with the capability channel (import airlock_cap) "
        "and print its structured outcome as JSON (docs/capabilities.md)");
-  run->add_option("--mechanism", flags.mechanism, "Sandbox mechanism: linux (default), gvisor or fake")
+  run->add_option("--mechanism", flags.mechanism,
+                  "Sandbox mechanism: linux (default), gvisor or fake")
       ->type_name("NAME");
   run->add_flag("--json", flags.json, "Print the ExecutionResult as JSON on stdout, nothing else");
   run->add_flag("-v,--verbose", flags.verbose,
@@ -147,24 +149,31 @@ int main(int argc, char** argv) {
   std::string artifact_id;
   std::optional<std::string> artifact_output;
   bool artifact_json = false;
-  CLI::App* artifact =
-      app.add_subcommand("artifact", "List, fetch or delete the artifacts kept by airlock run --export.");
+  CLI::App* artifact = app.add_subcommand(
+      "artifact", "List, fetch or delete the artifacts kept by airlock run --export.");
   artifact->require_subcommand(1);
-  artifact->add_option("--state-dir", artifact_state_dir, "Where the artifact store lives (default /run/airlock)")
+  artifact
+      ->add_option("--state-dir", artifact_state_dir,
+                   "Where the artifact store lives (default /run/airlock)")
       ->type_name("DIR");
-  CLI::App* artifact_list = artifact->add_subcommand("list", "One line per artifact: id, size, created, filename.");
+  CLI::App* artifact_list =
+      artifact->add_subcommand("list", "One line per artifact: id, size, created, filename.");
   artifact_list->add_flag("--json", artifact_json, "Print a JSON array of the artifacts' metadata");
-  CLI::App* artifact_get = artifact->add_subcommand(
-      "get", "Write an artifact's bytes to FILE, or to its original filename (made safe) here; never overwrites.");
+  CLI::App* artifact_get =
+      artifact->add_subcommand("get",
+                               "Write an artifact's bytes to FILE, or to its original filename "
+                               "(made safe) here; never overwrites.");
   artifact_get->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
-  artifact_get->add_option_function<std::string>(
-                  "-o,--output", [&artifact_output](const std::string& value) { artifact_output = value; },
-                  "The file to create; - writes the bytes to stdout")
+  artifact_get
+      ->add_option_function<std::string>(
+          "-o,--output", [&artifact_output](const std::string& value) { artifact_output = value; },
+          "The file to create; - writes the bytes to stdout")
       ->type_name("FILE");
   CLI::App* artifact_rm = artifact->add_subcommand("rm", "Delete an artifact and its metadata.");
   artifact_rm->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
   for (CLI::App* sub : {artifact_list, artifact_get, artifact_rm})
-    sub->add_option("--state-dir", artifact_state_dir, "Where the artifact store lives (default /run/airlock)")
+    sub->add_option("--state-dir", artifact_state_dir,
+                    "Where the artifact store lives (default /run/airlock)")
         ->type_name("DIR");
 
   // `airlock egress check` (cli/egress_command.h).
@@ -188,10 +197,12 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "Print the version.");
   std::optional<std::string> serve_config;
   CLI::App* serve = app.add_subcommand(
-      "serve", "Serve the HTTP API (settings: --config FILE and AIRLOCK_* variables; docs/cli.md).");
-  serve->add_option_function<std::string>(
-           "--config", [&serve_config](const std::string& value) { serve_config = value; },
-           "YAML settings file")
+      "serve",
+      "Serve the HTTP API (settings: --config FILE and AIRLOCK_* variables; docs/cli.md).");
+  serve
+      ->add_option_function<std::string>(
+          "--config", [&serve_config](const std::string& value) { serve_config = value; },
+          "YAML settings file")
       ->type_name("FILE");
 
   // `airlock mcp`: the model-facing tools over MCP (stdio) on one sandbox
@@ -244,10 +255,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (app.get_subcommands().empty()) {
       if (argc > 1 && argv[1][0] != '-') {
-        return usageError(std::string("unknown command \"") + argv[1] +
-                          "\": use run, artifact, serve, mcp, egress, doctor or version (see airlock --help)");
+        return usageError(
+            std::string("unknown command \"") + argv[1] +
+            "\": use run, artifact, serve, mcp, egress, doctor or version (see airlock --help)");
       }
-      return usageError("a subcommand is required: run, artifact, serve, mcp, egress, doctor or version (see airlock --help)");
+      return usageError(
+          "a subcommand is required: run, artifact, serve, mcp, egress, doctor or version (see "
+          "airlock --help)");
     }
     return usageError(e.what());
   }
@@ -260,7 +274,8 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("egress")) return cli::runEgressCheck(egress_flags);
   if (app.got_subcommand("artifact")) {
     if (artifact_state_dir.empty()) return usageError("--state-dir: the directory is empty");
-    if (artifact->got_subcommand("list")) return cli::runArtifactList(artifact_state_dir, artifact_json);
+    if (artifact->got_subcommand("list"))
+      return cli::runArtifactList(artifact_state_dir, artifact_json);
     if (artifact->got_subcommand("get"))
       return cli::runArtifactGet(artifact_state_dir, artifact_id, artifact_output);
     return cli::runArtifactRm(artifact_state_dir, artifact_id);

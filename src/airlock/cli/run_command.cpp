@@ -1,8 +1,5 @@
 #include "airlock/cli/run_command.h"
 
-#include "airlock/cli/adapters.h"
-#include "airlock/cli/egress_runtime.h"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,8 +11,10 @@
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/code_run.h"
+#include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
+#include "airlock/cli/egress_runtime.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
@@ -111,7 +110,8 @@ int executeRun(RunPlan plan) {
       error.context = "--export: " + error.context;
       return reportError(error);
     } else if (plan.verbose) {
-      writeFd(STDERR_FILENO, "airlock: job output is not spilled: " + opened.error().message() + "\n");
+      writeFd(STDERR_FILENO,
+              "airlock: job output is not spilled: " + opened.error().message() + "\n");
     }
   }
 
@@ -145,11 +145,12 @@ int executeRun(RunPlan plan) {
   plan.spec.image_digest = adapter->image_digest;
 
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanism_name) +
-                               ", image " + adapter->image_digest + "\n");
+    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanism_name) + ", image " +
+                               adapter->image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
-  if (plan.verbose) writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
+  if (plan.verbose)
+    writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
 
   // From here on the sandbox exists and every path destroys it.
   std::optional<capability::CodeRunResult> code_result;
@@ -195,7 +196,8 @@ int executeRun(RunPlan plan) {
       if (auto schedules = openScheduleStore(plan.state_dir)) {
         options.schedule.store = std::move(*schedules);
       } else if (plan.verbose) {
-        writeFd(STDERR_FILENO, "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
+        writeFd(STDERR_FILENO,
+                "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
       }
       // Each job's whole output lands in the local artifact store as the
       // tenant "local" and this run (`airlock artifact get` reads it). The
@@ -203,7 +205,8 @@ int executeRun(RunPlan plan) {
       if (store) {
         auto tenant = localTenant();
         if (!tenant) return tl::unexpected(tenant.error());
-        artifacts::ArtifactWriterScope scope{*tenant, handle->run_id, artifacts::ArtifactOrigin::kToolOutput,
+        artifacts::ArtifactWriterScope scope{*tenant, handle->run_id,
+                                             artifacts::ArtifactOrigin::kToolOutput,
                                              artifacts::TrustLevel::kExternalUntrusted};
         options.job_spill.writer = artifacts::makeArtifactWriter(*store->store, std::move(scope));
       }
@@ -243,7 +246,8 @@ int executeRun(RunPlan plan) {
       if (code_result) {
         object["outcome"] = capability::outcomeToJson(code_result->outcome);
         nlohmann::json audit = nlohmann::json::array();
-        for (const auto& line : code_result->audit_lines) audit.push_back(nlohmann::json::parse(line, nullptr, false));
+        for (const auto& line : code_result->audit_lines)
+          audit.push_back(nlohmann::json::parse(line, nullptr, false));
         object["capability_audit"] = std::move(audit);
         if (code_result->audit_lines_dropped > 0)
           object["capability_audit_dropped"] = code_result->audit_lines_dropped;
@@ -268,9 +272,10 @@ int executeRun(RunPlan plan) {
       writeFd(STDERR_FILENO, result->stderr_data);
       if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
       writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
-      writeFd(STDOUT_FILENO, capability::outcomeToJson(code_result->outcome).dump(2, ' ', false,
-                                                                                  nlohmann::json::error_handler_t::replace) +
-                                 "\n");
+      writeFd(STDOUT_FILENO,
+              capability::outcomeToJson(code_result->outcome)
+                      .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                  "\n");
     } else {
       writeFd(STDOUT_FILENO, result->stdout_data);
       writeFd(STDERR_FILENO, result->stderr_data);
@@ -289,7 +294,8 @@ int executeRun(RunPlan plan) {
     error.context = "destroying the sandbox: " + error.context;
     return reportError(error);
   }
-  if (plan.verbose) writeFd(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");
+  if (plan.verbose)
+    writeFd(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");
   return status;
 }
 

@@ -52,10 +52,12 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   // The command first: it is the most likely mistake and the cheapest check.
   const bool code_mode = flags.code.has_value();
   if (code_mode) {
-    if (flags.code->empty()) return fail(ErrorCode::kToolValidationError, "--code: the file name is empty");
+    if (flags.code->empty())
+      return fail(ErrorCode::kToolValidationError, "--code: the file name is empty");
     if (!flags.argv.empty())
       return fail(ErrorCode::kToolValidationError,
-                  "--code runs FILE.py in code mode: give no command after -- (the program is the command)");
+                  "--code runs FILE.py in code mode: give no command after -- (the program is the "
+                  "command)");
     plan.code_path = *flags.code;
   }
   if (!code_mode && flags.argv.empty()) {
@@ -118,8 +120,10 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     // Name the flag the user typed, not the spec's field.
     Error error = ok.error();
     for (auto [field, flag] : {std::pair{"limits.cpu_millicores", "--cpus (millicores)"},
-                               {"limits.memory_bytes", "--memory"}, {"limits.pids_max", "--pids"},
-                               {"limits.workspace_bytes", "--disk"}, {"limits.inodes_max", "--inodes"},
+                               {"limits.memory_bytes", "--memory"},
+                               {"limits.pids_max", "--pids"},
+                               {"limits.workspace_bytes", "--disk"},
+                               {"limits.inodes_max", "--inodes"},
                                {"limits.wall_clock_seconds", "--timeout (seconds)"}}) {
       if (auto at = error.context.find(field); at != std::string::npos)
         error.context.replace(at, std::string_view(field).size(), flag);
@@ -164,9 +168,9 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     // A directory is copied; a regular file must be a tar or zip archive
     // (checked when it is read: libarchive decides).
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-      return fail(ErrorCode::kToolValidationError,
-                  "--copy-in: " + *flags.copy_in +
-                      ": neither a directory nor a tar or zip archive");
+      return fail(
+          ErrorCode::kToolValidationError,
+          "--copy-in: " + *flags.copy_in + ": neither a directory nor a tar or zip archive");
     }
     plan.copy_in = *flags.copy_in;
   }

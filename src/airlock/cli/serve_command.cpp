@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include "airlock/cli/adapters.h"
-#include "airlock/cli/egress_runtime.h"
-#include "airlock/egress/policy.h"
 #include "airlock/cli/artifact_store_open.h"
+#include "airlock/cli/egress_runtime.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
+#include "airlock/egress/policy.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
@@ -30,7 +30,8 @@ int refuse(const Error& error) {
 // <state_dir>/service-token for local clients to read.
 Result<std::string> makeDevToken(const std::string& state_dir) {
   unsigned char raw[24];
-  if (RAND_bytes(raw, sizeof raw) != 1) return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
+  if (RAND_bytes(raw, sizeof raw) != 1)
+    return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
   static constexpr char kHex[] = "0123456789abcdef";
   std::string token;
   for (unsigned char b : raw) {
@@ -38,7 +39,8 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
     token.push_back(kHex[b & 15]);
   }
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir, errno);
+    return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
+                     errno);
   const std::string path = state_dir + "/service-token";
   const std::string tmp = path + ".tmp";
   ::unlink(tmp.c_str());
@@ -62,7 +64,8 @@ int executeServe(const std::optional<std::string>& config_path) {
     auto token = makeDevToken(settings->state_dir);
     if (!token) return refuse(token.error());
     settings->service_token = *token;
-    const std::string note = "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
+    const std::string note =
+        "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
     (void)sys::writeAll(STDERR_FILENO, note.data(), note.size());
   }
   service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));

@@ -1,7 +1,6 @@
 #include "airlock/core/command_validation.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/encoding.h"
@@ -147,7 +146,8 @@ std::string shellQuote(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv, ArgvSpelling spelling) {
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv,
+                                              ArgvSpelling spelling) {
   if (argv.empty()) return std::nullopt;
   const std::string& first = argv[0];
   if (std::none_of(first.begin(), first.end(), isShellSpace)) return std::nullopt;
@@ -156,9 +156,11 @@ std::optional<std::string> shellStringProblem(const std::vector<std::string>& ar
   const std::string suggestion =
       spelling == ArgvSpelling::kCommandLine
           ? "airlock run -- sh -c " + shellQuote(whole)
-          : nlohmann::json::array({"sh", "-c", whole}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+          : nlohmann::json::array({"sh", "-c", whole})
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return "the command " + quoteForMessage(first) +
-         " is a shell string, but Airlock runs an argument vector and picks no shell for you; to run it with a "
+         " is a shell string, but Airlock runs an argument vector and picks no shell for you; to "
+         "run it with a "
          "shell, say so: " +
          suggestion;
 }

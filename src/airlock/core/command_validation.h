@@ -67,7 +67,8 @@ enum class ArgvSpelling {
 //   vector and picks no shell for you; to run it with a shell, say so:
 //   airlock run -- sh -c 'ls -la'      (or ["sh","-c","ls -la"])
 // nullopt when argv is empty or its first element has no whitespace.
-std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv, ArgvSpelling spelling);
+std::optional<std::string> shellStringProblem(const std::vector<std::string>& argv,
+                                              ArgvSpelling spelling);
 
 // Quotes text for a POSIX shell with single quotes ('it'\''s').
 std::string shellQuote(std::string_view text);

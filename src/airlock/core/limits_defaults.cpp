@@ -54,10 +54,12 @@ Result<void> checkLimits(const ResourceLimits& limits, const LimitCeilings& ceil
   };
   const LimitMinimums mins = minimumLimits();
   const Row rows[] = {
-      {"cpu_millicores", limits.cpu_millicores, mins.cpu_millicores, ceilings.cpu_millicores, false},
+      {"cpu_millicores", limits.cpu_millicores, mins.cpu_millicores, ceilings.cpu_millicores,
+       false},
       {"memory_bytes", limits.memory_bytes, mins.memory_bytes, ceilings.memory_bytes, true},
       {"pids_max", limits.pids_max, mins.pids_max, ceilings.pids_max, false},
-      {"workspace_bytes", limits.workspace_bytes, mins.workspace_bytes, ceilings.workspace_bytes, true},
+      {"workspace_bytes", limits.workspace_bytes, mins.workspace_bytes, ceilings.workspace_bytes,
+       true},
       {"inodes_max", limits.inodes_max, mins.inodes_max, ceilings.inodes_max, false},
       {"wall_clock_seconds", limits.wall_clock_seconds, mins.wall_clock_seconds,
        ceilings.wall_clock_seconds, false},
@@ -70,10 +72,10 @@ Result<void> checkLimits(const ResourceLimits& limits, const LimitCeilings& ceil
                                                      std::to_string(row.value));
     }
     if (row.value < row.minimum) {
-      return fail(ErrorCode::kExecutionRejected,
-                  std::string("limits.") + row.field + " " + show(row.value) +
-                      " is below the minimum of " + show(row.minimum) +
-                      " a sandbox needs to start");
+      return fail(ErrorCode::kExecutionRejected, std::string("limits.") + row.field + " " +
+                                                     show(row.value) + " is below the minimum of " +
+                                                     show(row.minimum) +
+                                                     " a sandbox needs to start");
     }
     if (row.value > row.ceiling) {
       return fail(ErrorCode::kExecutionRejected,

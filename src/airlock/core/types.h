@@ -125,7 +125,7 @@ struct ExecutionResult {
   std::optional<KillReason> killed_by;
   std::vector<FileChange> files_changed;
   bool files_changed_truncated = false;  // listing capped (spec: files_changed listing)
-  std::int64_t duration_ms = 0;  // wall time of the command
+  std::int64_t duration_ms = 0;          // wall time of the command
   // Accounting beyond the spec, for this execution only (nothing carries
   // over from a previous command): the sandbox's peak memory while the
   // command ran, and the CPU time (user + system) of every process it

@@ -98,9 +98,9 @@ bool crossesOrigins(std::string_view name, bool with_body, const std::vector<std
   if (std::find(std::begin(kCrossOriginSafeHeaders), std::end(kCrossOriginSafeHeaders), n) !=
       std::end(kCrossOriginSafeHeaders))
     return true;
-  return with_body && std::find(std::begin(kCrossOriginBodyHeaders),
-                                std::end(kCrossOriginBodyHeaders),
-                                n) != std::end(kCrossOriginBodyHeaders);
+  return with_body &&
+         std::find(std::begin(kCrossOriginBodyHeaders), std::end(kCrossOriginBodyHeaders), n) !=
+             std::end(kCrossOriginBodyHeaders);
 }
 
 bool isRedirect(long status) {

@@ -116,8 +116,7 @@ struct OutboundLimits {
 inline constexpr std::string_view kCrossOriginSafeHeaders[] = {
     "accept", "accept-encoding", "accept-language", "cache-control", "user-agent"};
 // ... and these while the body goes too (307/308 keep it).
-inline constexpr std::string_view kCrossOriginBodyHeaders[] = {"content-type",
-                                                               "content-language"};
+inline constexpr std::string_view kCrossOriginBodyHeaders[] = {"content-type", "content-language"};
 
 struct OutboundRequest {
   std::string url;

@@ -328,8 +328,9 @@ Result<std::shared_ptr<const Policy>> loadEgressPolicy(std::string_view yaml_tex
   } catch (const YAML::Exception& e) {
     // An unquoted wildcard (host: *.example.com) reads as a YAML alias.
     const bool alias = e.msg.find("anchor") != std::string::npos;
-    return err.at(e.mark, "", "YAML: " + e.msg +
-                                  (alias ? " (a wildcard host must be quoted: host: \"*.example.com\")" : ""));
+    return err.at(e.mark, "",
+                  "YAML: " + e.msg +
+                      (alias ? " (a wildcard host must be quoted: host: \"*.example.com\")" : ""));
   } catch (const std::exception& e) {
     return err.at(none, "", std::string("cannot load policy: ") + e.what());
   }

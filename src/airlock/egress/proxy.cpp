@@ -173,7 +173,8 @@ class ProxyImpl final : public EgressProxy {
                                    std::shared_ptr<const Policy> policy) override {
     if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
     if (!isSocket(listener.get(), AF_UNIX, SOCK_STREAM, true))
-      return fail(ErrorCode::kConfigurationError, "adoptListener needs a listening UNIX stream socket");
+      return fail(ErrorCode::kConfigurationError,
+                  "adoptListener needs a listening UNIX stream socket");
     auto l = std::make_shared<Listener>();
     l->who = std::move(who);
     l->policy = std::move(policy);
@@ -189,7 +190,8 @@ class ProxyImpl final : public EgressProxy {
                                   std::shared_ptr<const Policy> policy) override {
     if (!policy) return fail(ErrorCode::kConfigurationError, "handoff channel needs a policy");
     if (!isSocket(channel.get(), AF_UNIX, SOCK_SEQPACKET, false))
-      return fail(ErrorCode::kConfigurationError, "adoptHandoff needs a SOCK_SEQPACKET UNIX socket");
+      return fail(ErrorCode::kConfigurationError,
+                  "adoptHandoff needs a SOCK_SEQPACKET UNIX socket");
     auto l = std::make_shared<Listener>();
     l->who = std::move(who);
     l->policy = std::move(policy);
@@ -305,7 +307,8 @@ class ProxyImpl final : public EgressProxy {
   // else it passes is closed unused.
   asio::awaitable<void> handoffLoop(std::shared_ptr<Listener> l) {
     for (;;) {
-      auto [ec] = co_await l->handoff->async_wait(asio::posix::descriptor_base::wait_read, kNoThrow);
+      auto [ec] =
+          co_await l->handoff->async_wait(asio::posix::descriptor_base::wait_read, kNoThrow);
       if (l->closed || !l->handoff->is_open()) co_return;
       if (ec) co_return;
       for (;;) {
@@ -334,8 +337,10 @@ class ProxyImpl final : public EgressProxy {
         }
         const bool one = fds.size() == 1 && !(msg.msg_flags & MSG_CTRUNC);
         int domain = 0;
-        if (one && isSocket(fds[0], AF_INET, SOCK_STREAM, false)) domain = AF_INET;
-        else if (one && isSocket(fds[0], AF_INET6, SOCK_STREAM, false)) domain = AF_INET6;
+        if (one && isSocket(fds[0], AF_INET, SOCK_STREAM, false))
+          domain = AF_INET;
+        else if (one && isSocket(fds[0], AF_INET6, SOCK_STREAM, false))
+          domain = AF_INET6;
         if (domain == 0) {
           for (int fd : fds) ::close(fd);
           continue;
@@ -421,7 +426,8 @@ class ProxyImpl final : public EgressProxy {
       Decision d;
       d.reason = Reason::kInternalError;
       log(*l, d, TunnelOutcome::kOverCapacity, std::nullopt,
-          listener_full ? "too many connections from this sandbox" : "too many connections", "", started);
+          listener_full ? "too many connections from this sandbox" : "too many connections", "",
+          started);
       const std::string response = refusalResponse(503, "over_capacity");
       co_await asio::async_write(client, asio::buffer(response), kNoThrow);
       co_return;
@@ -750,8 +756,7 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::create(ProxyOptions options) {
   const auto& l = options.limits;
   if (l.head_timeout.count() <= 0 || l.connect_timeout.count() <= 0 ||
       l.idle_timeout.count() <= 0 || l.buffer_bytes == 0 || l.max_connections == 0 ||
-      l.max_connections_per_listener == 0 ||
-      l.resolver_threads == 0)
+      l.max_connections_per_listener == 0 || l.resolver_threads == 0)
     return fail(ErrorCode::kConfigurationError, "egress proxy limits must be positive");
   return std::unique_ptr<EgressProxy>(new ProxyImpl(std::move(options)));
 }

@@ -53,8 +53,8 @@ inline bool egressEnabled(const EgressPolicy& egress) {
 // call it only for a sandbox with egress.
 inline void addEgressProxyVariables(std::map<std::string, std::string>& environment) {
   const std::string url = "http://127.0.0.1:" + std::to_string(kEgressRelayPort);
-  for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy",
-                           "all_proxy"})
+  for (const char* name :
+       {"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"})
     environment[name] = url;
 }
 

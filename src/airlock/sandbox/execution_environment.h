@@ -92,7 +92,7 @@ struct SideCommand {
   std::vector<std::string> argv;        // argv[0] absolute or a bare name on the image PATH
   std::string working_directory = ".";  // relative to /workspace, containment-checked
   std::map<std::string, std::string> env_additions;  // over the sandbox's environment
-  bool with_stdin = false;              // false: stdin is /dev/null
+  bool with_stdin = false;                           // false: stdin is /dev/null
 };
 
 // The service's handle on one side process. The pipe ends are owned by the
@@ -162,7 +162,8 @@ class ExecutionEnvironment {
   // adapters whose commands cannot stream.
   virtual Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
                                                    const ExecutionCommand& command,
-                                                   const CancelToken* cancel, const OutputSink& sink) {
+                                                   const CancelToken* cancel,
+                                                   const OutputSink& sink) {
     auto result = execute(handle, command, cancel);
     if (result && sink) {
       if (!result->stdout_data.empty()) sink(OutputStream::kStdout, result->stdout_data);

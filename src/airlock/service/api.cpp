@@ -1,7 +1,5 @@
 #include "airlock/service/api.h"
 
-#include "airlock/sandbox/egress_route.h"
-
 #include <openssl/crypto.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +9,7 @@
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/egress_route.h"
 #include "airlock/service/request_keys.h"
 
 namespace airlock::service {
@@ -23,7 +22,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
 constexpr std::size_t kMaxIdBytes = 128;
 
-
 HttpResponse jsonResponse(int status, const json& body) {
   HttpResponse r;
   r.status = status;
@@ -31,7 +29,9 @@ HttpResponse jsonResponse(int status, const json& body) {
   return r;
 }
 
-Error badRequest(std::string message) { return Error{ErrorCode::kToolValidationError, 0, std::move(message)}; }
+Error badRequest(std::string message) {
+  return Error{ErrorCode::kToolValidationError, 0, std::move(message)};
+}
 
 // Platform identifiers (tenant, run): 1..128 bytes of [A-Za-z0-9._:-].
 Result<std::string> identifier(const json& body, const char* field) {
@@ -40,12 +40,15 @@ Result<std::string> identifier(const json& body, const char* field) {
     return tl::unexpected(badRequest(std::string(field) + " is required and must be a string"));
   const std::string v = it->get<std::string>();
   if (v.empty() || v.size() > kMaxIdBytes ||
-      v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != std::string::npos)
-    return tl::unexpected(badRequest(std::string(field) + " must be 1-128 characters of A-Z a-z 0-9 . _ : -"));
+      v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") !=
+          std::string::npos)
+    return tl::unexpected(
+        badRequest(std::string(field) + " must be 1-128 characters of A-Z a-z 0-9 . _ : -"));
   return v;
 }
 
-Result<std::int64_t> integer(const json& body, const char* field, std::optional<std::int64_t> fallback) {
+Result<std::int64_t> integer(const json& body, const char* field,
+                             std::optional<std::int64_t> fallback) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) {
     if (fallback) return *fallback;
@@ -97,21 +100,27 @@ Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
 
 Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
   std::map<std::string, std::string> vars =
-      buildEnvironment(std::vector<std::string>{}, [](std::string_view) { return std::nullopt; }, "", std::nullopt)
+      buildEnvironment(
+          std::vector<std::string>{}, [](std::string_view) { return std::nullopt; }, "",
+          std::nullopt)
           .variables;
   auto it = body.find("environment");
   if (it == body.end() || it->is_null()) return vars;
-  if (!it->is_object()) return tl::unexpected(badRequest("environment must be an object of strings"));
+  if (!it->is_object())
+    return tl::unexpected(badRequest("environment must be an object of strings"));
   for (const auto& [name, value] : it->items()) {
     if (!isValidEnvName(name))
-      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) + " is not a valid name"));
+      return tl::unexpected(
+          badRequest("environment name " + quoteForMessage(name) + " is not a valid name"));
     if (isTier0Name(name))
       return tl::unexpected(badRequest("environment name " + quoteForMessage(name) +
                                        " is a credential name and never enters a sandbox"));
     if (isTier2Name(name))
-      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) + " is set by Airlock itself"));
+      return tl::unexpected(
+          badRequest("environment name " + quoteForMessage(name) + " is set by Airlock itself"));
     if (!value.is_string() || value.get<std::string>().find('\0') != std::string::npos)
-      return tl::unexpected(badRequest("environment value of " + name + " must be a string without NUL"));
+      return tl::unexpected(
+          badRequest("environment value of " + name + " must be a string without NUL"));
     vars[name] = value.get<std::string>();
   }
   return vars;
@@ -126,7 +135,8 @@ Result<ExecutionCommand> commandFrom(const json& body) {
     if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
     c.argv.push_back(a.get<std::string>());
   }
-  if (auto problem = shellStringProblem(c.argv, ArgvSpelling::kJson)) return tl::unexpected(badRequest(*problem));
+  if (auto problem = shellStringProblem(c.argv, ArgvSpelling::kJson))
+    return tl::unexpected(badRequest(*problem));
   if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
     if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
     c.working_directory = wd->get<std::string>();
@@ -137,7 +147,8 @@ Result<ExecutionCommand> commandFrom(const json& body) {
   auto cap = integer(body, "maximum_output_bytes", kDefaultMaximumOutputBytes);
   if (!cap) return tl::unexpected(cap.error());
   if (*cap <= 0 || *cap > kMaxOutputCeiling)
-    return tl::unexpected(badRequest("maximum_output_bytes must be between 1 and " + std::to_string(kMaxOutputCeiling)));
+    return tl::unexpected(badRequest("maximum_output_bytes must be between 1 and " +
+                                     std::to_string(kMaxOutputCeiling)));
   c.maximum_output_bytes = *cap;
   if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
     auto bytes = bytesFromJson(*in);
@@ -149,19 +160,26 @@ Result<ExecutionCommand> commandFrom(const json& body) {
 
 const char* entryType(WorkspaceEntry::Type t) {
   switch (t) {
-    case WorkspaceEntry::Type::kFile: return "file";
-    case WorkspaceEntry::Type::kDirectory: return "directory";
-    case WorkspaceEntry::Type::kSymlink: return "symlink";
-    case WorkspaceEntry::Type::kOther: return "other";
+    case WorkspaceEntry::Type::kFile:
+      return "file";
+    case WorkspaceEntry::Type::kDirectory:
+      return "directory";
+    case WorkspaceEntry::Type::kSymlink:
+      return "symlink";
+    case WorkspaceEntry::Type::kOther:
+      return "other";
   }
   return "other";
 }
 
 const char* provenanceName(WorkspaceProvenance p) {
   switch (p) {
-    case WorkspaceProvenance::kToolWritten: return "TOOL_WRITTEN";
-    case WorkspaceProvenance::kSandboxWritten: return "SANDBOX_WRITTEN";
-    case WorkspaceProvenance::kUnknown: return "UNKNOWN";
+    case WorkspaceProvenance::kToolWritten:
+      return "TOOL_WRITTEN";
+    case WorkspaceProvenance::kSandboxWritten:
+      return "SANDBOX_WRITTEN";
+    case WorkspaceProvenance::kUnknown:
+      return "UNKNOWN";
   }
   return "UNKNOWN";
 }
@@ -230,7 +248,8 @@ std::optional<std::string> queryParam(const std::string& query, const std::strin
     const std::string_view item(query.data() + i, amp - i);
     const std::size_t eq = item.find('=');
     if (item.substr(0, eq) == name) {
-      const std::string_view raw = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+      const std::string_view raw =
+          eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
       std::string out;
       for (std::size_t k = 0; k < raw.size(); ++k) {
         if (raw[k] == '%') {
@@ -255,30 +274,40 @@ std::optional<std::string> queryParam(const std::string& query, const std::strin
 namespace {
 std::optional<HttpResponse> refuseTenantOnOperatorRoute(const std::string& query) {
   if (!queryParam(query, "tenant_id")) return std::nullopt;
-  return errorResponse(400, "bad_request",
-                       "tenant_id is not taken here: this route is the operator's and spans every tenant");
+  return errorResponse(
+      400, "bad_request",
+      "tenant_id is not taken here: this route is the operator's and spans every tenant");
 }
 }  // namespace
 
-std::int64_t LeaseBook::renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch) {
+std::int64_t LeaseBook::renew(const std::string& tenant_id, const std::string& run_id,
+                              std::int64_t epoch) {
   std::lock_guard lk(mu_);
   auto [it, inserted] = epochs_.emplace(std::pair(tenant_id, run_id), epoch);
   if (!inserted && epoch > it->second) it->second = epoch;
   return it->second;
 }
 
-std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id, const std::string& run_id) const {
+std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id,
+                                               const std::string& run_id) const {
   std::lock_guard lk(mu_);
   auto it = epochs_.find(std::pair(tenant_id, run_id));
   if (it == epochs_.end()) return std::nullopt;
   return it->second;
 }
 
-Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest, Metrics& metrics,
-         std::function<Timestamp()> clock)
-    : settings_(settings), env_(env), image_digest_(std::move(image_digest)), metrics_(metrics), clock_(std::move(clock)) {
+Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest,
+         Metrics& metrics, std::function<Timestamp()> clock)
+    : settings_(settings),
+      env_(env),
+      image_digest_(std::move(image_digest)),
+      metrics_(metrics),
+      clock_(std::move(clock)) {
   if (!clock_)
-    clock_ = [] { return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()); };
+    clock_ = [] {
+      return std::chrono::time_point_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now());
+    };
   gateway::ToolOptions tool_options;
   tool_options.service_hard_cap = std::chrono::seconds(settings_.limit_ceilings.wall_clock_seconds);
   tools_ = std::make_shared<const gateway::ToolRegistry>(gateway::builtinTools(tool_options));
@@ -315,14 +344,17 @@ HttpResponse Api::route(const HttpRequest& request) {
   const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
   const auto parts = splitPath(path);
   const std::string& m = request.method;
-  auto methodNotAllowed = [] { return errorResponse(405, "method_not_allowed", "method not allowed on this route"); };
+  auto methodNotAllowed = [] {
+    return errorResponse(405, "method_not_allowed", "method not allowed on this route");
+  };
 
   if (path == "/healthz") {
     if (m != "GET") return methodNotAllowed();
     return jsonResponse(200, json{{"status", "ok"}});
   }
   if (!authorized(request))
-    return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
+    return errorResponse(401, "unauthorized",
+                         "missing or wrong bearer token (Authorization: Bearer <token>)");
   if (path == "/metrics") {
     if (m != "GET") return methodNotAllowed();
     if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
@@ -362,7 +394,8 @@ HttpResponse Api::route(const HttpRequest& request) {
       if (m != "POST") return methodNotAllowed();
       return execute(id, request);
     }
-    if (parts.size() == 4 && (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
+    if (parts.size() == 4 &&
+        (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
       return workspaceCall(id, parts[3], m, query, request);
     if (parts.size() == 4 && parts[3] == "artifacts") {
       if (m != "POST") return methodNotAllowed();
@@ -452,8 +485,8 @@ HttpResponse Api::provision(const HttpRequest& request) {
   // another lease.
   if (auto current = leases_.current(*tenant, *run); current && *epoch < *current)
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
-                               "lease_epoch " + std::to_string(*epoch) + " is older than run " + *run +
-                                   "'s current epoch " + std::to_string(*current)});
+                               "lease_epoch " + std::to_string(*epoch) + " is older than run " +
+                                   *run + "'s current epoch " + std::to_string(*current)});
   spec.tenant_id = *tenant;
   spec.run_id = *run;
   spec.lease_epoch = *epoch;
@@ -485,7 +518,8 @@ HttpResponse Api::listEnvironments(const std::string& query) {
   return jsonResponse(200, json{{"environments", out}});
 }
 
-tl::expected<std::optional<std::string>, HttpResponse> Api::namedTenant(const std::optional<std::string>& tenant_id) {
+tl::expected<std::optional<std::string>, HttpResponse> Api::namedTenant(
+    const std::optional<std::string>& tenant_id) {
   if (!tenant_id) return std::nullopt;
   if (auto ok = identifier(json{{"tenant_id", *tenant_id}}, "tenant_id"); !ok)
     return tl::unexpected(errorResponse(ok.error()));
@@ -524,7 +558,8 @@ Result<void> Api::destroyTracked(const std::string& id, const char* why) {
     return r;
   }
   if (it != live_.end()) {
-    metrics_.destroyed(std::chrono::duration<double>(Clock::now() - it->second.provisioned_at).count());
+    metrics_.destroyed(
+        std::chrono::duration<double>(Clock::now() - it->second.provisioned_at).count());
     live_.erase(it);
   }
   if (why != nullptr) metrics_.orphanReaped(why);
@@ -542,9 +577,11 @@ HttpResponse Api::destroyEnvironment(const std::string& id) {
 }
 
 tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::string& id,
-                                                                      const HttpRequest& request) {
+                                                                     const HttpRequest& request) {
   auto live = find(id);
-  if (!live) return tl::unexpected(errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
+  if (!live)
+    return tl::unexpected(
+        errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
   auto body = parseBody(request.body);
   if (!body) return tl::unexpected(errorResponse(body.error()));
   if (auto refused = refuseUnknownKeys(
@@ -555,7 +592,8 @@ tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::
   return PreparedExecute{live->handle, std::move(*command)};
 }
 
-HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy, const Result<ExecutionResult>& result) {
+HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
+                                const Result<ExecutionResult>& result) {
   {
     std::lock_guard lk(mu_);
     if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
@@ -590,26 +628,31 @@ bool Api::wantsStream(const HttpRequest& request) const {
   const std::size_t q = request.target.find('?');
   if (q == std::string::npos || request.method != "POST") return false;
   const auto parts = splitPath(std::string_view(request.target).substr(0, q));
-  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" && parts[3] == "execute" &&
-         queryParam(request.target.substr(q + 1), "stream") == "1";
+  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" &&
+         parts[3] == "execute" && queryParam(request.target.substr(q + 1), "stream") == "1";
 }
 
 bool Api::runsCommand(const HttpRequest& request) const {
   if (request.method != "POST") return false;
-  const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
+  const auto parts =
+      splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
   if (parts.size() == 3 && parts[0] == "v1" && parts[1] == "tools") return true;
   return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" &&
          (parts[3] == "execute" || parts[3] == "code" || parts[3] == "artifacts");
 }
 
-HttpResponse Api::handleStreaming(const HttpRequest& request, const std::function<void(std::string)>& emit,
+HttpResponse Api::handleStreaming(const HttpRequest& request,
+                                  const std::function<void(std::string)>& emit,
                                   const CancelToken* cancel) {
   try {
     if (!authorized(request))
-      return errorResponse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)");
-    const auto parts = splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
+      return errorResponse(401, "unauthorized",
+                           "missing or wrong bearer token (Authorization: Bearer <token>)");
+    const auto parts =
+        splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
     const std::string& id = parts.at(2);
-    auto tenant = namedTenant(queryParam(request.target.substr(request.target.find('?') + 1), "tenant_id"));
+    auto tenant =
+        namedTenant(queryParam(request.target.substr(request.target.find('?') + 1), "tenant_id"));
     if (!tenant) return tenant.error();
     if (auto refused = refuseOtherTenant(id, *tenant)) return *refused;
     auto prepared = prepareExecute(id, request);
@@ -624,7 +667,8 @@ HttpResponse Api::handleStreaming(const HttpRequest& request, const std::functio
     auto result = env_.executeStreaming(
         prepared->handle, prepared->command, cancel,
         [&](ExecutionEnvironment::OutputStream stream, std::string_view bytes) {
-          emit(json{{"stream", stream == ExecutionEnvironment::OutputStream::kStdout ? "stdout" : "stderr"},
+          emit(json{{"stream",
+                     stream == ExecutionEnvironment::OutputStream::kStdout ? "stdout" : "stderr"},
                     {"data", bytesToJson(bytes)}}
                    .dump());
         });
@@ -637,12 +681,14 @@ HttpResponse Api::handleStreaming(const HttpRequest& request, const std::functio
   }
 }
 
-HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, const std::string& method,
-                                const std::string& query, const HttpRequest& request) {
+HttpResponse Api::workspaceCall(const std::string& id, const std::string& op,
+                                const std::string& method, const std::string& query,
+                                const HttpRequest& request) {
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   auto path = queryParam(query, "path");
-  if (!path) return errorResponse(badRequest("the path query parameter is required (percent-encoded)"));
+  if (!path)
+    return errorResponse(badRequest("the path query parameter is required (percent-encoded)"));
   auto ws = env_.workspace(live->handle);
   if (!ws) return errorResponse(ws.error());
   if (op == "files" && method == "GET") {
@@ -665,13 +711,16 @@ HttpResponse Api::workspaceCall(const std::string& id, const std::string& op, co
     if (!entries) return errorResponse(entries.error());
     json out = json::array();
     for (const auto& e : *entries)
-      out.push_back(json{{"name", bytesToJson(e.name)}, {"type", entryType(e.type)}, {"size_bytes", e.size_bytes}});
+      out.push_back(json{{"name", bytesToJson(e.name)},
+                         {"type", entryType(e.type)},
+                         {"size_bytes", e.size_bytes}});
     return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"entries", out}});
   }
   if (op == "provenance" && method == "GET") {
     auto p = (*ws)->provenance(*path);
     if (!p) return errorResponse(p.error());
-    return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"provenance", provenanceName(*p)}});
+    return jsonResponse(200,
+                        json{{"path", bytesToJson(*path)}, {"provenance", provenanceName(*p)}});
   }
   return errorResponse(405, "method_not_allowed", "method not allowed on this route");
 }
@@ -690,7 +739,8 @@ HttpResponse Api::renewLease(const std::string& run_id, const HttpRequest& reque
   if (!epoch) return errorResponse(epoch.error());
   if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
   const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
-  return jsonResponse(200, json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
+  return jsonResponse(200,
+                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
 }
 
 int Api::reap() {
@@ -732,12 +782,19 @@ std::size_t Api::liveCount() const {
 
 // The body helpers other route files share (api_body.h).
 namespace body {
-Result<nlohmann::json> parse(const std::string& text) { return parseBody(text); }
-Result<ExecutionCommand> command(const nlohmann::json& object) { return commandFrom(object); }
-Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field, std::optional<std::int64_t> fallback) {
+Result<nlohmann::json> parse(const std::string& text) {
+  return parseBody(text);
+}
+Result<ExecutionCommand> command(const nlohmann::json& object) {
+  return commandFrom(object);
+}
+Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field,
+                                 std::optional<std::int64_t> fallback) {
   return integer(object, field, fallback);
 }
-HttpResponse reply(int status, const nlohmann::json& object) { return jsonResponse(status, object); }
+HttpResponse reply(int status, const nlohmann::json& object) {
+  return jsonResponse(status, object);
+}
 }  // namespace body
 
 }  // namespace airlock::service

@@ -13,15 +13,19 @@
 //   GET    /v1/environments/{id}                      handle
 //   DELETE /v1/environments/{id}                      destroy (idempotent) -> 204
 //   POST   /v1/environments/{id}/execute              ExecutionResult
-//   POST   /v1/environments/{id}/execute?stream=1     NDJSON, chunked: {"stream": "stdout"|"stderr",
-//                                                     "data": bytes} lines as output is produced, then
-//                                                     one {"result": ExecutionResult} (or error) line
+//   POST   /v1/environments/{id}/execute?stream=1     NDJSON, chunked: {"stream":
+//   "stdout"|"stderr",
+//                                                     "data": bytes} lines as output is produced,
+//                                                     then one {"result": ExecutionResult} (or
+//                                                     error) line
 //   GET    /v1/environments/{id}/files?path=P         file bytes (octet-stream)
 //   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
 //   GET    /v1/environments/{id}/list?path=P          directory entries
 //   GET    /v1/environments/{id}/provenance?path=P    TOOL_WRITTEN / ...
-//   PUT    /v1/runs/{run_id}/lease                    {"tenant_id", "lease_epoch": n}: the current epoch
-//                                                     of the tenant's run (leases are per tenant and run)
+//   PUT    /v1/runs/{run_id}/lease                    {"tenant_id", "lease_epoch": n}: the current
+//   epoch
+//                                                     of the tenant's run (leases are per tenant
+//                                                     and run)
 //   POST   /v1/environments/{id}/artifacts            export {"path", "filename"?, "media_type"?}
 //                                                     -> 201 artifact metadata (EXTERNAL_UNTRUSTED)
 //   POST   /v1/artifacts?tenant_id=T[&run_id=R][&filename=F][&media_type=M]
@@ -38,11 +42,13 @@
 //                                                     whose "argument" names the bad argument
 // The tools run in the environment's tenant and run (never from arguments).
 // Code mode (docs/capabilities.md, docs/serve.md "Code mode"; spec 001):
-//   POST   /v1/environments/{id}/code                 {"program": Python source, "capabilities"?: [names],
+//   POST   /v1/environments/{id}/code                 {"program": Python source, "capabilities"?:
+//   [names],
 //                                                     "timeout_seconds"?, "maximum_output_bytes"?,
-//                                                     "working_directory"?} -> {"result": ExecutionResult,
-//                                                     "outcome": {...}, "audit": [lines]}; one program at a
-//                                                     time per environment (409 while one runs)
+//                                                     "working_directory"?} -> {"result":
+//                                                     ExecutionResult, "outcome": {...}, "audit":
+//                                                     [lines]}; one program at a time per
+//                                                     environment (409 while one runs)
 //   GET    /v1/environments/{id}/schedules            schedules the environment's programs created
 //   DELETE /v1/environments/{id}/schedules/{name}     cancel -> 204; 404 when there is none
 //   GET    /v1/schedule-fires?after=N&limit=M         the fire outbox, oldest first
@@ -80,8 +86,8 @@
 #include "airlock/artifacts/retention.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
-#include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/core/types.h"
+#include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/sandbox/cancel_token.h"
 #include "airlock/sandbox/execution_environment.h"
 #include "airlock/service/metrics.h"
@@ -122,7 +128,8 @@ class LeaseBook {
   // Raises the run's current epoch; a lower epoch than the known one is
   // ignored (leases move forward). Returns the current epoch.
   std::int64_t renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch);
-  std::optional<std::int64_t> current(const std::string& tenant_id, const std::string& run_id) const;
+  std::optional<std::int64_t> current(const std::string& tenant_id,
+                                      const std::string& run_id) const;
 
  private:
   mutable std::mutex mu_;
@@ -133,7 +140,7 @@ class LeaseBook {
 struct LiveEnvironment {
   EnvironmentHandle handle;
   std::chrono::steady_clock::time_point provisioned_at;
-  std::chrono::nanoseconds busy{0};  // time inside execute (utilization)
+  std::chrono::nanoseconds busy{0};     // time inside execute (utilization)
   std::int64_t wall_clock_seconds = 0;  // the spec's limit, for the tools' timeout rule
   int destroy_failures = 0;
   EgressPolicy egress;  // what the sandbox was provisioned with (net.fetch decides by it)
@@ -155,8 +162,8 @@ class Api {
  public:
   // `clock` is the wall clock the reaper compares expires_at with (the
   // adapter's; empty: system_clock).
-  Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest, Metrics& metrics,
-      std::function<Timestamp()> clock = {});
+  Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest,
+      Metrics& metrics, std::function<Timestamp()> clock = {});
 
   HttpResponse handle(const HttpRequest& request);
 
@@ -174,7 +181,8 @@ class Api {
   // the return value is the final response (its status tells the server
   // nothing more: the lines were the answer). `cancel` ends the command with
   // CANCELLED (the server cancels when the client goes away).
-  HttpResponse handleStreaming(const HttpRequest& request, const std::function<void(std::string)>& emit,
+  HttpResponse handleStreaming(const HttpRequest& request,
+                               const std::function<void(std::string)>& emit,
                                const CancelToken* cancel);
 
   // One reaper pass: destroys environments past expires_at, with a stale
@@ -214,11 +222,13 @@ class Api {
     ExecutionCommand command;
   };
   // The command of an execute request, or the response refusing it.
-  tl::expected<PreparedExecute, HttpResponse> prepareExecute(const std::string& id, const HttpRequest& request);
+  tl::expected<PreparedExecute, HttpResponse> prepareExecute(const std::string& id,
+                                                             const HttpRequest& request);
   HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
                              const Result<ExecutionResult>& result);
-  HttpResponse workspaceCall(const std::string& id, const std::string& op, const std::string& method,
-                             const std::string& query, const HttpRequest& request);
+  HttpResponse workspaceCall(const std::string& id, const std::string& op,
+                             const std::string& method, const std::string& query,
+                             const HttpRequest& request);
   HttpResponse renewLease(const std::string& run_id, const HttpRequest& request);
   HttpResponse exportArtifact(const std::string& id, const HttpRequest& request);
   HttpResponse uploadArtifact(const std::string& query, const HttpRequest& request);

@@ -2,7 +2,6 @@
 // metadata, download as an attachment, delete; and the retention sweep the
 // reaper runs.
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 #include "airlock/artifacts/artifact_writer.h"
@@ -45,10 +44,12 @@ HttpResponse jsonReply(int status, const json& body) {
 Result<std::string> mediaType(const std::string& text) {
   if (text.empty()) return std::string("application/octet-stream");
   if (text.size() > 127 || text.find('/') == std::string::npos)
-    return fail(ErrorCode::kToolValidationError, "media_type " + quoteForMessage(text) + " is not a media type");
+    return fail(ErrorCode::kToolValidationError,
+                "media_type " + quoteForMessage(text) + " is not a media type");
   for (unsigned char c : text)
     if (c < 0x21 || c > 0x7e)
-      return fail(ErrorCode::kToolValidationError, "media_type " + quoteForMessage(text) + " is not a media type");
+      return fail(ErrorCode::kToolValidationError,
+                  "media_type " + quoteForMessage(text) + " is not a media type");
   return text;
 }
 
@@ -73,14 +74,15 @@ std::string contentDisposition(const std::string& filename, const std::string& a
     }
   }
   if (encoded.empty()) encoded = artifact_id;
-  return "attachment; filename=\"" + (plain ? filename : std::string("artifact")) + "\"; filename*=UTF-8''" +
-         encoded;
+  return "attachment; filename=\"" + (plain ? filename : std::string("artifact")) +
+         "\"; filename*=UTF-8''" + encoded;
 }
 
 }  // namespace
 
 HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& request) {
-  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  if (!artifacts_)
+    return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   auto parsed = body::parse(request.body);
@@ -111,17 +113,22 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
     auto data = (*ws)->read(path);
     if (!data) return errorResponse(data.error());
     if (static_cast<std::int64_t>(data->size()) > artifacts_->max_bytes)
-      return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
-                                 "path " + quoteForMessage(path) + " is larger than the artifact cap"});
+      return errorResponse(
+          Error{ErrorCode::kExecutionRejected, 0,
+                "path " + quoteForMessage(path) + " is larger than the artifact cap"});
     stream = artifacts::measuredBytes(std::move(*data));
     filename = path.substr(path.rfind('/') + 1);
   }
-  if (auto f = body.find("filename"); f != body.end() && f->is_string()) filename = f->get<std::string>();
+  if (auto f = body.find("filename"); f != body.end() && f->is_string())
+    filename = f->get<std::string>();
 
-  artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id, artifacts::ArtifactOrigin::kSandboxExport,
+  artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id,
+                                       artifacts::ArtifactOrigin::kSandboxExport,
                                        artifacts::TrustLevel::kExternalUntrusted};
-  auto writer = artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
-  auto ref = writer->create(std::move(stream), filename, *media, artifacts::TrustLevel::kExternalUntrusted);
+  auto writer =
+      artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
+  auto ref = writer->create(std::move(stream), filename, *media,
+                            artifacts::TrustLevel::kExternalUntrusted);
   if (!ref) return errorResponse(ref.error());
   auto stored = artifacts_->repository->find(ref->artifact_id);
   if (!stored) return errorResponse(stored.error());
@@ -131,17 +138,21 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
 }
 
 HttpResponse Api::uploadArtifact(const std::string& query, const HttpRequest& request) {
-  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  if (!artifacts_)
+    return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   auto tenant_text = queryParam(query, "tenant_id");
-  if (!tenant_text) return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
+  if (!tenant_text)
+    return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
   auto tenant = artifacts::TenantId::parse(*tenant_text);
   if (!tenant) return errorResponse(tenant.error());
   auto media = mediaType(queryParam(query, "media_type").value_or(""));
   if (!media) return errorResponse(media.error());
   const std::string filename = queryParam(query, "filename").value_or("upload");
-  artifacts::ArtifactWriterScope scope{*tenant, queryParam(query, "run_id"), artifacts::ArtifactOrigin::kUpload,
+  artifacts::ArtifactWriterScope scope{*tenant, queryParam(query, "run_id"),
+                                       artifacts::ArtifactOrigin::kUpload,
                                        artifacts::TrustLevel::kExternalUntrusted};
-  auto writer = artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
+  auto writer =
+      artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
   auto ref = writer->create(artifacts::measuredBytes(request.body), filename, *media,
                             artifacts::TrustLevel::kExternalUntrusted);
   if (!ref) return errorResponse(ref.error());
@@ -152,12 +163,16 @@ HttpResponse Api::uploadArtifact(const std::string& query, const HttpRequest& re
   return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
 }
 
-HttpResponse Api::artifactCall(const std::string& artifact_id, bool content, const std::string& method,
-                               const std::string& query) {
-  if (!artifacts_) return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+HttpResponse Api::artifactCall(const std::string& artifact_id, bool content,
+                               const std::string& method, const std::string& query) {
+  if (!artifacts_)
+    return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   auto tenant = queryParam(query, "tenant_id");
-  if (!tenant) return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
-  auto notFound = [&] { return errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id)); };
+  if (!tenant)
+    return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
+  auto notFound = [&] {
+    return errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id));
+  };
   auto id = artifacts::ArtifactId::parse(artifact_id);
   if (!id) return notFound();
   auto stored = artifacts_->repository->find(*id);
@@ -171,18 +186,21 @@ HttpResponse Api::artifactCall(const std::string& artifact_id, bool content, con
     r.content_type.clear();
     return r;
   }
-  if (method != "GET") return errorResponse(405, "method_not_allowed", "method not allowed on this route");
+  if (method != "GET")
+    return errorResponse(405, "method_not_allowed", "method not allowed on this route");
   if (!content) return jsonReply(200, metadataJson(stored->artifact_id, stored->metadata));
-  artifacts::ArtifactRef ref{stored->artifact_id, stored->metadata.sha256, stored->metadata.size_bytes,
-                             stored->metadata.media_type};
+  artifacts::ArtifactRef ref{stored->artifact_id, stored->metadata.sha256,
+                             stored->metadata.size_bytes, stored->metadata.media_type};
   auto source = artifacts_->store->open(ref);
   if (!source) return errorResponse(source.error());
-  auto bytes = artifacts::readAll(**source, static_cast<std::size_t>(stored->metadata.size_bytes) + 1);
+  auto bytes =
+      artifacts::readAll(**source, static_cast<std::size_t>(stored->metadata.size_bytes) + 1);
   if (!bytes) return errorResponse(bytes.error());
   HttpResponse r;
   r.content_type = "application/octet-stream";  // served as an attachment, never rendered
   r.body = std::move(*bytes);
-  r.headers = {{"Content-Disposition", contentDisposition(stored->metadata.filename, stored->artifact_id.str())},
+  r.headers = {{"Content-Disposition",
+                contentDisposition(stored->metadata.filename, stored->artifact_id.str())},
                {"X-Content-Type-Options", "nosniff"},
                {"X-Airlock-Media-Type", stored->metadata.media_type},
                {"X-Airlock-Sha256", stored->metadata.sha256}};

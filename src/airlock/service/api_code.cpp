@@ -8,10 +8,9 @@
 #include <charconv>
 #include <chrono>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
-
-#include <nlohmann/json.hpp>
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/code_run.h"
@@ -31,7 +30,9 @@ constexpr std::size_t kMaxProgramBytes = std::size_t{16} << 20;
 constexpr std::size_t kMaxFiresPerPass = 256;
 constexpr std::int64_t kMaxFiresPerPage = 1000;
 
-Error badRequest(std::string message) { return Error{ErrorCode::kToolValidationError, 0, std::move(message)}; }
+Error badRequest(std::string message) {
+  return Error{ErrorCode::kToolValidationError, 0, std::move(message)};
+}
 
 // What a sandbox's capability table serves, and the modules the embedding
 // platform routes (strand, peer, workflow, mcp: any name under them).
@@ -73,8 +74,10 @@ std::optional<std::string> unknownCapability(const std::string& name) {
     return "capabilities: " + quoteForMessage(name) + " names no capability module" +
            suggest(module, known.modules);
   if (name.ends_with(".*") || known.platform_modules.contains(module)) return std::nullopt;
-  if (std::find(known.names.begin(), known.names.end(), name) != known.names.end()) return std::nullopt;
-  return "capabilities: " + quoteForMessage(name) + " is not a capability" + suggest(name, known.names);
+  if (std::find(known.names.begin(), known.names.end(), name) != known.names.end())
+    return std::nullopt;
+  return "capabilities: " + quoteForMessage(name) + " is not a capability" +
+         suggest(name, known.names);
 }
 
 // "capabilities": a list narrowing what the program may call. Each entry is
@@ -87,7 +90,8 @@ Result<capability::Policy> policyFrom(const json& object) {
     return tl::unexpected(badRequest("capabilities must be an array of capability names"));
   capability::Policy policy;
   for (const auto& entry : *it) {
-    if (!entry.is_string()) return tl::unexpected(badRequest("capabilities must be an array of capability names"));
+    if (!entry.is_string())
+      return tl::unexpected(badRequest("capabilities must be an array of capability names"));
     const std::string name = entry.get<std::string>();
     // "*", or dot-separated segments of [a-z0-9_] with at least two
     // segments, the last of which may be "*" ("fs.*").
@@ -102,16 +106,18 @@ Result<capability::Policy> policyFrom(const json& object) {
         const bool last = dot == name.size();
         ok = !segment.empty() &&
              ((last && segment == "*") ||
-              segment.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string_view::npos);
+              segment.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") ==
+                  std::string_view::npos);
         ++segments;
         at = dot + 1;
       }
       shaped = ok && segments >= 2;
     }
     if (!shaped)
-      return tl::unexpected(badRequest("capabilities: " + quoteForMessage(name) +
-                                       " is not a capability name (\"proc.run\"), a module wildcard "
-                                       "(\"fs.*\") or \"*\""));
+      return tl::unexpected(
+          badRequest("capabilities: " + quoteForMessage(name) +
+                     " is not a capability name (\"proc.run\"), a module wildcard "
+                     "(\"fs.*\") or \"*\""));
     if (auto unknown = unknownCapability(name)) return tl::unexpected(badRequest(*unknown));
     policy.allowed.insert(name);
   }
@@ -134,10 +140,14 @@ json scheduleToJson(const capability::schedule::ScheduleRecord& r) {
 }
 
 json fireToJson(const capability::schedule::Fire& f) {
-  return {{"sequence", f.sequence},       {"creator", f.creator},
-          {"name", f.name},               {"target", f.target},
-          {"wake", f.wake},               {"body", bytesToJson(f.body)},
-          {"occurrence_s", f.occurrence_s}, {"fired_at_s", f.fired_at_s},
+  return {{"sequence", f.sequence},
+          {"creator", f.creator},
+          {"name", f.name},
+          {"target", f.target},
+          {"wake", f.wake},
+          {"body", bytesToJson(f.body)},
+          {"occurrence_s", f.occurrence_s},
+          {"fired_at_s", f.fired_at_s},
           {"fire_number", f.fire_number}};
 }
 
@@ -172,8 +182,9 @@ std::optional<HttpResponse> Api::claimRun(const std::string& id, bool program) {
                                "a program is running in environment " + quoteForMessage(id)});
   if (program) {
     if (commands_running_.contains(id))
-      return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
-                                 "another command is running in environment " + quoteForMessage(id)});
+      return errorResponse(
+          Error{ErrorCode::kExecutionRejected, 0,
+                "another command is running in environment " + quoteForMessage(id)});
     code_running_.insert(id);
   } else {
     // Two commands: the adapter refuses the second ("another command is
@@ -194,17 +205,22 @@ void Api::releaseRun(const std::string& id, bool program) {
 
 HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
   auto live = find(id);
-  if (!live) return errorResponse(Error{ErrorCode::kNotFound, 0, "no live environment " + quoteForMessage(id)});
+  if (!live)
+    return errorResponse(
+        Error{ErrorCode::kNotFound, 0, "no live environment " + quoteForMessage(id)});
   auto object = body::parse(request.body);
   if (!object) return errorResponse(object.error());
-  if (auto refused = refuseUnknownKeys(
-          *object, {"program", "capabilities", "timeout_seconds", "maximum_output_bytes", "working_directory"}))
+  if (auto refused = refuseUnknownKeys(*object, {"program", "capabilities", "timeout_seconds",
+                                                 "maximum_output_bytes", "working_directory"}))
     return *refused;
   auto program = object->find("program");
-  if (program == object->end() || !program->is_string() || program->get_ref<const std::string&>().empty())
-    return errorResponse(badRequest("program is required and must be a non-empty string of Python source"));
+  if (program == object->end() || !program->is_string() ||
+      program->get_ref<const std::string&>().empty())
+    return errorResponse(
+        badRequest("program is required and must be a non-empty string of Python source"));
   if (program->get_ref<const std::string&>().size() > kMaxProgramBytes)
-    return errorResponse(badRequest("program is larger than " + std::to_string(kMaxProgramBytes) + " bytes"));
+    return errorResponse(
+        badRequest("program is larger than " + std::to_string(kMaxProgramBytes) + " bytes"));
   auto policy = policyFrom(*object);
   if (!policy) return errorResponse(policy.error());
   // The command's limits come from the execute route's rules; argv is the
@@ -232,7 +248,8 @@ HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
   if (artifacts_) {
     auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
     if (!tenant) return errorResponse(tenant.error());
-    artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id, artifacts::ArtifactOrigin::kToolOutput,
+    artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id,
+                                         artifacts::ArtifactOrigin::kToolOutput,
                                          artifacts::TrustLevel::kExternalUntrusted};
     options.job_spill.writer = artifacts::makeArtifactWriter(*artifacts_->store, std::move(scope),
                                                              artifacts_->retention, clock_);
@@ -246,7 +263,8 @@ HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
   const auto started = Clock::now();
   auto ran = capability::runCode(env_, live->handle, options);
   releaseRun(id, true);
-  Result<ExecutionResult> execution = ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
+  Result<ExecutionResult> execution =
+      ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
   HttpResponse finished = finishExecute(id, Clock::now() - started, execution);
   if (!ran || finished.status != 200) return finished;
   json audit = json::array();
@@ -272,8 +290,9 @@ HttpResponse Api::scheduleCall(const std::string& id, const std::optional<std::s
   auto removed = schedules_->cancel(id, *name);
   if (!removed) return errorResponse(removed.error());
   if (!*removed)
-    return errorResponse(Error{ErrorCode::kNotFound, 0,
-                               "environment " + quoteForMessage(id) + " has no schedule " + quoteForMessage(*name)});
+    return errorResponse(
+        Error{ErrorCode::kNotFound, 0,
+              "environment " + quoteForMessage(id) + " has no schedule " + quoteForMessage(*name)});
   HttpResponse r;
   r.status = 204;
   r.content_type.clear();
@@ -289,8 +308,8 @@ HttpResponse Api::pendingFires(const std::string& query) {
     std::int64_t v = 0;
     auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
     if (ec != std::errc{} || end != text->data() + text->size() || v < lo || v > hi)
-      return tl::unexpected(badRequest(std::string(name) + " must be a whole number from " + std::to_string(lo) +
-                                       " to " + std::to_string(hi)));
+      return tl::unexpected(badRequest(std::string(name) + " must be a whole number from " +
+                                       std::to_string(lo) + " to " + std::to_string(hi)));
     return v;
   };
   auto after = number("after", 0, 0, std::numeric_limits<std::int64_t>::max());
@@ -311,7 +330,8 @@ HttpResponse Api::acknowledgeFires(const HttpRequest& request) {
   if (auto refused = refuseUnknownKeys(*object, {"through"})) return *refused;
   auto through = body::wholeNumber(*object, "through", std::nullopt);
   if (!through) return errorResponse(through.error());
-  if (*through < 0) return errorResponse(badRequest("through must be a sequence number, 0 or more"));
+  if (*through < 0)
+    return errorResponse(badRequest("through must be a sequence number, 0 or more"));
   auto n = schedules_->acknowledgeFires(*through);
   if (!n) return errorResponse(n.error());
   return body::reply(200, json{{"acknowledged", *n}});

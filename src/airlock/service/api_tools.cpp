@@ -32,27 +32,32 @@ class StoreExporter final : public gateway::ArtifactExporter {
                                            const gateway::ExportRequest& request) override {
     auto tenant = artifacts::TenantId::parse(scope.tenant_id);
     if (!tenant) return tl::unexpected(tenant.error());
-    const auto origin = request.origin == gateway::ExportOrigin::kModelOutput  ? artifacts::ArtifactOrigin::kModelOutput
-                        : request.origin == gateway::ExportOrigin::kToolOutput ? artifacts::ArtifactOrigin::kToolOutput
-                                                                               : artifacts::ArtifactOrigin::kSandboxExport;
-    const auto trust = request.trust == gateway::ExportTrust::kInternalTool ? artifacts::TrustLevel::kInternalTool
-                                                                            : artifacts::TrustLevel::kExternalUntrusted;
+    const auto origin = request.origin == gateway::ExportOrigin::kModelOutput
+                            ? artifacts::ArtifactOrigin::kModelOutput
+                        : request.origin == gateway::ExportOrigin::kToolOutput
+                            ? artifacts::ArtifactOrigin::kToolOutput
+                            : artifacts::ArtifactOrigin::kSandboxExport;
+    const auto trust = request.trust == gateway::ExportTrust::kInternalTool
+                           ? artifacts::TrustLevel::kInternalTool
+                           : artifacts::TrustLevel::kExternalUntrusted;
     // Sandbox bytes never rise above EXTERNAL_UNTRUSTED, whatever the label.
-    const auto floor = origin == artifacts::ArtifactOrigin::kSandboxExport ? artifacts::TrustLevel::kExternalUntrusted
-                                                                           : artifacts::TrustLevel::kInternalTool;
+    const auto floor = origin == artifacts::ArtifactOrigin::kSandboxExport
+                           ? artifacts::TrustLevel::kExternalUntrusted
+                           : artifacts::TrustLevel::kInternalTool;
     artifacts::ArtifactWriterScope writer_scope{*tenant, scope.run_id, origin, floor};
-    auto writer = artifacts::makeArtifactWriter(*backend_.store, writer_scope, backend_.retention, clock_);
-    auto ref = writer->create(artifacts::measuredBytes(std::string(request.bytes)), request.filename,
-                              request.media_type, trust);
+    auto writer =
+        artifacts::makeArtifactWriter(*backend_.store, writer_scope, backend_.retention, clock_);
+    auto ref = writer->create(artifacts::measuredBytes(std::string(request.bytes)),
+                              request.filename, request.media_type, trust);
     if (!ref) return tl::unexpected(ref.error());
-    return gateway::ExportedArtifact{ref->artifact_id.str(), ref->sha256, ref->size_bytes, ref->media_type};
+    return gateway::ExportedArtifact{ref->artifact_id.str(), ref->sha256, ref->size_bytes,
+                                     ref->media_type};
   }
 
  private:
   ArtifactBackend backend_;
   std::function<Timestamp()> clock_;
 };
-
 
 }  // namespace
 
@@ -76,20 +81,24 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
   auto parsed = body::parse(request.body);
   if (!parsed) return errorResponse(parsed.error());
   const json& body = *parsed;
-  if (auto refused = refuseUnknownKeys(body, {"environment_id", "tenant_id", "arguments"})) return *refused;
+  if (auto refused = refuseUnknownKeys(body, {"environment_id", "tenant_id", "arguments"}))
+    return *refused;
   auto env_id = body.find("environment_id");
   if (env_id == body.end() || !env_id->is_string())
-    return errorResponse(400, "tool_validation_error", "environment_id is required and must be a string");
+    return errorResponse(400, "tool_validation_error",
+                         "environment_id is required and must be a string");
   // A call naming a tenant reaches only that tenant's environments.
   if (auto t = body.find("tenant_id"); t != body.end()) {
-    if (!t->is_string()) return errorResponse(400, "tool_validation_error", "tenant_id must be a string");
+    if (!t->is_string())
+      return errorResponse(400, "tool_validation_error", "tenant_id must be a string");
     auto tenant = namedTenant(t->get<std::string>());
     if (!tenant) return tenant.error();
     if (auto refused = refuseOtherTenant(env_id->get<std::string>(), *tenant)) return *refused;
   }
   auto live = find(env_id->get<std::string>());
   if (!live)
-    return errorResponse(404, "not_found", "no live environment " + quoteForMessage(env_id->get<std::string>()));
+    return errorResponse(404, "not_found",
+                         "no live environment " + quoteForMessage(env_id->get<std::string>()));
   const json arguments = body.contains("arguments") ? body["arguments"] : json::object();
 
   std::optional<StoreExporter> exporter;
@@ -100,7 +109,8 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
   context.environment = live->handle;
   context.execution = &env_;
   context.artifacts = exporter ? &*exporter : nullptr;
-  if (live->wall_clock_seconds > 0) context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
+  if (live->wall_clock_seconds > 0)
+    context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
 
   const auto started = std::chrono::steady_clock::now();
   auto result = tools_->call(name, arguments, context);
@@ -110,7 +120,8 @@ HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) 
       it->second.busy += std::chrono::steady_clock::now() - started;
   }
   if (!result) {
-    json error = {{"code", errorCodeName(result.error().code)}, {"message", result.error().message}};
+    json error = {{"code", errorCodeName(result.error().code)},
+                  {"message", result.error().message}};
     if (!result.error().argument.empty()) error["argument"] = result.error().argument;
     return jsonReply(httpStatusFor(result.error().code), json{{"error", error}});
   }

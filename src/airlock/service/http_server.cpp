@@ -1,19 +1,5 @@
 #include "airlock/service/http_server.h"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/as_tuple.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-
-#include <vector>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -21,18 +7,30 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <deque>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <tuple>
 #include <unordered_set>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "airlock/core/json.h"
 #include "airlock/sys/resource_limits.h"
@@ -63,10 +61,12 @@ void yieldToTheLoop() {
 }
 
 void logLine(const nlohmann::json& fields) {
-  nlohmann::json line = {{"time", formatTimestamp(std::chrono::time_point_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now()))}};
+  nlohmann::json line = {
+      {"time", formatTimestamp(std::chrono::time_point_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now()))}};
   line.update(fields);
-  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   static std::mutex mu;
   std::lock_guard lk(mu);
   std::fwrite(text.data(), 1, text.size(), stderr);
@@ -165,14 +165,17 @@ class BeastServer final : public HttpServer {
     if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
     beast::error_code ec;
     const auto address = asio::ip::make_address(host, ec);
-    if (ec) return fail(ErrorCode::kConfigurationError, "listen \"" + listen + "\": " + ec.message());
-    const tcp::endpoint endpoint(address, static_cast<unsigned short>(std::stoi(listen.substr(colon + 1))));
+    if (ec)
+      return fail(ErrorCode::kConfigurationError, "listen \"" + listen + "\": " + ec.message());
+    const tcp::endpoint endpoint(address,
+                                 static_cast<unsigned short>(std::stoi(listen.substr(colon + 1))));
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
-      return fail(ErrorCode::kExecutionUnavailable, "cannot listen on " + listen + ": " + ec.message());
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "cannot listen on " + listen + ": " + ec.message());
     return {};
   }
 
@@ -185,7 +188,10 @@ class BeastServer final : public HttpServer {
     signals_.async_wait([this](const beast::error_code& ec, int) {
       if (!ec) beginStop();
     });
-    logLine({{"level", "info"}, {"event", "listening"}, {"address", settings_.listen}, {"port", port()}});
+    logLine({{"level", "info"},
+             {"event", "listening"},
+             {"address", settings_.listen},
+             {"port", port()}});
     // The loop accepts, reads and answers for everyone: where the service
     // may (CAP_SYS_NICE), it runs ahead of the sandboxes' processes, so a
     // hundred busy sandboxes on two cores do not delay /healthz by seconds.
@@ -202,7 +208,9 @@ class BeastServer final : public HttpServer {
     logLine({{"level", "info"}, {"event", "stopped"}});
   }
 
-  void stop() override { asio::post(ioc_, [this] { beginStop(); }); }
+  void stop() override {
+    asio::post(ioc_, [this] { beginStop(); });
+  }
 
  private:
   // How long a stopping service waits for responses still being written
@@ -235,7 +243,8 @@ class BeastServer final : public HttpServer {
     shutdown_timer_.expires_after(kStopGrace);
     shutdown_timer_.async_wait([this](const beast::error_code& err) {
       if (err) return;
-      for (Connection* c : std::vector<Connection*>(open_.begin(), open_.end())) closeConnection(*c);
+      for (Connection* c : std::vector<Connection*>(open_.begin(), open_.end()))
+        closeConnection(*c);
     });
     if (inflight_ == 0) ioc_.stop();
   }
@@ -283,7 +292,8 @@ class BeastServer final : public HttpServer {
     ++connections_;
     ++unauthenticated_;
     open_.insert(&c);
-    if (unauthenticated_ > settings_.max_unauthenticated_connections) closeIdle(idle_unauthenticated_);
+    if (unauthenticated_ > settings_.max_unauthenticated_connections)
+      closeIdle(idle_unauthenticated_);
     if (connections_ > settings_.max_connections && !closeIdle(idle_unauthenticated_))
       closeIdle(idle_authenticated_);
     return unauthenticated_ <= settings_.max_unauthenticated_connections &&
@@ -294,7 +304,8 @@ class BeastServer final : public HttpServer {
     while (!stopping_) {
       auto [ec, socket] = co_await acceptor_.async_accept(kNoThrow);
       if (stopping_) co_return;
-      if (ec == asio::error::no_descriptors || ec == boost::system::errc::too_many_files_open_in_system) {
+      if (ec == asio::error::no_descriptors ||
+          ec == boost::system::errc::too_many_files_open_in_system) {
         // Out of descriptors: free one by closing the connection idle
         // longest; with none to close, wait instead of spinning on accept.
         if (!closeIdle(idle_unauthenticated_) && !closeIdle(idle_authenticated_)) {
@@ -319,8 +330,9 @@ class BeastServer final : public HttpServer {
       reaper_timer_.expires_after(settings_.reaper_interval);
       auto [ec] = co_await reaper_timer_.async_wait(kNoThrow);
       if (ec || stopping_) co_return;
-      const int n = co_await asio::co_spawn(background_, [this]() -> asio::awaitable<int> { co_return api_.reap(); },
-                                            asio::use_awaitable);
+      const int n = co_await asio::co_spawn(
+          background_, [this]() -> asio::awaitable<int> { co_return api_.reap(); },
+          asio::use_awaitable);
       if (n > 0) logLine({{"level", "info"}, {"event", "reaped"}, {"environments", n}});
     }
   }
@@ -337,7 +349,8 @@ class BeastServer final : public HttpServer {
       auto [ec] = co_await schedule_timer_.async_wait(kNoThrow);
       if (ec || stopping_) co_return;
       auto fired = co_await asio::co_spawn(
-          background_, [this]() -> asio::awaitable<Result<std::size_t>> { co_return api_.fireSchedules(); },
+          background_,
+          [this]() -> asio::awaitable<Result<std::size_t>> { co_return api_.fireSchedules(); },
           asio::use_awaitable);
       if (!fired) {
         const std::string message = fired.error().message();
@@ -386,8 +399,9 @@ class BeastServer final : public HttpServer {
   // streamed gets an ordinary response. A client that goes away (its end of
   // the stream, a failed write, or no write taken within request_timeout)
   // cancels the command. Returns (status, whether the exchange completed).
-  asio::awaitable<std::pair<int, bool>> streamExchange(beast::tcp_stream& stream, const HttpRequest& req,
-                                                       unsigned version, bool keep_alive) {
+  asio::awaitable<std::pair<int, bool>> streamExchange(beast::tcp_stream& stream,
+                                                       const HttpRequest& req, unsigned version,
+                                                       bool keep_alive) {
     auto token = CancelToken::create();
     if (!token) {
       --executions_;
@@ -420,7 +434,8 @@ class BeastServer final : public HttpServer {
     asio::post(exec_pool_, [this, queue, cancel, req] {
       yieldToTheLoop();
       HttpResponse end = api_.handleStreaming(
-          req, [&](std::string line) { queue->push(StreamLine{std::move(line) + "\n"}); }, cancel.get());
+          req, [&](std::string line) { queue->push(StreamLine{std::move(line) + "\n"}); },
+          cancel.get());
       --executions_;  // the command has ended; its answer may still be in the queue
       queue->push(StreamEnd{std::move(end)});
     });
@@ -491,20 +506,25 @@ class BeastServer final : public HttpServer {
   // it from there), to see the head's raw bytes: a header folded over lines
   // (obs-fold) would be unfolded by the parser, and a folded Authorization
   // must never authenticate, so a folded head is refused (RFC 9112 5.2).
-  asio::awaitable<beast::error_code> readHead(beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+  asio::awaitable<beast::error_code> readHead(beast::tcp_stream& stream,
+                                              beast::flat_buffer& buffer) {
     for (;;) {
       const auto data = buffer.data();
       const std::string_view bytes(static_cast<const char*>(data.data()), data.size());
       if (const auto end = bytes.find("\r\n\r\n"); end != std::string_view::npos) {
         const std::string_view head = bytes.substr(0, end + 2);
-        if (head.find("\r\n ") != std::string_view::npos || head.find("\r\n\t") != std::string_view::npos)
+        if (head.find("\r\n ") != std::string_view::npos ||
+            head.find("\r\n\t") != std::string_view::npos)
           co_return kFoldedHead;
         co_return beast::error_code{};
       }
       if (bytes.size() > static_cast<std::size_t>(settings_.max_header_bytes))
         co_return make_error_code(http::error::header_limit);
       auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), kNoThrow);
-      if (ec) co_return ec == asio::error::eof && bytes.empty() ? make_error_code(http::error::end_of_stream) : ec;
+      if (ec)
+        co_return ec == asio::error::eof&& bytes.empty()
+            ? make_error_code(http::error::end_of_stream)
+            : ec;
       buffer.commit(n);
     }
   }
@@ -512,18 +532,23 @@ class BeastServer final : public HttpServer {
   // A request the parser refused: its answer, and the connection closes.
   static HttpResponse refusalFor(const beast::error_code& ec, std::int64_t max_body_bytes) {
     if (ec == http::error::body_limit)
-      return errorResponse(413, "payload_too_large",
-                           "the request body is larger than " + std::to_string(max_body_bytes) + " bytes");
-    if (ec == http::error::header_limit) return errorResponse(431, "bad_request", "the request headers are too large");
+      return errorResponse(
+          413, "payload_too_large",
+          "the request body is larger than " + std::to_string(max_body_bytes) + " bytes");
+    if (ec == http::error::header_limit)
+      return errorResponse(431, "bad_request", "the request headers are too large");
     if (ec == kFoldedHead)
-      return errorResponse(400, "bad_request", "malformed HTTP request: a header is folded over lines (obs-fold)");
+      return errorResponse(400, "bad_request",
+                           "malformed HTTP request: a header is folded over lines (obs-fold)");
     return errorResponse(400, "bad_request", "malformed HTTP request");
   }
 
   void logRequest(const HttpRequest& req, int status, std::chrono::steady_clock::time_point started,
                   bool streamed) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const std::string route = routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const std::string route =
+        routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
     api_.metrics().request(route, status, seconds);
     nlohmann::json line = {{"level", status >= 500 ? "error" : "info"},
                            {"event", "request"},
@@ -536,7 +561,8 @@ class BeastServer final : public HttpServer {
   }
 
   // Answers one parsed request; returns whether the connection stays open.
-  asio::awaitable<bool> exchange(Connection& conn, const HttpRequest& req, unsigned version, bool keep_alive) {
+  asio::awaitable<bool> exchange(Connection& conn, const HttpRequest& req, unsigned version,
+                                 bool keep_alive) {
     const auto started = std::chrono::steady_clock::now();
     conn.stream.expires_never();  // an execute runs as long as its own timeout
     const bool long_running = api_.runsCommand(req);
@@ -544,10 +570,10 @@ class BeastServer final : public HttpServer {
     // written to a client that may not read it.
     if (long_running && executions_.fetch_add(1) >= settings_.max_concurrent_executions) {
       --executions_;
-      HttpResponse busy = errorResponse(
-          503, "execution_unavailable",
-          std::to_string(settings_.max_concurrent_executions) +
-              " commands are running, the most this service runs at once (max_concurrent_executions); try again");
+      HttpResponse busy = errorResponse(503, "execution_unavailable",
+                                        std::to_string(settings_.max_concurrent_executions) +
+                                            " commands are running, the most this service runs at "
+                                            "once (max_concurrent_executions); try again");
       logRequest(req, busy.status, started, false);
       co_return co_await sendResponse(conn.stream, busy, version, keep_alive && !stopping_);
     }
@@ -587,12 +613,15 @@ class BeastServer final : public HttpServer {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(settings_.max_header_bytes));
       parser.body_limit(static_cast<std::uint64_t>(settings_.max_body_bytes));
-      stream.expires_after(conn->authenticated
-                               ? settings_.request_timeout
-                               : std::min(settings_.request_timeout, settings_.unauthenticated_request_timeout));
+      stream.expires_after(
+          conn->authenticated
+              ? settings_.request_timeout
+              : std::min(settings_.request_timeout, settings_.unauthenticated_request_timeout));
       markIdle(*conn);
       beast::error_code ec = co_await readHead(stream, buffer);
-      if (!ec) std::tie(ec, std::ignore) = co_await http::async_read_header(stream, buffer, parser, kNoThrow);
+      if (!ec)
+        std::tie(ec, std::ignore) =
+            co_await http::async_read_header(stream, buffer, parser, kNoThrow);
       // The token counts only from the head: a chunked body's trailer
       // fields, which the parser adds to the same fields, never
       // authenticate.
@@ -609,10 +638,12 @@ class BeastServer final : public HttpServer {
           markBusy(*conn);
         }
       }
-      if (!ec && !parser.is_done()) std::tie(ec, std::ignore) = co_await http::async_read(stream, buffer, parser, kNoThrow);
+      if (!ec && !parser.is_done())
+        std::tie(ec, std::ignore) = co_await http::async_read(stream, buffer, parser, kNoThrow);
       markBusy(*conn);
-      if (!conn->counted || stopping_ || ec == http::error::end_of_stream || ec == beast::error::timeout ||
-          ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
+      if (!conn->counted || stopping_ || ec == http::error::end_of_stream ||
+          ec == beast::error::timeout || ec == asio::error::eof ||
+          ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
         break;
       if (ec) {
         HttpResponse refused = refusalFor(ec, settings_.max_body_bytes);
@@ -628,8 +659,9 @@ class BeastServer final : public HttpServer {
           te != request.end() && !beast::iequals(te->value(), "chunked")) {
         // Only "chunked" is decoded; any other coding (gzip, chunked) would
         // hand the handler bytes it cannot read (RFC 9112: 501).
-        HttpResponse refused = errorResponse(
-            501, "bad_request", "Transfer-Encoding \"" + std::string(te->value()) + "\" is not supported (only chunked)");
+        HttpResponse refused = errorResponse(501, "bad_request",
+                                             "Transfer-Encoding \"" + std::string(te->value()) +
+                                                 "\" is not supported (only chunked)");
         co_await sendResponse(stream, refused, request.version(), false);
         break;
       }
@@ -701,8 +733,8 @@ std::string routeLabel(std::string_view path) {
   if (is(1, "environments")) {
     if (n == 2) return "/v1/environments";
     if (n == 3) return "/v1/environments/{id}";
-    static constexpr std::string_view kOps[] = {"execute", "files",     "list", "provenance",
-                                                "artifacts", "code", "schedules"};
+    static constexpr std::string_view kOps[] = {"execute",   "files", "list",     "provenance",
+                                                "artifacts", "code",  "schedules"};
     for (std::string_view op : kOps) {
       if (n == 4 && is(3, op)) return "/v1/environments/{id}/" + std::string(op);
     }

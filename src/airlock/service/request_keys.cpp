@@ -31,17 +31,20 @@ constexpr std::size_t kMaxComparedKey = 64;
 
 }  // namespace
 
-std::optional<std::string_view> closestKey(std::string_view key, std::initializer_list<std::string_view> known) {
+std::optional<std::string_view> closestKey(std::string_view key,
+                                           std::initializer_list<std::string_view> known) {
   return closestKey(key, std::span<const std::string_view>(known.begin(), known.size()));
 }
 
-std::optional<std::string_view> closestKey(std::string_view key, std::span<const std::string_view> known) {
+std::optional<std::string_view> closestKey(std::string_view key,
+                                           std::span<const std::string_view> known) {
   if (key.size() > kMaxComparedKey) return std::nullopt;
   std::optional<std::string_view> best;
   std::size_t best_distance = 0;
   for (std::string_view candidate : known) {
     const std::size_t distance = editDistance(key, candidate);
-    const std::size_t allowed = std::max<std::size_t>(2, std::max(key.size(), candidate.size()) / 3);
+    const std::size_t allowed =
+        std::max<std::size_t>(2, std::max(key.size(), candidate.size()) / 3);
     if (distance > allowed) continue;
     if (!best || distance < best_distance) {
       best = candidate;
@@ -51,7 +54,8 @@ std::optional<std::string_view> closestKey(std::string_view key, std::span<const
   return best;
 }
 
-std::optional<std::string> unknownKeyMessage(const nlohmann::json& body, std::initializer_list<std::string_view> known) {
+std::optional<std::string> unknownKeyMessage(const nlohmann::json& body,
+                                             std::initializer_list<std::string_view> known) {
   if (!body.is_object()) return std::nullopt;
   for (const auto& [key, value] : body.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
@@ -73,7 +77,8 @@ std::optional<std::string> unknownKeyMessage(const nlohmann::json& body, std::in
   return std::nullopt;
 }
 
-std::optional<HttpResponse> refuseUnknownKeys(const nlohmann::json& body, std::initializer_list<std::string_view> known) {
+std::optional<HttpResponse> refuseUnknownKeys(const nlohmann::json& body,
+                                              std::initializer_list<std::string_view> known) {
   auto message = unknownKeyMessage(body, known);
   if (!message) return std::nullopt;
   return errorResponse(400, "bad_request", *message);

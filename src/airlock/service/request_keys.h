@@ -7,12 +7,11 @@
 #pragma once
 
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "airlock/service/api.h"
 
@@ -21,20 +20,24 @@ namespace airlock::service {
 // The known key closest to `key` (edit distance with transpositions, at
 // most max(2, longer length / 3); ties: the first in `known`), or nullopt
 // when none is close.
-std::optional<std::string_view> closestKey(std::string_view key, std::initializer_list<std::string_view> known);
-std::optional<std::string_view> closestKey(std::string_view key, std::span<const std::string_view> known);
+std::optional<std::string_view> closestKey(std::string_view key,
+                                           std::initializer_list<std::string_view> known);
+std::optional<std::string_view> closestKey(std::string_view key,
+                                           std::span<const std::string_view> known);
 
 // nullopt when `body` is not an object or every key is in `known`;
 // otherwise the message for its first unknown key (keys in sorted order),
 // quoted and escaped, with the close known key or the list of known keys:
 //   unknown key "netwrok" (did you mean "network"?)
 //   unknown key "x" (known keys: argv, stdin)
-std::optional<std::string> unknownKeyMessage(const nlohmann::json& body, std::initializer_list<std::string_view> known);
+std::optional<std::string> unknownKeyMessage(const nlohmann::json& body,
+                                             std::initializer_list<std::string_view> known);
 
 // The route's answer to an unknown key: 400 {"error": {"code":
 // "bad_request", "message": unknownKeyMessage(...)}}; nullopt when every
 // key is known. Usage:
 //   if (auto refused = refuseUnknownKeys(*body, {"path", "filename"})) return *refused;
-std::optional<HttpResponse> refuseUnknownKeys(const nlohmann::json& body, std::initializer_list<std::string_view> known);
+std::optional<HttpResponse> refuseUnknownKeys(const nlohmann::json& body,
+                                              std::initializer_list<std::string_view> known);
 
 }  // namespace airlock::service

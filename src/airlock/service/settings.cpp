@@ -19,7 +19,9 @@ namespace {
 constexpr std::array kMechanisms = {Mechanism::kLinux, Mechanism::kGvisor, Mechanism::kMicrovm,
                                     Mechanism::kFake};
 
-Error configError(std::string context) { return Error{ErrorCode::kConfigurationError, 0, std::move(context)}; }
+Error configError(std::string context) {
+  return Error{ErrorCode::kConfigurationError, 0, std::move(context)};
+}
 
 // "settings file line 4, column 10: " for a node of the file.
 std::string where(std::string_view source, const YAML::Node& node) {
@@ -36,8 +38,8 @@ struct NamedValue {
 };
 
 template <class E, std::size_t N>
-Result<E> pick(std::string_view setting, std::string_view text, const std::array<NamedValue<E>, N>& names,
-               const std::string& prefix) {
+Result<E> pick(std::string_view setting, std::string_view text,
+               const std::array<NamedValue<E>, N>& names, const std::string& prefix) {
   std::string choices;
   for (const auto& n : names) {
     if (n.name == text) return n.value;
@@ -49,11 +51,12 @@ Result<E> pick(std::string_view setting, std::string_view text, const std::array
 
 constexpr std::array<NamedValue<DeploymentMode>, 2> kDeploymentModes = {
     {{"development", DeploymentMode::kDevelopment}, {"production", DeploymentMode::kProduction}}};
-constexpr std::array<NamedValue<AuthMode>, 2> kAuthModes = {{{"dev", AuthMode::kDev}, {"token", AuthMode::kToken}}};
+constexpr std::array<NamedValue<AuthMode>, 2> kAuthModes = {
+    {{"dev", AuthMode::kDev}, {"token", AuthMode::kToken}}};
 constexpr std::array<NamedValue<Mechanism>, 4> kMechanismNames = {{{"linux", Mechanism::kLinux},
-                                                                    {"gvisor", Mechanism::kGvisor},
-                                                                    {"microvm", Mechanism::kMicrovm},
-                                                                    {"fake", Mechanism::kFake}}};
+                                                                   {"gvisor", Mechanism::kGvisor},
+                                                                   {"microvm", Mechanism::kMicrovm},
+                                                                   {"fake", Mechanism::kFake}}};
 
 Result<void> checkListen(std::string_view text, const std::string& prefix) {
   auto bad = [&](std::string why) {
@@ -63,7 +66,8 @@ Result<void> checkListen(std::string_view text, const std::string& prefix) {
   if (colon == std::string_view::npos) return bad("is not host:port");
   std::string host(text.substr(0, colon));
   const std::string_view port = text.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos ||
       std::stoi(std::string(port)) > 65535)
     return bad("has no valid port (0-65535)");
   if (host == "localhost") return {};
@@ -77,8 +81,10 @@ Result<void> checkListen(std::string_view text, const std::string& prefix) {
   return bad("needs an IP address or localhost as host (a name is not resolved)");
 }
 
-Result<std::int64_t> positiveInt(std::string_view setting, std::string_view text, const std::string& prefix) {
-  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos)
+Result<std::int64_t> positiveInt(std::string_view setting, std::string_view text,
+                                 const std::string& prefix) {
+  if (text.empty() || text.size() > 18 ||
+      text.find_first_not_of("0123456789") != std::string_view::npos)
     return tl::unexpected(configError(prefix + std::string(setting) + " " + quoteForMessage(text) +
                                       " is not a whole number"));
   const std::int64_t v = std::stoll(std::string(text));
@@ -87,17 +93,21 @@ Result<std::int64_t> positiveInt(std::string_view setting, std::string_view text
   return v;
 }
 
-Result<std::int64_t> sizeSetting(std::string_view setting, std::string_view text, const std::string& prefix) {
+Result<std::int64_t> sizeSetting(std::string_view setting, std::string_view text,
+                                 const std::string& prefix) {
   auto v = parseSize(text);
-  if (!v) return tl::unexpected(configError(prefix + std::string(setting) + ": " + v.error().context));
-  if (*v <= 0) return tl::unexpected(configError(prefix + std::string(setting) + " must be greater than 0"));
+  if (!v)
+    return tl::unexpected(configError(prefix + std::string(setting) + ": " + v.error().context));
+  if (*v <= 0)
+    return tl::unexpected(configError(prefix + std::string(setting) + " must be greater than 0"));
   return *v;
 }
 
 Result<std::chrono::seconds> secondsSetting(std::string_view setting, std::string_view text,
                                             const std::string& prefix) {
   auto d = parseDuration(text);
-  if (!d) return tl::unexpected(configError(prefix + std::string(setting) + ": " + d.error().context));
+  if (!d)
+    return tl::unexpected(configError(prefix + std::string(setting) + ": " + d.error().context));
   if (d->count() < 1000 || d->count() % 1000 != 0)
     return tl::unexpected(configError(prefix + std::string(setting) + " " + quoteForMessage(text) +
                                       " must be a whole number of seconds, at least 1s"));
@@ -105,7 +115,8 @@ Result<std::chrono::seconds> secondsSetting(std::string_view setting, std::strin
 }
 
 // One top-level scalar setting, from the file or the environment.
-Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value, const std::string& prefix) {
+Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value,
+                         const std::string& prefix) {
   if (key == "deployment_mode") {
     auto v = pick("deployment_mode", value, kDeploymentModes, prefix);
     if (!v) return tl::unexpected(v.error());
@@ -120,14 +131,16 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     s.sandbox = *v;
   } else if (key == "state_dir") {
     if (value.empty() || value.front() != '/')
-      return tl::unexpected(configError(prefix + "state_dir " + quoteForMessage(value) + " must be an absolute path"));
+      return tl::unexpected(configError(prefix + "state_dir " + quoteForMessage(value) +
+                                        " must be an absolute path"));
     s.state_dir = value;
   } else if (key == "listen") {
     if (auto r = checkListen(value, prefix); !r) return r;
     s.listen = value;
   } else if (key == "service_token") {
     if (value.size() < 16 || value.find_first_of(" \t\r\n") != std::string::npos)
-      return tl::unexpected(configError(prefix + "service_token must be at least 16 characters without spaces"));
+      return tl::unexpected(
+          configError(prefix + "service_token must be at least 16 characters without spaces"));
     s.service_token = value;
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
@@ -140,9 +153,12 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     if (!v) return tl::unexpected(v.error());
     s.schedule_fire_interval = *v;
   } else if (key == "schedule_database") {
-    if (!value.empty() && value.rfind("postgresql://", 0) != 0 && value.rfind("postgres://", 0) != 0)
-      return tl::unexpected(configError(prefix + "schedule_database must be empty (SQLite under state_dir) or a "
-                                                 "postgresql:// connection URI (the value is not repeated: it may hold a password)"));
+    if (!value.empty() && value.rfind("postgresql://", 0) != 0 &&
+        value.rfind("postgres://", 0) != 0)
+      return tl::unexpected(configError(
+          prefix +
+          "schedule_database must be empty (SQLite under state_dir) or a "
+          "postgresql:// connection URI (the value is not repeated: it may hold a password)"));
     s.schedule_database = value;
   } else if (key == "request_timeout") {
     auto v = secondsSetting("request_timeout", value, prefix);
@@ -180,8 +196,10 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
 
 // limits.defaults / limits.ceilings: the spec's ResourceLimits field names.
 template <class T>
-Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view source, const std::string& path) {
-  if (!map.IsMap()) return tl::unexpected(configError(where(source, map) + path + " must be a mapping"));
+Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view source,
+                         const std::string& path) {
+  if (!map.IsMap())
+    return tl::unexpected(configError(where(source, map) + path + " must be a mapping"));
   for (const auto& kv : map) {
     const std::string key = kv.first.as<std::string>();
     const std::string prefix = where(source, kv.second);
@@ -189,7 +207,8 @@ Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view sour
       return tl::unexpected(configError(prefix + path + "." + key + " must be a single value"));
     const std::string value = kv.second.Scalar();
     const std::string name = path + "." + key;
-    Result<std::int64_t> v = tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
+    Result<std::int64_t> v =
+        tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
     std::int64_t* field = nullptr;
     if (key == "cpu_millicores") {
       v = positiveInt(name, value, prefix), field = &target.cpu_millicores;
@@ -213,12 +232,14 @@ Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view sour
 Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) {
   Settings s;
   if (root.IsNull()) return s;
-  if (!root.IsMap()) return tl::unexpected(configError(where(source, root) + "the settings must be a mapping"));
+  if (!root.IsMap())
+    return tl::unexpected(configError(where(source, root) + "the settings must be a mapping"));
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
     const std::string prefix = where(source, kv.second);
     if (key == "limits") {
-      if (!kv.second.IsMap()) return tl::unexpected(configError(prefix + "limits must be a mapping"));
+      if (!kv.second.IsMap())
+        return tl::unexpected(configError(prefix + "limits must be a mapping"));
       for (const auto& part : kv.second) {
         const std::string which = part.first.as<std::string>();
         Result<void> r;
@@ -228,19 +249,22 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
           r = applyLimits(s.limit_ceilings, part.second, source, "limits.ceilings");
         } else {
           r = tl::unexpected(configError(where(source, part.second) + "unknown setting " +
-                                         quoteForMessage("limits." + which) + " (defaults or ceilings)"));
+                                         quoteForMessage("limits." + which) +
+                                         " (defaults or ceilings)"));
         }
         if (!r) return tl::unexpected(r.error());
       }
     } else if (key == "artifacts") {
-      if (!kv.second.IsMap()) return tl::unexpected(configError(prefix + "artifacts must be a mapping"));
+      if (!kv.second.IsMap())
+        return tl::unexpected(configError(prefix + "artifacts must be a mapping"));
       for (const auto& part : kv.second) {
         const std::string k = part.first.as<std::string>();
         const std::string p = where(source, part.second);
         if (!part.second.IsScalar())
           return tl::unexpected(configError(p + "artifacts." + k + " must be a single value"));
         const std::string value = part.second.Scalar();
-        Result<std::int64_t> v = tl::unexpected(configError(p + "unknown setting " + quoteForMessage("artifacts." + k)));
+        Result<std::int64_t> v =
+            tl::unexpected(configError(p + "unknown setting " + quoteForMessage("artifacts." + k)));
         if (k == "retention_days") {
           v = positiveInt("artifacts.retention_days", value, p);
           if (v) s.artifacts.retention_days = *v;
@@ -255,8 +279,10 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
       }
     } else {
       if (!kv.second.IsScalar())
-        return tl::unexpected(configError(prefix + quoteForMessage(key) + " must be a single value"));
-      if (auto r = applyScalar(s, key, kv.second.Scalar(), prefix); !r) return tl::unexpected(r.error());
+        return tl::unexpected(
+            configError(prefix + quoteForMessage(key) + " must be a single value"));
+      if (auto r = applyScalar(s, key, kv.second.Scalar(), prefix); !r)
+        return tl::unexpected(r.error());
     }
   }
   return s;
@@ -264,7 +290,9 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
 
 }  // namespace
 
-std::span<const Mechanism> allMechanisms() noexcept { return kMechanisms; }
+std::span<const Mechanism> allMechanisms() noexcept {
+  return kMechanisms;
+}
 
 std::string_view mechanismName(Mechanism m) noexcept {
   for (const auto& n : kMechanismNames)
@@ -274,8 +302,12 @@ std::string_view mechanismName(Mechanism m) noexcept {
 std::string_view deploymentModeName(DeploymentMode m) noexcept {
   return m == DeploymentMode::kProduction ? "production" : "development";
 }
-std::string_view authModeName(AuthMode m) noexcept { return m == AuthMode::kToken ? "token" : "dev"; }
-bool isolatesKernel(Mechanism m) noexcept { return m == Mechanism::kGvisor || m == Mechanism::kMicrovm; }
+std::string_view authModeName(AuthMode m) noexcept {
+  return m == AuthMode::kToken ? "token" : "dev";
+}
+bool isolatesKernel(Mechanism m) noexcept {
+  return m == Mechanism::kGvisor || m == Mechanism::kMicrovm;
+}
 
 EnvLookup processEnvironment() {
   return [](std::string_view name) -> std::optional<std::string> {
@@ -293,7 +325,8 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
     // yaml-cpp reports syntax errors as exceptions carrying a mark.
     std::string at = std::string(source);
     if (e.mark.line >= 0)
-      at += " line " + std::to_string(e.mark.line + 1) + ", column " + std::to_string(e.mark.column + 1);
+      at += " line " + std::to_string(e.mark.line + 1) + ", column " +
+            std::to_string(e.mark.column + 1);
     return tl::unexpected(configError(at + ": not valid YAML (" + e.msg + ")"));
   }
   try {
@@ -319,7 +352,9 @@ Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
   for (const auto& [var, key] : kVars) {
     auto value = env(var);
     if (!value) continue;
-    if (auto r = applyScalar(settings, key, *value, "environment variable " + std::string(var) + ": "); !r)
+    if (auto r =
+            applyScalar(settings, key, *value, "environment variable " + std::string(var) + ": ");
+        !r)
       return tl::unexpected(r.error());
   }
   return settings;
@@ -330,7 +365,8 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
   if (path) {
     std::ifstream in(*path);
     if (!in)
-      return tl::unexpected(configError("settings file " + quoteForMessage(*path) + " cannot be read"));
+      return tl::unexpected(
+          configError("settings file " + quoteForMessage(*path) + " cannot be read"));
     std::stringstream text;
     text << in.rdbuf();
     auto parsed = parseSettings(text.str(), "settings file " + quoteForMessage(*path));
@@ -345,15 +381,16 @@ Result<void> checkStartup(const Settings& s) {
   if (!isolatesKernel(s.sandbox)) {
     if (s.deployment_mode == DeploymentMode::kProduction) {
       return tl::unexpected(configError(
-          "refusing to start: deployment_mode=production requires sandbox gvisor or microvm, but " + mech +
-          " (auth_mode=" + std::string(authModeName(s.auth_mode)) +
-          "); the linux and fake mechanisms share or skip the kernel boundary and are for development only"));
+          "refusing to start: deployment_mode=production requires sandbox gvisor or microvm, but " +
+          mech + " (auth_mode=" + std::string(authModeName(s.auth_mode)) +
+          "); the linux and fake mechanisms share or skip the kernel boundary and are for "
+          "development only"));
     }
     if (s.auth_mode != AuthMode::kDev) {
       return tl::unexpected(configError(
           "refusing to start: auth_mode=" + std::string(authModeName(s.auth_mode)) +
-          " requires sandbox gvisor or microvm, but " + mech + " (deployment_mode=" +
-          std::string(deploymentModeName(s.deployment_mode)) +
+          " requires sandbox gvisor or microvm, but " + mech +
+          " (deployment_mode=" + std::string(deploymentModeName(s.deployment_mode)) +
           "); untrusted code is not run under a development sandbox with real credentials"));
     }
   }
@@ -373,16 +410,18 @@ Result<void> checkStartup(const Settings& s) {
     if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));
   }
   if (s.auth_mode == AuthMode::kToken && s.service_token.empty())
-    return tl::unexpected(configError("auth_mode=token requires service_token (or AIRLOCK_SERVICE_TOKEN)"));
+    return tl::unexpected(
+        configError("auth_mode=token requires service_token (or AIRLOCK_SERVICE_TOKEN)"));
   // The spec fixes three ceilings; an operator may lower them, not raise them.
   const LimitCeilings fixed = defaultCeilings();
-  for (auto [name, value, most] : {std::tuple{"pids_max", s.limit_ceilings.pids_max, fixed.pids_max},
-                                   {"inodes_max", s.limit_ceilings.inodes_max, fixed.inodes_max},
-                                   {"wall_clock_seconds", s.limit_ceilings.wall_clock_seconds,
-                                    fixed.wall_clock_seconds}}) {
+  for (auto [name, value, most] :
+       {std::tuple{"pids_max", s.limit_ceilings.pids_max, fixed.pids_max},
+        {"inodes_max", s.limit_ceilings.inodes_max, fixed.inodes_max},
+        {"wall_clock_seconds", s.limit_ceilings.wall_clock_seconds, fixed.wall_clock_seconds}}) {
     if (value > most)
-      return tl::unexpected(configError("limits.ceilings." + std::string(name) + " " + std::to_string(value) +
-                                        " is above the spec's fixed ceiling of " + std::to_string(most)));
+      return tl::unexpected(
+          configError("limits.ceilings." + std::string(name) + " " + std::to_string(value) +
+                      " is above the spec's fixed ceiling of " + std::to_string(most)));
   }
   if (auto r = checkLimits(s.limit_defaults, s.limit_ceilings); !r)
     return tl::unexpected(configError("limits.defaults: " + r.error().context));

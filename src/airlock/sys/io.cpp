@@ -70,7 +70,8 @@ Result<std::string> readFile(int dirfd, const char* path, std::size_t max_bytes)
   char buf[4096];
   for (;;) {
     ssize_t n = readSome(fd->get(), buf, sizeof buf);
-    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, std::string("read ") + path, errno);
+    if (n < 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, std::string("read ") + path, errno);
     if (n == 0) break;
     if (out.size() + static_cast<std::size_t>(n) > max_bytes)
       return fail(ErrorCode::kExecutionUnavailable, std::string("file too large: ") + path);

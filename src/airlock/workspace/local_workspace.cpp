@@ -1,13 +1,12 @@
 #include "airlock/workspace/local_workspace.h"
 
-#include <fcntl.h>
-#include <sys/random.h>
-#include <sys/fsuid.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/fsuid.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -94,11 +93,15 @@ class FsIdScope {
 class LocalWorkspace final : public LocalWorkspaceHandle {
  public:
   LocalWorkspace(sys::UniqueFd root, uid_t owner_uid, gid_t owner_gid, CreateAs create_as)
-      : root_(std::move(root)), uid_(owner_uid), gid_(owner_gid), as_owner_(create_as == CreateAs::kOwner) {}
+      : root_(std::move(root)),
+        uid_(owner_uid),
+        gid_(owner_gid),
+        as_owner_(create_as == CreateAs::kOwner) {}
 
   Result<sys::UniqueFd> openRoot() override {
     int fd = ::openat(root_.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace root", errno);
+    if (fd < 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace root", errno);
     return sys::UniqueFd(fd);
   }
 
@@ -216,8 +219,7 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
     // TOOL_WRITTEN only when no command is running and `rel` names the
     // inode just written without passing through a symlink; otherwise the
     // record cannot vouch for what a later read of `rel` returns.
-    if (tool_written && !command_running_ &&
-        namesInode(*rel, written.st_dev, written.st_ino)) {
+    if (tool_written && !command_running_ && namesInode(*rel, written.st_dev, written.st_ino)) {
       record_[*rel] = WorkspaceProvenance::kToolWritten;
     } else {
       record_.erase(*rel);
@@ -508,7 +510,7 @@ Result<void> copyTree(int dirfd, const std::string& rel, WorkspaceHandle& worksp
 }  // namespace
 
 std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
-                                                    gid_t owner_gid, CreateAs create_as) {
+                                                         gid_t owner_gid, CreateAs create_as) {
   return std::make_shared<LocalWorkspace>(std::move(root_dirfd), owner_uid, owner_gid, create_as);
 }
 
@@ -540,7 +542,6 @@ Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& wor
   }
   return copyTree(top.get(), "", workspace, CopyPass::kCopy);
 }
-
 
 // --- archive copy-in ------------------------------------------------------
 
@@ -581,9 +582,9 @@ Result<ArchivePtr> openArchive(int fd, const std::string& archive_path) {
   archive_read_support_filter_zstd(a.get());
   archive_read_support_filter_lz4(a.get());
   if (archive_read_open_fd(a.get(), fd, 64 * 1024) != ARCHIVE_OK) {
-    return fail(ErrorCode::kToolValidationError,
-                "copy-in: " + quoted(archive_path) + " is not a readable tar or zip archive (" +
-                    archiveError(a.get()) + ")");
+    return fail(ErrorCode::kToolValidationError, "copy-in: " + quoted(archive_path) +
+                                                     " is not a readable tar or zip archive (" +
+                                                     archiveError(a.get()) + ")");
   }
   return a;
 }
@@ -666,13 +667,13 @@ Result<std::string> readMember(struct archive* a, const std::string& spelled) {
     la_ssize_t n = archive_read_data(a, buf, sizeof buf);
     if (n == 0) return data;
     if (n < 0) {
-      return fail(ErrorCode::kToolValidationError,
-                  "copy-in: archive member " + quoted(spelled) + " cannot be read (" +
-                      archiveError(a) + ")");
+      return fail(ErrorCode::kToolValidationError, "copy-in: archive member " + quoted(spelled) +
+                                                       " cannot be read (" + archiveError(a) + ")");
     }
     if (static_cast<std::int64_t>(data.size()) + n > kMaxArchiveMemberBytes) {
-      return fail(ErrorCode::kToolValidationError, "copy-in: archive member " + quoted(spelled) +
-                                                       " is larger than the 64 MiB per-member limit");
+      return fail(ErrorCode::kToolValidationError,
+                  "copy-in: archive member " + quoted(spelled) +
+                      " is larger than the 64 MiB per-member limit");
     }
     data.append(buf, static_cast<std::size_t>(n));
   }
@@ -691,9 +692,9 @@ Result<void> archivePass(int fd, const std::string& archive_path, WorkspaceHandl
     int rc = archive_read_next_header(a->get(), &entry);
     if (rc == ARCHIVE_EOF) break;
     if (rc == ARCHIVE_FATAL || (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)) {
-      return fail(ErrorCode::kToolValidationError,
-                  "copy-in: " + quoted(archive_path) + " is not a readable tar or zip archive (" +
-                      archiveError(a->get()) + ")");
+      return fail(ErrorCode::kToolValidationError, "copy-in: " + quoted(archive_path) +
+                                                       " is not a readable tar or zip archive (" +
+                                                       archiveError(a->get()) + ")");
     }
     if (++count > kMaxArchiveMembers) {
       return fail(ErrorCode::kToolValidationError,

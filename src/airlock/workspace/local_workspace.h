@@ -74,8 +74,8 @@ class LocalWorkspaceHandle : public WorkspaceHandle {
 };
 
 std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirfd, uid_t owner_uid,
-                                                    gid_t owner_gid,
-                                                    CreateAs create_as = CreateAs::kService);
+                                                         gid_t owner_gid,
+                                                         CreateAs create_as = CreateAs::kService);
 
 // Copies a host directory tree (the caller's own files) into a workspace:
 // regular files and directories only, empty directories included. A

@@ -217,7 +217,9 @@ Result<std::string> hashFd(int fd, std::int64_t size_hint) {
   return sha.finishHex();
 }
 
-Result<std::string> hashBytes(std::string_view bytes) { return sys::sha256Hex(bytes); }
+Result<std::string> hashBytes(std::string_view bytes) {
+  return sys::sha256Hex(bytes);
+}
 
 // Parent directory of `relative` opened without following any symlink, and
 // the final name. A path from a snapshot can exceed PATH_MAX (deep trees), so

@@ -91,8 +91,7 @@ struct Diff {
 // it changes); callers pass a multiple of the workspace's byte limit, which
 // real data cannot exceed.
 Result<Diff> diffSnapshots(const Snapshot& before, Snapshot& after, int root_dirfd,
-                           std::int64_t max_listing,
-                           std::int64_t hash_budget_bytes = INT64_MAX);
+                           std::int64_t max_listing, std::int64_t hash_budget_bytes = INT64_MAX);
 
 // SHA-256 (lowercase hex) of a regular file opened relative to dirfd with
 // O_NOFOLLOW; of the target string for a symlink. No component of

@@ -17,9 +17,10 @@ class FakeCgroupFs : public CgroupFs {
   Result<void> makeDir(const std::string& p) override {
     dirs.insert(p);
     // The kernel populates interface files on mkdir; model the ones we read.
-    for (const char* f : {"/cgroup.procs", "/memory.max", "/memory.swap.max", "/pids.max",
-                          "/cpu.max", "/memory.limit_in_bytes", "/pids.events", "/memory.events",
-                          "/cpu.cfs_period_us", "/cpu.cfs_quota_us", "/memory.oom_control", "/cgroup.kill"})
+    for (const char* f :
+         {"/cgroup.procs", "/memory.max", "/memory.swap.max", "/pids.max", "/cpu.max",
+          "/memory.limit_in_bytes", "/pids.events", "/memory.events", "/cpu.cfs_period_us",
+          "/cpu.cfs_quota_us", "/memory.oom_control", "/cgroup.kill"})
       files.emplace(p + f, "");
     return {};
   }
@@ -37,7 +38,9 @@ class FakeCgroupFs : public CgroupFs {
     return it->second;
   }
   bool exists(const std::string& p) override { return files.count(p) || dirs.count(p); }
-  Result<sys::UniqueFd> open(const std::string& p) override { return fail(ErrorCode::kNotFound, p); }
+  Result<sys::UniqueFd> open(const std::string& p) override {
+    return fail(ErrorCode::kNotFound, p);
+  }
   std::vector<std::string> list(const std::string& dir) override {
     std::vector<std::string> out;
     for (const auto& d : dirs)
@@ -47,7 +50,9 @@ class FakeCgroupFs : public CgroupFs {
   }
 };
 
-ResourceLimits limits() { return {1500, 256 << 20, 64, 1 << 30, 1000, 30}; }
+ResourceLimits limits() {
+  return {1500, 256 << 20, 64, 1 << 30, 1000, 30};
+}
 
 TEST(CgroupDetection, HybridV1HostChoosesV1) {
   auto fs = std::make_shared<FakeCgroupFs>();
@@ -76,8 +81,8 @@ TEST(CgroupDetection, UnifiedHierarchyWithControllersChoosesV2) {
 
 TEST(CgroupDetection, NeitherHierarchyUsableNamesWhatIsMissing) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  auto mounts = parseCgroupMounts(
-      "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", *fs);
+  auto mounts =
+      parseCgroupMounts("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n", *fs);
   auto driver = makeCgroupDriver(mounts, fs);
   ASSERT_FALSE(driver);
   EXPECT_NE(driver.error().context.find("pids, cpu"), std::string::npos) << driver.error().context;
@@ -115,7 +120,8 @@ TEST(CgroupV2, CountersParseEventFiles) {
   auto driver = makeCgroupDriver(m, fs);
   auto cg = (*driver)->create("airlock-y", limits());
   ASSERT_TRUE(cg);
-  fs->files["/cg/airlock-y/memory.events"] = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
+  fs->files["/cg/airlock-y/memory.events"] =
+      "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
   fs->files["/cg/airlock-y/pids.events"] = "max 7\n";
   fs->files["/cg/airlock-y/memory.peak"] = "123456\n";
   auto c = (*cg)->counters();
@@ -138,7 +144,8 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   EXPECT_EQ(fs->files["/v1/pids/airlock-z/pids.max"], "64");
   EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_quota_us"], "150000");
   EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_period_us"], "100000");
-  fs->files["/v1/memory/airlock-z/memory.oom_control"] = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+  fs->files["/v1/memory/airlock-z/memory.oom_control"] =
+      "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 3);

@@ -66,8 +66,9 @@ class LinuxBaselineTest : public SandboxTest {
 // protect init (no CAP_SYS_RESOURCE) and init, a clone of the service, is
 // the bigger task.
 TEST_F(LinuxBaselineTest, CommandsAreFirstInLineForTheOomKiller) {
-  baseline::expectPrints(runner(), shell("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"),
-                         "1000\n1000\n");
+  baseline::expectPrints(
+      runner(), shell("cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'"),
+      "1000\n1000\n");
 }
 
 TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
@@ -75,15 +76,18 @@ TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
 }
 
 TEST_F(LinuxBaselineTest, DevTtyIsTheControllingTerminalAndTheMasterSeesTheHangup) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kControllingTerminalScript), baseline::kControllingTerminalExpected);
+  baseline::expectPrints(runner(), baseline::python(baseline::kControllingTerminalScript),
+                         baseline::kControllingTerminalExpected);
 }
 
 TEST_F(LinuxBaselineTest, APtySlaveIsTheOpenersWithMode0620AndGroupTty) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kPtyOwnerScript), baseline::kPtyOwnerExpected);
+  baseline::expectPrints(runner(), baseline::python(baseline::kPtyOwnerScript),
+                         baseline::kPtyOwnerExpected);
 }
 
 TEST_F(LinuxBaselineTest, ServicesAndProtocolsResolve) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kNetdbScript), baseline::kNetdbExpected);
+  baseline::expectPrints(runner(), baseline::python(baseline::kNetdbScript),
+                         baseline::kNetdbExpected);
 }
 
 TEST_F(LinuxBaselineTest, TheDefaultTlsContextLoadsTheImagesCertificates) {

@@ -1,11 +1,11 @@
 // Gate "no credential reaches a sandbox" (spec 000) for the linux mechanism:
 // the service's own environment is full of realistic credentials; a command
 // that dumps its environment and every environ it can read sees none.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "linux_test_support.h"
 
@@ -22,17 +22,19 @@ TEST(LinuxCredentials, EnvironmentHoldsOnlyTierTwoNames) {
   auto env = linux_jail::createLinuxEnvironment(options);
   ASSERT_TRUE(env) << env.error().message();
   // The CLI's path: tier 1 empty, built from the service's environment.
-  auto built = buildEnvironment(std::vector<std::string>{},
-                                [](std::string_view n) -> std::optional<std::string> {
-                                  const char* v = std::getenv(std::string(n).c_str());
-                                  return v ? std::optional<std::string>(v) : std::nullopt;
-                                },
-                                ".", std::nullopt);
+  auto built = buildEnvironment(
+      std::vector<std::string>{},
+      [](std::string_view n) -> std::optional<std::string> {
+        const char* v = std::getenv(std::string(n).c_str());
+        return v ? std::optional<std::string>(v) : std::nullopt;
+      },
+      ".", std::nullopt);
   auto spec = linuxSpec(options);
   spec.environment = built.variables;
   auto h = (*env)->provision(spec);
   ASSERT_TRUE(h) << h.error().message();
-  auto r = (*env)->execute(*h, shell("env; echo ---; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'"));
+  auto r = (*env)->execute(
+      *h, shell("env; echo ---; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'"));
   ASSERT_TRUE(r) << r.error().message();
   (void)(*env)->destroy(*h);
 

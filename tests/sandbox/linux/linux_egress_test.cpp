@@ -125,10 +125,11 @@ TEST_F(LinuxEgress, ConnectionsToTheLoopbackListenerArriveOnTheSandboxsChannel) 
     if (n > 0) seen.assign(buf, static_cast<std::size_t>(n));
     (void)!::send(conn.get(), "pong\n", 5, MSG_NOSIGNAL);
   });
-  auto r = run(*h,
-               "echo \"$HTTPS_PROXY $http_proxy $ALL_PROXY\"; "
-               "/usr/bin/python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\",3128)); "
-               "s.sendall(b\"ping\"); print(s.recv(10).decode().strip())'");
+  auto r =
+      run(*h,
+          "echo \"$HTTPS_PROXY $http_proxy $ALL_PROXY\"; "
+          "/usr/bin/python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\",3128)); "
+          "s.sendall(b\"ping\"); print(s.recv(10).decode().strip())'");
   proxy.join();
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   EXPECT_EQ(r.stdout_data,

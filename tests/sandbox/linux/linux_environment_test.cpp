@@ -4,19 +4,17 @@
 // kill the whole tree, nothing survives a command or a destroy).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
-
-#include <atomic>
 
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
@@ -91,13 +89,15 @@ TEST_F(LinuxEnvironmentTest, CannotConnectToHostNonLoopbackAddress) {
     ASSERT_TRUE(accepted.valid());
   }
 
-  auto r = run(shell("exec python3 -c 'import socket,sys\n"
-                     "try:\n"
-                     "  socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
-                     "  print(\"connected\")\n"
-                     "except OSError as e:\n"
-                     "  print(\"refused\", e.errno)\n"
-                     "  sys.exit(1)' " + address + " " + std::to_string(port)));
+  auto r =
+      run(shell("exec python3 -c 'import socket,sys\n"
+                "try:\n"
+                "  socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n"
+                "  print(\"connected\")\n"
+                "except OSError as e:\n"
+                "  print(\"refused\", e.errno)\n"
+                "  sys.exit(1)' " +
+                address + " " + std::to_string(port)));
   EXPECT_EQ(r.exit_code, 1) << r.stdout_data << r.stderr_data;
   EXPECT_EQ(r.stdout_data.find("connected"), std::string::npos);
   sys::UniqueFd none(::accept(listener.get(), nullptr, nullptr));
@@ -105,7 +105,9 @@ TEST_F(LinuxEnvironmentTest, CannotConnectToHostNonLoopbackAddress) {
 }
 
 TEST_F(LinuxEnvironmentTest, WallClockTimeoutKillsTheWholeTreeAndKeepsPartialOutput) {
-  auto c = shell("echo started; (setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' &); sleep 60", 2);
+  auto c = shell(
+      "echo started; (setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' &); sleep 60",
+      2);
   auto r = run(c);
   EXPECT_EQ(r.killed_by, KillReason::kTimeout);
   EXPECT_TRUE(r.timed_out);
@@ -201,13 +203,15 @@ TEST_F(LinuxEnvironmentTest, CancelledTokenEndsTheCommandAsCancelled) {
 TEST_F(LinuxEnvironmentTest, CompilesAndRunsACProgram) {
   auto ws = env_->workspace(handle_);
   ASSERT_TRUE(ws);
-  ASSERT_TRUE((*ws)->write("hello.c",
-                           "#include <stdio.h>\nint main(void){printf(\"hello from c %d\\n\", 6*7);return 0;}\n"));
+  ASSERT_TRUE((*ws)->write(
+      "hello.c",
+      "#include <stdio.h>\nint main(void){printf(\"hello from c %d\\n\", 6*7);return 0;}\n"));
   auto r = run(shell("gcc -O0 -o hello hello.c && ./hello"));
   EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
   EXPECT_EQ(r.stdout_data, "hello from c 42\n");
   bool saw_binary = false;
-  for (const auto& f : r.files_changed) saw_binary |= (f.path == "hello" && f.change == ChangeKind::kCreated);
+  for (const auto& f : r.files_changed)
+    saw_binary |= (f.path == "hello" && f.change == ChangeKind::kCreated);
   EXPECT_TRUE(saw_binary);
 }
 
@@ -219,7 +223,8 @@ TEST_F(LinuxEnvironmentTest, CPythonRegressionTestsPass) {
   c.timeout_seconds = 600;
   c.maximum_output_bytes = 4 << 20;
   auto r = run(c);
-  EXPECT_EQ(r.exit_code, 0) << r.stdout_data.substr(r.stdout_data.size() > 4000 ? r.stdout_data.size() - 4000 : 0)
+  EXPECT_EQ(r.exit_code, 0) << r.stdout_data.substr(
+                                   r.stdout_data.size() > 4000 ? r.stdout_data.size() - 4000 : 0)
                             << r.stderr_data;
   EXPECT_NE(r.stdout_data.find("SUCCESS"), std::string::npos);
 }
@@ -262,7 +267,9 @@ TEST_F(LinuxEnvironmentTest, SandboxSeesItsOwnPidNamespaceOnly) {
 }
 
 TEST_F(LinuxEnvironmentTest, RootFilesystemAndImageAreReadOnly) {
-  auto r = run(shell("touch /usr/airlock-probe 2>&1; touch /etc/airlock-probe 2>&1; touch /airlock-probe 2>&1; echo done"));
+  auto r =
+      run(shell("touch /usr/airlock-probe 2>&1; touch /etc/airlock-probe 2>&1; touch "
+                "/airlock-probe 2>&1; echo done"));
   EXPECT_EQ(r.stdout_data.find("done"), r.stdout_data.size() - 5);
   EXPECT_NE(::access("/usr/airlock-probe", F_OK), 0);
 }
@@ -367,7 +374,8 @@ TEST_F(LinuxEnvironmentTest, PidsBudgetIsFreshForEachCommand) {
   auto h = env_->provision(spec);
   ASSERT_TRUE(h) << h.error().message();
   handle_ = *h;
-  auto r = run(shell("i=0; while [ $i -lt 20 ]; do sleep 30 2>/dev/null & i=$((i+1)); done; echo spawned", 5));
+  auto r = run(shell(
+      "i=0; while [ $i -lt 20 ]; do sleep 30 2>/dev/null & i=$((i+1)); done; echo spawned", 5));
   EXPECT_NE(r.stderr_data.find("fork"), std::string::npos) << r.stderr_data;
   auto after = run(shell("sleep 0 & sleep 0 & sleep 0 & wait; echo still usable"));
   EXPECT_EQ(after.exit_code, 0) << after.stderr_data;
@@ -422,7 +430,9 @@ TEST_F(LinuxLimitsTest, AccountingIsPerExecution) {
   ASSERT_TRUE(big.peak_memory_bytes.has_value());
   EXPECT_GE(*big.peak_memory_bytes, 200 << 20);
   ASSERT_TRUE(big.cpu_time_ms.has_value());
-  auto spin = run(shell("exec python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t < 0.3: pass'"));
+  auto spin =
+      run(shell("exec python3 -c 'import time\nt=time.process_time()\nwhile time.process_time()-t "
+                "< 0.3: pass'"));
   ASSERT_TRUE(spin.cpu_time_ms.has_value());
   EXPECT_GE(*spin.cpu_time_ms, 300);
   auto small = run(shell("true"));

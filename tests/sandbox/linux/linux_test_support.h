@@ -4,6 +4,7 @@
 // namespaces).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,16 +14,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <optional>
 #include <string>
+#include <thread>
 
-#include <gtest/gtest.h>
-
+#include "../shell_command.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/linux/linux_environment.h"
-#include "../shell_command.h"
 
 namespace airlock::testing {
 

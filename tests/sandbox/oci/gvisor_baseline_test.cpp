@@ -32,7 +32,8 @@ TEST_F(GvisorBaselineTest, APtyFromTheSandboxsDevptsRoundTripsBytes) {
 }
 
 TEST_F(GvisorBaselineTest, ServicesAndProtocolsResolve) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kNetdbScript), baseline::kNetdbExpected);
+  baseline::expectPrints(runner(), baseline::python(baseline::kNetdbScript),
+                         baseline::kNetdbExpected);
 }
 
 TEST_F(GvisorBaselineTest, TheDefaultTlsContextLoadsTheImagesCertificates) {

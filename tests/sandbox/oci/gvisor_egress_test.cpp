@@ -402,8 +402,7 @@ TEST(GvisorEgressDeepStateDir, SocketsBeyondSunPathStillWork) {
     spec.egress = oneDestination();
     auto h = (*env)->provision(spec);
     ASSERT_TRUE(h) << h.error().message();
-    const std::string sock =
-        options.state_dir + "/sandboxes/" + h->environment_id + "/egress/sock";
+    const std::string sock = options.state_dir + "/sandboxes/" + h->environment_id + "/egress/sock";
     EXPECT_GT(sock.size(), sizeof(sockaddr_un{}.sun_path));
     ASSERT_EQ(route->attached.size(), 1u);
     std::string seen;
@@ -414,10 +413,10 @@ TEST(GvisorEgressDeepStateDir, SocketsBeyondSunPathStillWork) {
       if (::recv(conn.get(), buf, 4, MSG_WAITALL) == 4) seen.assign(buf, 4);
       (void)sendAll(conn.get(), "pong\n");
     });
-    auto r = (*env)->execute(
-        *h, shell("/usr/bin/python3 -c 'import socket; "
-                  "s=socket.create_connection((\"127.0.0.1\",3128)); "
-                  "s.sendall(b\"ping\"); print(s.recv(10).decode().strip())'"));
+    auto r =
+        (*env)->execute(*h, shell("/usr/bin/python3 -c 'import socket; "
+                                  "s=socket.create_connection((\"127.0.0.1\",3128)); "
+                                  "s.sendall(b\"ping\"); print(s.recv(10).decode().strip())'"));
     proxy.join();
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(r->stdout_data, "pong\n") << r->stderr_data;

@@ -258,7 +258,9 @@ TEST_F(GvisorShortLivedTest, ReachingExpiresAtIsExpiredAndDestroysTheSandbox) {
 
 // Processes whose command line names this state directory (runsc run,
 // runsc-sandbox, runsc-gofer of its sandboxes).
-int runscProcessesUnder(const std::string& dir) { return processesNaming(dir, "runsc"); }
+int runscProcessesUnder(const std::string& dir) {
+  return processesNaming(dir, "runsc");
+}
 
 TEST_F(GvisorSandboxTest, DestroyKillsAtOnceAndTheRestFollowsWithoutLeftovers) {
   ASSERT_GT(runscProcessesUnder(state_.path()), 0);

@@ -14,10 +14,10 @@
 #include <optional>
 #include <string>
 
+#include "../shell_command.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/oci/gvisor_environment.h"
-#include "../shell_command.h"
 
 namespace airlock::testing {
 

@@ -137,11 +137,12 @@ const std::vector<Case>& table() {
          .script = "yes",
          .max_output = 4096,
          .killed_by = KillReason::kOutputLimit,
-         .stdout_data = [] {
-           std::string s;
-           while (s.size() < 4096) s += "y\n";
-           return s.substr(0, 4096);
-         }(),
+         .stdout_data =
+             [] {
+               std::string s;
+               while (s.size() < 4096) s += "y\n";
+               return s.substr(0, 4096);
+             }(),
          .stdout_truncated = true});
     // The cap crossed by stderr alone: the empty stdout is not truncated.
     add({.name = "OutputLimitOnStderr",

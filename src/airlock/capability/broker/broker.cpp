@@ -13,15 +13,14 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstring>
-#include <list>
-#include <mutex>
 #include <deque>
 #include <functional>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"
@@ -33,16 +32,22 @@ using wire::Value;
 
 std::string_view ceilingClassName(CeilingClass c) noexcept {
   switch (c) {
-    case CeilingClass::kSpawn: return "spawn";
-    case CeilingClass::kSend: return "send";
-    case CeilingClass::kNote: return "note";
-    case CeilingClass::kNotes: return "notes";
-    case CeilingClass::kNone: break;
+    case CeilingClass::kSpawn:
+      return "spawn";
+    case CeilingClass::kSend:
+      return "send";
+    case CeilingClass::kNote:
+      return "note";
+    case CeilingClass::kNotes:
+      return "notes";
+    case CeilingClass::kNone:
+      break;
   }
   return "none";
 }
 
-void CapabilityTable::add(std::string name, CeilingClass ceiling, Handler handler, CallPlacement placement) {
+void CapabilityTable::add(std::string name, CeilingClass ceiling, Handler handler,
+                          CallPlacement placement) {
   by_name_[std::move(name)] = Entry{ceiling, std::move(handler), placement};
 }
 
@@ -88,7 +93,8 @@ bool constantTimeEqual(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;
   volatile unsigned char diff = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
-    diff = static_cast<unsigned char>(diff | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
+    diff = static_cast<unsigned char>(
+        diff | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
   return diff == 0;
 }
 
@@ -132,7 +138,8 @@ void appendJsonString(std::string& out, std::string_view s) {
     out += '"';
     return;
   }
-  out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out +=
+      nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 wire::Refusal refusal(std::string code, std::string message) {
@@ -182,8 +189,9 @@ struct Connection {
   static std::string encode(const wire::Frame& frame) {
     auto encoded = wire::encodeFrame(frame);
     if (!encoded) {
-      wire::Frame fallback{frame.id, wire::CapResult{refusal("internal_error", "the result could not be encoded: " +
-                                                                                   encoded.error().context)}};
+      wire::Frame fallback{
+          frame.id, wire::CapResult{refusal("internal_error", "the result could not be encoded: " +
+                                                                  encoded.error().context)}};
       encoded = wire::encodeFrame(fallback);
       if (!encoded) return {};
     }
@@ -226,7 +234,7 @@ struct BrokerSession::Impl {
   std::shared_ptr<const CapabilityTable> table;
   std::string token;
   std::atomic<bool> token_revoked{false};
-  UniqueFd dir;     // O_PATH capability directory (for removal at finish)
+  UniqueFd dir;  // O_PATH capability directory (for removal at finish)
   UniqueFd listener;
   std::optional<CancelToken> stop;
   std::thread acceptor;
@@ -301,7 +309,7 @@ struct BrokerSession::Impl {
   std::uint64_t next_hook_id = 1;
   std::condition_variable hooks_cv;
   std::condition_variable closed_cv;  // a connection was read to its end
-  int accepting = 0;  // taken off the listen queue, not yet in connections
+  int accepting = 0;                  // taken off the listen queue, not yet in connections
   std::weak_ptr<Connection> serving;
 
   // options.execution_id as a JSON string, quotes included (open()).
@@ -310,8 +318,9 @@ struct BrokerSession::Impl {
   // The audit line, formatted by hand (one allocation; it is on every
   // call's path, before the answer): the fields of broker.h in that order,
   // strings escaped as nlohmann::json dumps them (invalid UTF-8 replaced).
-  void audit(std::string_view cap, std::uint64_t id, std::string_view verdict, std::string_view code,
-             BrokerClock::time_point started, std::size_t request_bytes, std::size_t response_bytes) {
+  void audit(std::string_view cap, std::uint64_t id, std::string_view verdict,
+             std::string_view code, BrokerClock::time_point started, std::size_t request_bytes,
+             std::size_t response_bytes) {
     answered.fetch_add(1);
     if (!options.audit) return;
     const long long ts_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -356,18 +365,28 @@ struct BrokerSession::Impl {
   std::optional<wire::Refusal> admit(CeilingClass c) {
     std::uint32_t limit = 0;
     switch (c) {
-      case CeilingClass::kNone: return std::nullopt;
-      case CeilingClass::kSpawn: limit = options.ceilings.spawn; break;
-      case CeilingClass::kSend: limit = options.ceilings.send; break;
-      case CeilingClass::kNote: limit = options.ceilings.note; break;
-      case CeilingClass::kNotes: limit = options.ceilings.notes; break;
+      case CeilingClass::kNone:
+        return std::nullopt;
+      case CeilingClass::kSpawn:
+        limit = options.ceilings.spawn;
+        break;
+      case CeilingClass::kSend:
+        limit = options.ceilings.send;
+        break;
+      case CeilingClass::kNote:
+        limit = options.ceilings.note;
+        break;
+      case CeilingClass::kNotes:
+        limit = options.ceilings.notes;
+        break;
     }
     std::lock_guard lk(mu);
     auto& n = admitted[c];
     if (n >= limit) {
       const std::string name(ceilingClassName(c));
-      return refusal(c == CeilingClass::kSpawn ? "spawn_ceiling_reached" : "admission_ceiling_reached",
-                     "ceiling " + name + "=" + std::to_string(limit) + " reached");
+      return refusal(
+          c == CeilingClass::kSpawn ? "spawn_ceiling_reached" : "admission_ceiling_reached",
+          "ceiling " + name + "=" + std::to_string(limit) + " reached");
     }
     ++n;
     return std::nullopt;
@@ -443,8 +462,10 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
           call->halt(Stop::kDeadline);
           continue;
         }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now).count() + 1;
-        if (timeout_ms < 0 || left < timeout_ms) timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
+        auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now).count() + 1;
+        if (timeout_ms < 0 || left < timeout_ms)
+          timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
       }
     }
     ssize_t n = 0;
@@ -477,22 +498,26 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
       if (std::holds_alternative<wire::Dropped>(ev)) continue;
       if (auto* inv = std::get_if<wire::Invalid>(&ev)) {
         if (inv->kind == wire::Kind::kCapCall) {
-          const std::string bytes =
-              Connection::encode(wire::Frame{inv->id, wire::CapResult{refusal("bad_request", inv->reason)}});
-          audit("", inv->id, "refused", "bad_request", read_at, decoder.lastFrameBytes(), bytes.size());
+          const std::string bytes = Connection::encode(
+              wire::Frame{inv->id, wire::CapResult{refusal("bad_request", inv->reason)}});
+          audit("", inv->id, "refused", "bad_request", read_at, decoder.lastFrameBytes(),
+                bytes.size());
           conn->write(bytes);
         } else if (inv->kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
           std::lock_guard lk(mu);
           if (!outcome.outcome) {
-            outcome.outcome = wire::Outcome{wire::Errored{"the program's outcome frame was malformed: " + inv->reason, {}}};
+            outcome.outcome = wire::Outcome{
+                wire::Errored{"the program's outcome frame was malformed: " + inv->reason, {}}};
             outcome.problem = "malformed outcome";
           } else {
             outcome.problem = "more than one outcome frame";
           }
         } else if (inv->kind == wire::Kind::kHookResult && options.shape == BootShape::kServe) {
           std::lock_guard lk(mu);
-          if (auto it = pending_hooks.find(inv->id); it != pending_hooks.end() && !it->second.answer) {
-            it->second.answer = refusal("crashed", "the extension's hook_result was malformed: " + inv->reason);
+          if (auto it = pending_hooks.find(inv->id);
+              it != pending_hooks.end() && !it->second.answer) {
+            it->second.answer =
+                refusal("crashed", "the extension's hook_result was malformed: " + inv->reason);
             hooks_cv.notify_all();
           }
         }
@@ -522,7 +547,8 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
         case wire::Kind::kHookResult:
           if (options.shape == BootShape::kServe) {
             std::lock_guard lk(mu);
-            if (auto it = pending_hooks.find(frame.id); it != pending_hooks.end() && !it->second.answer) {
+            if (auto it = pending_hooks.find(frame.id);
+                it != pending_hooks.end() && !it->second.answer) {
               it->second.answer = std::move(std::get<wire::HookResult>(frame.body).answer);
               hooks_cv.notify_all();
             }
@@ -553,8 +579,9 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
 }
 
 // `request_bytes`: the frame's bytes on the stream (FrameDecoder).
-void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
-                                    BrokerClock::time_point read_at, std::size_t request_bytes) {
+void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id,
+                                    wire::CapCall call, BrokerClock::time_point read_at,
+                                    std::size_t request_bytes) {
   // The audit line is written before the answer: a program that has its
   // answer can rely on the line existing.
   auto refuse = [&](wire::Refusal r) {
@@ -564,16 +591,21 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     conn->write(bytes);
   };
   if (!tokenAccepted(call.token))
-    return refuse(refusal("bad_token", "the call's token is not this execution's (revoked, replayed or foreign)"));
-  if (call.deadline_ms == 0) return refuse(refusal("deadline_exceeded", "the call arrived with no time left"));
+    return refuse(refusal(
+        "bad_token", "the call's token is not this execution's (revoked, replayed or foreign)"));
+  if (call.deadline_ms == 0)
+    return refuse(refusal("deadline_exceeded", "the call arrived with no time left"));
   if (!options.policy.allows(call.capability))
-    return refuse(refusal("denied", "capability " + call.capability + " is not allowed for this execution"));
+    return refuse(
+        refusal("denied", "capability " + call.capability + " is not allowed for this execution"));
   const CapabilityTable::Entry* entry = table ? table->find(call.capability) : nullptr;
   if (entry == nullptr) {
     const auto module = call.capability.substr(0, call.capability.find('.'));
     if (module == "strand" || module == "peer" || module == "workflow" || module == "mcp")
-      return refuse(refusal("unavailable", "capability " + call.capability +
-                                               " needs a handler from the embedding platform, and none is registered"));
+      return refuse(
+          refusal("unavailable",
+                  "capability " + call.capability +
+                      " needs a handler from the embedding platform, and none is registered"));
     return refuse(refusal("unknown_capability", "no capability is named " + call.capability));
   }
   const CeilingClass ceiling =
@@ -582,8 +614,9 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   // execution whatever its class (job.wait and fs.* have no ceiling).
   if (calls_in_flight.fetch_add(1) >= options.max_calls_in_flight) {
     calls_in_flight.fetch_sub(1);
-    return refuse(refusal("admission_ceiling_reached",
-                          "ceiling in_flight=" + std::to_string(options.max_calls_in_flight) + " reached"));
+    return refuse(
+        refusal("admission_ceiling_reached",
+                "ceiling in_flight=" + std::to_string(options.max_calls_in_flight) + " reached"));
   }
   struct InFlightSlot {
     std::atomic<std::uint32_t>& n;
@@ -594,7 +627,8 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   } slot{calls_in_flight};
   if (auto full = admit(ceiling)) return refuse(std::move(*full));
 
-  auto budget = std::chrono::milliseconds(std::min<std::uint64_t>(call.deadline_ms, 24ull * 3600 * 1000));
+  auto budget =
+      std::chrono::milliseconds(std::min<std::uint64_t>(call.deadline_ms, 24ull * 3600 * 1000));
   if (options.max_call_budget.count() > 0) budget = std::min(budget, options.max_call_budget);
   auto duplicate = [&] {
     return refusal("bad_request", "call id " + std::to_string(id) + " is already in flight");
@@ -658,14 +692,16 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
       conn->in_flight.erase(id);
       if (--conn->workers == 0) conn->workers_done.notify_all();
     }
-    return refuse(refusal("unavailable", "the service has no thread for the call right now; retry later"));
+    return refuse(
+        refusal("unavailable", "the service has no thread for the call right now; retry later"));
   }
 }
 
 // Runs the handler, writes the audit line and the answer, and gives back
 // the call's calls_in_flight slot. The caller owns `call` (and, for a worker
 // call, its in_flight entry).
-void BrokerSession::Impl::runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry, Value args) {
+void BrokerSession::Impl::runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
+                                  Value args) {
   wire::Answer answer = Value::nil();
   try {
     CallContext ctx{call.capability, args, call.deadline, *call.cancel};
@@ -691,14 +727,16 @@ void BrokerSession::Impl::runCall(Connection& conn, Call& call, const Capability
     case Stop::kDeadline:
       verdict = "refused";
       code = "deadline_exceeded";
-      bytes = Connection::encode(
-          wire::Frame{call.id, wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
+      bytes = Connection::encode(wire::Frame{
+          call.id,
+          wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
       break;
     case Stop::kCancelFrame:
       verdict = "cancelled";
       code = "cancelled";
-      bytes = Connection::encode(
-          wire::Frame{call.id, wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
+      bytes = Connection::encode(wire::Frame{
+          call.id,
+          wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
       break;
     case Stop::kDisconnect:
     case Stop::kFinish:
@@ -713,19 +751,25 @@ void BrokerSession::Impl::runCall(Connection& conn, Call& call, const Capability
 
 BrokerSession::BrokerSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-BrokerSession::~BrokerSession() { finish(); }
+BrokerSession::~BrokerSession() {
+  finish();
+}
 
-const std::string& BrokerSession::token() const noexcept { return impl_->token; }
+const std::string& BrokerSession::token() const noexcept {
+  return impl_->token;
+}
 
-std::uint64_t BrokerSession::callsAnswered() const noexcept { return impl_->answered.load(); }
+std::uint64_t BrokerSession::callsAnswered() const noexcept {
+  return impl_->answered.load();
+}
 
 OutcomeReport BrokerSession::outcome() const {
   std::lock_guard lk(impl_->mu);
   return impl_->outcome;
 }
 
-Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, SessionOptions options,
-                                                           std::shared_ptr<const CapabilityTable> table) {
+Result<std::unique_ptr<BrokerSession>> BrokerSession::open(
+    int capability_dir, SessionOptions options, std::shared_ptr<const CapabilityTable> table) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->audit_execution.clear();
@@ -738,7 +782,8 @@ Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, S
   if (!stop) return tl::unexpected(stop.error());
   impl->stop.emplace(std::move(*stop));
   impl->dir.reset(::fcntl(capability_dir, F_DUPFD_CLOEXEC, 3));
-  if (!impl->dir.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "dup capability directory", errno);
+  if (!impl->dir.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "dup capability directory", errno);
   const int dir = impl->dir.get();
   struct stat st {};
   if (::fstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -749,8 +794,10 @@ Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, S
   {
     const std::string tmp = std::string(kTokenFileName) + ".new";
     ::unlinkat(dir, tmp.c_str(), 0);
-    UniqueFd fd(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
-    if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create the token file", errno);
+    UniqueFd fd(
+        ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
+    if (!fd.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "create the token file", errno);
     if (!sys::writeAll(fd.get(), impl->token.data(), impl->token.size()) ||
         ::fchown(fd.get(), st.st_uid, st.st_gid) != 0 || ::fchmod(fd.get(), 0400) != 0 ||
         ::renameat(dir, tmp.c_str(), dir, std::string(kTokenFileName).c_str()) != 0)
@@ -764,7 +811,8 @@ Result<std::unique_ptr<BrokerSession>> BrokerSession::open(int capability_dir, S
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   const std::string path = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
-  if (path.size() >= sizeof addr.sun_path) return fail(ErrorCode::kExecutionUnavailable, "socket path too long");
+  if (path.size() >= sizeof addr.sun_path)
+    return fail(ErrorCode::kExecutionUnavailable, "socket path too long");
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   if (::bind(impl->listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "bind the capability socket", errno);
@@ -826,8 +874,8 @@ bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) 
   });
 }
 
-Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::string& name, const Value& args,
-                                           std::chrono::milliseconds budget) {
+Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::string& name,
+                                           const Value& args, std::chrono::milliseconds budget) {
   Impl& s = *impl_;
   if (s.options.shape != BootShape::kServe)
     return fail(ErrorCode::kExecutionRejected, "invoke needs a serving session");
@@ -868,8 +916,10 @@ Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::s
   cleanup();
   if (p.answer) return *p.answer;
   if (p.connection_gone || s.finished.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the serving program's connection closed during the invocation");
-  return fail(ErrorCode::kExecutionUnavailable, "the serving program did not answer within the deadline");
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the serving program's connection closed during the invocation");
+  return fail(ErrorCode::kExecutionUnavailable,
+              "the serving program did not answer within the deadline");
 }
 
 }  // namespace airlock::capability

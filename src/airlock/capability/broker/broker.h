@@ -76,10 +76,10 @@ enum class BootShape { kRun, kServe };
 // capabilities that mint something or feed a process).
 enum class CeilingClass { kNone, kSpawn, kSend, kNote, kNotes };
 struct Ceilings {
-  std::uint32_t spawn = 32;   // proc.run, job.start, strand.spawn
-  std::uint32_t send = 128;   // job.send, job.send_last, strand.send, peer.send
-  std::uint32_t note = 256;   // notes.put, strand.note
-  std::uint32_t notes = 64;   // notes.get, notes.list, strand.notes
+  std::uint32_t spawn = 32;  // proc.run, job.start, strand.spawn
+  std::uint32_t send = 128;  // job.send, job.send_last, strand.send, peer.send
+  std::uint32_t note = 256;  // notes.put, strand.note
+  std::uint32_t notes = 64;  // notes.get, notes.list, strand.notes
 };
 std::string_view ceilingClassName(CeilingClass c) noexcept;  // "spawn", "send", ...
 
@@ -198,8 +198,8 @@ class BrokerSession {
   // `budget`. A working token is installed for the invocation and revoked
   // when it ends. Errors: ExecutionUnavailable (no serving connection, the
   // connection closed, or no answer within the budget).
-  Result<wire::Answer> invoke(const std::string& hook, const std::string& name, const wire::Value& args,
-                              std::chrono::milliseconds budget);
+  Result<wire::Answer> invoke(const std::string& hook, const std::string& name,
+                              const wire::Value& args, std::chrono::milliseconds budget);
 
   // Waits until every connection accepted so far has been read to its end
   // (the program closed it or died) and every call it started has answered

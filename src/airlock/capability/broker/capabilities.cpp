@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <condition_variable>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -34,19 +34,25 @@ using wire::Value;
 
 namespace {
 
-Refusal badRequest(std::string message) { return Refusal{"bad_request", std::move(message)}; }
+Refusal badRequest(std::string message) {
+  return Refusal{"bad_request", std::move(message)};
+}
 
 // The refusal for an error of the port (workspace, side processes).
 Refusal refusalFor(const Error& e) {
   switch (e.code) {
-    case ErrorCode::kWorkspaceEscape: return Refusal{"workspace_escape", e.message()};
-    case ErrorCode::kNotFound: return Refusal{"not_found", e.message()};
-    case ErrorCode::kToolValidationError: return Refusal{"bad_request", e.message()};
+    case ErrorCode::kWorkspaceEscape:
+      return Refusal{"workspace_escape", e.message()};
+    case ErrorCode::kNotFound:
+      return Refusal{"not_found", e.message()};
+    case ErrorCode::kToolValidationError:
+      return Refusal{"bad_request", e.message()};
     case ErrorCode::kExecutionRejected:
     case ErrorCode::kEnvironmentBusy:
     case ErrorCode::kEnvironmentGone:
       return Refusal{"rejected", e.message()};
-    default: return Refusal{"unavailable", e.message()};
+    default:
+      return Refusal{"unavailable", e.message()};
   }
 }
 
@@ -54,7 +60,9 @@ Value text(std::string bytes) {
   return isValidUtf8(bytes) ? Value::string(std::move(bytes)) : Value::bytes(std::move(bytes));
 }
 
-const Value* field(const Value& args, std::string_view key) { return args.find(key); }
+const Value* field(const Value& args, std::string_view key) {
+  return args.find(key);
+}
 
 tl::expected<std::string, Refusal> requiredString(const Value& args, std::string_view key) {
   const Value* v = field(args, key);
@@ -63,15 +71,18 @@ tl::expected<std::string, Refusal> requiredString(const Value& args, std::string
   return *v->asString();
 }
 
-tl::expected<std::string, Refusal> optionalString(const Value& args, std::string_view key, std::string fallback) {
+tl::expected<std::string, Refusal> optionalString(const Value& args, std::string_view key,
+                                                  std::string fallback) {
   const Value* v = field(args, key);
   if (v == nullptr || v->isNil()) return fallback;
-  if (v->asString() == nullptr) return tl::unexpected(badRequest("args." + std::string(key) + " must be a string"));
+  if (v->asString() == nullptr)
+    return tl::unexpected(badRequest("args." + std::string(key) + " must be a string"));
   return *v->asString();
 }
 
 // A str or bin field, as bytes.
-tl::expected<std::optional<std::string>, Refusal> optionalData(const Value& args, std::string_view key) {
+tl::expected<std::optional<std::string>, Refusal> optionalData(const Value& args,
+                                                               std::string_view key) {
   const Value* v = field(args, key);
   if (v == nullptr || v->isNil()) return std::optional<std::string>{};
   if (auto* s = v->asString()) return std::optional<std::string>(*s);
@@ -79,11 +90,14 @@ tl::expected<std::optional<std::string>, Refusal> optionalData(const Value& args
   return tl::unexpected(badRequest("args." + std::string(key) + " must be a string or bytes"));
 }
 
-tl::expected<std::uint64_t, Refusal> optionalUint(const Value& args, std::string_view key, std::uint64_t fallback) {
+tl::expected<std::uint64_t, Refusal> optionalUint(const Value& args, std::string_view key,
+                                                  std::uint64_t fallback) {
   const Value* v = field(args, key);
   if (v == nullptr || v->isNil()) return fallback;
   auto n = v->asUnsigned();
-  if (!n) return tl::unexpected(badRequest("args." + std::string(key) + " must be a non-negative integer"));
+  if (!n)
+    return tl::unexpected(
+        badRequest("args." + std::string(key) + " must be a non-negative integer"));
   return *n;
 }
 
@@ -145,10 +159,22 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     }
     pollfd fds[5];
     int n = 0, i_out = -1, i_err = -1, i_in = -1, i_exit = -1;
-    if (out_open) { fds[n] = {p.stdoutFd(), POLLIN, 0}; i_out = n++; }
-    if (err_open) { fds[n] = {p.stderrFd(), POLLIN, 0}; i_err = n++; }
-    if (p.stdinFd() >= 0) { fds[n] = {p.stdinFd(), POLLOUT, 0}; i_in = n++; }
-    if (!status) { fds[n] = {p.exitFd(), POLLIN, 0}; i_exit = n++; }
+    if (out_open) {
+      fds[n] = {p.stdoutFd(), POLLIN, 0};
+      i_out = n++;
+    }
+    if (err_open) {
+      fds[n] = {p.stderrFd(), POLLIN, 0};
+      i_err = n++;
+    }
+    if (p.stdinFd() >= 0) {
+      fds[n] = {p.stdinFd(), POLLOUT, 0};
+      i_in = n++;
+    }
+    if (!status) {
+      fds[n] = {p.exitFd(), POLLIN, 0};
+      i_exit = n++;
+    }
     fds[n] = {ctx.cancel.pollFd(), POLLIN, 0};
     ++n;
     auto wake = drain_until ? *drain_until : (timed_out ? now + std::chrono::seconds(2) : deadline);
@@ -156,7 +182,8 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     int rc = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0) continue;
-    for (auto [idx, stream, is_out] : {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
+    for (auto [idx, stream, is_out] :
+         {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
       if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
       if (got < 0 && errno == EAGAIN) continue;
@@ -173,9 +200,12 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const std::string& data = *req->stdin_data;
       if (stdin_off < data.size()) {
-        ssize_t w = ::write(p.stdinFd(), data.data() + stdin_off, std::min<std::size_t>(data.size() - stdin_off, 65536));
-        if (w > 0) stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR) p.closeStdin();
+        ssize_t w = ::write(p.stdinFd(), data.data() + stdin_off,
+                            std::min<std::size_t>(data.size() - stdin_off, 65536));
+        if (w > 0)
+          stdin_off += static_cast<std::size_t>(w);
+        else if (w < 0 && errno != EAGAIN && errno != EINTR)
+          p.closeStdin();
       }
       if (p.stdinFd() >= 0 && stdin_off >= data.size()) p.closeStdin();
     }
@@ -189,7 +219,8 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     result.emplace_back("exit_code", Value::integer(WEXITSTATUS(*status)));
     result.emplace_back("signal", Value::nil());
   } else if (status && WIFSIGNALED(*status)) {
-    result.emplace_back("exit_code", timed_out ? Value::nil() : Value::integer(128 + WTERMSIG(*status)));
+    result.emplace_back("exit_code",
+                        timed_out ? Value::nil() : Value::integer(128 + WTERMSIG(*status)));
     result.emplace_back("signal", Value::integer(WTERMSIG(*status)));
   } else {
     result.emplace_back("exit_code", Value::nil());
@@ -200,9 +231,10 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
   result.emplace_back("timed_out", Value::boolean(timed_out));
   result.emplace_back("stdout_truncated", Value::boolean(out.truncated));
   result.emplace_back("stderr_truncated", Value::boolean(err.truncated));
-  result.emplace_back("duration_ms", Value::integer(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        BrokerClock::now() - started)
-                                                        .count()));
+  result.emplace_back("duration_ms",
+                      Value::integer(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         BrokerClock::now() - started)
+                                         .count()));
   return Value::map(std::move(result));
 }
 
@@ -216,7 +248,8 @@ wire::Answer fsRead(const SandboxServices& s, const CallContext& ctx) {
   auto data = (*ws)->read(*path);
   if (!data) return refusalFor(data.error());
   if (data->size() > kFsMaxBytes)
-    return Refusal{"too_large", "the file is larger than fs.read returns (" + std::to_string(kFsMaxBytes) + " bytes)"};
+    return Refusal{"too_large", "the file is larger than fs.read returns (" +
+                                    std::to_string(kFsMaxBytes) + " bytes)"};
   return Value::bytes(std::move(*data));
 }
 
@@ -260,7 +293,8 @@ wire::Answer fsList(const SandboxServices& s, const CallContext& ctx) {
 bool jsonShaped(const Value& v, int depth = 0) {
   if (depth > 64) return false;
   switch (v.type()) {
-    case Value::Type::kBytes: return false;
+    case Value::Type::kBytes:
+      return false;
     case Value::Type::kFloat: {
       double d = *v.asFloat();
       return d == d && d - d == 0;
@@ -273,7 +307,8 @@ bool jsonShaped(const Value& v, int depth = 0) {
       for (const auto& [k, e] : *v.asMap())
         if (!jsonShaped(e, depth + 1)) return false;
       return true;
-    default: return true;
+    default:
+      return true;
   }
 }
 
@@ -289,10 +324,12 @@ wire::Answer notesPut(NotesBoard& b, const CallContext& ctx) {
     return badRequest("args.key must be 1 to " + std::to_string(kNoteKeyMaxBytes) + " bytes");
   const Value* value = field(ctx.args, "value");
   if (value == nullptr) return badRequest("args.value is required (nil is a value)");
-  if (!jsonShaped(*value)) return badRequest("args.value must be JSON-shaped (no bytes, finite numbers)");
+  if (!jsonShaped(*value))
+    return badRequest("args.value must be JSON-shaped (no bytes, finite numbers)");
   std::string encoded;
   if (!wire::encodeValue(*value, encoded) || encoded.size() > kNoteValueMaxBytes)
-    return Refusal{"too_large", "a note holds at most " + std::to_string(kNoteValueMaxBytes) + " bytes"};
+    return Refusal{"too_large",
+                   "a note holds at most " + std::to_string(kNoteValueMaxBytes) + " bytes"};
   std::lock_guard lk(b.mu);
   b.notes[*key] = *value;
   return Value::nil();
@@ -312,7 +349,8 @@ wire::Answer notesList(NotesBoard& b, const CallContext& ctx) {
   if (!prefix) return prefix.error();
   std::lock_guard lk(b.mu);
   Array keys;
-  for (auto it = b.notes.lower_bound(*prefix); it != b.notes.end() && it->first.rfind(*prefix, 0) == 0; ++it)
+  for (auto it = b.notes.lower_bound(*prefix);
+       it != b.notes.end() && it->first.rfind(*prefix, 0) == 0; ++it)
     keys.push_back(Value::string(it->first));
   return Value::array(std::move(keys));
 }
@@ -326,7 +364,8 @@ class Utf8Tracker {
   void feed(std::string_view data) {
     if (!valid_) return;
     if (!carry_.empty()) {
-      const std::size_t need = sequenceLength(static_cast<unsigned char>(carry_[0])) - carry_.size();
+      const std::size_t need =
+          sequenceLength(static_cast<unsigned char>(carry_[0])) - carry_.size();
       if (data.size() < need) {
         carry_.append(data);
         return;
@@ -373,10 +412,13 @@ Result<sys::UniqueFd> openSpoolFile(const std::string& dir) {
   if (fd.valid()) return fd;
   // EOPNOTSUPP: the filesystem has no O_TMPFILE; EISDIR: the kernel has none.
   if (errno != EOPNOTSUPP && errno != EISDIR)
-    return failErrno(ErrorCode::kExecutionUnavailable, "open(O_TMPFILE) in the spool directory " + dir, errno);
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     "open(O_TMPFILE) in the spool directory " + dir, errno);
   std::string path = dir + "/airlock-job-spool-XXXXXX";
   fd.reset(::mkostemp(path.data(), O_CLOEXEC));
-  if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "mkstemp in the spool directory " + dir, errno);
+  if (!fd.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "mkstemp in the spool directory " + dir,
+                     errno);
   if (::unlink(path.c_str()) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "unlink a spool file in " + dir, errno);
   return fd;
@@ -394,8 +436,8 @@ struct StreamSpool {
   // `spooled_total` counts what every stream of the execution has spooled,
   // against cfg.max_total_bytes: a byte is kept only when both the stream's
   // cap and the execution's budget have room.
-  void append(const JobSpillServices& cfg, std::atomic<std::uint64_t>& spooled_total, const char* data,
-              std::size_t size) {
+  void append(const JobSpillServices& cfg, std::atomic<std::uint64_t>& spooled_total,
+              const char* data, std::size_t size) {
     if (error) return;
     const std::uint64_t room = cfg.max_stream_bytes - std::min(cfg.max_stream_bytes, written);
     const std::uint64_t want = std::min<std::uint64_t>(room, size);
@@ -415,7 +457,8 @@ struct StreamSpool {
       fd = std::move(*opened);
     }
     if (!sys::writeAll(fd.get(), data, take)) {
-      error = "spooling failed after " + std::to_string(written) + " bytes: " + std::strerror(errno);
+      error =
+          "spooling failed after " + std::to_string(written) + " bytes: " + std::strerror(errno);
       fd.reset();
       return;
     }
@@ -429,9 +472,12 @@ struct StreamSpool {
 // destroyed, which is how a spill in progress is abandoned.
 class SpoolSource final : public artifacts::ByteSource {
  public:
-  SpoolSource(sys::UniqueFd fd, const std::atomic<bool>& stopping) : fd_(std::move(fd)), stopping_(stopping) {}
+  SpoolSource(sys::UniqueFd fd, const std::atomic<bool>& stopping)
+      : fd_(std::move(fd)), stopping_(stopping) {}
   Result<std::size_t> read(char* buffer, std::size_t size) override {
-    if (stopping_.load()) return fail(ErrorCode::kExecutionUnavailable, "the execution ended before the spill was stored");
+    if (stopping_.load())
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "the execution ended before the spill was stored");
     ssize_t n;
     do n = ::pread(fd_.get(), buffer, size, offset_);
     while (n < 0 && errno == EINTR);
@@ -453,7 +499,7 @@ struct StreamSpill {
   std::string media_type;                  // of the artifact, when there is one
   std::string sha256;                      // of the bytes spooled
   std::uint64_t size_bytes = 0;
-  std::uint64_t dropped_bytes = 0;         // past max_stream_bytes or max_total_bytes
+  std::uint64_t dropped_bytes = 0;  // past max_stream_bytes or max_total_bytes
 };
 
 struct Job {
@@ -476,7 +522,8 @@ struct Job {
 
 class JobTable {
  public:
-  JobTable(sys::UniqueFd stop, JobSpillServices spill) : stop_(std::move(stop)), spill_(std::move(spill)) {}
+  JobTable(sys::UniqueFd stop, JobSpillServices spill)
+      : stop_(std::move(stop)), spill_(std::move(spill)) {}
   ~JobTable() {
     stopping_.store(true);
     std::uint64_t one = 1;
@@ -540,9 +587,18 @@ class JobTable {
       }
       pollfd fds[4];
       int n = 0, i_out = -1, i_err = -1, i_exit = -1;
-      if (out_open) { fds[n] = {p.stdoutFd(), POLLIN, 0}; i_out = n++; }
-      if (err_open) { fds[n] = {p.stderrFd(), POLLIN, 0}; i_err = n++; }
-      if (!exited) { fds[n] = {p.exitFd(), POLLIN, 0}; i_exit = n++; }
+      if (out_open) {
+        fds[n] = {p.stdoutFd(), POLLIN, 0};
+        i_out = n++;
+      }
+      if (err_open) {
+        fds[n] = {p.stderrFd(), POLLIN, 0};
+        i_err = n++;
+      }
+      if (!exited) {
+        fds[n] = {p.exitFd(), POLLIN, 0};
+        i_exit = n++;
+      }
       fds[n] = {stop_.get(), POLLIN, 0};
       const int i_stop = n++;
       int rc = ::poll(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
@@ -631,7 +687,8 @@ class JobTable {
   sys::UniqueFd stop_;
   const JobSpillServices spill_;
   std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> spooled_{0};  // bytes spooled by every job (JobSpillServices::max_total_bytes)
+  std::atomic<std::uint64_t> spooled_{
+      0};  // bytes spooled by every job (JobSpillServices::max_total_bytes)
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   std::uint64_t next_ = 0;
@@ -671,14 +728,17 @@ Value streamSpillValue(const StreamSpill& s) {
 // Under job.mu. Nil until the job is done.
 Value jobSpillValue(const Job& job) {
   if (!job.done || !job.spill) return Value::nil();
-  return Value::map({{"stdout", streamSpillValue(job.spill->first)}, {"stderr", streamSpillValue(job.spill->second)}});
+  return Value::map({{"stdout", streamSpillValue(job.spill->first)},
+                     {"stderr", streamSpillValue(job.spill->second)}});
 }
 
 // Under job.mu.
 Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor) {
   Map m;
   m.emplace_back("job_id", Value::string(job.id));
-  m.emplace_back("state", Value::string(!job.status ? "running" : job.killed ? "killed" : "exited"));
+  m.emplace_back("state", Value::string(!job.status  ? "running"
+                                        : job.killed ? "killed"
+                                                     : "exited"));
   if (job.status && WIFEXITED(*job.status) && !job.killed)
     m.emplace_back("exit_code", Value::integer(WEXITSTATUS(*job.status)));
   else
@@ -725,7 +785,8 @@ wire::Answer jobPollOrWait(JobTable& t, const CallContext& ctx, bool wait) {
     // Until a cursor moves, the job settles, the timeout or the deadline
     // passes, or the call is cancelled (checked on every wake).
     auto until = ctx.deadline - std::chrono::milliseconds(20);
-    if (*timeout > 0) until = std::min(until, BrokerClock::now() + std::chrono::milliseconds(*timeout));
+    if (*timeout > 0)
+      until = std::min(until, BrokerClock::now() + std::chrono::milliseconds(*timeout));
     while (!(j.out.total > *oc || j.err.total > *ec || j.done) && BrokerClock::now() < until &&
            !ctx.cancel.cancelled()) {
       j.cv.wait_until(lk, std::min(until, BrokerClock::now() + std::chrono::milliseconds(50)));
@@ -746,7 +807,8 @@ wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
   std::size_t off = 0;
   while (off < bytes.size()) {
     pollfd p{j.proc->stdinFd(), POLLOUT, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(leftUntil(ctx.deadline).count(), 60000)));
+    int rc = ::poll(&p, 1,
+                    static_cast<int>(std::min<long long>(leftUntil(ctx.deadline).count(), 60000)));
     if (rc <= 0 || ctx.cancel.cancelled())
       return Refusal{"deadline_exceeded", "the job did not take its input in time"};
     ssize_t w = ::write(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
@@ -781,18 +843,20 @@ wire::Answer jobList(JobTable& t) {
     for (auto& a : j->argv) argv.push_back(text(a));
     out.push_back(Value::map({{"job_id", Value::string(j->id)},
                               {"argv", Value::array(std::move(argv))},
-                              {"state", Value::string(!j->status ? "running" : j->killed ? "killed" : "exited")},
+                              {"state", Value::string(!j->status  ? "running"
+                                                      : j->killed ? "killed"
+                                                                  : "exited")},
                               {"spill", jobSpillValue(*j)}}));
   }
   return Value::array(std::move(out));
 }
 
-
 // ---- net.fetch -----------------------------------------------------------------
 
 bool isHeaderNameByte(unsigned char c) {
   // RFC 9110 tchar.
-  return std::isalnum(c) != 0 || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+  return std::isalnum(c) != 0 ||
+         std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
 }
 
 wire::Answer netFetch(const NetServices& net, const CallContext& ctx) {
@@ -800,7 +864,8 @@ wire::Answer netFetch(const NetServices& net, const CallContext& ctx) {
   if (!req) return req.error();
   // A missing part of the composition is a deny policy: refused before any
   // lookup, with the guard's own reason code.
-  auto policy = net.policy && net.resolver && net.classifier ? net.policy : egress::Policy::denyAll();
+  auto policy =
+      net.policy && net.resolver && net.classifier ? net.policy : egress::Policy::denyAll();
   std::shared_ptr<egress::Resolver> resolver = net.resolver;
   std::shared_ptr<const egress::AddressClassifier> classifier = net.classifier;
   if (!resolver || !classifier) {
@@ -817,7 +882,8 @@ wire::Answer netFetch(const NetServices& net, const CallContext& ctx) {
   limits.connect_timeout = std::min(limits.connect_timeout, budget);
   // One guard per call: the limits carry this call's budget. The guard is
   // three shared pointers; building it costs nothing next to a request.
-  const egress::OutboundGuard guard(std::move(policy), std::move(resolver), std::move(classifier), limits);
+  const egress::OutboundGuard guard(std::move(policy), std::move(resolver), std::move(classifier),
+                                    limits);
   auto r = guard.fetch(req->request);
   if (!r) return Refusal{r.error().code, r.error().error.message()};
   Array headers;
@@ -826,7 +892,8 @@ wire::Answer netFetch(const NetServices& net, const CallContext& ctx) {
                      {"final_url", text(r->final_url)},
                      {"headers", Value::array(std::move(headers))},
                      {"body", text(std::move(r->body))},
-                     {"redirects", Value::integer(static_cast<std::int64_t>(r->hops.empty() ? 0 : r->hops.size() - 1))}});
+                     {"redirects", Value::integer(static_cast<std::int64_t>(
+                                       r->hops.empty() ? 0 : r->hops.size() - 1))}});
 }
 
 // ---- schedule.* ------------------------------------------------------------------
@@ -835,34 +902,45 @@ namespace sched = schedule;
 
 std::int64_t scheduleNow(const sched::ScheduleServices& s) {
   if (s.now_s) return s.now_s();
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
-Refusal invalidSchedule(const sched::CronError& e) { return Refusal{"invalid_schedule", e.text()}; }
+Refusal invalidSchedule(const sched::CronError& e) {
+  return Refusal{"invalid_schedule", e.text()};
+}
 
 Value scheduleValue(const sched::ScheduleRecord& r) {
   Map cadence{{"kind", Value::string(std::string(sched::timingName(r.kind)))}};
   switch (r.kind) {
-    case sched::TimingKind::kEvery: cadence.emplace_back("interval_s", Value::integer(static_cast<std::int64_t>(std::stoll(r.cadence)))); break;
+    case sched::TimingKind::kEvery:
+      cadence.emplace_back("interval_s",
+                           Value::integer(static_cast<std::int64_t>(std::stoll(r.cadence))));
+      break;
     case sched::TimingKind::kCron:
       cadence.emplace_back("expression", Value::string(r.cadence));
       cadence.emplace_back("offset", Value::string(sched::formatUtcOffset(r.offset_minutes)));
       break;
     case sched::TimingKind::kAt:
-    case sched::TimingKind::kAfter: cadence.emplace_back("at", Value::integer(r.next_fire_s.value_or(r.expires_at_s))); break;
+    case sched::TimingKind::kAfter:
+      cadence.emplace_back("at", Value::integer(r.next_fire_s.value_or(r.expires_at_s)));
+      break;
   }
-  return Value::map({{"name", Value::string(r.name)},
-                     {"target", Value::string(r.target)},
-                     {"wake", Value::boolean(r.wake)},
-                     {"when", Value::string(r.when())},
-                     {"cadence", Value::map(std::move(cadence))},
-                     {"next_fire_unix_s", r.next_fire_s ? Value::integer(*r.next_fire_s) : Value::nil()},
-                     {"max_fires", Value::integer(static_cast<std::int64_t>(r.max_fires))},
-                     {"fires", Value::integer(static_cast<std::int64_t>(r.fires))},
-                     {"expires_at_unix_s", Value::integer(r.expires_at_s)}});
+  return Value::map(
+      {{"name", Value::string(r.name)},
+       {"target", Value::string(r.target)},
+       {"wake", Value::boolean(r.wake)},
+       {"when", Value::string(r.when())},
+       {"cadence", Value::map(std::move(cadence))},
+       {"next_fire_unix_s", r.next_fire_s ? Value::integer(*r.next_fire_s) : Value::nil()},
+       {"max_fires", Value::integer(static_cast<std::int64_t>(r.max_fires))},
+       {"fires", Value::integer(static_cast<std::int64_t>(r.fires))},
+       {"expires_at_unix_s", Value::integer(r.expires_at_s)}});
 }
 
-tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& args, sched::TimingKind kind) {
+tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& args,
+                                                                sched::TimingKind kind) {
   if (args.asMap() == nullptr) return tl::unexpected(badRequest("args must be a map"));
   sched::ScheduleRequest req;
   req.kind = kind;
@@ -872,7 +950,8 @@ tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& arg
   auto requiredUint = [&](std::string_view key) -> tl::expected<std::uint64_t, Refusal> {
     const Value* v = field(args, key);
     if (v == nullptr || !v->asUnsigned())
-      return tl::unexpected(badRequest("args." + std::string(key) + " must be a non-negative integer"));
+      return tl::unexpected(
+          badRequest("args." + std::string(key) + " must be a non-negative integer"));
     return *v->asUnsigned();
   };
   switch (kind) {
@@ -913,8 +992,11 @@ tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& arg
     for (const char* key : {"max_fires", "expires_after_s"}) {
       const Value* v = b->find(key);
       if (v == nullptr || v->isNil()) continue;
-      if (!v->asUnsigned()) return tl::unexpected(badRequest("args.bounds." + std::string(key) + " must be a non-negative integer"));
-      (std::string_view(key) == "max_fires" ? bounds.max_fires : bounds.expires_after_s) = *v->asUnsigned();
+      if (!v->asUnsigned())
+        return tl::unexpected(
+            badRequest("args.bounds." + std::string(key) + " must be a non-negative integer"));
+      (std::string_view(key) == "max_fires" ? bounds.max_fires : bounds.expires_after_s) =
+          *v->asUnsigned();
     }
     req.bounds = bounds;
   }
@@ -928,13 +1010,16 @@ tl::expected<sched::ScheduleRequest, Refusal> parseScheduleArgs(const Value& arg
   return req;
 }
 
-wire::Answer scheduleCreate(const SandboxServices& s, sched::TimingKind kind, const CallContext& ctx) {
+wire::Answer scheduleCreate(const SandboxServices& s, sched::TimingKind kind,
+                            const CallContext& ctx) {
   auto req = parseScheduleArgs(ctx.args, kind);
   if (!req) return req.error();
-  auto record = sched::planSchedule(*req, s.handle.environment_id, scheduleNow(s.schedule), s.schedule.ceilings);
+  auto record = sched::planSchedule(*req, s.handle.environment_id, scheduleNow(s.schedule),
+                                    s.schedule.ceilings);
   if (!record) return invalidSchedule(record.error());
   if (auto r = s.schedule.store->create(*record, s.schedule.ceilings.max_per_creator); !r) {
-    if (r.error().code == ErrorCode::kExecutionRejected) return Refusal{"invalid_schedule", r.error().context};
+    if (r.error().code == ErrorCode::kExecutionRejected)
+      return Refusal{"invalid_schedule", r.error().context};
     return Refusal{"unavailable", r.error().message()};
   }
   return scheduleValue(*record);
@@ -966,22 +1051,27 @@ tl::expected<ProcRequest, Refusal> parseProcRequest(const Value& args, bool allo
   const Value* argv = field(args, "argv");
   if (argv == nullptr || argv->asArray() == nullptr || argv->asArray()->empty())
     return tl::unexpected(badRequest("args.argv must be a non-empty list of strings"));
-  if (argv->asArray()->size() > 4096) return tl::unexpected(badRequest("args.argv has more than 4096 items"));
+  if (argv->asArray()->size() > 4096)
+    return tl::unexpected(badRequest("args.argv has more than 4096 items"));
   std::size_t total = 0;
   for (const auto& a : *argv->asArray()) {
     const std::string* s = a.asString();
-    if (s == nullptr) return tl::unexpected(badRequest("args.argv must be a non-empty list of strings"));
-    if (s->find('\0') != std::string::npos) return tl::unexpected(badRequest("args.argv must not contain NUL bytes"));
+    if (s == nullptr)
+      return tl::unexpected(badRequest("args.argv must be a non-empty list of strings"));
+    if (s->find('\0') != std::string::npos)
+      return tl::unexpected(badRequest("args.argv must not contain NUL bytes"));
     total += s->size() + 1;
     req.command.argv.push_back(*s);
   }
   if (total > 65536) return tl::unexpected(badRequest("args.argv is larger than 64 KiB"));
-  if (req.command.argv[0].empty()) return tl::unexpected(badRequest("args.argv[0] must name a program"));
+  if (req.command.argv[0].empty())
+    return tl::unexpected(badRequest("args.argv[0] must name a program"));
   auto cwd = optionalString(args, "cwd", ".");
   if (!cwd) return tl::unexpected(cwd.error());
   req.command.working_directory = cwd->empty() ? "." : *cwd;
   if (const Value* env = field(args, "env"); env != nullptr && !env->isNil()) {
-    if (env->asMap() == nullptr) return tl::unexpected(badRequest("args.env must be a map of strings"));
+    if (env->asMap() == nullptr)
+      return tl::unexpected(badRequest("args.env must be a map of strings"));
     for (const auto& [k, v] : *env->asMap()) {
       if (!isValidEnvName(k)) return tl::unexpected(badRequest("args.env has an invalid name"));
       if (isTier0Name(k) || isTier2Name(k))
@@ -994,7 +1084,8 @@ tl::expected<ProcRequest, Refusal> parseProcRequest(const Value& args, bool allo
   }
   auto in = optionalData(args, "stdin");
   if (!in) return tl::unexpected(in.error());
-  if (*in && !allow_stdin) return tl::unexpected(badRequest("args.stdin is not taken here (use job.send)"));
+  if (*in && !allow_stdin)
+    return tl::unexpected(badRequest("args.stdin is not taken here (use job.send)"));
   req.stdin_data = std::move(*in);
   auto timeout = optionalUint(args, "timeout_ms", 0);
   if (!timeout) return tl::unexpected(timeout.error());
@@ -1014,18 +1105,24 @@ tl::expected<NetFetchRequest, Refusal> parseNetFetchRequest(const Value& args) {
   for (auto& c : *method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   static constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
   if (std::find(std::begin(kMethods), std::end(kMethods), *method) == std::end(kMethods))
-    return tl::unexpected(badRequest("args.method must be one of GET, HEAD, POST, PUT, PATCH, DELETE"));
+    return tl::unexpected(
+        badRequest("args.method must be one of GET, HEAD, POST, PUT, PATCH, DELETE"));
   req.request.method = std::move(*method);
   if (const Value* h = field(args, "headers"); h != nullptr && !h->isNil()) {
-    if (h->asMap() == nullptr) return tl::unexpected(badRequest("args.headers must be a map of strings"));
-    if (h->asMap()->size() > 100) return tl::unexpected(badRequest("args.headers has more than 100 entries"));
+    if (h->asMap() == nullptr)
+      return tl::unexpected(badRequest("args.headers must be a map of strings"));
+    if (h->asMap()->size() > 100)
+      return tl::unexpected(badRequest("args.headers has more than 100 entries"));
     std::size_t total = 0;
     for (const auto& [k, v] : *h->asMap()) {
-      if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) { return isHeaderNameByte(static_cast<unsigned char>(c)); }))
+      if (k.empty() || !std::all_of(k.begin(), k.end(), [](char c) {
+            return isHeaderNameByte(static_cast<unsigned char>(c));
+          }))
         return tl::unexpected(badRequest("args.headers has an invalid header name"));
       const std::string* sv = v.asString();
       if (sv == nullptr || sv->find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-        return tl::unexpected(badRequest("args.headers." + k + " must be a string without CR, LF or NUL"));
+        return tl::unexpected(
+            badRequest("args.headers." + k + " must be a string without CR, LF or NUL"));
       total += k.size() + sv->size();
       req.request.headers.emplace_back(k, *sv);
     }
@@ -1034,7 +1131,8 @@ tl::expected<NetFetchRequest, Refusal> parseNetFetchRequest(const Value& args) {
   auto body = optionalData(args, "body");
   if (!body) return tl::unexpected(body.error());
   if (*body) {
-    if ((*body)->size() > kFsMaxBytes) return tl::unexpected(Refusal{"too_large", "args.body is larger than 8 MiB"});
+    if ((*body)->size() > kFsMaxBytes)
+      return tl::unexpected(Refusal{"too_large", "args.body is larger than 8 MiB"});
     if (req.request.method == "GET" || req.request.method == "HEAD")
       return tl::unexpected(badRequest("args.body is not sent with " + req.request.method));
     req.request.body = std::move(**body);
@@ -1051,7 +1149,8 @@ Result<NetServices> productionNetServices(const airlock::EgressPolicy& egress) {
   NetServices net;
   net.policy = std::move(*policy);
   net.resolver = std::make_shared<egress::GetaddrinfoResolver>();
-  net.classifier = std::make_shared<const egress::AddressClassifier>(std::make_shared<egress::InterfaceAddressSource>());
+  net.classifier = std::make_shared<const egress::AddressClassifier>(
+      std::make_shared<egress::InterfaceAddressSource>());
   return net;
 }
 
@@ -1064,35 +1163,51 @@ std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& 
   table->add("fs.list", CeilingClass::kNone, [s](const CallContext& c) { return fsList(s, c); });
   auto notes = std::make_shared<NotesBoard>();
   // The blackboard is memory under a mutex: never blocks, runs inline.
-  table->add("notes.put", CeilingClass::kNote, [notes](const CallContext& c) { return notesPut(*notes, c); },
-             CallPlacement::kInline);
-  table->add("notes.get", CeilingClass::kNotes, [notes](const CallContext& c) { return notesGet(*notes, c); },
-             CallPlacement::kInline);
-  table->add("notes.list", CeilingClass::kNotes, [notes](const CallContext& c) { return notesList(*notes, c); },
-             CallPlacement::kInline);
+  table->add(
+      "notes.put", CeilingClass::kNote,
+      [notes](const CallContext& c) { return notesPut(*notes, c); }, CallPlacement::kInline);
+  table->add(
+      "notes.get", CeilingClass::kNotes,
+      [notes](const CallContext& c) { return notesGet(*notes, c); }, CallPlacement::kInline);
+  table->add(
+      "notes.list", CeilingClass::kNotes,
+      [notes](const CallContext& c) { return notesList(*notes, c); }, CallPlacement::kInline);
   auto jobs = std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)), s.job_spill);
-  table->add("job.start", CeilingClass::kSpawn, [s, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
-  table->add("job.poll", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
-  table->add("job.wait", CeilingClass::kNone, [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, true); });
-  table->add("job.send", CeilingClass::kSend, [jobs](const CallContext& c) { return jobSend(*jobs, c, false); });
-  table->add("job.send_last", CeilingClass::kSend, [jobs](const CallContext& c) { return jobSend(*jobs, c, true); });
-  table->add("job.kill", CeilingClass::kNone, [jobs](const CallContext& c) { return jobKill(*jobs, c); });
-  table->add("job.list", CeilingClass::kNone, [jobs](const CallContext&) { return jobList(*jobs); });
+  table->add("job.start", CeilingClass::kSpawn,
+             [s, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
+  table->add("job.poll", CeilingClass::kNone,
+             [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
+  table->add("job.wait", CeilingClass::kNone,
+             [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, true); });
+  table->add("job.send", CeilingClass::kSend,
+             [jobs](const CallContext& c) { return jobSend(*jobs, c, false); });
+  table->add("job.send_last", CeilingClass::kSend,
+             [jobs](const CallContext& c) { return jobSend(*jobs, c, true); });
+  table->add("job.kill", CeilingClass::kNone,
+             [jobs](const CallContext& c) { return jobKill(*jobs, c); });
+  table->add("job.list", CeilingClass::kNone,
+             [jobs](const CallContext&) { return jobList(*jobs); });
   auto net = std::make_shared<const NetServices>(s.net);
-  table->add("net.fetch", CeilingClass::kNone, [net](const CallContext& c) { return netFetch(*net, c); });
+  table->add("net.fetch", CeilingClass::kNone,
+             [net](const CallContext& c) { return netFetch(*net, c); });
   if (s.schedule.store) {
     using K = schedule::TimingKind;
-    for (auto [name, kind] : {std::pair{"schedule.every", K::kEvery}, std::pair{"schedule.at", K::kAt},
-                              std::pair{"schedule.cron", K::kCron}, std::pair{"schedule.after", K::kAfter}}) {
+    for (auto [name, kind] :
+         {std::pair{"schedule.every", K::kEvery}, std::pair{"schedule.at", K::kAt},
+          std::pair{"schedule.cron", K::kCron}, std::pair{"schedule.after", K::kAfter}}) {
       const K k = kind;
-      table->add(name, CeilingClass::kNone, [s, k](const CallContext& c) { return scheduleCreate(s, k, c); });
+      table->add(name, CeilingClass::kNone,
+                 [s, k](const CallContext& c) { return scheduleCreate(s, k, c); });
     }
-    table->add("schedule.list", CeilingClass::kNone, [s](const CallContext&) { return scheduleList(s); });
-    table->add("schedule.cancel", CeilingClass::kNone, [s](const CallContext& c) { return scheduleCancel(s, c); });
+    table->add("schedule.list", CeilingClass::kNone,
+               [s](const CallContext&) { return scheduleList(s); });
+    table->add("schedule.cancel", CeilingClass::kNone,
+               [s](const CallContext& c) { return scheduleCancel(s, c); });
   } else {
     table->addModuleRoute("schedule", [](const CallContext& c) -> wire::Answer {
-      return Refusal{"unavailable", "capability " + std::string(c.capability) +
-                                        " needs the metadata database, which this execution has none of"};
+      return Refusal{"unavailable",
+                     "capability " + std::string(c.capability) +
+                         " needs the metadata database, which this execution has none of"};
     });
   }
   return table;
@@ -1100,8 +1215,8 @@ std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& 
 
 Policy defaultCodeModePolicy() {
   Policy p;
-  p.allowed = {"proc.*", "fs.*", "notes.*", "job.*", "net.*", "schedule.*",
-               "strand.*", "peer.*", "workflow.*", "mcp.*"};
+  p.allowed = {"proc.*",     "fs.*",     "notes.*", "job.*",      "net.*",
+               "schedule.*", "strand.*", "peer.*",  "workflow.*", "mcp.*"};
   return p;
 }
 

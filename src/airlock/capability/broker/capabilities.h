@@ -59,7 +59,8 @@ struct ProcRequest {
   std::chrono::milliseconds timeout{0};
 };
 // The parsed request, or the refusal ("bad_request") naming the field.
-tl::expected<ProcRequest, wire::Refusal> parseProcRequest(const wire::Value& args, bool allow_stdin);
+tl::expected<ProcRequest, wire::Refusal> parseProcRequest(const wire::Value& args,
+                                                          bool allow_stdin);
 
 // What net.fetch decides and dials with: the execution's egress policy
 // (EnvironmentSpec.egress compiled with egress::compilePolicy), the resolver

@@ -1,21 +1,21 @@
 #include "airlock/capability/broker/code_run.h"
 
-#include "airlock/core/environment_tiers.h"
-
 #include <mutex>
-
 #include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/guest_files.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 
 namespace airlock::capability {
 
 nlohmann::json valueToJson(const wire::Value& v) {
   using T = wire::Value::Type;
   switch (v.type()) {
-    case T::kNil: return nullptr;
-    case T::kBool: return *v.asBool();
+    case T::kNil:
+      return nullptr;
+    case T::kBool:
+      return *v.asBool();
     case T::kInteger:
       if (auto u = v.asUnsigned()) return *u;
       return *v.asSigned();
@@ -24,8 +24,10 @@ nlohmann::json valueToJson(const wire::Value& v) {
       if (d != d || d - d != 0) return nullptr;
       return d;
     }
-    case T::kString: return *v.asString();
-    case T::kBytes: return nlohmann::json{{"base64", base64Encode(*v.asBytes())}};
+    case T::kString:
+      return *v.asString();
+    case T::kBytes:
+      return nlohmann::json{{"base64", base64Encode(*v.asBytes())}};
     case T::kArray: {
       auto a = nlohmann::json::array();
       for (const auto& e : *v.asArray()) a.push_back(valueToJson(e));
@@ -89,13 +91,12 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   if (!session) return tl::unexpected(session.error());
 
   ExecutionCommand command = options.limits;
-  command.argv = {"/usr/bin/env",
-                  "AIRLOCK_CAP_SOCKET=" + std::string(kSocketInSandbox),
+  command.argv = {"/usr/bin/env", "AIRLOCK_CAP_SOCKET=" + std::string(kSocketInSandbox),
                   "AIRLOCK_CAP_TOKEN_FILE=" + std::string(kTokenFileInSandbox),
                   "PYTHONPATH=" + std::string(kGuestPythonPath),
                   // `cap` on PATH for the program's shell commands (guest/bin/cap).
-                  "PATH=/run/airlock/bin:" + std::string(kImagePath),
-                  "/usr/bin/python3", "-B", "-m", "airlock_cap.boot", "/run/airlock/program/main.py"};
+                  "PATH=/run/airlock/bin:" + std::string(kImagePath), "/usr/bin/python3", "-B",
+                  "-m", "airlock_cap.boot", "/run/airlock/program/main.py"};
   command.stdin_data.reset();
   auto executed = env.execute(handle, command, options.cancel);
   // Every process of the program is gone now (the command's end kills them),

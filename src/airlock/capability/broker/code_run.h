@@ -5,11 +5,10 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/capabilities.h"
@@ -45,8 +44,8 @@ struct CodeRunOptions {
 };
 
 struct CodeRunResult {
-  ExecutionResult execution;  // the interpreter's run (exit code, output, files_changed)
-  OutcomeReport outcome;      // the program's outcome frame, if it sent one
+  ExecutionResult execution;             // the interpreter's run (exit code, output, files_changed)
+  OutcomeReport outcome;                 // the program's outcome frame, if it sent one
   std::vector<std::string> audit_lines;  // the first max_audit_lines
   std::uint64_t audit_lines_dropped = 0;  // audit lines past max_audit_lines
 };

@@ -12,8 +12,8 @@
 
 namespace airlock::capability {
 
-Result<void> writeCapabilityFile(int capability_dir, std::string_view path, std::string_view contents,
-                                 unsigned mode) {
+Result<void> writeCapabilityFile(int capability_dir, std::string_view path,
+                                 std::string_view contents, unsigned mode) {
   const std::string p(path);
   if (p.empty() || p[0] == '/' || p.find("..") != std::string::npos)
     return fail(ErrorCode::kExecutionUnavailable, "bad capability file path " + p);
@@ -24,7 +24,8 @@ Result<void> writeCapabilityFile(int capability_dir, std::string_view path, std:
     const std::string part = p.substr(start, slash - start);
     if (::mkdirat(dir.get(), part.c_str(), 0755) != 0 && errno != EEXIST)
       return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + part, errno);
-    sys::UniqueFd next(::openat(dir.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    sys::UniqueFd next(
+        ::openat(dir.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "open " + part, errno);
     dir = std::move(next);
     start = slash + 1;
@@ -32,7 +33,8 @@ Result<void> writeCapabilityFile(int capability_dir, std::string_view path, std:
   const std::string name = p.substr(start);
   const std::string tmp = name + ".new";
   ::unlinkat(dir.get(), tmp.c_str(), 0);
-  sys::UniqueFd fd(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  sys::UniqueFd fd(
+      ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create " + p, errno);
   if (!sys::writeAll(fd.get(), contents.data(), contents.size()) || ::fchmod(fd.get(), mode) != 0 ||
       ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
@@ -42,7 +44,10 @@ Result<void> writeCapabilityFile(int capability_dir, std::string_view path, std:
 
 Result<void> installGuestFiles(int capability_dir) {
   for (const auto& f : guestFiles()) {
-    if (auto r = writeCapabilityFile(capability_dir, f.path, f.contents, f.executable ? 0755 : 0644); !r) return r;
+    if (auto r =
+            writeCapabilityFile(capability_dir, f.path, f.contents, f.executable ? 0755 : 0644);
+        !r)
+      return r;
   }
   return {};
 }

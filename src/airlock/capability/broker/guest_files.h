@@ -16,7 +16,7 @@
 namespace airlock::capability {
 
 struct GuestFile {
-  std::string_view path;      // relative to the capability directory
+  std::string_view path;  // relative to the capability directory
   std::string_view contents;
   bool executable;
 };
@@ -33,8 +33,8 @@ inline constexpr std::string_view kTokenFileInSandbox = "/run/airlock/token";
 // creating missing parent directories (0755); the file is replaced
 // atomically (temporary name, then rename) with `mode`. Paths are relative
 // and must not contain "..". Errors: ExecutionUnavailable.
-Result<void> writeCapabilityFile(int capability_dir, std::string_view path, std::string_view contents,
-                                 unsigned mode);
+Result<void> writeCapabilityFile(int capability_dir, std::string_view path,
+                                 std::string_view contents, unsigned mode);
 
 // Writes every guest file (0644; 0755 for executables).
 Result<void> installGuestFiles(int capability_dir);

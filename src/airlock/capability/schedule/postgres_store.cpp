@@ -158,7 +158,8 @@ class PostgresFiring final : public rows::FiringTransaction {
         " AND creator NOT IN (SELECT f.creator FROM schedule_fires f GROUP BY f.creator"
         "                     HAVING COUNT(*) >= $3::bigint)"
         " ORDER BY next_fire_s, creator, name LIMIT $2::bigint FOR UPDATE SKIP LOCKED",
-        {pg::int64(now_s), pg::int64(rows::toInt64(limit)), pg::int64(rows::toInt64(creator_share))});
+        {pg::int64(now_s), pg::int64(rows::toInt64(limit)),
+         pg::int64(rows::toInt64(creator_share))});
     if (!r) return tl::unexpected(r.error());
     return schedulesFrom(r->get());
   }
@@ -217,11 +218,12 @@ class PostgresScheduleStore final : public ScheduleStore {
       return tl::unexpected(r.error());
     // Spent schedules are kept for list() only up to the creator's newest
     // max_live, so creating and spending one-shots cannot grow the table.
-    if (auto r = pg::run(c,
-                         "DELETE FROM schedules WHERE creator = $1::text AND next_fire_s IS NULL AND name NOT IN"
-                         " (SELECT name FROM schedules WHERE creator = $1::text AND next_fire_s IS NULL"
-                         "  ORDER BY created_at_s DESC, name DESC LIMIT $2::bigint)",
-                         {pg::text(row.creator), pg::int64(rows::toInt64(max_live))});
+    if (auto r = pg::run(
+            c,
+            "DELETE FROM schedules WHERE creator = $1::text AND next_fire_s IS NULL AND name NOT IN"
+            " (SELECT name FROM schedules WHERE creator = $1::text AND next_fire_s IS NULL"
+            "  ORDER BY created_at_s DESC, name DESC LIMIT $2::bigint)",
+            {pg::text(row.creator), pg::int64(rows::toInt64(max_live))});
         !r)
       return tl::unexpected(r.error());
     auto count = pg::run(c,
@@ -363,13 +365,18 @@ class PostgresScheduleStore final : public ScheduleStore {
 
 }  // namespace
 
-std::span<const pg::Migration> schema::postgresMigrations() { return kMigrations; }
-const pg::MigrationLedger& schema::postgresLedger() { return kLedger; }
+std::span<const pg::Migration> schema::postgresMigrations() {
+  return kMigrations;
+}
+const pg::MigrationLedger& schema::postgresLedger() {
+  return kLedger;
+}
 
 Result<std::shared_ptr<ScheduleStore>> openPostgresScheduleStore(
     const std::string& conninfo, const ScheduleStoreOptions& options) {
   if (options.outbox_capacity == 0 || options.creator_share == 0)
-    return fail(ErrorCode::kConfigurationError, "schedule outbox capacity and creator share must be at least 1");
+    return fail(ErrorCode::kConfigurationError,
+                "schedule outbox capacity and creator share must be at least 1");
   auto conn = pg::connect(conninfo);
   if (!conn) return tl::unexpected(conn.error());
   if (auto r = pg::migrate(conn->get(), kLedger, kMigrations, kScheduleSchemaVersion); !r)

@@ -131,7 +131,8 @@ class SqliteFiring final : public rows::FiringTransaction {
         "SELECT creator, name, target, kind, cadence, offset_minutes, wake, body, created_at_s,"
         " next_fire_s, max_fires, expires_at_s, fires FROM schedules"
         " WHERE next_fire_s IS NOT NULL AND next_fire_s <= ?1"
-        " AND creator NOT IN (SELECT creator FROM schedule_fires GROUP BY creator HAVING COUNT(*) >= ?3)"
+        " AND creator NOT IN (SELECT creator FROM schedule_fires GROUP BY creator HAVING COUNT(*) "
+        ">= ?3)"
         " ORDER BY next_fire_s, creator, name LIMIT ?2");
     if (!stmt) return tl::unexpected(stmt.error());
     stmt->bind(1, now_s).bind(2, rows::toInt64(limit)).bind(3, rows::toInt64(creator_share));
@@ -312,13 +313,18 @@ class SqliteScheduleStore final : public ScheduleStore {
 
 }  // namespace
 
-std::span<const sql::Migration> schema::sqliteMigrations() { return kMigrations; }
-const sql::MigrationTable& schema::sqliteMigrationTable() { return kMigrationTable; }
+std::span<const sql::Migration> schema::sqliteMigrations() {
+  return kMigrations;
+}
+const sql::MigrationTable& schema::sqliteMigrationTable() {
+  return kMigrationTable;
+}
 
 Result<std::shared_ptr<ScheduleStore>> openSqliteScheduleStore(
     const std::string& path, const ScheduleStoreOptions& options) {
   if (options.outbox_capacity == 0 || options.creator_share == 0)
-    return fail(ErrorCode::kConfigurationError, "schedule outbox capacity and creator share must be at least 1");
+    return fail(ErrorCode::kConfigurationError,
+                "schedule outbox capacity and creator share must be at least 1");
   auto db = sql::Database::open(path);
   if (!db) return tl::unexpected(db.error());
   if (auto r = sql::migrate(*db, kMigrationTable, kMigrations, kScheduleSchemaVersion); !r)

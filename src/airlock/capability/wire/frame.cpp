@@ -142,7 +142,8 @@ std::optional<Body> readBody(Kind kind, BodyReader& r) {
       Value* args = r.required("args");
       auto deadline = r.unsignedInteger("deadline_ms");
       if (!r.ok()) return std::nullopt;
-      return HookCall{std::move(*token), std::move(*hook), std::move(*name), std::move(*args), *deadline};
+      return HookCall{std::move(*token), std::move(*hook), std::move(*name), std::move(*args),
+                      *deadline};
     }
     case Kind::kHookResult:
       if (auto a = readAnswer(r)) return HookResult{std::move(*a)};

@@ -67,7 +67,8 @@ std::vector<pid_t> parsePids(const std::string& text) {
 
 class CgroupV2 final : public Cgroup {
  public:
-  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string dir) : fs_(std::move(fs)), dir_(std::move(dir)) {}
+  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string dir)
+      : fs_(std::move(fs)), dir_(std::move(dir)) {}
   Result<void> addProcess(pid_t pid) override {
     return fs_->write(dir_ + "/cgroup.procs", std::to_string(pid));
   }
@@ -90,7 +91,8 @@ class CgroupV2 final : public Cgroup {
     if (!events_.valid()) {
       // memory.events raises a modify event when oom / oom_kill change.
       sys::UniqueFd fd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-      if (fd.valid() && ::inotify_add_watch(fd.get(), (dir_ + "/memory.events").c_str(), IN_MODIFY) >= 0)
+      if (fd.valid() &&
+          ::inotify_add_watch(fd.get(), (dir_ + "/memory.events").c_str(), IN_MODIFY) >= 0)
         events_ = std::move(fd);
     }
     // memory.peak (5.19+) is the cgroup's lifetime peak; since 6.12 a write
@@ -298,7 +300,8 @@ class DriverV1 final : public CgroupDriver {
     };
     // With swap accounting, memory+swap gets the same limit: no swap at all.
     if (fs_->exists(mem + "/memory.memsw.limit_in_bytes"))
-      writes.emplace_back(mem + "/memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes));
+      writes.emplace_back(mem + "/memory.memsw.limit_in_bytes",
+                          std::to_string(limits.memory_bytes));
     for (const auto& [file, value] : writes) {
       if (auto r = fs_->write(file, value); !r) {
         (void)cg->remove();
@@ -343,7 +346,9 @@ std::vector<std::string> splitBy(const std::string& s, char sep) {
 
 }  // namespace
 
-std::unique_ptr<CgroupFs> makeRealCgroupFs() { return std::make_unique<RealCgroupFs>(); }
+std::unique_ptr<CgroupFs> makeRealCgroupFs() {
+  return std::make_unique<RealCgroupFs>();
+}
 
 std::optional<std::int64_t> parseKeyedCounter(const std::string& text, const std::string& key) {
   std::istringstream in(text);
@@ -396,14 +401,15 @@ Result<std::unique_ptr<CgroupDriver>> makeCgroupDriver(const CgroupMounts& mount
   auto has = [](const std::vector<std::string>& v, const char* c) {
     return std::find(v.begin(), v.end(), c) != v.end();
   };
-  if (mounts.v2_root && has(mounts.v2_controllers, "memory") && has(mounts.v2_controllers, "pids") &&
-      has(mounts.v2_controllers, "cpu")) {
+  if (mounts.v2_root && has(mounts.v2_controllers, "memory") &&
+      has(mounts.v2_controllers, "pids") && has(mounts.v2_controllers, "cpu")) {
     return std::unique_ptr<CgroupDriver>(
         std::make_unique<DriverV2>(std::move(fs), *mounts.v2_root, mounts.v2_controllers));
   }
   std::string missing;
   for (const char* c : {"memory", "pids", "cpu"})
-    if (!mounts.v1_controller_mounts.count(c)) missing += std::string(missing.empty() ? "" : ", ") + c;
+    if (!mounts.v1_controller_mounts.count(c))
+      missing += std::string(missing.empty() ? "" : ", ") + c;
   if (missing.empty())
     return std::unique_ptr<CgroupDriver>(
         std::make_unique<DriverV1>(std::move(fs), mounts.v1_controller_mounts));

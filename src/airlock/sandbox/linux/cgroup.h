@@ -46,8 +46,8 @@ class CgroupFs {
 std::unique_ptr<CgroupFs> makeRealCgroupFs();
 
 struct CgroupCounters {
-  std::int64_t oom_kills = 0;          // memory.events / memory.oom_control oom_kill
-  std::int64_t pids_max_events = 0;    // pids.events max
+  std::int64_t oom_kills = 0;        // memory.events / memory.oom_control oom_kill
+  std::int64_t pids_max_events = 0;  // pids.events max
   std::optional<std::int64_t> memory_peak_bytes;
 };
 
@@ -87,7 +87,7 @@ class CgroupDriver {
 };
 
 struct CgroupMounts {
-  std::optional<std::string> v2_root;              // unified mount with controllers
+  std::optional<std::string> v2_root;  // unified mount with controllers
   std::vector<std::string> v2_controllers;
   std::map<std::string, std::string> v1_controller_mounts;  // "memory" -> mount path
 };

@@ -45,10 +45,10 @@ struct MessageHeader {
   std::uint32_t envc = 0;
   std::uint32_t has_stdin = 0;
   std::uint32_t payload_bytes = 0;
-  std::int32_t status = 0;     // kExited: wait status; kSetupFailed: errno
-  std::int32_t step = 0;       // kSetupFailed: index into the setup plan
+  std::int32_t status = 0;  // kExited: wait status; kSetupFailed: errno
+  std::int32_t step = 0;    // kSetupFailed: index into the setup plan
   std::int32_t reserved = 0;
-  std::int64_t cpu_usec = 0;   // kExited: user+system CPU of everything the command ran
+  std::int64_t cpu_usec = 0;  // kExited: user+system CPU of everything the command ran
 };
 
 // Largest kRun payload (argv is capped at 64 KiB by validation; environment

@@ -1,21 +1,21 @@
 #include "airlock/sandbox/linux/init_process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <linux/keyctl.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <grp.h>
-#include <sched.h>
 
 #include <cerrno>
 #include <csignal>
@@ -79,7 +79,9 @@ void scrubInheritedStrings(const InitContext& ctx) noexcept {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) std::memset(*e, 0, cstrlen(*e));
 }
 
-void killAllButInit() noexcept { ::kill(-1, SIGKILL); }
+void killAllButInit() noexcept {
+  ::kill(-1, SIGKILL);
+}
 
 // User + system CPU of every child init has reaped, in microseconds. The
 // command and everything it started end up reaped by init (orphans are
@@ -361,7 +363,8 @@ void locateInheritedStrings(InitContext& ctx) {
     const int lo = ctx.egress_fd >= 0 && ctx.egress_fd < ctl ? ctx.egress_fd : ctl;
     const int hi = ctx.egress_fd > ctl ? ctx.egress_fd : ctl;
     if (lo > 3) ::syscall(SYS_close_range, 3U, static_cast<unsigned>(lo - 1), 0U);
-    if (hi > lo + 1) ::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1), 0U);
+    if (hi > lo + 1)
+      ::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1), 0U);
     ::syscall(SYS_close_range, static_cast<unsigned>(hi + 1), ~0U, 0U);
   }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -24,7 +24,7 @@ namespace airlock::linux_jail {
 
 struct InitContext {
   const std::vector<SetupStep>* plan = nullptr;
-  int control_fd = -1;                 // init's end of the control socketpair
+  int control_fd = -1;  // init's end of the control socketpair
   // Init's end of the egress handoff socketpair (SOCK_SEQPACKET), or -1 for
   // a sandbox without egress. With it, init listens on
   // 127.0.0.1:kEgressRelayPort inside the sandbox and passes every accepted

@@ -200,14 +200,16 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
   const std::string gid = std::to_string(in.sandbox_gid);
   // /dev/shm and /tmp count against the memory cgroup (tmpfs pages are
   // charged to the writer) and are capped like the workspace.
-  const std::string shm_opts = "size=" + std::to_string(std::min<std::int64_t>(lim.memory_bytes, lim.workspace_bytes)) +
-                               ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
+  const std::string shm_opts =
+      "size=" + std::to_string(std::min<std::int64_t>(lim.memory_bytes, lim.workspace_bytes)) +
+      ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
   addTmpfs(plan, root, "/dev/shm", shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC, 01777);
   const std::string tmp_opts = "size=" + std::to_string(lim.workspace_bytes) +
                                ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
   addTmpfs(plan, root, "/tmp", tmp_opts, MS_NOSUID | MS_NODEV, 01777);
-  const std::string ws_opts = "size=" + std::to_string(lim.workspace_bytes) + ",nr_inodes=" +
-                              std::to_string(lim.inodes_max) + ",mode=0755,uid=" + uid + ",gid=" + gid;
+  const std::string ws_opts = "size=" + std::to_string(lim.workspace_bytes) +
+                              ",nr_inodes=" + std::to_string(lim.inodes_max) +
+                              ",mode=0755,uid=" + uid + ",gid=" + gid;
   addTmpfs(plan, root, "/workspace", ws_opts, MS_NOSUID | MS_NODEV, 0755);
 
   // Code mode: the capability directory, read-only (connect() to a socket
@@ -299,9 +301,11 @@ int runSetupStep(const SetupStep& s) noexcept {
     case Kind::kMountDevpts:
       return rc(::mount("devpts", s.target.c_str(), "devpts", s.flags, s.data.c_str()));
     case Kind::kMountProc:
-      return rc(::mount("proc", s.target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
+      return rc(
+          ::mount("proc", s.target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr));
     case Kind::kWriteFile: {
-      int fd = ::open(s.target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, s.mode);
+      int fd =
+          ::open(s.target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, s.mode);
       if (fd < 0) return errno;
       const char* p = s.data.data();
       std::size_t left = s.data.size();

@@ -29,7 +29,7 @@ struct SetupStep {
     kTouch,              // target (empty file to bind a file onto)
     kPivotRoot,          // target = new root; old root detached
     kLoopbackUp,
-    kSetHostname,        // data
+    kSetHostname,  // data
   };
   Kind kind;
   std::string description;  // named in errors: "bind /usr read-only"
@@ -41,8 +41,8 @@ struct SetupStep {
 };
 
 struct JailPlanInputs {
-  std::string staging_root;                // empty host directory; mount point of the new root
-  std::vector<std::string> image_dirs;     // host dirs bound read-only (e.g. /usr)
+  std::string staging_root;             // empty host directory; mount point of the new root
+  std::vector<std::string> image_dirs;  // host dirs bound read-only (e.g. /usr)
   // Host /etc entries bound read-only if present (directories and regular
   // files; parents such as /etc/ssl are created); sandbox_baseline.h
   // defaultImageEtc() is the usual list.
@@ -52,7 +52,7 @@ struct JailPlanInputs {
   // openCapabilityDirectory); empty: none.
   std::string capability_dir;
   ResourceLimits limits;
-  uid_t sandbox_uid = 1000;                // inside the user namespace
+  uid_t sandbox_uid = 1000;  // inside the user namespace
   gid_t sandbox_gid = 1000;
 };
 

@@ -222,8 +222,10 @@ class LinuxEnvironment final : public ExecutionEnvironment {
                                   const CancelToken* cancel) override {
     return executeStreaming(handle, command, cancel, {});
   }
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                           const CancelToken* cancel, const OutputSink& sink) override;
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     auto sb = find(handle.environment_id);
@@ -249,7 +251,8 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   }
   Result<void> initShutdownEvent() {
     shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!shutdown_event_.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
+    if (!shutdown_event_.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
     return {};
   }
 
@@ -290,12 +293,17 @@ class LinuxEnvironment final : public ExecutionEnvironment {
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
-  static const char* kEarly[] = {"", "become root in the user namespace", "drop supplementary groups",
-                                 "become root in the user namespace", "create the cgroup namespace",
-                                 "watch for child exits", "open /workspace",
+  static const char* kEarly[] = {"",
+                                 "become root in the user namespace",
+                                 "drop supplementary groups",
+                                 "become root in the user namespace",
+                                 "create the cgroup namespace",
+                                 "watch for child exits",
+                                 "open /workspace",
                                  "listen on 127.0.0.1:3128 for egress"};
   if (step < 0 && -step < 8) return kEarly[-step];
-  if (step >= 0 && static_cast<std::size_t>(step) < plan.size()) return plan[static_cast<std::size_t>(step)].description;
+  if (step >= 0 && static_cast<std::size_t>(step) < plan.size())
+    return plan[static_cast<std::size_t>(step)].description;
   return "setup step " + std::to_string(step);
 }
 
@@ -313,8 +321,9 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
 
   auto sb = std::make_shared<Sandbox>();
   const Timestamp created = nowMs();
-  sb->handle = EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id, spec.lease_epoch,
-                                 created, created + options_.service_hard_cap};
+  sb->handle =
+      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
+                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
   sb->cgroup_name = cgroup_prefix_ + sb->handle.environment_id;
   sb->limits = spec.limits;
   sb->environment = spec.environment;
@@ -340,7 +349,8 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   {
     const std::string dir = options_.state_dir + "/sandboxes";
     UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
+    if (!fd.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
         ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "lock " + sb->lock_path, errno);
@@ -358,7 +368,8 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
       sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
     }
   }
-  if (!sb->uid_lock.valid()) return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
+  if (!sb->uid_lock.valid())
+    return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
 
   auto cg = cgroups_->create(sb->cgroup_name, spec.limits);
   if (!cg) return tl::unexpected(cg.error());
@@ -368,8 +379,10 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   // uid (the broker gives the socket and token file the same owner).
   sb->capability_dir = options_.state_dir + "/cap/" + sb->handle.environment_id;
   if (::mkdir(sb->capability_dir.c_str(), 0755) != 0 ||
-      ::chown(sb->capability_dir.c_str(), sb->host_uid_base + kSandboxUid, sb->host_uid_base + kSandboxUid) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "create the sandbox's capability directory", errno);
+      ::chown(sb->capability_dir.c_str(), sb->host_uid_base + kSandboxUid,
+              sb->host_uid_base + kSandboxUid) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "create the sandbox's capability directory",
+                     errno);
 
   JailPlanInputs in;
   in.staging_root = options_.state_dir + "/root";
@@ -401,9 +414,10 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     sb->egress = std::move(*attached);
   }
 
-  sb->workspace = workspace::makeLocalWorkspace(
-      UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb->host_uid_base + kSandboxUid,
-      sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
+  sb->workspace =
+      workspace::makeLocalWorkspace(UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)),
+                                    sb->host_uid_base + kSandboxUid,
+                                    sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
   guard.armed = false;
   std::lock_guard lk(mu_);
   sandboxes_[sb->handle.environment_id] = sb;
@@ -455,7 +469,8 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   sb.control = std::move(parent_end);
 
   const std::string proc = "/proc/" + std::to_string(pid);
-  const std::string map = "0 " + std::to_string(sb.host_uid_base) + " " + std::to_string(kUidRangeSize);
+  const std::string map =
+      "0 " + std::to_string(sb.host_uid_base) + " " + std::to_string(kUidRangeSize);
   if (auto r = sys::writeFile(AT_FDCWD, (proc + "/uid_map").c_str(), map); !r) return r;
   if (auto r = sys::writeFile(AT_FDCWD, (proc + "/gid_map").c_str(), map); !r) return r;
   if (auto r = sb.cgroup->addProcess(sb.init_pid); !r) return r;
@@ -471,7 +486,8 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0)
-      return fail(ErrorCode::kExecutionUnavailable, "sandbox did not start within the start budget");
+      return fail(ErrorCode::kExecutionUnavailable,
+                  "sandbox did not start within the start budget");
     pollfd p{sb.control.get(), POLLIN, 0};
     int rc = ::poll(&p, 1, static_cast<int>(left.count()));
     if (rc < 0 && errno == EINTR) continue;
@@ -499,7 +515,8 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
   if (sb.pidfd.valid()) {
     ::syscall(SYS_pidfd_send_signal, sb.pidfd.get(), SIGKILL, nullptr, 0);
     siginfo_t info{};
-    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info, WEXITED) != 0 &&
+    while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(sb.pidfd.get()), &info,
+                    WEXITED) != 0 &&
            errno == EINTR) {
     }
     sb.pidfd.reset();
@@ -560,7 +577,8 @@ void LinuxEnvironment::sweepOrphans() {
       }
       // Still the file we locked? (Its owner may have destroyed the sandbox
       // and unlinked it while we opened it.)
-      struct stat by_path {}, by_fd {};
+      struct stat by_path {
+      }, by_fd{};
       if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l->get(), &by_fd) != 0 ||
           by_path.st_ino != by_fd.st_ino || by_path.st_dev != by_fd.st_dev)
         continue;
@@ -574,7 +592,8 @@ void LinuxEnvironment::sweepOrphans() {
   for (const auto& name : cgroups_->list(cgroup_prefix_)) {
     const std::string id = name.substr(cgroup_prefix_.size());
     if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
-    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;  // just created by a peer
+    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0)
+      continue;  // just created by a peer
     auto cg = cgroups_->attach(name);
     killAndRemove(*cg);
   }
@@ -720,8 +739,8 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
 
 // ---- code mode: side processes and the capability directory ---------------
 
-Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(const EnvironmentHandle& handle,
-                                                                        const SideCommand& command) {
+Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
+    const EnvironmentHandle& handle, const SideCommand& command) {
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
   auto sb = find(handle.environment_id);
@@ -732,13 +751,14 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(const En
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
   if (sb->init_dead || !sb->pidfd.valid() || !sb->cgroup)
-    return fail(ErrorCode::kExecutionUnavailable, "the sandbox's init has died; destroy it and provision again");
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the sandbox's init has died; destroy it and provision again");
   if (!cwd->empty()) {
     auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
     if (!dir)
-      return fail(ErrorCode::kToolValidationError, "working directory \"" + *cwd +
-                                                       "\" is not a directory inside the workspace (" +
-                                                       dir.error().message() + ")");
+      return fail(ErrorCode::kToolValidationError,
+                  "working directory \"" + *cwd + "\" is not a directory inside the workspace (" +
+                      dir.error().message() + ")");
   }
   const sock_fprog prog = seccomp_.program();
   SideProcessTarget target;
@@ -757,7 +777,8 @@ Result<UniqueFd> LinuxEnvironment::openCapabilityDirectory(const EnvironmentHand
   if (sb->handle.tenant_id != handle.tenant_id)
     return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
   UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
+  if (!fd.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
   return fd;
 }
 
@@ -769,7 +790,8 @@ void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
   if (d == nullptr) return;
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
@@ -851,7 +873,11 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   // The state directory is traversable (init, running as an unprivileged
   // host uid, must reach the empty mount point root/); the lock directories
   // are private.
-  for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}, {"/uids", 0700}, {"/root", 0755}, {"/cap", 0711}}) {
+  for (auto [sub, mode] : {std::pair{"", 0711},
+                           {"/sandboxes", 0700},
+                           {"/uids", 0700},
+                           {"/root", 0755},
+                           {"/cap", 0711}}) {
     const std::string dir = options.state_dir + sub;
     if (auto r = mkdirs(dir, static_cast<mode_t>(mode)); !r) return tl::unexpected(r.error());
     if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)

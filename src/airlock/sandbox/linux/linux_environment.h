@@ -13,7 +13,8 @@
 // sandbox (an unprivileged host uid), with no capabilities, no_new_privs and
 // a seccomp filter, supervised by the host's command supervisor
 // (host/command_supervisor.h) over init's control socket. Destroy kills the
-// pid namespace, removes the cgroup and drops the workspace. Requires root (or CAP_SYS_ADMIN + CAP_SETUID).
+// pid namespace, removes the cgroup and drops the workspace. Requires root (or CAP_SYS_ADMIN +
+// CAP_SETUID).
 #pragma once
 
 #include <chrono>

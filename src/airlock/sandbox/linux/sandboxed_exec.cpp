@@ -18,16 +18,26 @@ namespace {
 
 const char* errnoText(int err) noexcept {
   switch (err) {
-    case ENOENT: return "No such file or directory";
-    case EACCES: return "Permission denied";
-    case ENOEXEC: return "Exec format error";
-    case ENOTDIR: return "Not a directory";
-    case E2BIG: return "Argument list too long";
-    case ENOMEM: return "Out of memory";
-    case ELOOP: return "Too many levels of symbolic links";
-    case ETXTBSY: return "Text file busy";
-    case EPERM: return "Operation not permitted";
-    default: return "exec failed";
+    case ENOENT:
+      return "No such file or directory";
+    case EACCES:
+      return "Permission denied";
+    case ENOEXEC:
+      return "Exec format error";
+    case ENOTDIR:
+      return "Not a directory";
+    case E2BIG:
+      return "Argument list too long";
+    case ENOMEM:
+      return "Out of memory";
+    case ELOOP:
+      return "Too many levels of symbolic links";
+    case ETXTBSY:
+      return "Text file busy";
+    case EPERM:
+      return "Operation not permitted";
+    default:
+      return "exec failed";
   }
 }
 
@@ -50,9 +60,15 @@ void writeStr(int fd, const char* s) noexcept {
   }
 }
 
-long rawSetresuid(uid_t uid) noexcept { return ::syscall(SYS_setresuid, uid, uid, uid); }
-long rawSetresgid(gid_t gid) noexcept { return ::syscall(SYS_setresgid, gid, gid, gid); }
-long rawSetgroupsEmpty() noexcept { return ::syscall(SYS_setgroups, 0, nullptr); }
+long rawSetresuid(uid_t uid) noexcept {
+  return ::syscall(SYS_setresuid, uid, uid, uid);
+}
+long rawSetresgid(gid_t gid) noexcept {
+  return ::syscall(SYS_setresgid, gid, gid, gid);
+}
+long rawSetgroupsEmpty() noexcept {
+  return ::syscall(SYS_setgroups, 0, nullptr);
+}
 
 void resetSignalDispositions() noexcept {
   struct sigaction dfl {};
@@ -96,7 +112,7 @@ void resetSignalDispositions() noexcept {
   }
   if (e.first_for_oom_killer) ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
-  const struct rlimit no_core {0, 0};
+  const struct rlimit no_core { 0, 0 };
   ::setrlimit(RLIMIT_CORE, &no_core);
   // nofile: enough for builds, bounded for the host.
   struct rlimit nofile {};
@@ -109,7 +125,8 @@ void resetSignalDispositions() noexcept {
   // Drop every capability: bounding set first (needs CAP_SETPCAP), then the
   // uid change clears the permitted, effective and ambient sets.
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  if (rawSetgroupsEmpty() != 0 || rawSetresgid(e.gid) != 0 || rawSetresuid(e.uid) != 0) ::_exit(125);
+  if (rawSetgroupsEmpty() != 0 || rawSetresgid(e.gid) != 0 || rawSetresuid(e.uid) != 0)
+    ::_exit(125);
   if (e.die_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the uid change cleared it
 
   // The working directory, resolved as the sandbox user and beneath
@@ -153,8 +170,12 @@ void resetSignalDispositions() noexcept {
       path[dl] = '/';
       std::memcpy(path + dl + 1, name, nl + 1);
       ::execve(path, e.argv, e.envp);
-      if (errno == EACCES) saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR) { err = errno; break; }
+      if (errno == EACCES)
+        saw_eacces = true;
+      else if (errno != ENOENT && errno != ENOTDIR) {
+        err = errno;
+        break;
+      }
     }
     if (err == ENOENT && saw_eacces) err = EACCES;
   }

@@ -31,14 +31,14 @@
 namespace airlock::linux_jail {
 
 struct SandboxedExec {
-  char** argv = nullptr;      // argv[0] absolute or a bare name
+  char** argv = nullptr;  // argv[0] absolute or a bare name
   char** envp = nullptr;
-  const char* cwd = "";       // relative to /workspace; "" is /workspace
-  int stdin_fd = -1;          // -1: /dev/null
+  const char* cwd = "";  // relative to /workspace; "" is /workspace
+  int stdin_fd = -1;     // -1: /dev/null
   int stdout_fd = -1;
   int stderr_fd = -1;
   const sock_fprog* seccomp = nullptr;
-  uid_t uid = 1000;           // inside the user namespace
+  uid_t uid = 1000;  // inside the user namespace
   gid_t gid = 1000;
   bool die_with_parent = false;  // set PR_SET_PDEATHSIG SIGKILL after the uid change
   // oom_score_adj 1000 instead of 0: the process, never the init that

@@ -22,15 +22,55 @@ struct CtxDeleter {
 using Ctx = std::unique_ptr<void, CtxDeleter>;
 
 constexpr const char* kDenied[] = {
-    "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns",
-    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
-    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
-    "io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "process_vm_readv",
-    "process_vm_writev", "kcmp", "kexec_load", "kexec_file_load", "init_module",
-    "finit_module", "delete_module", "swapon", "swapoff", "reboot", "acct", "quotactl",
-    "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "syslog",
-    "personality", "uselib", "vhangup", "nfsservctl", "fanotify_init",
-    "landlock_create_ruleset", "pidfd_getfd",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "lookup_dcookie",
+    "syslog",
+    "personality",
+    "uselib",
+    "vhangup",
+    "nfsservctl",
+    "fanotify_init",
+    "landlock_create_ruleset",
+    "pidfd_getfd",
 };
 
 }  // namespace
@@ -48,7 +88,7 @@ Result<SeccompProgram> buildSeccompProgram() {
   // clone: refuse namespace-creating flags. clone3 passes flags in memory,
   // which seccomp cannot read, so it reports ENOSYS and libc uses clone.
   for (scmp_datum_t flag : {CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC,
-                             CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME}) {
+                            CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME}) {
     if (int rc = seccomp_rule_add(ctx.get(), deny, SCMP_SYS(clone), 1,
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
         rc < 0)
@@ -71,9 +111,9 @@ Result<SeccompProgram> buildSeccompProgram() {
     }
   }
   int clone3 = seccomp_syscall_resolve_name("clone3");
-  if (clone3 != __NR_SCMP_ERROR)
-    seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), clone3, 0);
-  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+  if (clone3 != __NR_SCMP_ERROR) seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), clone3, 0);
+  for (unsigned long req :
+       {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
     if (int rc = seccomp_rule_add(ctx.get(), deny, SCMP_SYS(ioctl), 1,
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, req));
         rc < 0)

@@ -58,7 +58,6 @@ void writeRecord(int fd, StatusRecord r) noexcept {
   }
 }
 
-
 struct Prepared {
   char** argv;
   char** envp;
@@ -66,8 +65,8 @@ struct Prepared {
   int stdin_fd;     // -1: /dev/null
   int stdout_fd;
   int stderr_fd;
-  int go_fd;        // read end: one byte once the helper is in the cgroup
-  int status_fd;    // write end of the status pipe
+  int go_fd;      // read end: one byte once the helper is in the cgroup
+  int status_fd;  // write end of the status pipe
   int init_pidfd;
   const sock_fprog* seccomp;
   uid_t uid;
@@ -108,8 +107,8 @@ struct Prepared {
     writeRecord(p.status_fd, {StatusRecord::kFailed, 1, n < 0 ? errno : EPIPE});
     ::_exit(1);
   }
-  if (::setns(p.init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-                                CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
+  if (::setns(p.init_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
     writeRecord(p.status_fd, {StatusRecord::kFailed, 2, errno});
     ::_exit(1);
   }
@@ -142,10 +141,13 @@ struct Prepared {
 
 class LinuxSideProcess final : public PipedSideProcess {
  public:
-  LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd effect_pidfd, UniqueFd in, UniqueFd out, UniqueFd err,
-                   UniqueFd status)
-      : PipedSideProcess(std::move(in), std::move(out), std::move(err)), helper_(helper), effect_(effect),
-        effect_pidfd_(std::move(effect_pidfd)), status_(std::move(status)) {}
+  LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd effect_pidfd, UniqueFd in, UniqueFd out,
+                   UniqueFd err, UniqueFd status)
+      : PipedSideProcess(std::move(in), std::move(out), std::move(err)),
+        helper_(helper),
+        effect_(effect),
+        effect_pidfd_(std::move(effect_pidfd)),
+        status_(std::move(status)) {}
   ~LinuxSideProcess() override {
     killGroup();
     closePipes();
@@ -181,7 +183,8 @@ class LinuxSideProcess final : public PipedSideProcess {
   void killGroup() noexcept override {
     std::lock_guard lk(kill_mu_);
     if (effect_ <= 0 || !effect_pidfd_.valid()) return;
-    if (::syscall(SYS_pidfd_send_signal, effect_pidfd_.get(), 0, nullptr, 0) != 0) return;  // reaped
+    if (::syscall(SYS_pidfd_send_signal, effect_pidfd_.get(), 0, nullptr, 0) != 0)
+      return;  // reaped
     ::kill(-effect_, SIGKILL);
     ::syscall(SYS_pidfd_send_signal, effect_pidfd_.get(), SIGKILL, nullptr, 0);
   }
@@ -220,17 +223,28 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   UniqueFd go_r, go_w, st_r, st_w;
   {
     int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
     go_r.reset(p[0]);
     go_w.reset(p[1]);
-    if (::pipe2(p, O_CLOEXEC) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
     st_r.reset(p[0]);
     st_w.reset(p[1]);
   }
 
-  Prepared p{argv.data(), envp.data(), prepared->working_directory.c_str(), in_r.valid() ? in_r.get() : -1, out_w.get(),
-             err_w.get(), go_r.get(), st_w.get(), target.init_pidfd, target.seccomp,
-             target.sandbox_uid, target.sandbox_gid};
+  Prepared p{argv.data(),
+             envp.data(),
+             prepared->working_directory.c_str(),
+             in_r.valid() ? in_r.get() : -1,
+             out_w.get(),
+             err_w.get(),
+             go_r.get(),
+             st_w.get(),
+             target.init_pidfd,
+             target.seccomp,
+             target.sandbox_uid,
+             target.sandbox_gid};
   // _Fork: the service is multi-threaded; the child must take no lock that
   // another thread may hold (see init_process.cpp).
   pid_t helper = ::_Fork();
@@ -271,15 +285,18 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
       const int step = first.step;
       const char* what = step > 0 && step < 4 ? kStepNames[step] : "start";
       if (step == 3 && first.value == EAGAIN)
-        return fail(ErrorCode::kExecutionUnavailable,
-                    "the side process could not be started: the sandbox's process limit is reached");
-      return failErrno(ErrorCode::kExecutionUnavailable, std::string("side process: ") + what, first.value);
+        return fail(
+            ErrorCode::kExecutionUnavailable,
+            "the side process could not be started: the sandbox's process limit is reached");
+      return failErrno(ErrorCode::kExecutionUnavailable, std::string("side process: ") + what,
+                       first.value);
     }
     return fail(ErrorCode::kExecutionUnavailable, "side process: the helper did not start");
   }
   // The helper does not reap the effect until this answer: the pidfd is
   // the effect's own (see killGroup).
-  UniqueFd effect_pidfd(static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(first.value), 0)));
+  UniqueFd effect_pidfd(
+      static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(first.value), 0)));
   const int open_errno = errno;
   const bool acked = sys::writeAll(go_w.get(), &go, 1);
   go_w.reset();
@@ -290,9 +307,8 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   }
   ::fcntl(st_r.get(), F_SETFL, O_NONBLOCK);
   return std::unique_ptr<SideProcess>(std::make_unique<LinuxSideProcess>(
-      helper, static_cast<pid_t>(first.value), std::move(effect_pidfd), std::move(in_w), std::move(out_r),
-      std::move(err_r),
-      std::move(st_r)));
+      helper, static_cast<pid_t>(first.value), std::move(effect_pidfd), std::move(in_w),
+      std::move(out_r), std::move(err_r), std::move(st_r)));
 }
 
 namespace {
@@ -305,7 +321,8 @@ void removeTreeAt(int parent, const char* name, int depth) noexcept {
     if (DIR* d = ::fdopendir(::dup(fd))) {
       std::vector<std::string> names;
       while (dirent* e = ::readdir(d)) {
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          names.emplace_back(e->d_name);
       }
       ::closedir(d);
       for (const auto& n : names) removeTreeAt(fd, n.c_str(), depth + 1);

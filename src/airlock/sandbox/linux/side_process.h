@@ -48,10 +48,10 @@ namespace airlock::linux_jail {
 class Cgroup;
 
 struct SideProcessTarget {
-  int init_pidfd = -1;                    // pidfd of the sandbox's init
-  Cgroup* cgroup = nullptr;               // the sandbox's cgroup
-  const sock_fprog* seccomp = nullptr;    // the filter every command gets
-  uid_t sandbox_uid = 1000;               // inside the user namespace
+  int init_pidfd = -1;                  // pidfd of the sandbox's init
+  Cgroup* cgroup = nullptr;             // the sandbox's cgroup
+  const sock_fprog* seccomp = nullptr;  // the filter every command gets
+  uid_t sandbox_uid = 1000;             // inside the user namespace
   gid_t sandbox_gid = 1000;
   std::map<std::string, std::string> environment;  // the sandbox's, before additions
 };
