@@ -156,6 +156,101 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   EXPECT_TRUE(fs->dirs.empty());
 }
 
+// kCommandsApart on v2: init and the commands are two leaves of the
+// sandbox's cgroup; the limit sits on the commands' leaf, the sandbox's own
+// ceiling adds the supervisor's slack, and removal goes children first.
+TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  auto cg = (*driver)->create("airlock-a", limits(), MemoryLayout::kCommandsApart);
+  ASSERT_TRUE(cg) << cg.error().message();
+  EXPECT_EQ(fs->files["/cg/airlock-a/memory.max"],
+            std::to_string((256 << 20) + kSupervisorMemorySlack));
+  EXPECT_EQ(fs->files["/cg/airlock-a/pids.max"], "64");
+  EXPECT_EQ(fs->files["/cg/airlock-a/cgroup.subtree_control"], "+memory");
+  EXPECT_EQ(fs->files["/cg/airlock-a/commands/memory.max"], std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/cg/airlock-a/commands/memory.swap.max"], "0");
+  EXPECT_TRUE(fs->dirs.count("/cg/airlock-a/init"));
+  ASSERT_TRUE((*cg)->addProcess(10));
+  EXPECT_EQ(fs->files["/cg/airlock-a/init/cgroup.procs"], "10");
+  EXPECT_EQ(fs->files["/cg/airlock-a/cgroup.procs"], "");
+  ASSERT_TRUE((*cg)->addCommandProcess(11));
+  EXPECT_EQ(fs->files["/cg/airlock-a/commands/cgroup.procs"], "11");
+  // Kills under the commands' limit and at the sandbox's ceiling both count.
+  fs->files["/cg/airlock-a/commands/memory.events"] = "oom 2\noom_kill 2\n";
+  fs->files["/cg/airlock-a/memory.events.local"] = "oom 1\noom_kill 1\n";
+  fs->files["/cg/airlock-a/commands/memory.peak"] = "4096\n";
+  fs->files["/cg/airlock-a/memory.peak"] = "999999\n";
+  auto c = (*cg)->counters();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oom_kills, 3);
+  EXPECT_EQ(c->memory_peak_bytes, 4096);
+  // A crashed service's sweep attaches by name and removes every level.
+  auto attached = (*driver)->attach("airlock-a");
+  ASSERT_TRUE(attached->remove());
+  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+}
+
+// kCommandsApart on v1: only the memory hierarchy has the commands child;
+// a command's entry into it keeps the pids and cpu cgroups of init.
+TEST(CgroupV1, CommandsApartSplitsOnlyTheMemoryHierarchy) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  auto cg = (*driver)->create("airlock-b", limits(), MemoryLayout::kCommandsApart);
+  ASSERT_TRUE(cg) << cg.error().message();
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/memory.limit_in_bytes"],
+            std::to_string((256 << 20) + kSupervisorMemorySlack));
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.limit_in_bytes"],
+            std::to_string(256 << 20));
+  EXPECT_FALSE(fs->dirs.count("/v1/pids/airlock-b/commands"));
+  ASSERT_TRUE((*cg)->addCommandProcess(21));
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/pids/airlock-b/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock-b/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/cgroup.procs"], "");
+  // v1 counts a kill only where the limit was hit: the two are summed.
+  fs->files["/v1/memory/airlock-b/commands/memory.oom_control"] = "oom_kill 4\n";
+  fs->files["/v1/memory/airlock-b/memory.oom_control"] = "oom_kill 1\n";
+  fs->files["/v1/memory/airlock-b/commands/memory.max_usage_in_bytes"] = "777";
+  auto c = (*cg)->counters();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->oom_kills, 5);
+  EXPECT_EQ(c->memory_peak_bytes, 777);
+  (*cg)->beginExecution();
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.max_usage_in_bytes"], "0");
+  ASSERT_TRUE((*cg)->remove());
+  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+}
+
+// A failed limit write leaves no directory behind, at any level.
+TEST(CgroupV2, CommandsApartFailureLeavesNothing) {
+  struct FailingFs : FakeCgroupFs {
+    Result<void> write(const std::string& p, const std::string& t) override {
+      if (p.find("/commands/memory.max") != std::string::npos)
+        return fail(ErrorCode::kExecutionUnavailable, "refused " + p);
+      return FakeCgroupFs::write(p, t);
+    }
+  };
+  auto fs = std::make_shared<FailingFs>();
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  auto cg = (*driver)->create("airlock-c", limits(), MemoryLayout::kCommandsApart);
+  ASSERT_FALSE(cg);
+  EXPECT_NE(cg.error().message().find("commands/memory.max"), std::string::npos)
+      << cg.error().message();
+  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+}
+
 TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {
   EXPECT_EQ(parseKeyedCounter("oom 5\noom_kill 2\n", "oom_kill"), 2);
   EXPECT_EQ(parseKeyedCounter("oom_kill_disable 1\n", "oom_kill"), std::nullopt);

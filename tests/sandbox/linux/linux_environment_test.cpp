@@ -15,6 +15,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
@@ -285,6 +286,30 @@ TEST_F(LinuxEnvironmentTest, MemoryLimitKillIsReportedAsMemory) {
   EXPECT_EQ(r.killed_by, KillReason::kMemory) << r.stderr_data;
   EXPECT_FALSE(r.exit_code.has_value());
   EXPECT_EQ(r.stdout_data, "before\n");
+}
+
+// Init is a clone of the service, so it carries the service's resident
+// pages; a service's RSS is often larger than a sandbox's memory limit.
+// Here the test process makes itself that big before provisioning: every
+// OOM at the limit must still take the command, never init, and the
+// sandbox must stay usable after twenty of them (where the service may not
+// lower init's oom_score_adj, without CAP_SYS_RESOURCE, only the cgroup
+// layout protects it).
+TEST_F(LinuxEnvironmentTest, MemoryKillsNeverTakeInitWhateverItInherited) {
+  static std::vector<char> ballast;
+  ballast.assign(160u << 20, 1);  // resident in this process and so in init
+  reprovision([](ResourceLimits& l) { l.memory_bytes = 32 << 20; });
+  for (int i = 0; i < 20; ++i) {
+    auto r = run(shell("python3 -c 'x = bytearray(256 << 20); print(len(x))'"));
+    ASSERT_EQ(r.killed_by, KillReason::kMemory) << "kill " << i << ": " << r.stderr_data;
+    ASSERT_TRUE(r.peak_memory_bytes.has_value());
+    EXPECT_LE(*r.peak_memory_bytes, 32 << 20) << "kill " << i;
+  }
+  auto after = run(shell("grep VmRSS /proc/1/status >/dev/null && echo alive"));
+  EXPECT_EQ(after.exit_code, 0) << after.stderr_data;
+  EXPECT_EQ(after.stdout_data, "alive\n");
+  ballast.clear();
+  ballast.shrink_to_fit();
 }
 
 TEST(LinuxEnvironmentLifecycle, DestroyRemovesCgroupAndLockAndIsIdempotent) {

@@ -63,19 +63,71 @@ std::vector<pid_t> parsePids(const std::string& text) {
   return pids;
 }
 
+// The name of the child that holds the commands (kCommandsApart), and of
+// the one that holds init beside it (v2 only: v2 allows no process in a
+// cgroup whose children have controllers).
+constexpr const char* kCommandsChild = "commands";
+constexpr const char* kInitChild = "init";
+
+// Directories below `dir`, deepest first, then `dir`: the order rmdir needs.
+void appendRemovalOrder(CgroupFs& fs, const std::string& dir, std::vector<std::string>& out) {
+  for (const auto& child : fs.list(dir)) appendRemovalOrder(fs, dir + "/" + child, out);
+  out.push_back(dir);
+}
+
+Result<void> removeTree(CgroupFs& fs, const std::string& dir) {
+  std::vector<std::string> order;
+  appendRemovalOrder(fs, dir, order);
+  Result<void> first{};
+  for (const auto& d : order) {
+    auto r = fs.removeDir(d);
+    if (!r && r.error().code != ErrorCode::kNotFound && first) first = r;
+  }
+  return first;
+}
+
+std::optional<std::int64_t> parseBytes(const std::string& text) {
+  try {
+    if (!text.empty()) return std::stoll(text);
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+// Writes each (file, value); the first failure is returned.
+Result<void> writeAll(CgroupFs& fs, const std::vector<std::pair<std::string, std::string>>& w) {
+  for (const auto& [file, value] : w)
+    if (auto r = fs.write(file, value); !r) return r;
+  return {};
+}
+
 // ---- v2 ---------------------------------------------------------------------
 
+// dir_: the sandbox's directory. Processes live in dir_ (kOneGroup) or in
+// dir_/init and dir_/commands (kCommandsApart).
 class CgroupV2 final : public Cgroup {
  public:
-  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string dir)
-      : fs_(std::move(fs)), dir_(std::move(dir)) {}
+  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string dir, MemoryLayout layout)
+      : fs_(std::move(fs)), dir_(std::move(dir)), layout_(layout) {}
   Result<void> addProcess(pid_t pid) override {
-    return fs_->write(dir_ + "/cgroup.procs", std::to_string(pid));
+    return fs_->write(leaf(kInitChild) + "/cgroup.procs", std::to_string(pid));
+  }
+  Result<void> addCommandProcess(pid_t pid) override {
+    return fs_->write(commands() + "/cgroup.procs", std::to_string(pid));
+  }
+  Result<sys::UniqueFd> openCommandEntry() override {
+    return fs_->open(commands() + "/cgroup.procs");
   }
   Result<CgroupCounters> counters() override {
     CgroupCounters c;
-    if (auto ev = fs_->read(dir_ + "/memory.events"))
+    // The commands' memory.events holds the kills under their limit; with
+    // the commands apart, the parent's local events add any kill at the
+    // sandbox's own ceiling.
+    if (auto ev = fs_->read(commands() + "/memory.events"))
       c.oom_kills = parseKeyedCounter(*ev, "oom_kill").value_or(0);
+    if (layout_ == MemoryLayout::kCommandsApart)
+      if (auto ev = fs_->read(dir_ + "/memory.events.local"))
+        c.oom_kills += parseKeyedCounter(*ev, "oom_kill").value_or(0);
     if (auto ev = fs_->read(dir_ + "/pids.events"))
       c.pids_max_events = parseKeyedCounter(*ev, "max").value_or(0);
     c.memory_peak_bytes = readPeak();
@@ -92,47 +144,54 @@ class CgroupV2 final : public Cgroup {
       // memory.events raises a modify event when oom / oom_kill change.
       sys::UniqueFd fd(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
       if (fd.valid() &&
-          ::inotify_add_watch(fd.get(), (dir_ + "/memory.events").c_str(), IN_MODIFY) >= 0)
+          ::inotify_add_watch(fd.get(), (commands() + "/memory.events").c_str(), IN_MODIFY) >= 0)
         events_ = std::move(fd);
     }
     // memory.peak (5.19+) is the cgroup's lifetime peak; since 6.12 a write
     // resets it for reads through the same fd, which is what we hold.
     if (!peak_fd_.valid()) {
-      if (auto fd = fs_->open(dir_ + "/memory.peak")) peak_fd_ = std::move(*fd);
+      if (auto fd = fs_->open(commands() + "/memory.peak")) peak_fd_ = std::move(*fd);
     }
     if (peak_fd_.valid()) peak_reset_ = ::pwrite(peak_fd_.get(), "reset\n", 6, 0) == 6;
   }
   Result<void> killAll() override {
+    // cgroup.kill covers the whole subtree.
     if (fs_->exists(dir_ + "/cgroup.kill")) return fs_->write(dir_ + "/cgroup.kill", "1");
-    auto procs = fs_->read(dir_ + "/cgroup.procs");
-    if (!procs) return tl::unexpected(procs.error());
-    for (pid_t p : parsePids(*procs)) ::kill(p, SIGKILL);
+    std::vector<std::string> dirs;
+    appendRemovalOrder(*fs_, dir_, dirs);
+    for (const auto& d : dirs) {
+      auto procs = fs_->read(d + "/cgroup.procs");
+      if (!procs) continue;
+      for (pid_t p : parsePids(*procs)) ::kill(p, SIGKILL);
+    }
     return {};
   }
   Result<void> remove() override {
     peak_fd_.reset();
-    return fs_->removeDir(dir_);
+    events_.reset();
+    return removeTree(*fs_, dir_);
   }
 
  private:
+  std::string leaf(const char* child) const {
+    return layout_ == MemoryLayout::kCommandsApart ? dir_ + "/" + child : dir_;
+  }
+  std::string commands() const { return leaf(kCommandsChild); }
+
   std::optional<std::int64_t> readPeak() {
-    std::string text;
     if (peak_fd_.valid() && peak_reset_) {
       char buf[64];
       ssize_t n = ::pread(peak_fd_.get(), buf, sizeof buf - 1, 0);
-      if (n > 0) text.assign(buf, static_cast<std::size_t>(n));
-    } else if (auto peak = fs_->read(dir_ + "/memory.peak")) {
-      text = *peak;  // lifetime peak: may include earlier commands (kernel < 6.12)
+      return n > 0 ? parseBytes(std::string(buf, static_cast<std::size_t>(n))) : std::nullopt;
     }
-    try {
-      if (!text.empty()) return std::stoll(text);
-    } catch (...) {
-    }
-    return std::nullopt;
+    // The lifetime peak: may include earlier commands (kernel < 6.12).
+    auto peak = fs_->read(commands() + "/memory.peak");
+    return peak ? parseBytes(*peak) : std::nullopt;
   }
 
   std::shared_ptr<CgroupFs> fs_;
   std::string dir_;
+  MemoryLayout layout_;
   sys::UniqueFd events_;
   sys::UniqueFd peak_fd_;
   bool peak_reset_ = false;
@@ -144,32 +203,24 @@ class DriverV2 final : public CgroupDriver {
       : fs_(std::move(fs)), root_(std::move(root)), controllers_(std::move(controllers)) {}
   std::string version() const override { return "v2"; }
   std::vector<std::string> controllers() const override { return controllers_; }
-  Result<std::unique_ptr<Cgroup>> create(const std::string& name,
-                                         const ResourceLimits& limits) override {
+  Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
+                                         MemoryLayout layout) override {
     // Delegate the controllers to children of the parent (idempotent).
     (void)fs_->write(root_ + "/cgroup.subtree_control", "+memory +pids +cpu");
     const std::string dir = root_ + "/" + name;
     if (auto r = fs_->makeDir(dir); !r) return tl::unexpected(r.error());
-    auto cg = std::make_unique<CgroupV2>(fs_, dir);
-    const std::int64_t period = 100000;
-    const std::int64_t quota = limits.cpu_millicores * period / 1000;
-    const std::pair<std::string, std::string> writes[] = {
-        {"memory.max", std::to_string(limits.memory_bytes)},
-        {"memory.swap.max", "0"},
-        {"pids.max", std::to_string(limits.pids_max)},
-        {"cpu.max", std::to_string(quota) + " " + std::to_string(period)},
-    };
-    for (const auto& [file, value] : writes) {
-      if (file == "memory.swap.max" && !fs_->exists(dir + "/" + file)) continue;
-      if (auto r = fs_->write(dir + "/" + file, value); !r) {
-        (void)cg->remove();
-        return tl::unexpected(r.error());
-      }
+    auto cg = std::make_unique<CgroupV2>(fs_, dir, layout);
+    if (auto r = applyLimits(dir, limits, layout); !r) {
+      (void)cg->remove();
+      return tl::unexpected(r.error());
     }
     return std::unique_ptr<Cgroup>(std::move(cg));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
-    return std::make_unique<CgroupV2>(fs_, root_ + "/" + name);
+    const std::string dir = root_ + "/" + name;
+    const bool apart = fs_->exists(dir + "/" + kCommandsChild);
+    return std::make_unique<CgroupV2>(
+        fs_, dir, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
     std::vector<std::string> out;
@@ -179,6 +230,29 @@ class DriverV2 final : public CgroupDriver {
   }
 
  private:
+  Result<void> applyLimits(const std::string& dir, const ResourceLimits& limits,
+                           MemoryLayout layout) {
+    const std::int64_t period = 100000;
+    const std::int64_t quota = limits.cpu_millicores * period / 1000;
+    const bool apart = layout == MemoryLayout::kCommandsApart;
+    const std::int64_t ceiling = limits.memory_bytes + (apart ? kSupervisorMemorySlack : 0);
+    std::vector<std::pair<std::string, std::string>> writes = {
+        {dir + "/memory.max", std::to_string(ceiling)},
+        {dir + "/pids.max", std::to_string(limits.pids_max)},
+        {dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)},
+    };
+    if (fs_->exists(dir + "/memory.swap.max")) writes.emplace_back(dir + "/memory.swap.max", "0");
+    if (auto r = writeAll(*fs_, writes); !r || !apart) return r;
+    if (auto r = fs_->write(dir + "/cgroup.subtree_control", "+memory"); !r) return r;
+    for (const char* child : {kInitChild, kCommandsChild})
+      if (auto r = fs_->makeDir(dir + "/" + child); !r) return r;
+    const std::string commands = dir + "/" + kCommandsChild;
+    writes = {{commands + "/memory.max", std::to_string(limits.memory_bytes)}};
+    if (fs_->exists(commands + "/memory.swap.max"))
+      writes.emplace_back(commands + "/memory.swap.max", "0");
+    return writeAll(*fs_, writes);
+  }
+
   std::shared_ptr<CgroupFs> fs_;
   std::string root_;
   std::vector<std::string> controllers_;
@@ -186,34 +260,49 @@ class DriverV2 final : public CgroupDriver {
 
 // ---- v1 ---------------------------------------------------------------------
 
+// dirs_: controller -> the sandbox's directory in that hierarchy. With the
+// commands apart, only the memory hierarchy has the "commands" child.
 class CgroupV1 final : public Cgroup {
  public:
-  CgroupV1(std::shared_ptr<CgroupFs> fs, std::map<std::string, std::string> dirs)
-      : fs_(std::move(fs)), dirs_(std::move(dirs)) {}
+  CgroupV1(std::shared_ptr<CgroupFs> fs, std::map<std::string, std::string> dirs,
+           MemoryLayout layout)
+      : fs_(std::move(fs)), dirs_(std::move(dirs)), layout_(layout) {}
   Result<void> addProcess(pid_t pid) override {
     for (const auto& [ctl, dir] : dirs_) {
       if (auto r = fs_->write(dir + "/cgroup.procs", std::to_string(pid)); !r) return r;
     }
     return {};
   }
+  Result<void> addCommandProcess(pid_t pid) override {
+    for (const auto& [ctl, dir] : dirs_) {
+      const std::string target = ctl == "memory" ? commandsMemory() : dir;
+      if (auto r = fs_->write(target + "/cgroup.procs", std::to_string(pid)); !r) return r;
+    }
+    return {};
+  }
+  // The pids and cpu hierarchies are the same for init and commands, so the
+  // memory one is the only move a command makes.
+  Result<sys::UniqueFd> openCommandEntry() override {
+    return fs_->open(commandsMemory() + "/cgroup.procs");
+  }
   Result<CgroupCounters> counters() override {
     CgroupCounters c;
-    const std::string& mem = dirs_.at("memory");
-    if (auto oc = fs_->read(mem + "/memory.oom_control"))
-      c.oom_kills = parseKeyedCounter(*oc, "oom_kill").value_or(0);
+    // v1 counts an OOM kill only in the cgroup whose limit was hit: sum the
+    // commands' and, with the commands apart, the sandbox ceiling's.
+    std::vector<std::string> oom_dirs = {commandsMemory()};
+    if (layout_ == MemoryLayout::kCommandsApart) oom_dirs.push_back(dirs_.at("memory"));
+    for (const auto& d : oom_dirs)
+      if (auto oc = fs_->read(d + "/memory.oom_control"))
+        c.oom_kills += parseKeyedCounter(*oc, "oom_kill").value_or(0);
     if (auto ev = fs_->read(dirs_.at("pids") + "/pids.events"))
       c.pids_max_events = parseKeyedCounter(*ev, "max").value_or(0);
-    if (auto peak = fs_->read(mem + "/memory.max_usage_in_bytes")) {
-      try {
-        c.memory_peak_bytes = std::stoll(*peak);
-      } catch (...) {
-      }
-    }
+    if (auto peak = fs_->read(commandsMemory() + "/memory.max_usage_in_bytes"))
+      c.memory_peak_bytes = parseBytes(*peak);
     return c;
   }
   void beginExecution() override {
     // Writing 0 resets the v1 high-water mark to the current usage.
-    (void)fs_->write(dirs_.at("memory") + "/memory.max_usage_in_bytes", "0");
+    (void)fs_->write(commandsMemory() + "/memory.max_usage_in_bytes", "0");
     if (!oom_event_.valid()) registerOomEvent();
   }
   int memoryEventFd() noexcept override { return oom_event_.get(); }
@@ -230,12 +319,16 @@ class CgroupV1 final : public Cgroup {
   Result<void> killAll() override {
     for (int round = 0; round < kKillRounds; ++round) {
       bool any = false;
-      for (const auto& [ctl, dir] : dirs_) {
-        auto procs = fs_->read(dir + "/cgroup.procs");
-        if (!procs) continue;
-        for (pid_t p : parsePids(*procs)) {
-          any = true;
-          ::kill(p, SIGKILL);
+      for (const auto& [ctl, top] : dirs_) {
+        std::vector<std::string> dirs;
+        appendRemovalOrder(*fs_, top, dirs);
+        for (const auto& dir : dirs) {
+          auto procs = fs_->read(dir + "/cgroup.procs");
+          if (!procs) continue;
+          for (pid_t p : parsePids(*procs)) {
+            any = true;
+            ::kill(p, SIGKILL);
+          }
         }
       }
       if (!any) return {};
@@ -243,19 +336,26 @@ class CgroupV1 final : public Cgroup {
     return {};
   }
   Result<void> remove() override {
+    oom_event_.reset();
     Result<void> first{};
     for (const auto& [ctl, dir] : dirs_) {
-      auto r = fs_->removeDir(dir);
-      if (!r && r.error().code != ErrorCode::kNotFound && first) first = r;
+      auto r = removeTree(*fs_, dir);
+      if (!r && first) first = r;
     }
     return first;
   }
 
  private:
-  // v1 OOM notification: "<eventfd> <fd of memory.oom_control>" written to
-  // cgroup.event_control. Best effort: without it the counters are polled.
-  void registerOomEvent() {
+  std::string commandsMemory() const {
     const std::string& mem = dirs_.at("memory");
+    return layout_ == MemoryLayout::kCommandsApart ? mem + "/" + kCommandsChild : mem;
+  }
+
+  // v1 OOM notification: "<eventfd> <fd of memory.oom_control>" written to
+  // cgroup.event_control. It fires for an OOM in the commands' cgroup or an
+  // ancestor. Best effort: without it the counters are polled.
+  void registerOomEvent() {
+    const std::string mem = commandsMemory();
     auto control = fs_->open(mem + "/memory.oom_control");
     if (!control) return;
     sys::UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -267,6 +367,7 @@ class CgroupV1 final : public Cgroup {
 
   std::shared_ptr<CgroupFs> fs_;
   std::map<std::string, std::string> dirs_;  // controller -> directory
+  MemoryLayout layout_;
   sys::UniqueFd oom_event_;
 };
 
@@ -280,40 +381,21 @@ class DriverV1 final : public CgroupDriver {
     for (const auto& [c, m] : mounts_) out.push_back(c);
     return out;
   }
-  Result<std::unique_ptr<Cgroup>> create(const std::string& name,
-                                         const ResourceLimits& limits) override {
-    std::map<std::string, std::string> dirs;
-    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = mount + "/" + name;
-    auto cg = std::make_unique<CgroupV1>(fs_, dirs);
-    for (const auto& [ctl, dir] : dirs) {
-      if (auto r = fs_->makeDir(dir); !r) {
-        (void)cg->remove();
-        return tl::unexpected(r.error());
-      }
-    }
-    const std::string mem = dirs["memory"];
-    std::vector<std::pair<std::string, std::string>> writes = {
-        {mem + "/memory.limit_in_bytes", std::to_string(limits.memory_bytes)},
-        {dirs["pids"] + "/pids.max", std::to_string(limits.pids_max)},
-        {dirs["cpu"] + "/cpu.cfs_period_us", "100000"},
-        {dirs["cpu"] + "/cpu.cfs_quota_us", std::to_string(limits.cpu_millicores * 100)},
-    };
-    // With swap accounting, memory+swap gets the same limit: no swap at all.
-    if (fs_->exists(mem + "/memory.memsw.limit_in_bytes"))
-      writes.emplace_back(mem + "/memory.memsw.limit_in_bytes",
-                          std::to_string(limits.memory_bytes));
-    for (const auto& [file, value] : writes) {
-      if (auto r = fs_->write(file, value); !r) {
-        (void)cg->remove();
-        return tl::unexpected(r.error());
-      }
+  Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
+                                         MemoryLayout layout) override {
+    auto dirs = dirsOf(name);
+    auto cg = std::make_unique<CgroupV1>(fs_, dirs, layout);
+    if (auto r = applyLimits(dirs, limits, layout); !r) {
+      (void)cg->remove();
+      return tl::unexpected(r.error());
     }
     return std::unique_ptr<Cgroup>(std::move(cg));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
-    std::map<std::string, std::string> dirs;
-    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = mount + "/" + name;
-    return std::make_unique<CgroupV1>(fs_, dirs);
+    auto dirs = dirsOf(name);
+    const bool apart = fs_->exists(dirs["memory"] + "/" + kCommandsChild);
+    return std::make_unique<CgroupV1>(
+        fs_, dirs, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
     std::vector<std::string> out;
@@ -325,6 +407,39 @@ class DriverV1 final : public CgroupDriver {
   }
 
  private:
+  std::map<std::string, std::string> dirsOf(const std::string& name) const {
+    std::map<std::string, std::string> dirs;
+    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = mount + "/" + name;
+    return dirs;
+  }
+
+  Result<void> applyLimits(std::map<std::string, std::string>& dirs, const ResourceLimits& limits,
+                           MemoryLayout layout) {
+    for (const auto& [ctl, dir] : dirs)
+      if (auto r = fs_->makeDir(dir); !r) return r;
+    const std::string mem = dirs["memory"];
+    const bool apart = layout == MemoryLayout::kCommandsApart;
+    std::vector<std::pair<std::string, std::string>> writes = {
+        {dirs["pids"] + "/pids.max", std::to_string(limits.pids_max)},
+        {dirs["cpu"] + "/cpu.cfs_period_us", "100000"},
+        {dirs["cpu"] + "/cpu.cfs_quota_us", std::to_string(limits.cpu_millicores * 100)},
+    };
+    // With swap accounting, memory+swap gets the same limit: no swap at all.
+    // memsw may never be below the plain limit, so the plain one goes first.
+    auto limitMemory = [&](const std::string& dir, std::int64_t bytes) {
+      writes.emplace_back(dir + "/memory.limit_in_bytes", std::to_string(bytes));
+      if (fs_->exists(dir + "/memory.memsw.limit_in_bytes"))
+        writes.emplace_back(dir + "/memory.memsw.limit_in_bytes", std::to_string(bytes));
+    };
+    limitMemory(mem, limits.memory_bytes + (apart ? kSupervisorMemorySlack : 0));
+    if (auto r = writeAll(*fs_, writes); !r || !apart) return r;
+    const std::string commands = mem + "/" + kCommandsChild;
+    if (auto r = fs_->makeDir(commands); !r) return r;
+    writes.clear();
+    limitMemory(commands, limits.memory_bytes);
+    return writeAll(*fs_, writes);
+  }
+
   std::shared_ptr<CgroupFs> fs_;
   std::map<std::string, std::string> mounts_;
 };

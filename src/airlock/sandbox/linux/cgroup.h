@@ -11,6 +11,21 @@
 //     (oom_kill), memory.max_usage_in_bytes, pids.events.
 // All file access goes through CgroupFs, a seam under the OS so the v2 and
 // v1 writers and parsers run against a fake filesystem in tests.
+//
+// Memory layouts (MemoryLayout):
+//   kOneGroup       every process of the sandbox under the one memory limit
+//                   (gvisor: the sentry is the sandbox's memory).
+//   kCommandsApart  the limit sits on a "commands" child that holds the
+//                   commands and side processes; the sandbox's own init stays
+//                   outside it, under the pids and cpu limits and a memory
+//                   ceiling of limit + kSupervisorMemorySlack. A command's OOM
+//                   is then resolved among the commands alone and never picks
+//                   init, whatever init's inherited RSS (init is a clone of
+//                   the service) and whether or not its oom_score_adj could
+//                   be lowered (that needs CAP_SYS_RESOURCE).
+//     v2: <name>/{init,commands}, "+memory" in <name>/cgroup.subtree_control
+//         (no process may sit in <name> itself).
+//     v1: memory/<name>/commands; pids and cpu stay one directory each.
 #pragma once
 
 #include <sys/types.h>
@@ -45,6 +60,13 @@ class CgroupFs {
 };
 std::unique_ptr<CgroupFs> makeRealCgroupFs();
 
+enum class MemoryLayout { kOneGroup, kCommandsApart };
+
+// Memory the sandbox's init may charge beyond the commands' limit
+// (kCommandsApart): its stack, the pages of its receive buffer it copies on
+// write, page tables. Bytes.
+inline constexpr std::int64_t kSupervisorMemorySlack = 32LL << 20;
+
 struct CgroupCounters {
   std::int64_t oom_kills = 0;        // memory.events / memory.oom_control oom_kill
   std::int64_t pids_max_events = 0;  // pids.events max
@@ -54,7 +76,20 @@ struct CgroupCounters {
 class Cgroup {
  public:
   virtual ~Cgroup() = default;
+  // Adds a process to the sandbox (kCommandsApart: beside the commands, not
+  // under their memory limit; this is where init goes).
   virtual Result<void> addProcess(pid_t pid) = 0;
+  // Adds a process where commands run, under the memory limit (kOneGroup:
+  // the same as addProcess). Side processes go here.
+  virtual Result<void> addCommandProcess(pid_t pid) = 0;
+  // An fd (O_RDWR, close-on-exec) on the cgroup.procs of the place commands
+  // run. Writing "0" through it moves the writer there; the kernel checks
+  // permission against the credentials and cgroup namespace of the opener,
+  // so a process inside the sandbox can use an fd the service opened. Init's
+  // command child writes it before exec. Owned by the caller.
+  virtual Result<sys::UniqueFd> openCommandEntry() = 0;
+  // oom_kills counts kills anywhere in the sandbox; memory_peak_bytes is the
+  // commands' peak (the limit's own counter).
   virtual Result<CgroupCounters> counters() = 0;
   // Starts a new execution's accounting: the memory peak is reset so that
   // nothing carries over from the previous command (bug-log B34).
@@ -68,7 +103,8 @@ class Cgroup {
   virtual void drainMemoryEvents() noexcept {}
   // SIGKILL every process in the cgroup (v2 cgroup.kill; v1 per pid).
   virtual Result<void> killAll() = 0;
-  // rmdir; the cgroup must be empty.
+  // rmdir of the sandbox's directories, children first (whatever layout an
+  // attached cgroup was created with); the cgroup must be empty.
   virtual Result<void> remove() = 0;
 };
 
@@ -77,10 +113,13 @@ class CgroupDriver {
   virtual ~CgroupDriver() = default;
   virtual std::string version() const = 0;  // "v1" or "v2"
   virtual std::vector<std::string> controllers() const = 0;
-  // Creates a cgroup named `name` with the limits applied.
+  // Creates a cgroup named `name` with the limits applied in `layout`.
+  // Nothing is left behind on failure.
   virtual Result<std::unique_ptr<Cgroup>> create(const std::string& name,
-                                                 const ResourceLimits& limits) = 0;
-  // Attaches to an existing cgroup (crash recovery).
+                                                 const ResourceLimits& limits,
+                                                 MemoryLayout layout = MemoryLayout::kOneGroup) = 0;
+  // Attaches to an existing cgroup (crash recovery): enough to kill what is
+  // in it and remove it, in either layout.
   virtual std::unique_ptr<Cgroup> attach(const std::string& name) = 0;
   // Names of cgroups directly under the parent that start with prefix.
   virtual std::vector<std::string> list(const std::string& prefix) = 0;

@@ -79,6 +79,25 @@ void scrubInheritedStrings(const InitContext& ctx) noexcept {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) std::memset(*e, 0, cstrlen(*e));
 }
 
+// Closes every fd from 3 up except those in keep[0..n) (negative entries
+// are ignored). keep is sorted in place.
+void closeAllFdsFromThreeExcept(int* keep, int n) noexcept {
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      const int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  unsigned next = 3;  // the lowest fd not yet dealt with
+  for (int i = 0; i < n; ++i) {
+    if (keep[i] < static_cast<int>(next)) continue;
+    const unsigned fd = static_cast<unsigned>(keep[i]);
+    if (fd > next) ::syscall(SYS_close_range, next, fd - 1, 0U);
+    next = fd + 1;
+  }
+  ::syscall(SYS_close_range, next, ~0U, 0U);
+}
+
 void killAllButInit() noexcept {
   ::kill(-1, SIGKILL);
 }
@@ -180,6 +199,7 @@ struct RunRequest {
   e.uid = ctx.sandbox_uid;
   e.gid = ctx.sandbox_gid;
   e.first_for_oom_killer = true;
+  e.cgroup_entry_fd = ctx.command_cgroup_fd;
   execSandboxed(e);
 }
 
@@ -356,16 +376,12 @@ void locateInheritedStrings(InitContext& ctx) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_NAME, "airlock-init");
   // Init is a clone of the service: drop every fd it inherited except the
-  // control socket and the egress channel (another sandbox's socket or
-  // workspace must not be held here), leave the caller's session and
-  // terminal, and forget handlers.
+  // control socket, the egress channel and the commands' cgroup entry
+  // (another sandbox's socket or workspace must not be held here), leave the
+  // caller's session and terminal, and forget handlers.
   {
-    const int lo = ctx.egress_fd >= 0 && ctx.egress_fd < ctl ? ctx.egress_fd : ctl;
-    const int hi = ctx.egress_fd > ctl ? ctx.egress_fd : ctl;
-    if (lo > 3) ::syscall(SYS_close_range, 3U, static_cast<unsigned>(lo - 1), 0U);
-    if (hi > lo + 1)
-      ::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1), 0U);
-    ::syscall(SYS_close_range, static_cast<unsigned>(hi + 1), ~0U, 0U);
+    int keep[3] = {ctl, ctx.egress_fd, ctx.command_cgroup_fd};
+    closeAllFdsFromThreeExcept(keep, 3);
   }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {

@@ -31,6 +31,10 @@ struct InitContext {
   // connection through it (one fd per packet) to the egress proxy
   // (sandbox/egress_route.h). Without it there is no listener.
   int egress_fd = -1;
+  // Cgroup::openCommandEntry() of the sandbox: every command writes "0" to
+  // it before exec, so commands run under the memory limit and init does
+  // not (MemoryLayout::kCommandsApart). -1: commands stay where init is.
+  int command_cgroup_fd = -1;
   const sock_fprog* seccomp = nullptr;  // applied to every command
   uid_t sandbox_uid = 1000;
   gid_t sandbox_gid = 1000;

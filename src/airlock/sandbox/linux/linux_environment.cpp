@@ -371,7 +371,9 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   if (!sb->uid_lock.valid())
     return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
 
-  auto cg = cgroups_->create(sb->cgroup_name, spec.limits);
+  // The memory limit holds the commands only: init, a clone of the service
+  // with its pages, must never be what an OOM at the limit takes.
+  auto cg = cgroups_->create(sb->cgroup_name, spec.limits, MemoryLayout::kCommandsApart);
   if (!cg) return tl::unexpected(cg.error());
   sb->cgroup = std::move(*cg);
 
@@ -438,8 +440,12 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   ::setsockopt(parent_end.get(), SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
   ::setsockopt(child_end.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
 
+  auto command_entry = sb.cgroup->openCommandEntry();
+  if (!command_entry) return tl::unexpected(command_entry.error());
+
   const sock_fprog prog = seccomp_.program();
   InitContext ctx;
+  ctx.command_cgroup_fd = command_entry->get();
   ctx.plan = &sb.plan;
   ctx.control_fd = child_end.get();
   ctx.egress_fd = sb.egress_child_end.valid() ? sb.egress_child_end.get() : -1;
@@ -466,6 +472,7 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
   sb.pidfd.reset(pidfd);
   child_end.reset();
   sb.egress_child_end.reset();  // init holds it now
+  command_entry->reset();       // and this one
   sb.control = std::move(parent_end);
 
   const std::string proc = "/proc/" + std::to_string(pid);

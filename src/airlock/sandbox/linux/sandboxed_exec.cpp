@@ -86,6 +86,15 @@ void resetSignalDispositions() noexcept {
 [[noreturn]] void execSandboxed(const SandboxedExec& e) noexcept {
   resetSignalDispositions();
   if (::setsid() < 0) ::_exit(125);  // fail closed: never share a session (B17)
+  if (e.cgroup_entry_fd >= 0 && ::write(e.cgroup_entry_fd, "0", 1) != 1) {
+    const int err = errno;
+    if (e.stderr_fd >= 0) {
+      writeStr(e.stderr_fd, "airlock: cannot enter the sandbox's memory limit: ");
+      writeStr(e.stderr_fd, errnoText(err));
+      writeStr(e.stderr_fd, "\n");
+    }
+    ::_exit(125);
+  }
 
   int in = e.stdin_fd >= 0 ? e.stdin_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(e.stdout_fd, 1) < 0 || ::dup2(e.stderr_fd, 2) < 0)

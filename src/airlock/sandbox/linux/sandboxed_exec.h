@@ -5,7 +5,8 @@
 // B17). Internal to linux/.
 //
 // In order: every signal to its default action and none blocked; a session
-// and process group of its own (setsid; fail closed); stdio from the given
+// and process group of its own (setsid; fail closed); with a cgroup entry
+// fd, the move under the commands' memory limit (fail closed); stdio from the given
 // fds and nothing else open; oom_score_adj 0, or 1000 with
 // first_for_oom_killer (init is not, whether or not the service could
 // protect it); core dumps off and nofile <= 4096; every capability dropped from
@@ -45,6 +46,11 @@ struct SandboxedExec {
   // started it, is what the OOM killer takes at the sandbox's memory limit.
   // For commands started by the sandbox's init (see execSandboxed).
   bool first_for_oom_killer = false;
+  // Cgroup::openCommandEntry() of the sandbox, or -1: "0" is written to it
+  // so the process runs under the commands' memory limit and not beside it
+  // with init. A failed write ends the process (125) instead of running it
+  // outside the limit. Closed before exec.
+  int cgroup_entry_fd = -1;
 };
 
 [[noreturn]] void execSandboxed(const SandboxedExec& e) noexcept;

@@ -262,7 +262,7 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
     while (::waitpid(helper, &st, 0) < 0 && errno == EINTR) {
     }
   };
-  if (auto added = target.cgroup->addProcess(helper); !added) {
+  if (auto added = target.cgroup->addCommandProcess(helper); !added) {
     reapHelper();
     return tl::unexpected(added.error());
   }

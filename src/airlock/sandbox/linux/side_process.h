@@ -8,7 +8,7 @@
 //     pipes) and _Fork()s a helper. The helper allocates nothing, takes no
 //     lock and logs nothing (CONVENTIONS.md 6).
 //  2. The service writes the helper's pid into the sandbox's cgroup(s)
-//     (Cgroup::addProcess: v2 cgroup.procs, v1 each controller's), then
+//     (Cgroup::addCommandProcess: under the commands' memory limit), then
 //     releases it over a pipe. Everything the helper forks inherits that
 //     membership, so the sandbox's memory, pids and cpu limits apply.
 //  3. The helper setns()es into every namespace of the sandbox's init at once
