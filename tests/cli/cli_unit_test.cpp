@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "airlock/cli/adapters.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_plan.h"
@@ -39,8 +42,40 @@ TEST(PlanRun, TheGvisorMechanismIsAccepted) {
   flags.mechanism = "docker";
   auto refused = planRun(flags, noHostEnv);
   ASSERT_FALSE(refused.has_value());
-  EXPECT_NE(refused.error().context.find("linux, gvisor, fake"), std::string::npos)
+  EXPECT_NE(refused.error().context.find("linux, gvisor, microvm, fake"), std::string::npos)
       << refused.error().context;
+}
+
+// One table of mechanisms: every name round-trips, exactly the
+// kernel-isolating ones are fit for production, and a development-only one
+// cannot be built without the named permission.
+TEST(Mechanisms, OneTableNamesEveryMechanismOnce) {
+  std::set<std::string_view> names;
+  for (Mechanism m : allMechanisms()) {
+    EXPECT_TRUE(names.insert(mechanismName(m)).second) << mechanismName(m);
+    EXPECT_EQ(mechanismNamed(mechanismName(m)), m);
+    EXPECT_NE(developmentOnly(m), isolatesKernel(m)) << mechanismName(m);
+  }
+  EXPECT_EQ(names.size(), 4u);
+  EXPECT_EQ(mechanismNamed("Linux"), std::nullopt);
+  EXPECT_EQ(mechanismNamed(""), std::nullopt);
+}
+
+TEST(Mechanisms, ADevelopmentMechanismNeedsThePermission) {
+  for (Mechanism m : allMechanisms()) {
+    if (!developmentOnly(m)) continue;
+    auto refused = createAdapter(m, {}, std::nullopt);
+    ASSERT_FALSE(refused) << mechanismName(m);
+    EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
+    EXPECT_THAT(refused.error().context, HasSubstr(std::string(mechanismName(m))));
+    EXPECT_THAT(refused.error().context, HasSubstr("development only"));
+  }
+  auto fake = createAdapter(Mechanism::kFake, {}, DevelopmentMechanismsAllowed{});
+  ASSERT_TRUE(fake) << fake.error().message();
+  EXPECT_NE(fake->env, nullptr);
+  auto microvm = createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
+  ASSERT_FALSE(microvm);
+  EXPECT_EQ(microvm.error().code, ErrorCode::kExecutionUnavailable);
 }
 
 TEST(PlanRun, DefaultsComeFromTheConfiguredLimits) {

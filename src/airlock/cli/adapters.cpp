@@ -10,46 +10,70 @@
 
 namespace airlock::cli {
 
-Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& options) {
-  if (mechanism == "fake") {
-    auto env = std::make_unique<fake::FakeEnvironment>();
-    env->setFallback(fake::basicCommands);
-    return Adapter{std::move(env), fake::kFakeImageDigest};
-  }
-  if (mechanism == "linux") {
+namespace {
+
+Result<Adapter> fakeAdapter() {
+  auto env = std::make_unique<fake::FakeEnvironment>();
+  env->setFallback(fake::basicCommands);
+  return Adapter{std::move(env), fake::kFakeImageDigest};
+}
+
+Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 #if AIRLOCK_HAVE_LINUX_MECHANISM
-    linux_jail::LinuxEnvironmentOptions linux_options;
-    linux_options.state_dir = options.state_dir;
-    linux_options.egress_route = options.egress_route;
-    auto digest = linux_jail::computeImageDigest(linux_options);
-    if (!digest) return tl::unexpected(digest.error());
-    auto env = linux_jail::createLinuxEnvironment(linux_options);
-    if (!env) return tl::unexpected(env.error());
-    return Adapter{std::move(*env), std::move(*digest)};
+  linux_jail::LinuxEnvironmentOptions linux_options;
+  linux_options.state_dir = options.state_dir;
+  linux_options.egress_route = options.egress_route;
+  auto digest = linux_jail::computeImageDigest(linux_options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = linux_jail::createLinuxEnvironment(linux_options);
+  if (!env) return tl::unexpected(env.error());
+  return Adapter{std::move(*env), std::move(*digest)};
 #else
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the linux mechanism is not built into this airlock; use the fake mechanism");
+  return fail(ErrorCode::kExecutionUnavailable,
+              "the linux mechanism is not built into this airlock; use the fake mechanism");
 #endif
-  }
+}
+
 #if AIRLOCK_HAVE_GVISOR_MECHANISM
-  if (mechanism == "gvisor") {
-    // Its own state directory: the two mechanisms' crash recovery must not
-    // see each other's lock files.
-    gvisor::GvisorEnvironmentOptions gvisor_options;
-    gvisor_options.state_dir = options.state_dir + "/gvisor";
-    gvisor_options.egress_route = options.egress_route;
-    auto digest = gvisor::gvisorImageDigest(gvisor_options);
-    if (!digest) return tl::unexpected(digest.error());
-    auto env = gvisor::createGvisorEnvironment(gvisor_options);
-    if (!env) return tl::unexpected(env.error());
-    return Adapter{std::move(*env), std::move(*digest)};
-  }
+Result<Adapter> gvisorAdapter(const AdapterOptions& options) {
+  // Its own state directory: the two mechanisms' crash recovery must not
+  // see each other's lock files.
+  gvisor::GvisorEnvironmentOptions gvisor_options;
+  gvisor_options.state_dir = options.state_dir + "/gvisor";
+  gvisor_options.egress_route = options.egress_route;
+  auto digest = gvisor::gvisorImageDigest(gvisor_options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = gvisor::createGvisorEnvironment(gvisor_options);
+  if (!env) return tl::unexpected(env.error());
+  return Adapter{std::move(*env), std::move(*digest)};
+}
 #endif
-  if (mechanism == "gvisor" || mechanism == "microvm")
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the " + std::string(mechanism) + " mechanism is not built into this airlock yet");
-  return fail(ErrorCode::kConfigurationError, "unknown mechanism \"" + std::string(mechanism) +
-                                                  "\" (linux, gvisor, microvm or fake)");
+
+}  // namespace
+
+Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options,
+                              std::optional<DevelopmentMechanismsAllowed> development) {
+  const std::string name(mechanismName(mechanism));
+  if (developmentOnly(mechanism) && !development)
+    return fail(ErrorCode::kExecutionRejected,
+                "the " + name + " mechanism is for development only and this front end runs " +
+                    "for production (use gvisor or microvm)");
+  switch (mechanism) {
+    case Mechanism::kFake:
+      return fakeAdapter();
+    case Mechanism::kLinux:
+      return linuxAdapter(options);
+    case Mechanism::kGvisor:
+#if AIRLOCK_HAVE_GVISOR_MECHANISM
+      return gvisorAdapter(options);
+#else
+      break;
+#endif
+    case Mechanism::kMicrovm:
+      break;
+  }
+  return fail(ErrorCode::kExecutionUnavailable,
+              "the " + name + " mechanism is not built into this airlock yet");
 }
 
 }  // namespace airlock::cli

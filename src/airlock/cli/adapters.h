@@ -4,10 +4,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "airlock/core/error.h"
+#include "airlock/core/mechanism.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
 
@@ -26,9 +28,20 @@ struct AdapterOptions {
   std::shared_ptr<EgressRoute> egress_route;
 };
 
-// "linux" or "fake" (and the mechanisms built in later). ExecutionUnavailable
-// naming the mechanism when it cannot start here; ConfigurationError for a
-// name that is not a mechanism.
-Result<Adapter> createAdapter(std::string_view mechanism, const AdapterOptions& options = {});
+// The permission to build a development-only mechanism (linux, fake: see
+// core/mechanism.h). A front end that may run one names it: `airlock run`,
+// `airlock mcp`, and `airlock serve` in deployment_mode development. No
+// production path constructs one, so none can pick such a mechanism by
+// accident.
+struct DevelopmentMechanismsAllowed {
+  explicit DevelopmentMechanismsAllowed() = default;
+};
+
+// Builds the adapter of `mechanism`. ExecutionRejected for a
+// development-only mechanism without the permission; ExecutionUnavailable
+// naming the mechanism when it is not built into this binary or cannot
+// start here.
+Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options,
+                              std::optional<DevelopmentMechanismsAllowed> development);
 
 }  // namespace airlock::cli

@@ -151,7 +151,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   if (!stop) return reportError(stop.error());
   installStopHandlers(*stop);
 
-  auto adapter = createAdapter(flags.run.mechanism);
+  auto adapter = createAdapter(plan->mechanism, {}, DevelopmentMechanismsAllowed{});
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan->spec.image_digest = adapter->image_digest;

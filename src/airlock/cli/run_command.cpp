@@ -93,9 +93,6 @@ int executeRun(RunPlan plan) {
   if (!token) return reportError(token.error());
   installCancelHandlers(*token);
 
-  const char* mechanism_name = plan.mechanism == Mechanism::kFake     ? "fake"
-                               : plan.mechanism == Mechanism::kGvisor ? "gvisor"
-                                                                      : "linux";
   // The artifact store is opened before any sandbox exists, so that a
   // store that cannot open leaves nothing behind.
   // Code mode opens it too, for its jobs' spilled output; there a store
@@ -139,14 +136,14 @@ int executeRun(RunPlan plan) {
   AdapterOptions adapter_options;
   adapter_options.state_dir = plan.state_dir;
   adapter_options.egress_route = egress.route;
-  auto adapter = createAdapter(mechanism_name, adapter_options);
+  auto adapter = createAdapter(plan.mechanism, adapter_options, DevelopmentMechanismsAllowed{});
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = adapter->image_digest;
 
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanism_name) + ", image " +
-                               adapter->image_digest + "\n");
+    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
+                               ", image " + adapter->image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
   if (plan.verbose)

@@ -68,15 +68,11 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     return fail(ErrorCode::kToolValidationError, *problem);
   }
 
-  if (flags.mechanism == "linux") {
-    plan.mechanism = Mechanism::kLinux;
-  } else if (flags.mechanism == "fake") {
-    plan.mechanism = Mechanism::kFake;
-  } else if (flags.mechanism == "gvisor") {
-    plan.mechanism = Mechanism::kGvisor;
+  if (auto m = mechanismNamed(flags.mechanism)) {
+    plan.mechanism = *m;
   } else {
     return fail(ErrorCode::kToolValidationError,
-                "--mechanism: \"" + flags.mechanism + "\" is not one of linux, gvisor, fake");
+                "--mechanism: \"" + flags.mechanism + "\" is not one of " + mechanismNameList());
   }
 
   ResourceLimits limits = defaultLimits();

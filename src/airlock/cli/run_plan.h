@@ -10,11 +10,10 @@
 #include <vector>
 
 #include "airlock/core/error.h"
+#include "airlock/core/mechanism.h"
 #include "airlock/core/types.h"
 
 namespace airlock::cli {
-
-enum class Mechanism { kLinux, kFake, kGvisor };
 
 // The flags of `airlock run` as typed; nullopt means "not given" (the
 // configured default applies).

@@ -89,7 +89,11 @@ int executeServe(const std::optional<std::string>& config_path) {
   AdapterOptions options;
   options.state_dir = settings->state_dir;
   options.egress_route = egress.route;
-  auto adapter = createAdapter(service::mechanismName(settings->sandbox), options);
+  auto adapter = createAdapter(
+      settings->sandbox, options,
+      settings->deployment_mode == service::DeploymentMode::kDevelopment
+          ? std::optional<DevelopmentMechanismsAllowed>(DevelopmentMechanismsAllowed{})
+          : std::nullopt);
   if (!adapter) return refuse(adapter.error());
   service::Api api(*settings, *adapter->env, adapter->image_digest, metrics);
   api.allowEgress(operator_egress);

@@ -16,9 +16,6 @@
 namespace airlock::service {
 namespace {
 
-constexpr std::array kMechanisms = {Mechanism::kLinux, Mechanism::kGvisor, Mechanism::kMicrovm,
-                                    Mechanism::kFake};
-
 Error configError(std::string context) {
   return Error{ErrorCode::kConfigurationError, 0, std::move(context)};
 }
@@ -53,11 +50,6 @@ constexpr std::array<NamedValue<DeploymentMode>, 2> kDeploymentModes = {
     {{"development", DeploymentMode::kDevelopment}, {"production", DeploymentMode::kProduction}}};
 constexpr std::array<NamedValue<AuthMode>, 2> kAuthModes = {
     {{"dev", AuthMode::kDev}, {"token", AuthMode::kToken}}};
-constexpr std::array<NamedValue<Mechanism>, 4> kMechanismNames = {{{"linux", Mechanism::kLinux},
-                                                                   {"gvisor", Mechanism::kGvisor},
-                                                                   {"microvm", Mechanism::kMicrovm},
-                                                                   {"fake", Mechanism::kFake}}};
-
 Result<void> checkListen(std::string_view text, const std::string& prefix) {
   auto bad = [&](std::string why) {
     return tl::unexpected(configError(prefix + "listen " + quoteForMessage(text) + " " + why));
@@ -126,8 +118,10 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     if (!v) return tl::unexpected(v.error());
     s.auth_mode = *v;
   } else if (key == "sandbox") {
-    auto v = pick("sandbox", value, kMechanismNames, prefix);
-    if (!v) return tl::unexpected(v.error());
+    auto v = mechanismNamed(value);
+    if (!v)
+      return tl::unexpected(configError(prefix + "sandbox " + quoteForMessage(value) +
+                                        " is not one of " + mechanismNameList()));
     s.sandbox = *v;
   } else if (key == "state_dir") {
     if (value.empty() || value.front() != '/')
@@ -290,23 +284,11 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
 
 }  // namespace
 
-std::span<const Mechanism> allMechanisms() noexcept {
-  return kMechanisms;
-}
-
-std::string_view mechanismName(Mechanism m) noexcept {
-  for (const auto& n : kMechanismNames)
-    if (n.value == m) return n.name;
-  return "unknown";
-}
 std::string_view deploymentModeName(DeploymentMode m) noexcept {
   return m == DeploymentMode::kProduction ? "production" : "development";
 }
 std::string_view authModeName(AuthMode m) noexcept {
   return m == AuthMode::kToken ? "token" : "dev";
-}
-bool isolatesKernel(Mechanism m) noexcept {
-  return m == Mechanism::kGvisor || m == Mechanism::kMicrovm;
 }
 
 EnvLookup processEnvironment() {

@@ -25,26 +25,21 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/core/mechanism.h"
 #include "airlock/core/types.h"
 
 namespace airlock::service {
 
 enum class DeploymentMode { kDevelopment, kProduction };
 enum class AuthMode { kDev, kToken };
-// The SandboxMechanism setting. `linux` is the shared-kernel jail (the
-// spec's development fallback, in the place of its "docker"); `fake`
-// executes nothing. Only gvisor and microvm isolate the kernel.
-enum class Mechanism { kLinux, kGvisor, kMicrovm, kFake };
+// The SandboxMechanism setting: one of the mechanisms of core/mechanism.h.
+using airlock::allMechanisms;
+using airlock::isolatesKernel;
+using airlock::Mechanism;
+using airlock::mechanismName;
 
-// Every value of Mechanism, so that checks and tests iterate the complement
-// of the allowed set instead of naming values (a new mechanism inherits the
-// refusal).
-std::span<const Mechanism> allMechanisms() noexcept;
-std::string_view mechanismName(Mechanism m) noexcept;
 std::string_view deploymentModeName(DeploymentMode m) noexcept;
 std::string_view authModeName(AuthMode m) noexcept;
-// True for the mechanisms that isolate the kernel: gvisor, microvm.
-bool isolatesKernel(Mechanism m) noexcept;
 
 struct ArtifactSettings {
   std::int64_t retention_days = 30;
