@@ -240,7 +240,6 @@ class DriverV2 final : public CgroupDriver {
         {dir + "/memory.max", std::to_string(ceiling)},
         {dir + "/pids.max", std::to_string(limits.pids_max)},
         {dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)},
-        {dir + "/cpu.weight", std::to_string(kSandboxCpuWeightV2)},
     };
     if (fs_->exists(dir + "/memory.swap.max")) writes.emplace_back(dir + "/memory.swap.max", "0");
     if (auto r = writeAll(*fs_, writes); !r || !apart) return r;
@@ -424,7 +423,6 @@ class DriverV1 final : public CgroupDriver {
         {dirs["pids"] + "/pids.max", std::to_string(limits.pids_max)},
         {dirs["cpu"] + "/cpu.cfs_period_us", "100000"},
         {dirs["cpu"] + "/cpu.cfs_quota_us", std::to_string(limits.cpu_millicores * 100)},
-        {dirs["cpu"] + "/cpu.shares", std::to_string(kSandboxCpuSharesV1)},
     };
     // With swap accounting, memory+swap gets the same limit: no swap at all.
     // memsw may never be below the plain limit, so the plain one goes first.

@@ -3,11 +3,11 @@
 // (CONVENTIONS.md 8; DESIGN.md 5.2).
 //
 // v2: one directory under the unified hierarchy: memory.max,
-//     memory.swap.max=0, pids.max, cpu.max, cpu.weight; counters from memory.events,
+//     memory.swap.max=0, pids.max, cpu.max; counters from memory.events,
 //     memory.peak, pids.events; teardown with cgroup.kill.
 // v1: one directory per controller (memory, pids, cpu):
 //     memory.limit_in_bytes (+ memsw when swap accounting exists), pids.max,
-//     cpu.cfs_quota_us/cfs_period_us, cpu.shares; counters from memory.oom_control
+//     cpu.cfs_quota_us/cfs_period_us; counters from memory.oom_control
 //     (oom_kill), memory.max_usage_in_bytes, pids.events.
 // All file access goes through CgroupFs, a seam under the OS so the v2 and
 // v1 writers and parsers run against a fake filesystem in tests.
@@ -66,17 +66,6 @@ enum class MemoryLayout { kOneGroup, kCommandsApart };
 // (kCommandsApart): its stack, the pages of its receive buffer it copies on
 // write, page tables. Bytes.
 inline constexpr std::int64_t kSupervisorMemorySlack = 32LL << 20;
-
-// The CPU weight of every sandbox against the rest of the host, under
-// contention only: the lowest there is (v2 cpu.weight 1 of 1..10000, default
-// 100; v1 cpu.shares 2, default 1024). The service and the host come first,
-// so the API answers however many sandboxes are busy (a hundred sandboxes
-// at the default weight left the service a hundredth of the CPU, and
-// /healthz a second late); the sandboxes share what is left equally, still
-// take every idle cycle (the scheduler is work-conserving) and each keeps
-// its own quota (cpu_millicores).
-inline constexpr int kSandboxCpuWeightV2 = 1;
-inline constexpr int kSandboxCpuSharesV1 = 2;
 
 struct CgroupCounters {
   std::int64_t oom_kills = 0;        // memory.events / memory.oom_control oom_kill
