@@ -69,12 +69,12 @@
 //   cgroup (v2, or a kill the v1 path could not prevent) is also MEMORY; if
 //   it took the sentry, the sandbox is dead and later commands fail with
 //   ExecutionUnavailable.
-// * PIDS: gVisor itself enforces RLIMIT_NPROC (= pids_max) on the sandbox
-//   user (a fork past it fails with EAGAIN); the shim reports the command at
-//   that count (it polls /proc every 20 ms, every 1 ms near the limit), and
-//   the host treats the report
-//   as the PIDS kill. The host cgroup's pids.max is only a backstop against
-//   the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
+// * PIDS: gVisor itself enforces RLIMIT_NPROC (pids_max +
+//   oci::kPidsRefusalSpare) on the sandbox user (a fork past it fails with
+//   EAGAIN); the shim reports the command at pids_max (it counts /proc
+//   before it reaps orphans, every 20 ms, every 1 ms near the limit), before
+//   any fork is refused, and the host treats the report as the PIDS kill.
+//   The host cgroup's pids.max is only a backstop against the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
 //   uses a host thread per sandbox thread plus the sentry's tracer and Go
 //   threads; a fork bomb at pids_max 32 was measured at about 240 host
 //   tasks); its events counter also reads as PIDS, though reaching it can
