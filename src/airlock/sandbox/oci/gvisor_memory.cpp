@@ -94,30 +94,40 @@ bool SandboxMemory::writeLimit(std::int64_t bytes) noexcept {
 Result<void> SandboxMemory::beginCommand() {
   if (dir_.empty()) return {};
   endCommand();
+  const bool after_kill = raised_;
   raised_ = false;
   auto own = ownMemory();
   if (!own) return fail(ErrorCode::kExecutionUnavailable, "read the sandbox's memory usage");
-  if (own_at_start_) {
-    // Memory of the previous command not given back yet: wait for it.
+  if (own_at_start_ && after_kill) {
+    // The memory of the command stopped at its limit, not given back yet:
+    // wait for it.
     const auto deadline = Clock::now() + kSettleBudget;
     while (*own > *own_at_start_ + kSettleSlack && Clock::now() < deadline) {
       ::poll(nullptr, 0, 5);
       if (auto o = ownMemory()) own = o;
     }
   }
-  const bool settled = !own_at_start_ || *own <= *own_at_start_ + kSettleSlack;
-  if (settled) own_at_start_ = *own;
-  // Unsettled: the base is the earlier figure, so the command's room is
+  const std::optional<std::int64_t> before = own_at_start_;
+  const bool settled = !before || !after_kill || *own <= *before + kSettleSlack;
+  // The figure the next command's wait compares with: this one's, even
+  // unsettled (a sentry that keeps what it grew costs one wait, not one per
+  // command).
+  own_at_start_ = *own;
+  // Unsettled: the base is the earlier figure, so this command's room is
   // memory_bytes less whatever is still held, never more.
-  base_ = *own_at_start_ + tmpfsBytes();
-  if (!settled) base_ += kSettleSlack;
+  base_ = (settled ? *own : *before + kSettleSlack) + tmpfsBytes();
   const std::int64_t limit = base_ + memory_bytes_ - headroom_;
   auto now = usage();
-  if (!now || *now >= limit || !writeLimit(limit))
+  if (!now || *now >= limit || !writeLimit(limit)) {
+    raised_ = after_kill;  // the next try waits again, against the same figure
+    own_at_start_ = before;
+    const std::int64_t held = before ? *own - *before : *own;
     return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox has not given back the memory of its previous command (" +
-                    std::to_string((*own - *own_at_start_) >> 20) +
+                "the sandbox has not given back the memory of the command its memory limit "
+                "stopped (" +
+                    std::to_string(held >> 20) +
                     " MiB still held); try again, or destroy it and provision again");
+  }
   return {};
 }
 

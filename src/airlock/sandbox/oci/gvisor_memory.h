@@ -20,12 +20,14 @@
 // The sentry gives a dead command's memory back asynchronously, and a kill
 // under a stalled limit is slow to be given back (measured here: up to a few
 // hundred milliseconds). A base taken before that would hand the rest to the
-// next command, so beginCommand first waits (at most kSettleBudget) until the
-// sandbox's own memory (usage minus the tmpfs files) is back within
-// kSettleSlack of what it was at the previous command's start. If it is not,
-// the base stays at that earlier figure: the command gets less room, never
-// more, and a sandbox still holding more than its limit's worth refuses the
-// command (ExecutionUnavailable naming why; the sandbox stays usable).
+// next command, so after a MEMORY kill beginCommand first waits (at most
+// kSettleBudget) until the sandbox's own memory (usage minus the tmpfs
+// files) is back within kSettleSlack of what it was at the killed command's
+// start. If it is not, the base stays at that earlier figure: the command
+// gets less room, never more, and a sandbox still holding more than a
+// command's room refuses the command (ExecutionUnavailable naming why; the
+// sandbox stays usable, and the next try waits again). After a command that
+// ended by itself the base is what the sandbox holds at the start.
 //
 // Borrowed fds; no thread-safety (the adapter runs one command at a time).
 // With an empty memory directory (no v1 memory controller) every call is a
