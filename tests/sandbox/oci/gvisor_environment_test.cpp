@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "airlock/sandbox/oci/gvisor_memory.h"
 #include "gvisor_fixture.h"
 #include "gvisor_test_support.h"
 
@@ -182,6 +183,51 @@ TEST_F(GvisorSandboxTest, MemoryIsReportedAndTheSandboxSurvivesIt) {
   EXPECT_EQ(next.exit_code, 0);
   EXPECT_EQ(next.stdout_data, "still here\n");
   EXPECT_FALSE(next.killed_by.has_value());
+}
+
+// However many MEMORY kills came before, the next command gets the same
+// room: each one is stopped at the limit, and the sandbox still runs
+// commands after the last. A command's peak stays under the limit unless it
+// outran its own kill (gvisor_memory.h: then each further step of room
+// shows in the peak, never more than kOomKillSteps of them).
+TEST_F(GvisorSandboxTest, TheMemoryLimitHoldsAfterEveryKill) {
+  constexpr std::int64_t kLimit = 75 << 20;
+  constexpr std::int64_t kOutran = kLimit + gvisor::kOomKillSteps * gvisor::kOomKillHeadroom;
+  reprovision([](ResourceLimits& l) { l.memory_bytes = kLimit; });
+  int over = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto r = run(shell("exec python3 -c 'b = bytearray(256 << 20)'"));
+    EXPECT_EQ(r.killed_by, KillReason::kMemory) << "command " << i << ": " << r.stderr_data;
+    ASSERT_TRUE(r.peak_memory_bytes.has_value()) << "command " << i;
+    EXPECT_LE(*r.peak_memory_bytes, kOutran) << "command " << i;
+    EXPECT_GT(*r.peak_memory_bytes, kLimit / 2) << "command " << i;
+    if (*r.peak_memory_bytes > kLimit) ++over;
+  }
+  RecordProperty("commands_over_the_limit", over);
+  EXPECT_LE(over, 2) << "commands that outran their kill";
+  // Memory well under the limit is still the command's after all the kills.
+  auto fits = run(shell("exec python3 -c 'b = bytearray(40 << 20); print(len(b) >> 20)'"));
+  EXPECT_EQ(fits.exit_code, 0) << fits.stderr_data;
+  EXPECT_EQ(fits.stdout_data, "40\n");
+  EXPECT_FALSE(fits.killed_by.has_value());
+  auto next = run(shell("true"));
+  EXPECT_EQ(next.exit_code, 0);
+  EXPECT_FALSE(next.killed_by.has_value());
+}
+
+// A file written before the command met its memory limit is in files_changed.
+TEST_F(GvisorSandboxTest, AMemoryKillListsTheFilesTheCommandWrote) {
+  reprovision([](ResourceLimits& l) { l.memory_bytes = 75 << 20; });
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "before-" + std::to_string(i) + ".txt";
+    auto r = run(shell("echo written > " + name + "; exec python3 -c 'b = bytearray(256 << 20)'"));
+    EXPECT_EQ(r.killed_by, KillReason::kMemory) << r.stderr_data;
+    EXPECT_FALSE(r.files_changed_truncated);
+    ASSERT_EQ(r.files_changed.size(), 1u) << "command " << i;
+    EXPECT_EQ(r.files_changed[0].path, name);
+    EXPECT_EQ(r.files_changed[0].change, ChangeKind::kCreated);
+    EXPECT_EQ(r.files_changed[0].size_bytes, 8);
+  }
 }
 
 TEST_F(GvisorSandboxTest, AForkBombMeetsThePidsLimit) {

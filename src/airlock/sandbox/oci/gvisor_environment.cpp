@@ -32,6 +32,7 @@
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
+#include "airlock/sandbox/oci/gvisor_memory.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
 #include "airlock/sandbox/piped_side_process.h"
@@ -126,8 +127,8 @@ struct Sandbox {
   std::string cgroup_name;
   std::unique_ptr<Cgroup> cgroup;
   std::string memory_dir;  // v1 memory cgroup directory, or empty
+  SandboxMemory memory;    // the per-command limit on memory_dir
   Child runsc;             // `runsc run`, our child for the sandbox's life
-  bool memory_raised = false;
   UniqueFd lock;
   std::string lock_path;
   UniqueFd listen_fd;
@@ -573,6 +574,8 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
       sb->memory_dir = it->second + "/" + sb->cgroup_name;
       // At the limit the sandbox waits instead of losing its sentry.
       (void)sys::writeFile(AT_FDCWD, (sb->memory_dir + "/memory.oom_control").c_str(), "1");
+      sb->memory = SandboxMemory(sb->memory_dir, spec.limits.memory_bytes,
+                                 {sb->workspace_fd.get(), sb->tmp_fd.get()});
     }
   }
 
@@ -904,28 +907,25 @@ void GvisorEnvironment::sweepOrphans() {
 
 // ---- execute -----------------------------------------------------------------
 
-// v1 memory limit: raised by kOomKillHeadroom for a MEMORY kill (so a
-// stalled sentry can run the kill) and restored after. memsw must stay >=
-// memory: raise it first, lower it last.
-void raiseMemory(Sandbox& sb) {
-  if (sb.memory_dir.empty() || sb.memory_raised) return;
-  const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes + kOomKillHeadroom);
-  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
-  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v);
-  sb.memory_raised = true;
-}
-void restoreMemory(Sandbox& sb) {
-  if (sb.memory_dir.empty() || !sb.memory_raised) return;
-  const std::string v = std::to_string(hostLimits(sb.limits).memory_bytes);
-  if (!sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.limit_in_bytes").c_str(), v)) return;
-  (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.memsw.limit_in_bytes").c_str(), v);
-  sb.memory_raised = false;
-}
-bool underOom(const Sandbox& sb) {
-  if (sb.memory_dir.empty()) return false;
-  auto text = sys::readFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str());
-  return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
-}
+// MEMORY from the sandbox's per-command limit (SandboxMemory), and the
+// result's peak_memory_bytes: the command's own, not the sentry's. Listed
+// before the cgroup's own source, whose peak is then not used.
+class CommandMemoryLimit final : public host::LimitSource {
+ public:
+  CommandMemoryLimit(SandboxMemory& memory, Cgroup& cgroup) : memory_(memory), cgroup_(cgroup) {}
+  std::optional<KillReason> hit() override {
+    if (memory_.underOom()) return KillReason::kMemory;
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> peakMemoryBytes() override {
+    auto c = cgroup_.counters();
+    return memory_.commandPeak(c ? c->memory_peak_bytes : std::nullopt);
+  }
+
+ private:
+  SandboxMemory& memory_;
+  Cgroup& cgroup_;
+};
 
 // One command through the shim's control stream (shim_protocol.h): the
 // request with the pipe ends, then kStarted, kMainExited, the stop byte,
@@ -958,7 +958,8 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   int eventFd() const noexcept override { return sb_.control.get(); }
   bool readEvents(std::vector<host::ChannelEvent>& events) override;
   void noteKill(KillReason why) noexcept override {
-    if (why == KillReason::kMemory) raiseMemory(sb_);  // room for the sentry to run the kill
+    // Room for the sentry to run the kill.
+    if (why == KillReason::kMemory) sb_.memory.raiseForKill();
   }
   bool stop() override {
     const char stop = oci::kStopByte;
@@ -973,7 +974,6 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   bool lost() const noexcept override { return sb_.dead; }
 
   std::optional<KillReason> hit() override {
-    if (underOom(sb_)) return KillReason::kMemory;
     if (shim_pids_) return KillReason::kPids;
     return std::nullopt;
   }
@@ -1048,21 +1048,22 @@ Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHan
                              host::commandEnvironment(sb->environment, *cwd));
   if (!request) return tl::unexpected(request.error());
 
-  restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
+  if (auto r = sb->memory.beginCommand(); !r) return tl::unexpected(r.error());
   host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
                                   options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
   linux_jail::CgroupLimits cgroup_limits(*sb->cgroup);
   host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get()});
   ShimChannel channel(*sb, std::move(*request));
-  host::LimitSource* limits[] = {&cgroup_limits, &channel, &disk};
+  CommandMemoryLimit memory(sb->memory, *sb->cgroup);
+  host::LimitSource* limits[] = {&memory, &cgroup_limits, &channel, &disk};
   auto result = host::superviseCommand(
       channel, limits,
       host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
                               shutdown_event_.get(), &*sb->end_request, &sink});
   // The sandbox died: kill what is left so nothing writes after this.
   if (channel.lost() && sb->cgroup) (void)sb->cgroup->killAll();
+  sb->memory.endCommand();
   if (!result) return result;
-  if (result->killed_by == KillReason::kMemory) restoreMemory(*sb);
   scan.finish(*result, !channel.lost());
   if (result->killed_by == KillReason::kExpired) {
     exec->unlock();

@@ -53,24 +53,28 @@
 // Limits, and the signal each kill reason is read from (the thing that
 // enforced the limit, never a guess from how the process died):
 // * TIMEOUT / EXPIRED: the host's clock (the timeout rule, as linux).
-// * MEMORY: the cgroup that holds the sandbox. Its memory limit is
+// * MEMORY: the cgroup that holds the sandbox. It is created with
 //   memory_bytes plus a fixed allowance for the sentry and gofer
 //   (kSentryMemoryAllowance). On cgroup v1 the adapter sets
-//   oom_kill_disable: at the limit the sandbox stalls instead of the host
-//   OOM killer taking the sentry (which would end the whole sandbox), the
-//   v1 OOM eventfd fires (under_oom 1), and the adapter reports MEMORY,
-//   raises the limit by kOomKillHeadroom so the sentry can run the kill,
-//   stops the command, and restores the limit once the sentry has returned
-//   the memory (retried before each later command). An OOM kill counted by the
+//   oom_kill_disable (at the limit the sandbox stalls instead of the host
+//   OOM killer taking the sentry, which would end the whole sandbox) and
+//   sets the limit per command (gvisor_memory.h): what the sandbox holds at
+//   the command's start plus memory_bytes less kOomKillHeadroom, after
+//   waiting for the memory of the previous command to be given back. At the
+//   limit the v1 OOM eventfd fires (under_oom 1); the adapter reports
+//   MEMORY, raises the limit by the headroom (still under memory_bytes for
+//   the command) so the sentry can run the kill, and stops the command. The
+//   result's peak_memory_bytes is the command's own (the cgroup's peak less
+//   what the sandbox held at the start). An OOM kill counted by the
 //   cgroup (v2, or a kill the v1 path could not prevent) is also MEMORY; if
 //   it took the sentry, the sandbox is dead and later commands fail with
 //   ExecutionUnavailable.
-// * PIDS: gVisor itself enforces RLIMIT_NPROC (= pids_max) on the sandbox
-//   user (a fork past it fails with EAGAIN); the shim reports the command at
-//   that count (it polls /proc every 20 ms, every 1 ms near the limit), and
-//   the host treats the report
-//   as the PIDS kill. The host cgroup's pids.max is only a backstop against
-//   the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
+// * PIDS: gVisor itself enforces RLIMIT_NPROC (pids_max +
+//   oci::kPidsRefusalSpare) on the sandbox user (a fork past it fails with
+//   EAGAIN); the shim reports the command at pids_max (it counts /proc
+//   before it reaps orphans, every 20 ms, every 1 ms near the limit), before
+//   any fork is refused, and the host treats the report as the PIDS kill.
+//   The host cgroup's pids.max is only a backstop against the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
 //   uses a host thread per sandbox thread plus the sentry's tracer and Go
 //   threads; a fork bomb at pids_max 32 was measured at about 240 host
 //   tasks); its events counter also reads as PIDS, though reaching it can
@@ -142,10 +146,10 @@
 // Known differences from the linux mechanism, in this gVisor build
 // (Debian runsc 0.0~20221219): statx with AT_NO_AUTOMOUNT fails with EINVAL,
 // so coreutils `ls` and `stat` fail inside the sandbox; no seccomp filter is
-// installed (the sentry is the syscall boundary); a MEMORY kill can leave
-// the cgroup's memory limit raised by kOomKillHeadroom until the sentry
-// frees the memory; the memory limit's edge differs from linux's by the
-// difference between the sentry's own use and kSentryMemoryAllowance.
+// installed (the sentry is the syscall boundary); MEMORY comes at
+// memory_bytes less kOomKillHeadroom of the command's own memory (linux:
+// at memory_bytes), and a command that outruns its kill can pass
+// memory_bytes by up to kOomKillSteps headrooms (gvisor_memory.h).
 #pragma once
 
 #include <chrono>
@@ -168,9 +172,12 @@ namespace airlock::gvisor {
 // cgroup holds about 119 MiB), so memory_bytes means about the command's
 // memory, as in the linux mechanism.
 inline constexpr std::int64_t kSentryMemoryAllowance = 24ll << 20;
-// Added for the duration of a MEMORY kill (v1), so the stalled sentry and
-// the shim have room to kill the command.
-inline constexpr std::int64_t kOomKillHeadroom = 256ll << 20;
+// The command's limit sits this far under memory_bytes (v1); the room is
+// given for the duration of a MEMORY kill, so the stalled sentry and the
+// shim can run the kill (gvisor_memory.h). Measured here: with 8 MiB about
+// one kill in a hundred outran the raise; with 16 MiB one in a hundred
+// passed memory_bytes and none stalled the sandbox for good.
+inline constexpr std::int64_t kOomKillHeadroom = 16ll << 20;
 
 struct GvisorEnvironmentOptions {
   // Lock files, bundles, runsc state and workspace mounts live here.

@@ -12,8 +12,9 @@
 //               stdout and stderr pipe ends as SCM_RIGHTS; process limit,
 //               working directory, argv, environment), forks the command as
 //               uid 1000 with no capabilities, no_new_privs, its own
-//               session, RLIMIT_NPROC = the process limit (gVisor refuses a
-//               fork past it), core 0, nofile 4096, and keeps no copy of the
+//               session, RLIMIT_NPROC = the process limit plus
+//               kPidsRefusalSpare (gVisor refuses a fork past it), core 0,
+//               nofile 4096, and keeps no copy of the
 //               pipes (so their end-of-file is the command's). It then
 //               reports the main process's exit, reports the command at its
 //               process limit (polling /proc every 20 ms, every 1 ms once
@@ -396,6 +397,23 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   bool host_gone = false;
   bool pids_reported = false;
   for (;;) {
+    // Near the limit the count is sampled every millisecond: a fork bomb
+    // that meets RLIMIT_NPROC shrinks as its forks fail, and the moment it
+    // sits at the limit must not fall between two samples. The count comes
+    // before the reaping: an orphan that has exited (a zombie, counted by the
+    // kernel's RLIMIT_NPROC too) stays counted until this process, its
+    // reaper, has sampled; only processes whose own parent reaps them can
+    // leave between two samples.
+    int interval_ms = 20;
+    if (!pids_reported && !stop) {
+      long n = commandProcesses();
+      if (n >= req.nproc) {
+        pids_reported = true;
+        send(sock, ShimRecordType::kPidsLimit, n);
+      } else if (4 * n >= 3 * req.nproc) {
+        interval_ms = 1;
+      }
+    }
     // Reap: the main process, and everything reparented to pid 1.
     for (;;) {
       int status = 0;
@@ -430,19 +448,6 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
       ::kill(-1, SIGKILL);  // every process but pid 1 (this one)
       ::usleep(1000);
       continue;
-    }
-    // Near the limit the count is sampled every millisecond: a fork bomb
-    // that meets RLIMIT_NPROC shrinks as its forks fail, and the moment it
-    // sits at the limit must not fall between two samples.
-    int interval_ms = 20;
-    if (!pids_reported) {
-      long n = commandProcesses();
-      if (n >= req.nproc) {
-        pids_reported = true;
-        send(sock, ShimRecordType::kPidsLimit, n);
-      } else if (4 * n >= 3 * req.nproc) {
-        interval_ms = 1;
-      }
     }
     pollfd p[2] = {{sock, POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
     if (::poll(p, 2, interval_ms) > 0 && (p[1].revents & POLLIN)) {

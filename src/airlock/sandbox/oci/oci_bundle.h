@@ -67,7 +67,17 @@ inline constexpr std::uint64_t kNofileLimit = 4096;
 // the shim reports PIDS (and the command is killed) when it counts the
 // limit, and a fork bomb must cross that count on its way to the kernel's
 // refusal rather than hover at the refusal between two of the shim's samples.
-inline constexpr long kPidsRefusalSpare = 8;
+// Once a fork is refused the bomb shrinks, so the count must not be able to
+// climb from the limit to the refusal and fall back between two samples
+// (then the command ends with no kill reason, the shell printing "Cannot
+// fork"). The shim counts before it reaps (gvisor_shim.cpp), so only
+// processes reaped by their own parents can leave unseen; the spare is the
+// margin for those. Measured here with a dash fork bomb at pids_max 32:
+// spare 8 and count after reaping, about 1 run in 25 ended so; spare 32
+// alone, 3 in 50; spare 32 and count before reaping, none in 150 (nor in
+// 50 of a bash fork bomb). A command is killed at the limit, so it never
+// holds the spare.
+inline constexpr long kPidsRefusalSpare = 32;
 
 struct BundleInputs {
   std::string rootfs_dir;               // absolute host path of the shared rootfs
