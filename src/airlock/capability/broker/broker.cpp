@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::capability {
@@ -102,13 +102,8 @@ namespace {
 
 Result<std::string> randomToken() {
   unsigned char raw[32];
-  std::size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
-    got += static_cast<std::size_t>(n);
-  }
+  if (!sys::fillRandom(raw, sizeof raw))
+    return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string t;
   for (unsigned char c : raw) {
@@ -208,17 +203,9 @@ struct Connection {
     if (encoded.empty()) return false;
     std::lock_guard lk(write_mu);
     if (write_broken) return false;
-    const char* p = encoded.data();
-    std::size_t left = encoded.size();
-    while (left > 0) {
-      ssize_t n = ::send(fd.get(), p, left, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        write_broken = true;
-        return false;
-      }
-      p += n;
-      left -= static_cast<std::size_t>(n);
+    if (!sys::sendAll(fd.get(), encoded.data(), encoded.size())) {
+      write_broken = true;
+      return false;
     }
     return true;
   }
@@ -402,8 +389,8 @@ struct BrokerSession::Impl {
 void BrokerSession::Impl::acceptLoop() {
   for (;;) {
     pollfd p[2] = {{listener.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-    int rc = ::poll(p, 2, -1);
-    if (rc < 0 && errno == EINTR) continue;
+    int rc = sys::pollSome(p, 2, -1);
+    if (rc == 0) continue;  // interrupted
     if (rc < 0 || (p[1].revents & POLLIN)) return;
     if (!(p[0].revents & POLLIN)) continue;
     // Counted from before accept4 until the connection is in `connections`
@@ -471,8 +458,7 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
     ssize_t n = 0;
     if (calls_running) {
       pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-      int rc = ::poll(p, 2, timeout_ms);
-      if (rc < 0 && errno == EINTR) continue;
+      int rc = sys::pollSome(p, 2, timeout_ms);
       if (rc < 0 || (p[1].revents & POLLIN)) break;
       if (rc == 0) continue;
       if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -861,7 +847,7 @@ bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) 
       std::lock_guard lk(s.mu);
       if (s.finished.load() || !s.listener.valid()) break;
       pollfd p{s.listener.get(), POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) break;
+      if (sys::pollSome(&p, 1, 0) <= 0) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

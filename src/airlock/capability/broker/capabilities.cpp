@@ -179,9 +179,9 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     ++n;
     auto wake = drain_until ? *drain_until : (timed_out ? now + std::chrono::seconds(2) : deadline);
     int wait_ms = static_cast<int>(std::clamp<long long>(leftUntil(wake).count() + 1, 0, 60000));
-    int rc = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
+    int rc = sys::pollSome(fds, static_cast<nfds_t>(n), wait_ms);
+    if (rc < 0) break;
+    if (rc == 0) continue;
     for (auto [idx, stream, is_out] :
          {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
       if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -200,11 +200,11 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const std::string& data = *req->stdin_data;
       if (stdin_off < data.size()) {
-        ssize_t w = ::write(p.stdinFd(), data.data() + stdin_off,
-                            std::min<std::size_t>(data.size() - stdin_off, 65536));
+        ssize_t w = sys::writeSome(p.stdinFd(), data.data() + stdin_off,
+                                   std::min<std::size_t>(data.size() - stdin_off, 65536));
         if (w > 0)
           stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR)
+        else if (w < 0 && errno != EAGAIN)
           p.closeStdin();
       }
       if (p.stdinFd() >= 0 && stdin_off >= data.size()) p.closeStdin();
@@ -478,9 +478,7 @@ class SpoolSource final : public artifacts::ByteSource {
     if (stopping_.load())
       return fail(ErrorCode::kExecutionUnavailable,
                   "the execution ended before the spill was stored");
-    ssize_t n;
-    do n = ::pread(fd_.get(), buffer, size, offset_);
-    while (n < 0 && errno == EINTR);
+    const ssize_t n = sys::preadSome(fd_.get(), buffer, size, offset_);
     if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read the spool file", errno);
     offset_ += n;
     return static_cast<std::size_t>(n);
@@ -601,8 +599,8 @@ class JobTable {
       }
       fds[n] = {stop_.get(), POLLIN, 0};
       const int i_stop = n++;
-      int rc = ::poll(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
-      if (rc < 0 && errno == EINTR) continue;
+      int rc = sys::pollSome(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
+      if (rc == 0 && !drain_until) continue;  // interrupted
       if (rc < 0 || (fds[i_stop].revents & POLLIN)) {
         // The table is going away: nobody can ask for a spill any more.
         p.killGroup();
@@ -807,12 +805,13 @@ wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
   std::size_t off = 0;
   while (off < bytes.size()) {
     pollfd p{j.proc->stdinFd(), POLLOUT, 0};
-    int rc = ::poll(&p, 1,
-                    static_cast<int>(std::min<long long>(leftUntil(ctx.deadline).count(), 60000)));
-    if (rc <= 0 || ctx.cancel.cancelled())
+    const long long left_ms = leftUntil(ctx.deadline).count();
+    int rc = left_ms <= 0 ? 0 : sys::pollSome(&p, 1, static_cast<int>(std::min(left_ms, 60000LL)));
+    if (rc < 0 || ctx.cancel.cancelled() || leftUntil(ctx.deadline).count() <= 0)
       return Refusal{"deadline_exceeded", "the job did not take its input in time"};
-    ssize_t w = ::write(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
-    if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (rc == 0) continue;  // interrupted, or 60 s of a longer wait gone
+    ssize_t w = sys::writeSome(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EAGAIN) continue;
     if (w <= 0) {
       j.proc->closeStdin();
       return Refusal{"job_refused", "the job's input is closed"};
