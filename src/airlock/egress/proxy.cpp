@@ -143,7 +143,7 @@ class ProxyImpl final : public EgressProxy {
     if (ec)
       return failErrno(ErrorCode::kExecutionUnavailable, "cannot listen on UNIX socket " + path,
                        ec.value());
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> listenTcp(const IpAddress& address, std::uint16_t port, ProxyIdentity who,
@@ -167,7 +167,7 @@ class ProxyImpl final : public EgressProxy {
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "cannot listen on " + address.toString() + ":" + std::to_string(port),
                        ec.value());
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> adoptListener(sys::UniqueFd listener, ProxyIdentity who,
@@ -184,7 +184,7 @@ class ProxyImpl final : public EgressProxy {
     l->unix_acceptor->assign(unix_stream(), listener.get(), ec);
     if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt UNIX listener", ec.value());
     (void)listener.release();
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> adoptHandoff(sys::UniqueFd channel, ProxyIdentity who,
@@ -201,7 +201,7 @@ class ProxyImpl final : public EgressProxy {
     l->handoff->assign(channel.get(), ec);
     if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt handoff channel", ec.value());
     (void)channel.release();
-    return start(std::move(l));
+    return start(l);
   }
 
   std::uint16_t boundPort(ListenerId id) const override {
@@ -242,7 +242,7 @@ class ProxyImpl final : public EgressProxy {
   }
 
  private:
-  Result<ListenerId> start(std::shared_ptr<Listener> l) {
+  Result<ListenerId> start(const std::shared_ptr<Listener>& l) {
     {
       std::lock_guard lock(mu_);
       if (stopped_) return fail(ErrorCode::kExecutionUnavailable, "egress proxy is stopped");

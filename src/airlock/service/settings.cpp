@@ -59,7 +59,7 @@ constexpr std::array<NamedValue<Mechanism>, 4> kMechanismNames = {{{"linux", Mec
                                                                    {"fake", Mechanism::kFake}}};
 
 Result<void> checkListen(std::string_view text, const std::string& prefix) {
-  auto bad = [&](std::string why) {
+  auto bad = [&](const std::string& why) {
     return tl::unexpected(configError(prefix + "listen " + quoteForMessage(text) + " " + why));
   };
   const auto colon = text.rfind(':');

@@ -389,11 +389,12 @@ struct BrokerSession::Impl {
   }
 
   void acceptLoop() EXCLUDES(mu);
-  void admitConnection(std::shared_ptr<Connection> conn) REQUIRES(mu);
-  void serveConnection(std::shared_ptr<Connection> conn) EXCLUDES(mu);
+  void admitConnection(const std::shared_ptr<Connection>& conn) REQUIRES(mu);
+  void serveConnection(const std::shared_ptr<Connection>& conn) EXCLUDES(mu);
   void onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
                  BrokerClock::time_point read_at, std::size_t request_bytes);
-  void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry, Value args);
+  void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
+               const Value& args);
 };
 
 void BrokerSession::Impl::acceptLoop() {
@@ -415,7 +416,7 @@ void BrokerSession::Impl::acceptLoop() {
     conn->fd = std::move(fd);
     MutexLock lk(mu);
     const bool stop_accepting = finished.load();
-    if (!stop_accepting) admitConnection(std::move(conn));
+    if (!stop_accepting) admitConnection(conn);
     --accepting;
     closed_cv.notifyAll();
     if (stop_accepting) return;
@@ -424,7 +425,7 @@ void BrokerSession::Impl::acceptLoop() {
 
 // A connection just accepted (fd possibly invalid): served, or closed
 // unread.
-void BrokerSession::Impl::admitConnection(std::shared_ptr<Connection> conn) {
+void BrokerSession::Impl::admitConnection(const std::shared_ptr<Connection>& conn) {
   if (!conn->fd.valid()) return;
   // At most max_connections open at once: each holds a thread and may
   // buffer a whole frame. The rest are closed unread (the peer sees EOF).
@@ -443,7 +444,7 @@ void BrokerSession::Impl::admitConnection(std::shared_ptr<Connection> conn) {
   if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
 }
 
-void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
+void BrokerSession::Impl::serveConnection(const std::shared_ptr<Connection>& conn) {
   wire::FrameDecoder decoder;
   char buf[65536];
   bool open = true;
@@ -655,7 +656,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     c.request_bytes = request_bytes;
     c.cancel = &*conn->inline_cancel;
     slot.held = false;  // runCall gives the slot back
-    runCall(*conn, c, entry, std::move(call.args));
+    runCall(*conn, c, entry, call.args);
     return;
   }
 
@@ -677,7 +678,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   }
   auto args = std::make_shared<Value>(std::move(call.args));
   auto task = [this, conn, c, entry, args] {
-    runCall(*conn, *c, entry, std::move(*args));
+    runCall(*conn, *c, entry, *args);
     MutexLock lk(conn->mu);
     conn->in_flight.erase(c->id);
     if (--conn->workers == 0) conn->workers_done.notifyAll();
@@ -699,7 +700,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
 // the call's calls_in_flight slot. The caller owns `call` (and, for a worker
 // call, its in_flight entry).
 void BrokerSession::Impl::runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
-                                  Value args) {
+                                  const Value& args) {
   wire::Answer answer = Value::nil();
   try {
     CallContext ctx{call.capability, args, call.deadline, *call.cancel};

@@ -272,7 +272,7 @@ wire::Answer fsList(const SandboxServices& s, const CallContext& ctx) {
   if (!path) return path.error();
   auto ws = s.env->workspace(s.handle);
   if (!ws) return refusalFor(ws.error());
-  auto entries = (*ws)->listdir(*path == "" ? "." : *path);
+  auto entries = (*ws)->listdir(path->empty() ? "." : *path);
   if (!entries) return refusalFor(entries.error());
   Array out;
   for (auto& e : *entries) {
