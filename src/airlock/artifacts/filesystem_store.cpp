@@ -44,13 +44,6 @@ Result<sys::UniqueFd> openOrMakeDir(int parent, const std::string& name, bool* c
   return fd;
 }
 
-int flockRetry(int fd, int op) {
-  for (;;) {
-    if (::flock(fd, op) == 0) return 0;
-    if (errno != EINTR) return -1;
-  }
-}
-
 // Entry names of a directory (not "." or ".."), read through a dup so the
 // caller's fd keeps its own offset.
 Result<std::vector<std::string>> listNames(int dirfd) {
@@ -86,7 +79,7 @@ Result<TempFile> createTemp(int tmp_dirfd, const ArtifactId& id, TempFileMode mo
     int fd = ::openat(tmp_dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0) {
       sys::UniqueFd owned(fd);
-      if (flockRetry(fd, LOCK_EX) != 0) return storageError("flock temporary file", errno);
+      if (sys::flockWait(fd, LOCK_EX) != 0) return storageError("flock temporary file", errno);
       return TempFile{std::move(owned), {}};
     }
     // Filesystems without O_TMPFILE say so with one of these.
@@ -96,7 +89,7 @@ Result<TempFile> createTemp(int tmp_dirfd, const ArtifactId& id, TempFileMode mo
   std::string name = id.str() + kPartSuffix;
   auto fd = sys::openAt(tmp_dirfd, name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW, 0600);
   if (!fd) return storageError("create temporary file", fd.error().sys_errno);
-  if (flockRetry(fd->get(), LOCK_EX) != 0) return storageError("flock temporary file", errno);
+  if (sys::flockWait(fd->get(), LOCK_EX) != 0) return storageError("flock temporary file", errno);
   // recover() in another process may have taken the lock first and removed
   // the name; writing into an unlinked file would only fail later.
   struct stat st {};
@@ -371,7 +364,7 @@ Result<RecoveryReport> FilesystemArtifactStore::recover() {
       if (::unlinkat(tmp_.get(), name.c_str(), 0) == 0) ++report.temp_files_removed;
       continue;
     }
-    if (flockRetry(fd->get(), LOCK_EX | LOCK_NB) != 0) {
+    if (sys::flockWait(fd->get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) {
         ++report.busy_skipped;
         continue;
@@ -401,7 +394,7 @@ Result<RecoveryReport> FilesystemArtifactStore::recover() {
         auto fd =
             sys::openAt(shard_dir->get(), object_name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
         if (!fd) continue;
-        if (flockRetry(fd->get(), LOCK_EX | LOCK_NB) != 0) {
+        if (sys::flockWait(fd->get(), LOCK_EX | LOCK_NB) != 0) {
           if (errno == EWOULDBLOCK) {
             ++report.busy_skipped;
             continue;

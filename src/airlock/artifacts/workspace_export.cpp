@@ -23,10 +23,7 @@ class RehashingFileSource final : public ByteSource {
 
   Result<std::size_t> read(char* buffer, std::size_t size) override {
     if (finished_) return std::size_t{0};
-    ssize_t n;
-    do {
-      n = ::pread(fd_.get(), buffer, size, offset_);
-    } while (n < 0 && errno == EINTR);
+    const ssize_t n = sys::preadSome(fd_.get(), buffer, size, offset_);
     if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read exported file", errno);
     offset_ += n;
     if (offset_ > expected_size_)
@@ -95,10 +92,7 @@ Result<WorkspaceExport> openWorkspaceExport(int workspace_root_fd, const std::st
   std::vector<char> buffer(kStreamBufferBytes);
   std::int64_t total = 0;
   for (;;) {
-    ssize_t n;
-    do {
-      n = ::pread(fd->get(), buffer.data(), buffer.size(), total);
-    } while (n < 0 && errno == EINTR);
+    const ssize_t n = sys::preadSome(fd->get(), buffer.data(), buffer.size(), total);
     if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "export: read " + quoted, errno);
     if (n == 0) break;
     total += n;

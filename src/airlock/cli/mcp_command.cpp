@@ -146,7 +146,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
 
   // A closed stdout must be an error value (the session ends and the
   // sandbox is destroyed), not a fatal signal.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   auto stop = CancelToken::create();
   if (!stop) return reportError(stop.error());
   installStopHandlers(*stop);

@@ -234,7 +234,7 @@ int executeRun(RunPlan plan) {
   // The sandbox's processes were started with default dispositions; from
   // now on a closed stdout must be an error value, not a fatal signal that
   // would skip destroy.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
 
   int status = kExitAirlockError;
   if (result) {

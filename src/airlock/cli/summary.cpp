@@ -24,7 +24,7 @@ std::string escapeForTerminal(std::string_view bytes, Backslash backslash) {
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[5];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          (void)std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
         } else {
           out += static_cast<char>(c);

@@ -1,44 +1,18 @@
 #include "airlock/core/ids.h"
 
-#include <fcntl.h>
-#include <sys/random.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
+#include "airlock/sys/random.h"
+
 namespace airlock {
 namespace {
-
-bool readUrandom(unsigned char* out, std::size_t size) {
-  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(fd, out + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  return done == size;
-}
 
 // Fills `out` from the kernel CSPRNG. An id built from weak randomness is
 // guessable, so when the kernel cannot supply entropy at all the process
 // stops rather than handing one out.
 void fillRandom(unsigned char* out, std::size_t size) {
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::getrandom(out + done, size - done, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == ENOSYS && readUrandom(out + done, size - done)) return;
-      std::abort();
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  if (!sys::fillRandom(out, size)) std::abort();
 }
 
 }  // namespace

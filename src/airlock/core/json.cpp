@@ -269,12 +269,12 @@ std::string formatTimestamp(Timestamp t) {
   const year_month_day ymd{day};
   const auto ms_of_day = (t - day).count();
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%04d-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
-                static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
-                static_cast<unsigned>(ymd.day()), static_cast<long long>(ms_of_day / 3600000),
-                static_cast<long long>(ms_of_day / 60000 % 60),
-                static_cast<long long>(ms_of_day / 1000 % 60),
-                static_cast<long long>(ms_of_day % 1000));
+  (void)std::snprintf(buffer, sizeof buffer, "%04d-%02u-%02uT%02lld:%02lld:%02lld.%03lldZ",
+                      static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                      static_cast<unsigned>(ymd.day()), static_cast<long long>(ms_of_day / 3600000),
+                      static_cast<long long>(ms_of_day / 60000 % 60),
+                      static_cast<long long>(ms_of_day / 1000 % 60),
+                      static_cast<long long>(ms_of_day % 1000));
   return buffer;
 }
 

@@ -97,7 +97,8 @@ std::optional<std::int64_t> durationFactor(std::string_view unit) {
   return std::nullopt;
 }
 
-tl::unexpected<Error> invalid(std::string_view what, std::string_view text, std::string why) {
+tl::unexpected<Error> invalid(std::string_view what, std::string_view text,
+                              const std::string& why) {
   return fail(ErrorCode::kToolValidationError,
               "invalid " + std::string(what) + " " + quoteForMessage(text) + ": " + why);
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "airlock/egress/request_head.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::egress {
 namespace {
@@ -142,7 +143,7 @@ class ProxyImpl final : public EgressProxy {
     if (ec)
       return failErrno(ErrorCode::kExecutionUnavailable, "cannot listen on UNIX socket " + path,
                        ec.value());
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> listenTcp(const IpAddress& address, std::uint16_t port, ProxyIdentity who,
@@ -166,7 +167,7 @@ class ProxyImpl final : public EgressProxy {
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "cannot listen on " + address.toString() + ":" + std::to_string(port),
                        ec.value());
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> adoptListener(sys::UniqueFd listener, ProxyIdentity who,
@@ -183,7 +184,7 @@ class ProxyImpl final : public EgressProxy {
     l->unix_acceptor->assign(unix_stream(), listener.get(), ec);
     if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt UNIX listener", ec.value());
     (void)listener.release();
-    return start(std::move(l));
+    return start(l);
   }
 
   Result<ListenerId> adoptHandoff(sys::UniqueFd channel, ProxyIdentity who,
@@ -200,7 +201,7 @@ class ProxyImpl final : public EgressProxy {
     l->handoff->assign(channel.get(), ec);
     if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt handoff channel", ec.value());
     (void)channel.release();
-    return start(std::move(l));
+    return start(l);
   }
 
   std::uint16_t boundPort(ListenerId id) const override {
@@ -241,7 +242,7 @@ class ProxyImpl final : public EgressProxy {
   }
 
  private:
-  Result<ListenerId> start(std::shared_ptr<Listener> l) {
+  Result<ListenerId> start(const std::shared_ptr<Listener>& l) {
     {
       std::lock_guard lock(mu_);
       if (stopped_) return fail(ErrorCode::kExecutionUnavailable, "egress proxy is stopped");
@@ -321,8 +322,7 @@ class ProxyImpl final : public EgressProxy {
         msg.msg_control = control;
         msg.msg_controllen = sizeof control;
         const ssize_t n =
-            ::recvmsg(l->handoff->native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR) continue;
+            sys::recvmsgSome(l->handoff->native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) co_return;  // end of file: the sandbox is gone; tunnels stay until closed
         std::vector<int> fds;
@@ -666,8 +666,8 @@ class ProxyImpl final : public EgressProxy {
       }
       bool would_block_in = eof || in_pipe == capacity;
       if (!would_block_in) {
-        const ssize_t n = ::splice(from.native_handle(), nullptr, pipe_w.get(), nullptr,
-                                   capacity - in_pipe, kFlags);
+        const ssize_t n =
+            sys::spliceSome(from.native_handle(), pipe_w.get(), capacity - in_pipe, kFlags);
         if (n > 0) {
           in_pipe += static_cast<std::size_t>(n);
           moved = true;
@@ -677,22 +677,20 @@ class ProxyImpl final : public EgressProxy {
           continue;
         } else if (errno == EAGAIN) {
           would_block_in = true;
-        } else if (errno != EINTR) {
+        } else {
           if (!moved && (errno == EINVAL || errno == ENOSYS)) co_return false;
           fail();
           co_return true;
         }
       }
       if (in_pipe > 0) {
-        const ssize_t n =
-            ::splice(pipe_r.get(), nullptr, to.native_handle(), nullptr, in_pipe, kFlags);
+        const ssize_t n = sys::spliceSome(pipe_r.get(), to.native_handle(), in_pipe, kFlags);
         if (n > 0) {
           in_pipe -= static_cast<std::size_t>(n);
           moved = true;
           state.last_activity = Clock::now();
           continue;
         }
-        if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno != EAGAIN) {
           if (!moved && (errno == EINVAL || errno == ENOSYS)) co_return false;
           fail();

@@ -69,8 +69,8 @@ void logLine(const nlohmann::json& fields) {
       line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   static std::mutex mu;
   std::lock_guard lk(mu);
-  std::fwrite(text.data(), 1, text.size(), stderr);
-  std::fflush(stderr);
+  (void)std::fwrite(text.data(), 1, text.size(), stderr);
+  (void)std::fflush(stderr);
 }
 
 // One accepted connection, touched only on the loop's thread. While it waits

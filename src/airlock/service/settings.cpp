@@ -51,7 +51,7 @@ constexpr std::array<NamedValue<DeploymentMode>, 2> kDeploymentModes = {
 constexpr std::array<NamedValue<AuthMode>, 2> kAuthModes = {
     {{"dev", AuthMode::kDev}, {"token", AuthMode::kToken}}};
 Result<void> checkListen(std::string_view text, const std::string& prefix) {
-  auto bad = [&](std::string why) {
+  auto bad = [&](const std::string& why) {
     return tl::unexpected(configError(prefix + "listen " + quoteForMessage(text) + " " + why));
   };
   const auto colon = text.rfind(':');

@@ -1,6 +1,10 @@
 #include "airlock/sys/io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,13 +58,76 @@ ssize_t readFull(int fd, void* data, std::size_t size) noexcept {
   return static_cast<ssize_t>(done);
 }
 
-Result<UniqueFd> openAt(int dirfd, const char* path, int flags, mode_t mode) {
+ssize_t preadSome(int fd, void* data, std::size_t size, off_t offset) noexcept {
+  for (;;) {
+    ssize_t n = ::pread(fd, data, size, offset);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+bool sendAll(int fd, const void* data, std::size_t size) noexcept {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+ssize_t recvmsgSome(int fd, msghdr* msg, int flags) noexcept {
+  for (;;) {
+    ssize_t n = ::recvmsg(fd, msg, flags);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+ssize_t spliceSome(int fd_in, int fd_out, std::size_t size, unsigned int flags) noexcept {
+  for (;;) {
+    ssize_t n = ::splice(fd_in, nullptr, fd_out, nullptr, size, flags);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+ssize_t getdentsSome(int dirfd, void* buffer, std::size_t size) noexcept {
+  for (;;) {
+    ssize_t n = ::getdents64(dirfd, buffer, size);
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+int flockWait(int fd, int operation) noexcept {
+  for (;;) {
+    if (::flock(fd, operation) == 0) return 0;
+    if (errno != EINTR) return -1;
+  }
+}
+
+int openAtRaw(int dirfd, const char* path, int flags, mode_t mode) noexcept {
   for (;;) {
     int fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
-    if (fd >= 0) return UniqueFd(fd);
-    if (errno == EINTR) continue;
-    return failErrno(ErrorCode::kExecutionUnavailable, std::string("openat ") + path, errno);
+    if (fd >= 0 || errno != EINTR) return fd;
   }
+}
+
+int openat2Raw(int dirfd, const char* path, const ::open_how& how) noexcept {
+  for (;;) {
+    long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != EINTR) return -1;
+  }
+}
+
+Result<UniqueFd> openAt(int dirfd, const char* path, int flags, mode_t mode) {
+  const int fd = openAtRaw(dirfd, path, flags, mode);
+  if (fd >= 0) return UniqueFd(fd);
+  return failErrno(ErrorCode::kExecutionUnavailable, std::string("openat ") + path, errno);
 }
 
 Result<std::string> readFile(int dirfd, const char* path, std::size_t max_bytes) {

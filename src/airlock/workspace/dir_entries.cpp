@@ -7,6 +7,8 @@
 #include <cstring>
 #include <memory>
 
+#include "airlock/sys/io.h"
+
 namespace airlock::workspace::detail {
 
 Result<std::vector<DirEntryName>> readDirEntries(int dirfd, std::int64_t max_entries) {
@@ -16,11 +18,8 @@ Result<std::vector<DirEntryName>> readDirEntries(int dirfd, std::int64_t max_ent
   char* base = reinterpret_cast<char*>(buffer.get());
   std::vector<DirEntryName> out;
   for (;;) {
-    ssize_t n = ::getdents64(dirfd, base, kBufferBytes);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failErrno(ErrorCode::kExecutionUnavailable, "getdents64", errno);
-    }
+    ssize_t n = sys::getdentsSome(dirfd, base, kBufferBytes);
+    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "getdents64", errno);
     if (n == 0) return out;
     for (ssize_t off = 0; off < n;) {
       const auto* ent = reinterpret_cast<const struct dirent64*>(base + off);

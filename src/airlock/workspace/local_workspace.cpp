@@ -4,7 +4,6 @@
 #include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/fsuid.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 #include "airlock/workspace/dir_entries.h"
 #include "airlock/workspace/resolve.h"
 
@@ -33,13 +33,6 @@ std::string quoted(std::string_view path) {
   return quoteForMessage(path, 512);
 }
 
-int openatNoIntr(int dirfd, const char* name, int flags, mode_t mode = 0) {
-  for (;;) {
-    int fd = ::openat(dirfd, name, flags | O_CLOEXEC, mode);
-    if (fd >= 0 || errno != EINTR) return fd;
-  }
-}
-
 // "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.
 std::pair<std::string, std::string> splitParent(const std::string& rel) {
   std::size_t slash = rel.rfind('/');
@@ -49,15 +42,8 @@ std::pair<std::string, std::string> splitParent(const std::string& rel) {
 
 Result<std::string> tempName() {
   unsigned char random[8];
-  std::size_t got = 0;
-  while (got < sizeof random) {
-    ssize_t n = ::getrandom(random + got, sizeof random - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
-    }
-    got += static_cast<std::size_t>(n);
-  }
+  if (!sys::fillRandom(random, sizeof random))
+    return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string name = ".airlock-write-";
   for (unsigned char byte : random) {
@@ -190,7 +176,7 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
     // link itself, so a link planted at the name is never followed.
     auto tmp = tempName();
     if (!tmp) return tl::unexpected(tmp.error());
-    int raw = openatNoIntr(dfd, tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    int raw = sys::openAtRaw(dfd, tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (raw < 0) {
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "write: create temporary file for " + quoted(*rel), errno);
@@ -288,7 +274,7 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
     }
     // Reopening "." through the O_PATH handle reads the very directory the
     // lookup reached; nothing is resolved by name a second time.
-    int raw = openatNoIntr(handle->get(), ".", O_RDONLY | O_DIRECTORY);
+    int raw = sys::openAtRaw(handle->get(), ".", O_RDONLY | O_DIRECTORY);
     if (raw < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open " + quoted(*rel), errno);
     sys::UniqueFd dir(raw);
     auto names = detail::readDirEntries(dir.get(), kMaxListEntries);
@@ -371,7 +357,7 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
       if (slash == std::string::npos) break;
       const std::string comp = rel.substr(pos, slash - pos);
       pos = slash + 1;
-      int raw = openatNoIntr(dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
+      int raw = sys::openAtRaw(dir.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
       if (raw < 0) return false;
       dir = sys::UniqueFd(raw);
     }
@@ -407,7 +393,7 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
       }
       return again;
     }
-    int raw = openatNoIntr(parent, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    int raw = sys::openAtRaw(parent, comp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
     if (raw < 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "open new directory " + quoted(prefix),
                        errno);
@@ -475,7 +461,7 @@ Result<void> copyTree(int dirfd, const std::string& rel, WorkspaceHandle& worksp
       return failErrno(ErrorCode::kToolValidationError, "copy-in: stat " + quoted(member), errno);
     }
     if (S_ISDIR(st.st_mode)) {
-      int raw = openatNoIntr(dirfd, ent.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+      int raw = sys::openAtRaw(dirfd, ent.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
       if (raw < 0)
         return failErrno(ErrorCode::kToolValidationError, "copy-in: open " + quoted(member), errno);
       sys::UniqueFd sub(raw);
@@ -491,7 +477,8 @@ Result<void> copyTree(int dirfd, const std::string& rel, WorkspaceHandle& worksp
                       "; only regular files and directories are copied");
     }
     if (pass == CopyPass::kCheck) continue;
-    int raw = openatNoIntr(dirfd, ent.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    int raw =
+        sys::openAtRaw(dirfd, ent.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (raw < 0)
       return failErrno(ErrorCode::kToolValidationError, "copy-in: open " + quoted(member), errno);
     sys::UniqueFd file(raw);
@@ -515,11 +502,7 @@ std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirf
 }
 
 Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& workspace) {
-  int raw = -1;
-  for (;;) {
-    raw = ::open(source_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (raw >= 0 || errno != EINTR) break;
-  }
+  const int raw = sys::openAtRaw(AT_FDCWD, source_dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (raw < 0) {
     const int err = errno;
     if (err == ENOENT) {
@@ -740,11 +723,7 @@ Result<void> archivePass(int fd, const std::string& archive_path, WorkspaceHandl
 }  // namespace
 
 Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& workspace) {
-  int raw = -1;
-  for (;;) {
-    raw = ::open(archive_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (raw >= 0 || errno != EINTR) break;
-  }
+  const int raw = sys::openAtRaw(AT_FDCWD, archive_path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK);
   if (raw < 0) {
     const int err = errno;
     if (err == ENOENT) {

@@ -5,7 +5,6 @@
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "airlock/core/encoding.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::workspace {
 namespace {
@@ -58,10 +58,6 @@ tl::unexpected<Error> lookupError(const std::string& relative, int err) {
   }
 }
 
-long openat2Raw(int dirfd, const char* path, open_how* how) {
-  return ::syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
-}
-
 Result<sys::UniqueFd> openWithOpenat2(int root_dirfd, const std::string& relative, int flags,
                                       mode_t mode) {
   open_how how{};
@@ -72,9 +68,8 @@ Result<sys::UniqueFd> openWithOpenat2(int root_dirfd, const std::string& relativ
   const char* path = relative.empty() ? "." : relative.c_str();
   int again = 0;
   for (;;) {
-    long fd = openat2Raw(root_dirfd, path, &how);
-    if (fd >= 0) return sys::UniqueFd(static_cast<int>(fd));
-    if (errno == EINTR) continue;
+    const int fd = sys::openat2Raw(root_dirfd, path, how);
+    if (fd >= 0) return sys::UniqueFd(fd);
     if (errno == EAGAIN && ++again < kMaxAgainRetries) continue;
     return lookupError(relative, errno);
   }
@@ -103,13 +98,6 @@ Result<DirId> idOf(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "fstat", errno);
   return DirId{st.st_dev, st.st_ino};
-}
-
-int openatNoIntr(int dirfd, const char* name, int flags, mode_t mode) {
-  for (;;) {
-    int fd = ::openat(dirfd, name, flags | O_CLOEXEC, mode);
-    if (fd >= 0 || errno != EINTR) return fd;
-  }
 }
 
 // Splits on '/', dropping empty and "." parts. A path whose last part is
@@ -168,7 +156,7 @@ class Walker {
 
   Result<sys::UniqueFd> open(int flags, mode_t mode) {
     if (!relative_.empty() && relative_.front() == '/') return lookupError(relative_, EXDEV);
-    cur_ = sys::UniqueFd(openatNoIntr(root_, ".", O_PATH | O_DIRECTORY, 0));
+    cur_ = sys::UniqueFd(sys::openAtRaw(root_, ".", O_PATH | O_DIRECTORY, 0));
     if (!cur_.valid()) return lookupError(relative_, errno);
     splitInto(relative_, pending_, false);
 
@@ -185,7 +173,7 @@ class Walker {
       }
       const bool last = pending_.empty();
       if (!last) {
-        int fd = openatNoIntr(cur_.get(), comp.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY, 0);
+        int fd = sys::openAtRaw(cur_.get(), comp.c_str(), O_PATH | O_NOFOLLOW | O_DIRECTORY, 0);
         if (fd >= 0) {
           if (auto d = descend(sys::UniqueFd(fd)); !d) return tl::unexpected(d.error());
           continue;
@@ -197,7 +185,7 @@ class Walker {
       }
       // Final component: never follow implicitly; splice a symlink only
       // when the caller did not ask for O_NOFOLLOW (as openat2 would).
-      int fd = openatNoIntr(cur_.get(), comp.c_str(), flags | O_NOFOLLOW, mode);
+      int fd = sys::openAtRaw(cur_.get(), comp.c_str(), flags | O_NOFOLLOW, mode);
       if (fd >= 0) {
         sys::UniqueFd owned(fd);
         if ((flags & O_PATH) != 0 && (flags & O_NOFOLLOW) == 0) {
@@ -218,7 +206,7 @@ class Walker {
       if (!spliced) return tl::unexpected(spliced.error());
     }
     // The path ended at a directory already reached ("" or a trailing "..").
-    int fd = openatNoIntr(cur_.get(), ".", flags, mode);
+    int fd = sys::openAtRaw(cur_.get(), ".", flags, mode);
     if (fd < 0) return lookupError(relative_, errno);
     return sys::UniqueFd(fd);
   }
@@ -236,8 +224,8 @@ class Walker {
     if (ancestors_.empty()) return lookupError(relative_, EXDEV);
     const DirId want = ancestors_.back();
     ancestors_.pop_back();
-    int fd = ancestors_.empty() ? openatNoIntr(root_, ".", O_PATH | O_DIRECTORY, 0)
-                                : openatNoIntr(cur_.get(), "..", O_PATH | O_DIRECTORY, 0);
+    int fd = ancestors_.empty() ? sys::openAtRaw(root_, ".", O_PATH | O_DIRECTORY, 0)
+                                : sys::openAtRaw(cur_.get(), "..", O_PATH | O_DIRECTORY, 0);
     if (fd < 0) return lookupError(relative_, errno);
     sys::UniqueFd parent(fd);
     auto got = idOf(parent.get());
@@ -276,9 +264,9 @@ ResolverKind probeResolver() noexcept {
   open_how how{};
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  long fd = openat2Raw(AT_FDCWD, ".", &how);
+  const int fd = sys::openat2Raw(AT_FDCWD, ".", how);
   if (fd < 0) return ResolverKind::kNofollowWalk;  // ENOSYS, or blocked by a filter
-  ::close(static_cast<int>(fd));
+  ::close(fd);
   return ResolverKind::kOpenat2;
 }
 

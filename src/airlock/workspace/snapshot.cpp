@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,13 +60,6 @@ std::string quoted(std::string_view path) {
   return quoteForMessage(path, 512);
 }
 
-int openatNoIntr(int dirfd, const char* name, int flags) {
-  for (;;) {
-    int fd = ::openat(dirfd, name, flags | O_CLOEXEC);
-    if (fd >= 0 || errno != EINTR) return fd;
-  }
-}
-
 // --- Snapshot walk -------------------------------------------------------
 
 struct Frame {
@@ -84,7 +76,7 @@ class SnapshotWalk {
   SnapshotWalk(const SnapshotLimits& limits, Snapshot& out) : limits_(limits), out_(out) {}
 
   Result<void> run(int root_dirfd) {
-    int fd = openatNoIntr(root_dirfd, ".", O_RDONLY | O_DIRECTORY);
+    int fd = sys::openAtRaw(root_dirfd, ".", O_RDONLY | O_DIRECTORY);
     if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open workspace root", errno);
     Frame root;
     root.fd = sys::UniqueFd(fd);
@@ -113,8 +105,8 @@ class SnapshotWalk {
     const std::size_t parent_len = path_.size();
     if (!path_.empty()) path_.push_back('/');
     path_ += name;
-    int fd = openatNoIntr(stack_.back().fd.get(), name.c_str(),
-                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK);
+    int fd = sys::openAtRaw(stack_.back().fd.get(), name.c_str(),
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
       // The listing said directory; anything else now means the tree changed
       // under the walk (no command should be running during a snapshot).
@@ -136,7 +128,7 @@ class SnapshotWalk {
     path_.resize(done.parent_path_len);
     if (stack_.empty() || stack_.back().fd.valid()) return {};
     Frame& parent = stack_.back();
-    int fd = openatNoIntr(done.fd.get(), "..", O_RDONLY | O_DIRECTORY);
+    int fd = sys::openAtRaw(done.fd.get(), "..", O_RDONLY | O_DIRECTORY);
     if (fd < 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "reopen parent during snapshot", errno);
     sys::UniqueFd reopened(fd);
@@ -251,18 +243,18 @@ Result<std::pair<sys::UniqueFd, std::string>> openParentNoFollow(int dirfd,
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     std::string parent = relative.substr(0, parent_len - 1);
     for (;;) {
-      long fd = ::syscall(SYS_openat2, dirfd, parent.c_str(), &how, sizeof how);
-      if (fd >= 0) return std::make_pair(sys::UniqueFd(static_cast<int>(fd)), std::move(name));
-      if (errno == EINTR || errno == EAGAIN) continue;
+      const int fd = sys::openat2Raw(dirfd, parent.c_str(), how);
+      if (fd >= 0) return std::make_pair(sys::UniqueFd(fd), std::move(name));
+      if (errno == EAGAIN) continue;
       return failErrno(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kExecutionUnavailable,
                        "open parent of " + quoted(relative), errno);
     }
   }
-  int fd = openatNoIntr(dirfd, ".", O_PATH | O_DIRECTORY);
+  int fd = sys::openAtRaw(dirfd, ".", O_PATH | O_DIRECTORY);
   if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "open workspace root", errno);
   sys::UniqueFd cur(fd);
   for (const auto& comp : comps) {
-    int next = openatNoIntr(cur.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
+    int next = sys::openAtRaw(cur.get(), comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
     if (next < 0) {
       return failErrno(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kExecutionUnavailable,
                        "open parent of " + quoted(relative), errno);
@@ -294,7 +286,7 @@ Result<std::string> readLinkTarget(int dirfd, const std::string& name) {
 Result<sys::UniqueFd> openRegularNoFollow(int parent, const std::string& name,
                                           const std::string& relative) {
   // O_NONBLOCK: if a FIFO took the file's place, opening must not hang.
-  int fd = openatNoIntr(parent, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  int fd = sys::openAtRaw(parent, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     return failErrno(errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kExecutionUnavailable,
                      "open " + quoted(relative) + " for hashing", errno);

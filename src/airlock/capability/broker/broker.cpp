@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -22,7 +20,9 @@
 #include <thread>
 #include <vector>
 
+#include "airlock/core/thread_annotations.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::capability {
@@ -102,13 +102,8 @@ namespace {
 
 Result<std::string> randomToken() {
   unsigned char raw[32];
-  std::size_t got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
-    got += static_cast<std::size_t>(n);
-  }
+  if (!sys::fillRandom(raw, sizeof raw))
+    return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string t;
   for (unsigned char c : raw) {
@@ -170,12 +165,12 @@ struct Call {
 
 struct Connection {
   UniqueFd fd;
-  std::mutex write_mu;
-  bool write_broken = false;
-  std::mutex mu;  // guards in_flight and workers
-  std::map<std::uint64_t, std::shared_ptr<Call>> in_flight;
-  std::condition_variable workers_done;
-  int workers = 0;
+  Mutex write_mu;
+  bool write_broken GUARDED_BY(write_mu) = false;
+  Mutex mu;
+  std::map<std::uint64_t, std::shared_ptr<Call>> in_flight GUARDED_BY(mu);
+  CondVar workers_done;
+  int workers GUARDED_BY(mu) = 0;
   std::thread reader;
   std::atomic<bool> closed{false};
   // The token inline calls get (created by the reader at the first one, and
@@ -204,21 +199,13 @@ struct Connection {
     return write(encoded);
   }
 
-  bool write(const std::string& encoded) {
+  bool write(const std::string& encoded) EXCLUDES(write_mu) {
     if (encoded.empty()) return false;
-    std::lock_guard lk(write_mu);
+    MutexLock lk(write_mu);
     if (write_broken) return false;
-    const char* p = encoded.data();
-    std::size_t left = encoded.size();
-    while (left > 0) {
-      ssize_t n = ::send(fd.get(), p, left, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        write_broken = true;
-        return false;
-      }
-      p += n;
-      left -= static_cast<std::size_t>(n);
+    if (!sys::sendAll(fd.get(), encoded.data(), encoded.size())) {
+      write_broken = true;
+      return false;
     }
     return true;
   }
@@ -245,12 +232,12 @@ struct BrokerSession::Impl {
   // The workers that run admitted calls: created on demand while none is
   // idle, up to max_calls_in_flight, and reused (a thread per call cost
   // ~50 us of the round trip; bench_cap_roundtrip). Joined by finish().
-  std::mutex pool_mu;
-  std::condition_variable pool_cv;
-  std::deque<std::function<void()>> pool_queue;
-  std::vector<std::thread> pool_threads;
-  int pool_idle = 0;
-  bool pool_stop = false;
+  Mutex pool_mu;
+  CondVar pool_cv;
+  std::deque<std::function<void()>> pool_queue GUARDED_BY(pool_mu);
+  std::vector<std::thread> pool_threads GUARDED_BY(pool_mu);
+  int pool_idle GUARDED_BY(pool_mu) = 0;
+  bool pool_stop GUARDED_BY(pool_mu) = false;
 
   // Queues `task`; false when no worker can take it (none idle and no
   // thread can be created). Each queued task needs an idle worker of its
@@ -258,8 +245,8 @@ struct BrokerSession::Impl {
   // queued in between (two calls decoded from one read) are already spoken
   // for; without a new thread the second would wait behind the first, which
   // may block until its deadline (job.wait behind the job.send it needs).
-  bool submit(std::function<void()> task) {
-    std::lock_guard lk(pool_mu);
+  bool submit(std::function<void()> task) EXCLUDES(pool_mu) {
+    MutexLock lk(pool_mu);
     if (pool_stop) return false;
     if (pool_queue.size() >= static_cast<std::size_t>(pool_idle) &&
         pool_threads.size() < options.max_calls_in_flight) {
@@ -270,15 +257,15 @@ struct BrokerSession::Impl {
       }
     }
     pool_queue.push_back(std::move(task));
-    pool_cv.notify_one();
+    pool_cv.notifyOne();
     return true;
   }
 
-  void workerLoop() {
-    std::unique_lock lk(pool_mu);
+  void workerLoop() EXCLUDES(pool_mu) {
+    MutexLock lk(pool_mu);
     for (;;) {
       ++pool_idle;
-      pool_cv.wait(lk, [this] { return pool_stop || !pool_queue.empty(); });
+      while (!pool_stop && pool_queue.empty()) pool_cv.wait(pool_mu);
       --pool_idle;
       if (pool_queue.empty()) return;  // stopping, nothing left to run
       auto task = std::move(pool_queue.front());
@@ -289,28 +276,37 @@ struct BrokerSession::Impl {
     }
   }
 
-  void stopPool() {
+  void stopPool() EXCLUDES(pool_mu) {
     std::vector<std::thread> threads;
     {
-      std::lock_guard lk(pool_mu);
+      MutexLock lk(pool_mu);
       pool_stop = true;
       threads.swap(pool_threads);
     }
-    pool_cv.notify_all();
+    pool_cv.notifyAll();
     for (auto& t : threads) t.join();
   }
 
-  std::mutex mu;  // guards everything below
-  std::list<std::shared_ptr<Connection>> connections;
-  std::map<CeilingClass, std::uint32_t> admitted;
-  OutcomeReport outcome;
-  std::set<std::string> working_tokens;  // serve shape
-  std::map<std::uint64_t, PendingHook> pending_hooks;
-  std::uint64_t next_hook_id = 1;
-  std::condition_variable hooks_cv;
-  std::condition_variable closed_cv;  // a connection was read to its end
-  int accepting = 0;                  // taken off the listen queue, not yet in connections
-  std::weak_ptr<Connection> serving;
+  Mutex mu;
+  std::list<std::shared_ptr<Connection>> connections GUARDED_BY(mu);
+  std::map<CeilingClass, std::uint32_t> admitted GUARDED_BY(mu);
+  OutcomeReport outcome GUARDED_BY(mu);
+  std::set<std::string> working_tokens GUARDED_BY(mu);  // serve shape
+  std::map<std::uint64_t, PendingHook> pending_hooks GUARDED_BY(mu);
+  std::uint64_t next_hook_id GUARDED_BY(mu) = 1;
+  CondVar hooks_cv;
+  CondVar closed_cv;  // a connection was read to its end
+  // Taken off the listen queue, not yet in connections.
+  int accepting GUARDED_BY(mu) = 0;
+  std::weak_ptr<Connection> serving GUARDED_BY(mu);
+
+  // Every accepted connection read to its end, none being accepted.
+  bool allConnectionsClosed() const REQUIRES(mu) {
+    if (accepting != 0) return false;
+    for (const auto& c : connections)
+      if (!c->closed.load()) return false;
+    return true;
+  }
 
   // options.execution_id as a JSON string, quotes included (open()).
   std::string audit_execution;
@@ -352,17 +348,17 @@ struct BrokerSession::Impl {
     options.audit(line);
   }
 
-  bool tokenAccepted(const std::string& presented) {
+  bool tokenAccepted(const std::string& presented) EXCLUDES(mu) {
     if (token_revoked.load()) return false;
     if (options.shape == BootShape::kRun) return constantTimeEqual(presented, token);
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     bool ok = false;
     for (const auto& t : working_tokens) ok |= constantTimeEqual(presented, t);
     return ok;
   }
 
   // Counts the call against its class's ceiling; the refusal when full.
-  std::optional<wire::Refusal> admit(CeilingClass c) {
+  std::optional<wire::Refusal> admit(CeilingClass c) EXCLUDES(mu) {
     std::uint32_t limit = 0;
     switch (c) {
       case CeilingClass::kNone:
@@ -380,7 +376,7 @@ struct BrokerSession::Impl {
         limit = options.ceilings.notes;
         break;
     }
-    std::lock_guard lk(mu);
+    MutexLock lk(mu);
     auto& n = admitted[c];
     if (n >= limit) {
       const std::string name(ceilingClassName(c));
@@ -392,59 +388,63 @@ struct BrokerSession::Impl {
     return std::nullopt;
   }
 
-  void acceptLoop();
-  void serveConnection(std::shared_ptr<Connection> conn);
+  void acceptLoop() EXCLUDES(mu);
+  void admitConnection(const std::shared_ptr<Connection>& conn) REQUIRES(mu);
+  void serveConnection(const std::shared_ptr<Connection>& conn) EXCLUDES(mu);
   void onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
                  BrokerClock::time_point read_at, std::size_t request_bytes);
-  void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry, Value args);
+  void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
+               const Value& args);
 };
 
 void BrokerSession::Impl::acceptLoop() {
   for (;;) {
     pollfd p[2] = {{listener.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-    int rc = ::poll(p, 2, -1);
-    if (rc < 0 && errno == EINTR) continue;
+    int rc = sys::pollSome(p, 2, -1);
+    if (rc == 0) continue;  // interrupted
     if (rc < 0 || (p[1].revents & POLLIN)) return;
     if (!(p[0].revents & POLLIN)) continue;
     // Counted from before accept4 until the connection is in `connections`
     // (or dropped), in one critical section with that: a connection that
     // has left the listen queue is never missed by waitForConnectionsClosed.
     {
-      std::lock_guard lk(mu);
+      MutexLock lk(mu);
       ++accepting;
     }
     UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     auto conn = std::make_shared<Connection>();
     conn->fd = std::move(fd);
-    std::lock_guard lk(mu);
-    struct Accepted {
-      Impl& s;
-      ~Accepted() {
-        --s.accepting;
-        s.closed_cv.notify_all();
-      }
-    } accepted{*this};
-    if (!conn->fd.valid()) continue;
-    if (finished.load()) return;
-    // At most max_connections open at once: each holds a thread and may
-    // buffer a whole frame. The rest are closed unread (the peer sees EOF).
-    std::size_t open_now = 0;
-    for (const auto& c : connections) open_now += c->closed.load() ? 0 : 1;
-    if (open_now >= options.max_connections) continue;
-    // A peer that stops reading must not stall a writer forever.
-    timeval tv{5, 0};
-    ::setsockopt(conn->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    try {
-      conn->reader = std::thread([this, conn] { serveConnection(conn); });
-    } catch (const std::system_error&) {
-      continue;  // no thread to serve it (the host is out of them): closed unread
-    }
-    connections.push_back(conn);
-    if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
+    MutexLock lk(mu);
+    const bool stop_accepting = finished.load();
+    if (!stop_accepting) admitConnection(conn);
+    --accepting;
+    closed_cv.notifyAll();
+    if (stop_accepting) return;
   }
 }
 
-void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
+// A connection just accepted (fd possibly invalid): served, or closed
+// unread.
+void BrokerSession::Impl::admitConnection(const std::shared_ptr<Connection>& conn) {
+  if (!conn->fd.valid()) return;
+  // At most max_connections open at once: each holds a thread and may
+  // buffer a whole frame. The rest are closed unread (the peer sees EOF).
+  std::size_t open_now = 0;
+  for (const auto& c : connections) open_now += c->closed.load() ? 0 : 1;
+  if (open_now >= options.max_connections) return;
+  // A peer that stops reading must not stall a writer forever.
+  timeval tv{5, 0};
+  ::setsockopt(conn->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  try {
+    conn->reader = std::thread([this, conn] { serveConnection(conn); });
+  } catch (const std::system_error&) {
+    return;  // no thread to serve it (the host is out of them): closed unread
+  }
+  connections.push_back(conn);
+  if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
+}
+
+void BrokerSession::Impl::serveConnection(const std::shared_ptr<Connection>& conn) {
   wire::FrameDecoder decoder;
   char buf[65536];
   bool open = true;
@@ -453,7 +453,7 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
     int timeout_ms = -1;
     bool calls_running = false;
     {
-      std::lock_guard lk(conn->mu);
+      MutexLock lk(conn->mu);
       calls_running = !conn->in_flight.empty();
       const auto now = BrokerClock::now();
       for (auto& [id, call] : conn->in_flight) {
@@ -471,8 +471,7 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
     ssize_t n = 0;
     if (calls_running) {
       pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-      int rc = ::poll(p, 2, timeout_ms);
-      if (rc < 0 && errno == EINTR) continue;
+      int rc = sys::pollSome(p, 2, timeout_ms);
       if (rc < 0 || (p[1].revents & POLLIN)) break;
       if (rc == 0) continue;
       if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -504,7 +503,7 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
                 bytes.size());
           conn->write(bytes);
         } else if (inv->kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
-          std::lock_guard lk(mu);
+          MutexLock lk(mu);
           if (!outcome.outcome) {
             outcome.outcome = wire::Outcome{
                 wire::Errored{"the program's outcome frame was malformed: " + inv->reason, {}}};
@@ -513,12 +512,12 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
             outcome.problem = "more than one outcome frame";
           }
         } else if (inv->kind == wire::Kind::kHookResult && options.shape == BootShape::kServe) {
-          std::lock_guard lk(mu);
+          MutexLock lk(mu);
           if (auto it = pending_hooks.find(inv->id);
               it != pending_hooks.end() && !it->second.answer) {
             it->second.answer =
                 refusal("crashed", "the extension's hook_result was malformed: " + inv->reason);
-            hooks_cv.notify_all();
+            hooks_cv.notifyAll();
           }
         }
         continue;
@@ -530,14 +529,14 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
                     decoder.lastFrameBytes());
           break;
         case wire::Kind::kCancel: {
-          std::lock_guard lk(conn->mu);
+          MutexLock lk(conn->mu);
           if (auto it = conn->in_flight.find(frame.id); it != conn->in_flight.end())
             it->second->halt(Stop::kCancelFrame);
           break;
         }
         case wire::Kind::kOutcome:
           if (options.shape == BootShape::kRun) {
-            std::lock_guard lk(mu);
+            MutexLock lk(mu);
             if (!outcome.outcome)
               outcome.outcome = std::move(std::get<wire::Outcome>(frame.body));
             else
@@ -546,11 +545,11 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
           break;
         case wire::Kind::kHookResult:
           if (options.shape == BootShape::kServe) {
-            std::lock_guard lk(mu);
+            MutexLock lk(mu);
             if (auto it = pending_hooks.find(frame.id);
                 it != pending_hooks.end() && !it->second.answer) {
               it->second.answer = std::move(std::get<wire::HookResult>(frame.body).answer);
-              hooks_cv.notify_all();
+              hooks_cv.notifyAll();
             }
           }
           break;
@@ -563,19 +562,19 @@ void BrokerSession::Impl::serveConnection(std::shared_ptr<Connection> conn) {
   // effect it started is cancelled, and waited for. Only then is it closed:
   // waitForConnectionsClosed() promises every call answered and audited.
   {
-    std::unique_lock lk(conn->mu);
+    MutexLock lk(conn->mu);
     const Stop why = finished.load() ? Stop::kFinish : Stop::kDisconnect;
     for (auto& [id, call] : conn->in_flight) call->halt(why);
-    conn->workers_done.wait(lk, [&] { return conn->workers == 0; });
+    while (conn->workers != 0) conn->workers_done.wait(conn->mu);
   }
   conn->closed.store(true);
   ::shutdown(conn->fd.get(), SHUT_RDWR);
-  std::lock_guard lk(mu);
-  closed_cv.notify_all();
+  MutexLock lk(mu);
+  closed_cv.notifyAll();
   for (auto& [id, pending] : pending_hooks) {
     if (!pending.answer && serving.lock() == conn) pending.connection_gone = true;
   }
-  hooks_cv.notify_all();
+  hooks_cv.notifyAll();
 }
 
 // `request_bytes`: the frame's bytes on the stream (FrameDecoder).
@@ -641,7 +640,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     // checked when it returns (runCall), and an id in flight on a worker is
     // still refused.
     {
-      std::lock_guard lk(conn->mu);
+      MutexLock lk(conn->mu);
       if (conn->in_flight.count(id) != 0) return refuse(duplicate());
     }
     if (!conn->inline_cancel) {
@@ -657,7 +656,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
     c.request_bytes = request_bytes;
     c.cancel = &*conn->inline_cancel;
     slot.held = false;  // runCall gives the slot back
-    runCall(*conn, c, entry, std::move(call.args));
+    runCall(*conn, c, entry, call.args);
     return;
   }
 
@@ -672,25 +671,25 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
   c->own_cancel.emplace(std::move(*token));
   c->cancel = &*c->own_cancel;
   {
-    std::lock_guard lk(conn->mu);
+    MutexLock lk(conn->mu);
     if (conn->in_flight.count(id) != 0) return refuse(duplicate());
     conn->in_flight[id] = c;
     ++conn->workers;
   }
   auto args = std::make_shared<Value>(std::move(call.args));
   auto task = [this, conn, c, entry, args] {
-    runCall(*conn, *c, entry, std::move(*args));
-    std::lock_guard lk(conn->mu);
+    runCall(*conn, *c, entry, *args);
+    MutexLock lk(conn->mu);
     conn->in_flight.erase(c->id);
-    if (--conn->workers == 0) conn->workers_done.notify_all();
+    if (--conn->workers == 0) conn->workers_done.notifyAll();
   };
   if (submit(std::move(task))) {
     slot.held = false;  // runCall gives the slot back
   } else {
     {
-      std::lock_guard lk(conn->mu);
+      MutexLock lk(conn->mu);
       conn->in_flight.erase(id);
-      if (--conn->workers == 0) conn->workers_done.notify_all();
+      if (--conn->workers == 0) conn->workers_done.notifyAll();
     }
     return refuse(
         refusal("unavailable", "the service has no thread for the call right now; retry later"));
@@ -701,7 +700,7 @@ void BrokerSession::Impl::onCapCall(const std::shared_ptr<Connection>& conn, std
 // the call's calls_in_flight slot. The caller owns `call` (and, for a worker
 // call, its in_flight entry).
 void BrokerSession::Impl::runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
-                                  Value args) {
+                                  const Value& args) {
   wire::Answer answer = Value::nil();
   try {
     CallContext ctx{call.capability, args, call.deadline, *call.cancel};
@@ -764,7 +763,7 @@ std::uint64_t BrokerSession::callsAnswered() const noexcept {
 }
 
 OutcomeReport BrokerSession::outcome() const {
-  std::lock_guard lk(impl_->mu);
+  MutexLock lk(impl_->mu);
   return impl_->outcome;
 }
 
@@ -834,7 +833,7 @@ void BrokerSession::finish() {
   if (s.acceptor.joinable()) s.acceptor.join();
   std::list<std::shared_ptr<Connection>> conns;
   {
-    std::lock_guard lk(s.mu);
+    MutexLock lk(s.mu);
     conns = s.connections;
     s.working_tokens.clear();
   }
@@ -846,9 +845,9 @@ void BrokerSession::finish() {
   s.stopPool();
   ::unlinkat(s.dir.get(), std::string(kSocketName).c_str(), 0);
   ::unlinkat(s.dir.get(), std::string(kTokenFileName).c_str(), 0);
-  std::lock_guard lk(s.mu);
+  MutexLock lk(s.mu);
   s.listener.reset();  // under mu: waitForConnectionsClosed polls it
-  s.hooks_cv.notify_all();
+  s.hooks_cv.notifyAll();
 }
 
 bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) {
@@ -858,20 +857,19 @@ bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) 
   // to take them.
   while (BrokerClock::now() < until) {
     {
-      std::lock_guard lk(s.mu);
+      MutexLock lk(s.mu);
       if (s.finished.load() || !s.listener.valid()) break;
       pollfd p{s.listener.get(), POLLIN, 0};
-      if (::poll(&p, 1, 0) <= 0) break;
+      if (sys::pollSome(&p, 1, 0) <= 0) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::unique_lock lk(s.mu);
-  return s.closed_cv.wait_until(lk, until, [&] {
-    if (s.accepting != 0) return false;
-    for (auto& c : s.connections)
-      if (!c->closed.load()) return false;
-    return true;
-  });
+  MutexLock lk(s.mu);
+  while (!s.allConnectionsClosed()) {
+    if (s.closed_cv.waitUntil(s.mu, until) == std::cv_status::timeout)
+      return s.allConnectionsClosed();
+  }
+  return true;
 }
 
 Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::string& name,
@@ -884,7 +882,7 @@ Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::s
   std::shared_ptr<Connection> conn;
   std::uint64_t id = 0;
   {
-    std::lock_guard lk(s.mu);
+    MutexLock lk(s.mu);
     conn = s.serving.lock();
     if (!conn || conn->closed.load() || s.finished.load())
       return fail(ErrorCode::kExecutionUnavailable, "no serving program is connected");
@@ -895,7 +893,7 @@ Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::s
   }
   auto cleanup = [&] {
     // Answer, then clear: the token is revoked once the invocation ends.
-    std::lock_guard lk(s.mu);
+    MutexLock lk(s.mu);
     s.working_tokens.erase(*working);
     s.pending_hooks.erase(id);
   };
@@ -905,12 +903,13 @@ Result<wire::Answer> BrokerSession::invoke(const std::string& hook, const std::s
     cleanup();
     return fail(ErrorCode::kExecutionUnavailable, "the serving program's connection is closed");
   }
-  std::unique_lock lk(s.mu);
+  MutexLock lk(s.mu);
   const auto until = BrokerClock::now() + budget;
-  s.hooks_cv.wait_until(lk, until, [&] {
-    auto& p = s.pending_hooks[id];
-    return p.answer.has_value() || p.connection_gone || s.finished.load();
-  });
+  for (;;) {
+    const PendingHook& pending = s.pending_hooks[id];
+    if (pending.answer.has_value() || pending.connection_gone || s.finished.load()) break;
+    if (s.hooks_cv.waitUntil(s.mu, until) == std::cv_status::timeout) break;
+  }
   auto p = s.pending_hooks[id];
   lk.unlock();
   cleanup();

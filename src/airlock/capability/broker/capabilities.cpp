@@ -10,7 +10,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,6 +19,7 @@
 #include "airlock/capability/wire/msgpack.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
+#include "airlock/core/thread_annotations.h"
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/resolver.h"
 #include "airlock/sys/io.h"
@@ -179,9 +179,9 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     ++n;
     auto wake = drain_until ? *drain_until : (timed_out ? now + std::chrono::seconds(2) : deadline);
     int wait_ms = static_cast<int>(std::clamp<long long>(leftUntil(wake).count() + 1, 0, 60000));
-    int rc = ::poll(fds, static_cast<nfds_t>(n), wait_ms);
-    if (rc < 0 && errno != EINTR) break;
-    if (rc <= 0) continue;
+    int rc = sys::pollSome(fds, static_cast<nfds_t>(n), wait_ms);
+    if (rc < 0) break;
+    if (rc == 0) continue;
     for (auto [idx, stream, is_out] :
          {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
       if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -200,11 +200,11 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const std::string& data = *req->stdin_data;
       if (stdin_off < data.size()) {
-        ssize_t w = ::write(p.stdinFd(), data.data() + stdin_off,
-                            std::min<std::size_t>(data.size() - stdin_off, 65536));
+        ssize_t w = sys::writeSome(p.stdinFd(), data.data() + stdin_off,
+                                   std::min<std::size_t>(data.size() - stdin_off, 65536));
         if (w > 0)
           stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN && errno != EINTR)
+        else if (w < 0 && errno != EAGAIN)
           p.closeStdin();
       }
       if (p.stdinFd() >= 0 && stdin_off >= data.size()) p.closeStdin();
@@ -272,7 +272,7 @@ wire::Answer fsList(const SandboxServices& s, const CallContext& ctx) {
   if (!path) return path.error();
   auto ws = s.env->workspace(s.handle);
   if (!ws) return refusalFor(ws.error());
-  auto entries = (*ws)->listdir(*path == "" ? "." : *path);
+  auto entries = (*ws)->listdir(path->empty() ? "." : *path);
   if (!entries) return refusalFor(entries.error());
   Array out;
   for (auto& e : *entries) {
@@ -313,8 +313,8 @@ bool jsonShaped(const Value& v, int depth = 0) {
 }
 
 struct NotesBoard {
-  std::mutex mu;
-  std::map<std::string, Value> notes;
+  Mutex mu;
+  std::map<std::string, Value> notes GUARDED_BY(mu);
 };
 
 wire::Answer notesPut(NotesBoard& b, const CallContext& ctx) {
@@ -330,7 +330,7 @@ wire::Answer notesPut(NotesBoard& b, const CallContext& ctx) {
   if (!wire::encodeValue(*value, encoded) || encoded.size() > kNoteValueMaxBytes)
     return Refusal{"too_large",
                    "a note holds at most " + std::to_string(kNoteValueMaxBytes) + " bytes"};
-  std::lock_guard lk(b.mu);
+  MutexLock lk(b.mu);
   b.notes[*key] = *value;
   return Value::nil();
 }
@@ -338,7 +338,7 @@ wire::Answer notesPut(NotesBoard& b, const CallContext& ctx) {
 wire::Answer notesGet(NotesBoard& b, const CallContext& ctx) {
   auto key = requiredString(ctx.args, "key");
   if (!key) return key.error();
-  std::lock_guard lk(b.mu);
+  MutexLock lk(b.mu);
   auto it = b.notes.find(*key);
   if (it == b.notes.end()) return Refusal{"not_found", "no note is named " + *key};
   return it->second;
@@ -347,7 +347,7 @@ wire::Answer notesGet(NotesBoard& b, const CallContext& ctx) {
 wire::Answer notesList(NotesBoard& b, const CallContext& ctx) {
   auto prefix = optionalString(ctx.args, "prefix", "");
   if (!prefix) return prefix.error();
-  std::lock_guard lk(b.mu);
+  MutexLock lk(b.mu);
   Array keys;
   for (auto it = b.notes.lower_bound(*prefix);
        it != b.notes.end() && it->first.rfind(*prefix, 0) == 0; ++it)
@@ -478,9 +478,7 @@ class SpoolSource final : public artifacts::ByteSource {
     if (stopping_.load())
       return fail(ErrorCode::kExecutionUnavailable,
                   "the execution ended before the spill was stored");
-    ssize_t n;
-    do n = ::pread(fd_.get(), buffer, size, offset_);
-    while (n < 0 && errno == EINTR);
+    const ssize_t n = sys::preadSome(fd_.get(), buffer, size, offset_);
     if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read the spool file", errno);
     offset_ += n;
     return static_cast<std::size_t>(n);
@@ -506,17 +504,21 @@ struct Job {
   std::string id;
   std::vector<std::string> argv;
   std::unique_ptr<SideProcess> proc;
-  std::mutex mu;  // guards everything below and stdin
-  std::condition_variable cv;
+  Mutex mu;  // guards the members below and writes to proc's stdin
+  CondVar cv;
   struct Stream {
     std::string tail;
     std::uint64_t total = 0;
     bool eof = false;
-  } out, err;
-  std::optional<int> status;
-  bool killed = false;
-  bool done = false;  // exited, both streams at end of file, and the spill settled
-  std::optional<std::pair<StreamSpill, StreamSpill>> spill;  // set with `done` (stdout, stderr)
+  };
+  Stream out GUARDED_BY(mu);
+  Stream err GUARDED_BY(mu);
+  std::optional<int> status GUARDED_BY(mu);
+  bool killed GUARDED_BY(mu) = false;
+  // Exited, both streams at end of file, and the spill settled.
+  bool done GUARDED_BY(mu) = false;
+  // Set with `done` (stdout, stderr).
+  std::optional<std::pair<StreamSpill, StreamSpill>> spill GUARDED_BY(mu);
   std::thread pump;
 };
 
@@ -528,7 +530,7 @@ class JobTable {
     stopping_.store(true);
     std::uint64_t one = 1;
     (void)sys::writeAll(stop_.get(), &one, sizeof one);
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     for (auto& [id, job] : jobs_) {
       job->proc->killGroup();
       if (job->pump.joinable()) job->pump.join();
@@ -538,19 +540,19 @@ class JobTable {
     auto job = std::make_shared<Job>();
     job->argv = std::move(argv);
     job->proc = std::move(proc);
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     job->id = "job-" + std::to_string(++next_);
     jobs_[job->id] = job;
     job->pump = std::thread([this, job] { pump(*job); });
     return job;
   }
   std::shared_ptr<Job> find(const std::string& id) {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     auto it = jobs_.find(id);
     return it == jobs_.end() ? nullptr : it->second;
   }
   std::vector<std::shared_ptr<Job>> all() {
-    std::lock_guard lk(mu_);
+    MutexLock lk(mu_);
     std::vector<std::shared_ptr<Job>> v;
     for (auto& [id, j] : jobs_) v.push_back(j);
     return v;
@@ -570,7 +572,7 @@ class JobTable {
     for (;;) {
       bool out_open, err_open, exited;
       {
-        std::lock_guard lk(job.mu);
+        MutexLock lk(job.mu);
         out_open = !job.out.eof;
         err_open = !job.err.eof;
         exited = job.status.has_value();
@@ -581,7 +583,7 @@ class JobTable {
         drain_until = BrokerClock::now() + std::chrono::seconds(2);
       }
       if (drain_until && BrokerClock::now() >= *drain_until) {
-        std::lock_guard lk(job.mu);
+        MutexLock lk(job.mu);
         job.out.eof = job.err.eof = true;
         continue;
       }
@@ -601,16 +603,16 @@ class JobTable {
       }
       fds[n] = {stop_.get(), POLLIN, 0};
       const int i_stop = n++;
-      int rc = ::poll(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
-      if (rc < 0 && errno == EINTR) continue;
+      int rc = sys::pollSome(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
+      if (rc == 0 && !drain_until) continue;  // interrupted
       if (rc < 0 || (fds[i_stop].revents & POLLIN)) {
         // The table is going away: nobody can ask for a spill any more.
         p.killGroup();
-        std::lock_guard lk(job.mu);
+        MutexLock lk(job.mu);
         job.out.eof = job.err.eof = true;
         if (!job.status) job.status = SIGKILL;
         job.done = true;
-        job.cv.notify_all();
+        job.cv.notifyAll();
         return;
       }
       for (auto [idx, is_out] : {std::pair{i_out, true}, std::pair{i_err, false}}) {
@@ -618,7 +620,7 @@ class JobTable {
         ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
         if (got < 0 && errno == EAGAIN) continue;
         {
-          std::lock_guard lk(job.mu);
+          MutexLock lk(job.mu);
           Job::Stream& s = is_out ? job.out : job.err;
           if (got <= 0) {
             s.eof = true;
@@ -627,7 +629,7 @@ class JobTable {
             s.total += static_cast<std::uint64_t>(got);
             if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
           }
-          job.cv.notify_all();
+          job.cv.notifyAll();
         }
         // The disk write is outside job.mu: a poll never waits for it.
         if (got > 0 && spools[is_out ? 0 : 1])
@@ -636,9 +638,9 @@ class JobTable {
       if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
         auto st = p.exitStatus();
         if (st) {
-          std::lock_guard lk(job.mu);
+          MutexLock lk(job.mu);
           job.status = st;
-          job.cv.notify_all();
+          job.cv.notifyAll();
         }
       }
     }
@@ -647,10 +649,10 @@ class JobTable {
                                               storeSpill(job.id + ".stderr", spools[1])};
     spools[0].reset();
     spools[1].reset();
-    std::lock_guard lk(job.mu);
+    MutexLock lk(job.mu);
     job.spill = std::move(spill);
     job.done = true;
-    job.cv.notify_all();
+    job.cv.notifyAll();
   }
 
   StreamSpill storeSpill(std::string filename, std::optional<StreamSpool>& spool) {
@@ -689,9 +691,9 @@ class JobTable {
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> spooled_{
       0};  // bytes spooled by every job (JobSpillServices::max_total_bytes)
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Job>> jobs_;
-  std::uint64_t next_ = 0;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
+  std::uint64_t next_ GUARDED_BY(mu_) = 0;
 };
 
 // The part of a stream after `cursor`: {data, cursor, dropped}. Cursors are
@@ -725,15 +727,15 @@ Value streamSpillValue(const StreamSpill& s) {
                      {"dropped_bytes", Value::unsignedInteger(s.dropped_bytes)}});
 }
 
-// Under job.mu. Nil until the job is done.
-Value jobSpillValue(const Job& job) {
+// Nil until the job is done.
+Value jobSpillValue(const Job& job) REQUIRES(job.mu) {
   if (!job.done || !job.spill) return Value::nil();
   return Value::map({{"stdout", streamSpillValue(job.spill->first)},
                      {"stderr", streamSpillValue(job.spill->second)}});
 }
 
-// Under job.mu.
-Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor) {
+Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor)
+    REQUIRES(job.mu) {
   Map m;
   m.emplace_back("job_id", Value::string(job.id));
   m.emplace_back("state", Value::string(!job.status  ? "running"
@@ -780,7 +782,7 @@ wire::Answer jobPollOrWait(JobTable& t, const CallContext& ctx, bool wait) {
   auto timeout = optionalUint(ctx.args, "timeout_ms", 0);
   if (!timeout) return timeout.error();
   Job& j = **job;
-  std::unique_lock lk(j.mu);
+  MutexLock lk(j.mu);
   if (wait) {
     // Until a cursor moves, the job settles, the timeout or the deadline
     // passes, or the call is cancelled (checked on every wake).
@@ -789,7 +791,7 @@ wire::Answer jobPollOrWait(JobTable& t, const CallContext& ctx, bool wait) {
       until = std::min(until, BrokerClock::now() + std::chrono::milliseconds(*timeout));
     while (!(j.out.total > *oc || j.err.total > *ec || j.done) && BrokerClock::now() < until &&
            !ctx.cancel.cancelled()) {
-      j.cv.wait_until(lk, std::min(until, BrokerClock::now() + std::chrono::milliseconds(50)));
+      j.cv.waitUntil(j.mu, std::min(until, BrokerClock::now() + std::chrono::milliseconds(50)));
     }
   }
   return jobState(j, *oc, *ec);
@@ -801,18 +803,19 @@ wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
   auto data = optionalData(ctx.args, "data");
   if (!data) return data.error();
   Job& j = **job;
-  std::lock_guard lk(j.mu);
+  MutexLock lk(j.mu);
   if (j.proc->stdinFd() < 0) return Refusal{"job_refused", "the job's input is closed"};
   const std::string bytes = data->value_or("");
   std::size_t off = 0;
   while (off < bytes.size()) {
     pollfd p{j.proc->stdinFd(), POLLOUT, 0};
-    int rc = ::poll(&p, 1,
-                    static_cast<int>(std::min<long long>(leftUntil(ctx.deadline).count(), 60000)));
-    if (rc <= 0 || ctx.cancel.cancelled())
+    const long long left_ms = leftUntil(ctx.deadline).count();
+    int rc = left_ms <= 0 ? 0 : sys::pollSome(&p, 1, static_cast<int>(std::min(left_ms, 60000LL)));
+    if (rc < 0 || ctx.cancel.cancelled() || leftUntil(ctx.deadline).count() <= 0)
       return Refusal{"deadline_exceeded", "the job did not take its input in time"};
-    ssize_t w = ::write(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
-    if (w < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (rc == 0) continue;  // interrupted, or 60 s of a longer wait gone
+    ssize_t w = sys::writeSome(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EAGAIN) continue;
     if (w <= 0) {
       j.proc->closeStdin();
       return Refusal{"job_refused", "the job's input is closed"};
@@ -828,7 +831,7 @@ wire::Answer jobKill(JobTable& t, const CallContext& ctx) {
   if (!job) return job.error();
   Job& j = **job;
   {
-    std::lock_guard lk(j.mu);
+    MutexLock lk(j.mu);
     if (!j.status) j.killed = true;
   }
   j.proc->killGroup();
@@ -838,7 +841,7 @@ wire::Answer jobKill(JobTable& t, const CallContext& ctx) {
 wire::Answer jobList(JobTable& t) {
   Array out;
   for (auto& j : t.all()) {
-    std::lock_guard lk(j->mu);
+    MutexLock lk(j->mu);
     Array argv;
     for (auto& a : j->argv) argv.push_back(text(a));
     out.push_back(Value::map({{"job_id", Value::string(j->id)},

@@ -1,11 +1,11 @@
 #include "airlock/capability/broker/code_run.h"
 
-#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/guest_files.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
+#include "airlock/core/thread_annotations.h"
 
 namespace airlock::capability {
 
@@ -64,21 +64,26 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   if (auto r = writeCapabilityFile(dir->get(), "program/main.py", options.program, 0644); !r)
     return tl::unexpected(r.error());
 
-  auto result = std::make_shared<CodeRunResult>();
-  auto mu = std::make_shared<std::mutex>();
+  // Written by the session's threads until it is reset.
+  struct AuditLog {
+    Mutex mu;
+    std::vector<std::string> lines GUARDED_BY(mu);
+    std::uint64_t dropped GUARDED_BY(mu) = 0;
+  };
+  auto log = std::make_shared<AuditLog>();
   SessionOptions so;
   so.execution_id = options.execution_id;
   so.shape = BootShape::kRun;
   so.policy = options.policy;
   so.ceilings = options.ceilings;
   auto sink = options.audit;
-  so.audit = [result, mu, sink, max = options.max_audit_lines](std::string_view line) {
+  so.audit = [log, sink, max = options.max_audit_lines](std::string_view line) {
     {
-      std::lock_guard lk(*mu);
-      if (result->audit_lines.size() < max)
-        result->audit_lines.emplace_back(line);
+      MutexLock lk(log->mu);
+      if (log->lines.size() < max)
+        log->lines.emplace_back(line);
       else
-        ++result->audit_lines_dropped;
+        ++log->dropped;
     }
     if (sink) sink(line);
   };
@@ -105,11 +110,14 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   (*session)->waitForConnectionsClosed(std::chrono::seconds(2));
   (*session)->finish();
   if (!executed) return tl::unexpected(executed.error());
-  result->execution = std::move(*executed);
-  result->outcome = (*session)->outcome();
+  CodeRunResult result;
+  result.execution = std::move(*executed);
+  result.outcome = (*session)->outcome();
   session->reset();
-  std::lock_guard lk(*mu);
-  return std::move(*result);
+  MutexLock lk(log->mu);
+  result.audit_lines = std::move(log->lines);
+  result.audit_lines_dropped = log->dropped;
+  return result;
 }
 
 }  // namespace airlock::capability

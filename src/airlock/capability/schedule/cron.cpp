@@ -241,8 +241,8 @@ tl::expected<int, CronError> parseUtcOffset(std::string_view text) {
 std::string formatUtcOffset(int offset_minutes) {
   const int a = offset_minutes < 0 ? -offset_minutes : offset_minutes;
   char buf[8];
-  std::snprintf(buf, sizeof buf, "%c%02d:%02d", offset_minutes < 0 ? '-' : '+', (a / 60) % 100,
-                a % 60);
+  (void)std::snprintf(buf, sizeof buf, "%c%02d:%02d", offset_minutes < 0 ? '-' : '+',
+                      (a / 60) % 100, a % 60);
   return buf;
 }
 

@@ -458,7 +458,7 @@ FrameDecoder::Event FrameDecoder::next() {
           buffer_.shrink_to_fit();
           consumed_ = 0;
         }
-        return std::move(d);
+        return std::forward<decltype(d)>(d);
       },
       std::move(decoded));
 }

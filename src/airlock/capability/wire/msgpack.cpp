@@ -37,11 +37,11 @@ class Reader {
   std::size_t left() const { return static_cast<std::size_t>(end_ - cur_); }
   std::size_t offset() const { return static_cast<std::size_t>(cur_ - begin_); }
 
-  tl::unexpected<ValueFault> malformed(std::string what) const {
+  tl::unexpected<ValueFault> malformed(const std::string& what) const {
     return tl::unexpected(
         ValueFault{ValueProblem::kMalformed, what + " at byte " + std::to_string(offset())});
   }
-  tl::unexpected<ValueFault> limit(std::string what) const {
+  tl::unexpected<ValueFault> limit(const std::string& what) const {
     return tl::unexpected(
         ValueFault{ValueProblem::kLimit, what + " at byte " + std::to_string(offset())});
   }

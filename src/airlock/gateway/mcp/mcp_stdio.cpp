@@ -51,10 +51,9 @@ class Reader {
     char buffer[65536];
     for (;;) {
       pollfd fds[3] = {{quit_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {in_fd_, POLLIN, 0}};
-      if (::poll(fds, 3, -1) < 0) {
-        if (errno == EINTR) continue;
-        return finish(StdioEnd::kEndOfInput, errno);
-      }
+      const int ready = sys::pollSome(fds, 3, -1);
+      if (ready < 0) return finish(StdioEnd::kEndOfInput, errno);
+      if (ready == 0) continue;  // interrupted
       if (fds[0].revents != 0) return finish(StdioEnd::kEndOfInput, 0);
       if (fds[1].revents & POLLIN) {
         session_.cancelInFlight();
