@@ -1,4 +1,4 @@
-// Artifact put throughput (issue 6): FilesystemArtifactStore::put of a
+// Artifact put throughput: FilesystemArtifactStore::put of a
 // 1 GiB stream against the peer that does the same hashing with nothing
 // else, `sha256sum` of the same 1 GiB in a file, in the same run. put hashes
 // while it writes (SHA-256 through OpenSSL EVP), so SHA-256 speed should be

@@ -1,6 +1,5 @@
 // The capability channel's round trip against a plain UNIX-socket echo of
-// the same frames, in the same run (issue 9 item 6; DESIGN.md 5.7;
-// docs/benchmarks.md).
+// the same frames, in the same run (docs/benchmarks.md).
 //
 //   bench_cap_roundtrip [sequential=20000] [pipelined=20000] [rounds=5]
 //

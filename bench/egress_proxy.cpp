@@ -1,5 +1,5 @@
 // The egress proxy against a direct loopback connection and against
-// tinyproxy, in the same run (issue 5 item 8; DESIGN.md 7; docs/benchmarks.md).
+// tinyproxy, in the same run (docs/benchmarks.md).
 //
 //   bench_egress_proxy [bulk_MiB=1024] [bulk_rounds=3] [connections=2000]
 //                      [proxy_buffer_KiB=ProxyLimits default] [with_tinyproxy=1]

@@ -1,4 +1,4 @@
-// Start latency of the gvisor mechanism (issue 8, item 5; DESIGN.md 7), in
+// Start latency of the gvisor mechanism, in
 // one interleaved run:
 //   gvisor cold   provision + execute(/bin/true) + destroy through the adapter
 //   gvisor warm   execute(/bin/true) in an already provisioned sandbox

@@ -1,4 +1,4 @@
-// Output flood (bug-log B35; issue 3): a command writes without end to
+// Output flood (red-team case B35): a command writes without end to
 // stdout; the service must never buffer more than the output cap. Measures
 // the service's peak RSS growth and the time to the OUTPUT_LIMIT kill for a
 // writer of 10 GB, against a peer in the same run: plain fork/exec of the

@@ -1,4 +1,4 @@
-// files_changed on a large workspace (issue 4): the cost of takeSnapshot +
+// files_changed on a large workspace: the cost of takeSnapshot +
 // diffSnapshots on a tree of 100,000 files after 140 changes (100 rewritten,
 // half of them at the same size, 20 created, 20 deleted), against the peer
 // that answers the same question for a git checkout: `git status

@@ -1,4 +1,4 @@
-// Start latency of a sandbox (DESIGN.md 7): provision + execute(/bin/true) +
+// Start latency of a sandbox: provision + execute(/bin/true) +
 // destroy with the linux mechanism, against bubblewrap running /bin/true
 // with every namespace unshared, and against plain fork/exec, in the same
 // run. Prints medians, p90s and ratios. Usage: bench_start_latency [N]

@@ -1,4 +1,4 @@
-// The egress authority parser and the proxy's request-head parser (issue 5):
+// The egress authority parser and the proxy's request-head parser:
 // total on any bytes; an accepted authority is canonical and re-parses to
 // itself; an accepted CONNECT head carries exactly the parsed target; what
 // refuseEarly refuses, the head parser refuses too.

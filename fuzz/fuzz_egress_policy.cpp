@@ -1,4 +1,4 @@
-// The egress policy loader (issue 5): total on any bytes (yaml-cpp exceptions
+// The egress policy loader: total on any bytes (yaml-cpp exceptions
 // stay inside the loader); an accepted policy holds only canonical entries
 // and answers check() for any name.
 #include <cstddef>

@@ -1,4 +1,4 @@
-// The fd half of resolve() (issue 4): whatever path passes the lexical
+// The fd half of resolve(): whatever path passes the lexical
 // check, openBeneath() returns only objects under the root, through any
 // symlink. The root is a small tree made once per process, full of
 // symlinks that point out (absolute to /etc and /proc/self, "../../..",

@@ -1,4 +1,4 @@
-// Killing the process in the middle of a put (issue 6, "Done when"; bug-log
+// Killing the process in the middle of a put (red-team case
 // B48: an interrupted write leaves no partial file, or one under a
 // temporary name that is cleaned up). A forked child puts a slow stream
 // into a store backed by SQLite and is SIGKILLed at a chosen point; the

@@ -1,5 +1,5 @@
-// The filesystem ArtifactStore (spec 000 "ArtifactStore"; DESIGN.md 5.6;
-// bug-log B48): verified streaming put, the size cap mid-stream, nothing
+// The filesystem ArtifactStore (spec 000 "ArtifactStore";
+// red-team case B48): verified streaming put, the size cap mid-stream, nothing
 // left behind by any failure, open re-hashing, remove, recovery.
 #include "airlock/artifacts/filesystem_store.h"
 

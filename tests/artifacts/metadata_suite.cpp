@@ -65,7 +65,7 @@ TEST_P(MetadataRepositoryTest, InsertThenFindReturnsEveryFieldExactly) {
   rows[2].metadata.filename = "";
   rows[3].metadata.run_id = std::nullopt;
   rows[5].metadata.expires_at = std::nullopt;
-  // Sizes past 31 and 32 bits (bug-log B48), and a media type with parameters.
+  // Sizes past 31 and 32 bits (red-team case B48), and a media type with parameters.
   rows[4].metadata.size_bytes = (std::int64_t{4} << 30) + 1;
   rows[4].metadata.media_type = "text/plain; charset=utf-8";
   for (const auto& row : rows) {

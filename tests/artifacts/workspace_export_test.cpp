@@ -1,5 +1,5 @@
 // artifact.export of a workspace path and the ArtifactWriter capability
-// (spec 000 "ArtifactWriter", "ArtifactStore"; bug-log B05, B32).
+// (spec 000 "ArtifactWriter", "ArtifactStore"; red-team cases B05, B32).
 #include "airlock/artifacts/workspace_export.h"
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// Code mode on the real linux mechanism (issue 9 "Done when"): a Python
+// Code mode on the real linux mechanism: a Python
 // program in the sandbox calls capabilities through the guest library and
 // ends with one outcome; side processes are confined like commands; killing
 // the guest mid-proc.run kills the effect's process group; deadlines and the

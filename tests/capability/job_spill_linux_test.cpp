@@ -1,5 +1,5 @@
 // A job's whole output spilled to the artifact store once it is terminal
-// (spec 001 "cap/job", Job.spill; issue 9 item 4; capabilities.h
+// (spec 001 "cap/job", Job.spill; capabilities.h
 // JobSpillServices; docs/capabilities.md "job.*"). The jobs run in a real
 // linux sandbox (root; skipped otherwise) and are driven through the
 // capability table's handlers, as the broker calls them; the spill goes to a

@@ -308,7 +308,7 @@ TEST(CliRun, JsonFieldsAreExactlyTheDocumentedOnes) {
   EXPECT_EQ(keys, sorted_documented);  // json objects iterate in key order
 }
 
-// Issue 3's limit commands, as a user types them, on the real mechanism:
+// The limit commands, as a user types them, on the real mechanism:
 // each ends with its kill reason and exit status 126, and the sandbox is
 // gone afterwards (its lock in the default state directory removed with its
 // cgroup; the suite's NoLeftovers cleanup checks cgroups, mounts and

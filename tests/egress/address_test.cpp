@@ -1,4 +1,4 @@
-// The address denylist (egress-notes 1): every block at both boundaries,
+// The address denylist (address.h): every block at both boundaries,
 // and the neighbours just outside each one.
 #include "airlock/egress/address.h"
 

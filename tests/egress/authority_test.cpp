@@ -1,5 +1,5 @@
-// The strict authority parser and host canonicalization (egress-notes 2,
-// bypass class 3).
+// The strict authority parser and host canonicalization (parser differentials
+// on the authority: every spelling that has bypassed another parser).
 #include "airlock/egress/authority.h"
 
 #include <gtest/gtest.h>

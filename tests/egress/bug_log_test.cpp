@@ -1,4 +1,4 @@
-// Bug-log cases B49-B51 (cases/bug-log.md, section H), the parts that the
+// Red-team cases B49-B51 (egress), the parts that the
 // decision function owns. The sandbox-side parts (raw sockets, UDP, DNS from
 // inside a sandbox) belong to the gates gate_network_denied and
 // gate_egress_allowlisted; proxy logging to tests/egress/proxy_test.cpp.
@@ -14,7 +14,7 @@ namespace {
 
 struct Harness {
   explicit Harness(const char* yaml, std::vector<IpAddress> self = {})
-      : policy(*loadEgressPolicy(yaml, "bug-log")),
+      : policy(*loadEgressPolicy(yaml, "red-team")),
         classifier(std::make_shared<FixedSelfAddresses>(std::move(self))) {}
   std::shared_ptr<const Policy> policy;
   testing::FakeDns dns;

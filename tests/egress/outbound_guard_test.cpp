@@ -564,7 +564,7 @@ TEST(EgressUrl, RefusalsBeforeAnyLookup) {
   EXPECT_EQ(dns.queries(), std::vector<std::string>{"hooks.example.com."});
 }
 
-// Every PW row of egress-vectors.tsv (cases/egress-notes.md 4.1: the
+// Every PW row of egress-vectors.tsv (tests/egress/data; PW is the
 // platform's outbound point under {hooks.example.com: [443]}), decided by
 // the guard. A redirect row is the guard's redirect step: the first URL is
 // allowed, and the Location is decided from scratch and refused (fetch()

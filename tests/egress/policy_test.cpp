@@ -216,7 +216,7 @@ TEST(EgressPolicyErrors, StructuralMistakes) {
 }
 
 TEST(Policy, PrivateSectionSuffixesAreTheOperatorsChoice) {
-  // githubusercontent.com is on the PSL's private section (bug-log B51 uses
+  // githubusercontent.com is on the PSL's private section (red-team case B51 uses
   // this wildcard); ICANN suffixes are refused.
   const auto p =
       load(withDestination("    - host: github.com\n      ports: [443]\n"

@@ -1,7 +1,7 @@
-// Every row of egress-vectors.tsv (copied from cases/ into tests/egress/data)
+// Every row of tests/egress/data/egress-vectors.tsv
 // decided as its `expected` column says, read from the file at test time.
 //
-// Notation (cases/egress-notes.md 4.2) and how each form is run:
+// Notation of the input column and how each form is run:
 //  * "CONNECT <target> ..." (P0/P1/P2): the request-target through
 //    decideAuthority(), and the same request framed as an HTTP head through
 //    decideRequest() (the proxy's front half). "with header 'Host: X'" adds

@@ -1,5 +1,5 @@
 // Gate artifact_checksum (spec 000 hard gate "An artifact's bytes are the
-// bytes that were exported"; DESIGN.md 6). A workspace file larger than the
+// bytes that were exported"). A workspace file larger than the
 // streaming buffer, exported and fetched back, is the same byte for byte;
 // a digest mismatch injected at the store boundary (the hop between the
 // execution side and the store) is ArtifactIntegrityError and stores

@@ -1,8 +1,7 @@
 // Gate no_runtime_in_worker (spec 000, "Where the boundary is", second
-// property, and the hard gate "The worker imports no container runtime";
-// DESIGN.md 2). Structural: the gateway side (src/airlock/gateway/**, and
-// src/airlock/service/**) holds the ExecutionEnvironment port and never a
-// mechanism.
+// property, and the hard gate "The worker imports no container runtime"). Structural: the gateway
+// side (src/airlock/gateway/**, and src/airlock/service/**) holds the ExecutionEnvironment port and
+// never a mechanism.
 //
 // Three walks, each with a check that it can fail:
 //  1. Sources: from every file under the gateway and service directories,

@@ -1,4 +1,4 @@
-// Gate workspace_containment (spec 000; bug-log B03, B09), both resolution
+// Gate workspace_containment (spec 000; red-team cases B03, B09), both resolution
 // implementations (openat2 and the O_NOFOLLOW walk): for generated paths over a tree with planted
 // outward symlinks, openBeneath never yields an fd whose real path is outside the root, and resolve
 // (checkRelativePath then openBeneath) yields an fd under the root or WorkspaceEscape / NotFound,
@@ -174,7 +174,7 @@ TEST(GateWorkspaceContainment, BothResolversAgreeOnCheckedPaths) {
 namespace airlock::workspace {
 namespace {
 
-// Gate workspace_containment, the race half (bug-log B03): while another
+// Gate workspace_containment, the race half (red-team case B03): while another
 // thread keeps exchanging a directory on the path with a symlink that leads
 // out of the root (renameat2 RENAME_EXCHANGE, so the name is never missing),
 // every open through either resolver lands under the root or fails.

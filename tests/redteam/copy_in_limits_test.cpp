@@ -1,4 +1,4 @@
-// Red-team regression, bug-log B07 (the limits half): an archive with many
+// Red-team case B07 (the limits half): an archive with many
 // members, or with a member larger than the workspace, is stopped by the
 // workspace's own inode and byte limits (the sandbox's tmpfs), with an error
 // that names the member; nothing lands outside the workspace, and the

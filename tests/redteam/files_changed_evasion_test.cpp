@@ -1,5 +1,5 @@
 // Red-team regression: files_changed cannot be fooled by metadata games
-// (bug-log B45: same size + restored mtime, rename over, symlink retarget of
+// (red-team case B45: same size + restored mtime, rename over, symlink retarget of
 // equal length, file replaced by a directory, writes through mmap and
 // /proc/self/mem, hole punching) and reports pathological names losslessly,
 // once each (B08).

@@ -1,4 +1,4 @@
-// Bug-log section D and F cases about limits and lifetimes, each named
+// Red-team cases about limits and lifetimes, each named
 // after its case: the limit holds and the result names the enforcer.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Red-team regression: output floods and unread stdin cannot hurt the
-// service (bug-log B35 output flood, B36 exact cap and consistent kill
+// service (red-team cases B35 output flood, B36 exact cap and consistent kill
 // reason, B38 open stdin), and a cancel of a command that ignores every
 // catchable signal still ends it (B40 c).
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Red-team regression: what a command can learn about the service through
-// /proc, its environment and its file descriptors (bug-log B12 leaked fds and
+// /proc, its environment and its file descriptors (red-team cases B12 leaked fds and
 // working directory, B22 /proc leaks, B23 inherited environment, B24 secrets
 // in PID 1's environment, B13 the host binary through /proc/1/exe).
 //

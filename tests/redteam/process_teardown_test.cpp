@@ -1,5 +1,5 @@
 // Red-team regression: nothing a command starts outlives it, however it hides
-// (bug-log B39: double fork + setsid + ignored signals + closed stdio + its own
+// (red-team case B39: double fork + setsid + ignored signals + closed stdio + its own
 // process group; a child holding a TCP port), and orphans are reaped by the
 // sandbox's init so dead processes do not use up the pid limit (B43).
 #include <gtest/gtest.h>

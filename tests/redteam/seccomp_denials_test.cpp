@@ -1,6 +1,6 @@
 // Red-team regression: the seccomp filter and the jail refuse the kernel
-// primitives the bug log names, on every command in a sandbox, not only the
-// first (bug-log B14 ptrace / process_vm_*, B16 policy tampered before a later
+// primitives the red-team cases name, on every command in a sandbox, not only the
+// first (red-team cases B14 ptrace / process_vm_*, B16 policy tampered before a later
 // exec, B17 TIOCSTI/TIOCLINUX, B19 io_uring, B20 userfaultfd, B21 keyrings).
 //
 // The probe is a Python program run with the image's python3; it calls each
@@ -151,7 +151,7 @@ TEST_F(RedteamSeccompTest, B20_UserfaultfdIsUnavailable) {
   expectRefused(run(probe()), "B20", {"userfaultfd", "open:/dev/userfaultfd"});
 }
 
-// Namespaces, mounts, bpf and perf (issue 3 item 4; bug-log B15 and B16 rely
+// Namespaces, mounts, bpf and perf (red-team cases B15 and B16 rely
 // on them): unshare, setns, clone and clone3 with namespace flags, mount,
 // the new mount API, bpf and perf_event_open are all refused.
 TEST_F(RedteamSeccompTest, NamespaceMountBpfAndPerfAreRefused) {

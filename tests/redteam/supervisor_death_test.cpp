@@ -1,7 +1,7 @@
 // Red-team regression: when the service that supervises a sandbox dies
 // (SIGKILL, at any moment: during provision or while the command runs), no
 // workload keeps running unsupervised, and the next service started on the
-// same state directory removes what was left (bug-log B42; B40 disconnect).
+// same state directory removes what was left (red-team case B42; B40 disconnect).
 //
 // The "service" is a forked child of this test that provisions a sandbox and
 // runs a CPU loop whose argv carries a unique marker; the test kills the

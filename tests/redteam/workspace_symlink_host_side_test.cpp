@@ -1,5 +1,5 @@
 // Red-team regression: the service's own reads and writes in a workspace
-// never follow a link a command planted (bug-log B01 symlink where the host
+// never follow a link a command planted (red-team cases B01 symlink where the host
 // side writes, B02 metadata operations, B03 a link swapped in during a call,
 // B04 upload into a symlinked directory, B05 reading an output file that is
 // a symlink, B10 hard links across the boundary, B11 code loaded from the

@@ -1,4 +1,4 @@
-// Issue 8, "Done when": `airlock serve` with deployment_mode=production and
+// `airlock serve` with deployment_mode=production and
 // sandbox=gvisor starts and runs a command end to end over HTTP (and with
 // sandbox=linux it refuses: gate_production_refuses_dev). Skipped, with the
 // reason, only where runsc is absent.

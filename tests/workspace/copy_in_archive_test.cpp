@@ -1,4 +1,4 @@
-// copyInArchive (issue 4 item 3; bug-log B07): tar and zip archives built
+// copyInArchive (red-team case B07): tar and zip archives built
 // here with libarchive's writer. Good members are extracted through the
 // handle; every bad member kind is refused with an error naming it, and the
 // check pass runs first, so the workspace is left empty.

@@ -1,5 +1,5 @@
-// copyInDirectory: regular files and directories only (DESIGN.md 1,
-// `--copy-in DIR`; bug-log B07's member rules applied to a host directory).
+// copyInDirectory: regular files and directories only (`--copy-in DIR`; red-team case B07's member
+// rules applied to a host directory).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>

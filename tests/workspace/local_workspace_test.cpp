@@ -1,4 +1,4 @@
-// The local-directory WorkspaceHandle (spec 000 WorkspaceHandle; bug-log
+// The local-directory WorkspaceHandle (spec 000 WorkspaceHandle; red-team cases
 // B01, B02, B04, B05, B08, B09).
 #include "airlock/workspace/local_workspace.h"
 

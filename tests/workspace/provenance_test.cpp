@@ -1,5 +1,5 @@
 // The local workspace's provenance record (spec 000, "Provenance, and why
-// the handle answers it"; issue 4 item 2): write -> TOOL_WRITTEN; what a
+// the handle answers it"): write -> TOOL_WRITTEN; what a
 // command created or modified (reported by the adapter) -> SANDBOX_WRITTEN;
 // deleted -> dropped; anything else UNKNOWN, including whenever the record
 // cannot vouch for the bytes.

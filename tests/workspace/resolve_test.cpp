@@ -1,5 +1,5 @@
 // openBeneath: both implementations run the same list of containment cases
-// (bug-log B01, B03, B04, B05; spec 000 WorkspaceHandle rule 3).
+// (red-team cases B01, B03, B04, B05; spec 000 WorkspaceHandle rule 3).
 #include "airlock/workspace/resolve.h"
 
 #include <fcntl.h>

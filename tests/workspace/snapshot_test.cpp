@@ -1,5 +1,5 @@
 // takeSnapshot / diffSnapshots / sha256At (spec 000 FileChange and
-// files_changed; bug-log B08, B09, B32, B45).
+// files_changed; red-team cases B08, B09, B32, B45).
 #include "airlock/workspace/snapshot.h"
 
 #include <fcntl.h>
@@ -340,7 +340,7 @@ TEST_F(SnapshotTest, SparseGigabyteFileHashesInBoundedMemory) {
     ASSERT_TRUE(fd.valid());
     ASSERT_EQ(::ftruncate(fd.get(), kSize), 0);
   }
-  // The diff lists a mostly-holes file without reading it (bug-log B32).
+  // The diff lists a mostly-holes file without reading it (red-team case B32).
   Snapshot empty;
   Snapshot after = snap();
   Diff d = diff(empty, after);
@@ -395,7 +395,7 @@ TEST_F(SnapshotTest, FifoInPlaceOfAFileDoesNotHang) {
 namespace airlock::workspace {
 namespace {
 
-// Bug-log B32: a terabyte sparse file is listed without reading its holes.
+// Red-team case B32: a terabyte sparse file is listed without reading its holes.
 TEST(SnapshotHashBudget, FileBeyondTheBudgetIsListedUnhashed) {
   char tmpl[] = "/tmp/airlock-budget-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);

@@ -1,4 +1,4 @@
-// The ArtifactStore port (spec 000, "ArtifactStore"; DESIGN.md 5.6).
+// The ArtifactStore port (spec 000, "ArtifactStore").
 //
 // Shaped for an object store: bytes go in and come out as streams, objects
 // are named by an opaque key (storage_key.h), and nothing here has

@@ -1,5 +1,5 @@
-// The filesystem adapter of ArtifactStore (spec 000, "ArtifactStore";
-// DESIGN.md 5.6; bug-log B48: an interrupted write leaves nothing visible).
+// The filesystem adapter of ArtifactStore (spec 000, "ArtifactStore"; red-team case B48: an
+// interrupted write leaves nothing visible).
 //
 // Layout beneath the store's root directory (given as an fd; the caller
 // picks it under the state directory):

@@ -3,7 +3,7 @@
 // connection and result, bound parameters, one transaction guard and one
 // migration runner. The PostgreSQL twin of sqlite.h.
 //
-// SQL comes only from SqlText literals (CONVENTIONS.md 11); every value is
+// SQL comes only from SqlText literals; every value is
 // a bound parameter (PQexecParams) sent as text, or as bytes for BYTEA.
 // Results come back in binary format: read integers with int8Field (the
 // SQL casts them to bigint) and strings/bytes with field.

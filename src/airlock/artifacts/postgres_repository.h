@@ -1,5 +1,5 @@
 // ArtifactRepository in PostgreSQL through libpq (the scaled deployment;
-// spec 000 "Artifacts": metadata in PostgreSQL; DESIGN.md 5.6). Same
+// spec 000 "Artifacts": metadata in PostgreSQL). Same
 // semantics and the same test suite as the SQLite adapter.
 //
 // SQL comes only from SqlText literals; every value is a bound parameter

@@ -1,4 +1,4 @@
-// Retention (spec 000, "Retention"; DESIGN.md 5.6). expires_at is written
+// Retention (spec 000, "Retention"). expires_at is written
 // when an artifact is created (expiresAtFor) and the sweeper deletes
 // expired objects and their rows. Deletion is by expires_at and nothing
 // else: not by a run finishing, not by references to the artifact. The

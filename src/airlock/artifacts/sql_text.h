@@ -1,4 +1,4 @@
-// SQL text that can only come from a string literal (CONVENTIONS.md 11).
+// SQL text that can only come from a string literal.
 // The constructor is consteval, so a runtime string (a value that could
 // carry caller data) does not compile as SQL; values are always bound.
 #pragma once

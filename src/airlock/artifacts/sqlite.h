@@ -1,4 +1,4 @@
-// A small RAII wrapper over libsqlite3 (DESIGN.md 4: embedded metadata):
+// A small RAII wrapper over libsqlite3 (embedded metadata):
 // one owner for a connection, one for a prepared statement, errors as
 // values. SQL comes only from SqlText (string literals); values are bound.
 #pragma once

@@ -1,5 +1,5 @@
 // ArtifactRepository in an embedded SQLite database (the default; spec 000
-// "Artifacts"; DESIGN.md 5.6). One file under the state directory, WAL
+// "Artifacts"). One file under the state directory, WAL
 // journal, numbered migrations recorded in schema_migrations and applied
 // at open inside BEGIN IMMEDIATE (two processes opening one file at once
 // apply each migration once). Thread-safe: one connection behind a mutex.

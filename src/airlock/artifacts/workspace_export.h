@@ -1,5 +1,5 @@
 // The execution side of artifact.export of a workspace path (spec 000,
-// "ArtifactStore": both sides compute the digest; bug-log B05, B10, B32).
+// "ArtifactStore": both sides compute the digest; red-team cases B05, B10, B32).
 // Separate target (airlock_artifacts_export): it reads workspaces, which
 // the store and its repositories never do.
 //

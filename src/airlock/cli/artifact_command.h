@@ -1,5 +1,5 @@
 // `airlock run --export PATH` and `airlock artifact list|get|rm` (docs/cli.md,
-// "airlock artifact"; spec 000 "Artifacts"; DESIGN.md 5.6). The local store
+// "airlock artifact"; spec 000 "Artifacts"). The local store
 // is <state_dir>/artifacts (cli/artifact_store_open.h); the CLI acts as the
 // tenant "local".
 #pragma once

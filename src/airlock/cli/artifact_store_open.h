@@ -1,4 +1,4 @@
-// Opening the local artifact store (docs/artifacts.md, DESIGN.md 5.6), shared
+// Opening the local artifact store (docs/artifacts.md), shared
 // by `airlock serve` and the `airlock run --export` / `airlock artifact`
 // commands: objects under <state_dir>/artifacts, SQLite metadata in
 // <state_dir>/artifacts/metadata.db.

@@ -1,5 +1,5 @@
-// `airlock egress check --policy FILE URL|host:port` (issue 5 item 7; spec
-// 000, "The egress boundary"; docs/cli.md and docs/egress.md): decides one
+// `airlock egress check --policy FILE URL|host:port` (spec 000,
+// "The egress boundary"; docs/cli.md and docs/egress.md): decides one
 // destination with the same function the proxy and the outbound guard use,
 // and prints the decision, the reason code, the resolved addresses and which
 // of them the denylist refused. Nothing is dialled.

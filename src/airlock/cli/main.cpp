@@ -1,4 +1,4 @@
-// The `airlock` command (DESIGN.md 1 and 3): `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`,
+// The `airlock` command: `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`,
 // `version`.
 #include <unistd.h>
 

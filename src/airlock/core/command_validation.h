@@ -1,7 +1,7 @@
 // Validation of an ExecutionCommand before it reaches the execution service
 // (spec 000, "sandbox.run_command": validation, in order), and the lexical
 // half of WorkspaceHandle.resolve() (spec 000, "WorkspaceHandle", rules 1, 2
-// and 4; bug-log B09).
+// and 4; red-team case B09).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +18,7 @@ namespace airlock {
 inline constexpr std::size_t kMaxPathComponentBytes = 255;  // NAME_MAX
 inline constexpr std::size_t kMaxPathBytes = 4096;          // PATH_MAX
 
-// Why a workspace-relative path was refused (bug-log B09 codes).
+// Why a workspace-relative path was refused (red-team case B09 codes).
 enum class PathProblem {
   kEmptyComponent,  // "" , "a//b", "a/" (the empty input counts as one)
   kDotComponent,    // "." or ".." anywhere except "." alone

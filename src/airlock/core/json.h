@@ -7,7 +7,7 @@
 // * byte strings (stdout, stderr, stdin, FileChange.path, and also argv
 //   elements, working_directory and environment values, which may carry
 //   host bytes) as a JSON string when they are valid UTF-8, otherwise as
-//   {"base64": "..."} so that every byte round-trips (bug-log B08);
+//   {"base64": "..."} so that every byte round-trips (red-team case B08);
 // * optional fields as null; on input a missing optional field is null.
 //
 // Field names:

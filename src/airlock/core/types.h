@@ -30,7 +30,7 @@ struct ResourceLimits {
   bool operator==(const ResourceLimits&) const = default;
 };
 
-// Spec 000 "The egress boundary". Issue 5 gives it a grammar; here it is data.
+// Spec 000 "The egress boundary". The grammar is egress/policy.h; here it is data.
 enum class EgressMode { kDeny, kAllowlist };
 struct EgressDestination {
   std::string host;        // a name or a one-leftmost-label wildcard
@@ -104,13 +104,13 @@ std::optional<ChangeKind> parseChangeKind(std::string_view name) noexcept;
 
 struct FileChange {
   // Relative to /workspace, never absolute. Raw bytes: a name need not be
-  // valid UTF-8 (bug-log B08); JSON carries such names base64-encoded.
+  // valid UTF-8 (red-team case B08); JSON carries such names base64-encoded.
   std::string path;
   ChangeKind change = ChangeKind::kCreated;
   std::int64_t size_bytes = 0;
   // Lowercase hex. nullopt for DELETED, and for a file too large to hash
   // within the diff's budget (a sparse file whose apparent size exceeds the
-  // workspace's byte limit; bug-log B32).
+  // workspace's byte limit; red-team case B32).
   std::optional<std::string> sha256;
   bool operator==(const FileChange&) const = default;
 };

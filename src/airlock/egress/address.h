@@ -1,13 +1,12 @@
 // IP address values and the non-configurable address denylist (spec 000,
-// "What the proxy does on CONNECT", the address denylist; DESIGN.md 5.5;
-// cases/egress-notes.md section 1).
+// "What the proxy does on CONNECT", the address denylist).
 //
 // classifyAddress() is the single classification function both enforcement
 // points use (the sandbox proxy and the platform's outbound guard). It is
 // not configurable: there is no allow-range and no way to remove a block.
 //
 // IPv4: denied if inside any block of kIpv4Denylist (address.cpp), which is
-// the spec's list plus the IANA special-purpose blocks of egress-notes 1.
+// the spec's list plus the IANA special-purpose address blocks.
 // IPv6: ::ffff:0:0/96 (IPv4-mapped) is unwrapped first and judged as IPv4.
 // Otherwise only 2000::/3 is allowed, minus 2001::/23, 2001:db8::/32,
 // 2002::/16, 2620:4f:8000::/48 and 3fff::/20; everything outside 2000::/3 is

@@ -1,5 +1,5 @@
-// The one strict parser for a destination authority `host:port` (issue 5
-// item 2; cases/egress-notes.md section 2, bypass class 3) and the host-name
+// The one strict parser for a destination authority `host:port` (against parser differentials:
+// numeric IPv4 spellings, userinfo, percent-encoding, NUL, whitespace, odd ports) and the host-name
 // canonicalization both enforcement points and the policy loader share.
 //
 // Accepted grammar (ASCII only):

@@ -1,6 +1,5 @@
 // The address check of a decision: the fixed denylist (address.h) plus the
-// proxy host's own interface addresses (egress-notes 1: "the proxy host's own
-// interface addresses"; bypass class 5: the proxy dialling itself). Self
+// proxy host's own interface addresses (so the proxy never dials itself). Self
 // addresses are denied on every port.
 //
 // Test seam. Proxy tests over loopback need the proxy to dial the test's own

@@ -1,6 +1,6 @@
 // The egress decision function: the one evaluation both enforcement points
 // call (spec 000, "What the proxy does on CONNECT" steps 1-4 and "One policy
-// object, evaluated by one function, called from two places"; issue 5 item 4).
+// object, evaluated by one function, called from two places").
 //
 // Sequence, each step refusing with its reason code (reason.h):
 //   1. (decideAuthority only) parse the request-target with parseAuthority:

@@ -2,9 +2,8 @@
 // URLs (an HTTP MCP server a tenant configured, a webhook), decided by the
 // same function as the sandbox proxy (spec 000, "The egress boundary": "The
 // worker's outbound guard ... checked against the same policy before the
-// connection is made"; DESIGN.md 5.5; issue 5 item 7; cases/egress-notes.md
-// bypass classes 2, 3 and 5 and section 3, "One policy, two enforcement
-// points").
+// connection is made": one policy, two enforcement points, with the same parser,
+// resolver and classifier; no second resolution, no second path around the policy).
 //
 // A URL is decided in this order, the first failure deciding the reason
 // (reason.h codes):
@@ -165,7 +164,7 @@ struct OutboundError {
 
 using OutboundResult = tl::expected<OutboundResponse, OutboundError>;
 
-// Metrics hook for the platform point (cases/egress-notes.md 3, "Metrics":
+// Metrics hook for the platform point (spec 000, "Tracked metrics";
 // egress_decisions_total{point=platform, verdict, reason}), the guard's
 // counterpart of ProxyObserver (proxy.h), so the service can count without
 // this library depending on a metrics library. Called once per hop fetch()

@@ -1,5 +1,5 @@
 // The egress policy: grammar, validation and the compiled immutable form
-// (spec 000, "The allowlist grammar"; issue 5 item 1; DESIGN.md 5.5).
+// (spec 000, "The allowlist grammar").
 //
 // Grammar (YAML, one document, nothing else at the top level):
 //
@@ -107,8 +107,8 @@ Result<std::shared_ptr<const Policy>> compilePolicy(const airlock::EgressPolicy&
                                                     std::string_view source_name);
 
 // Holds the current policy for new sandboxes. A reload that fails keeps the
-// last good policy (egress-notes bypass class 6: a reload must never drop
-// the filter). Running sandboxes keep the pointer they were given.
+// last good policy (a reload must never fail open by dropping the filter). Running sandboxes keep
+// the pointer they were given.
 class PolicyStore {
  public:
   explicit PolicyStore(std::shared_ptr<const Policy> initial = Policy::denyAll());

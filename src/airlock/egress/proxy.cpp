@@ -71,7 +71,7 @@ const char* statusText(int status) {
 }
 
 // The refusal a client sees: the status and the reason code, never an
-// address (egress-notes 3).
+// address (reason.h).
 std::string refusalResponse(int status, std::string_view code) {
   const std::string body = "egress refused: " + std::string(code) + "\n";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + statusText(status) + "\r\n";

@@ -1,5 +1,5 @@
-// The sandbox egress proxy (spec 000, "What the proxy does on CONNECT";
-// DESIGN.md 5.5; issue 5 item 5). Boost.Asio stays in proxy.cpp.
+// The sandbox egress proxy (spec 000, "What the proxy does on CONNECT"). Boost.Asio stays in
+// proxy.cpp.
 //
 // Per connection: read the request head (at most kMaxRequestHead bytes,
 // within head_timeout; bytes that cannot begin an HTTP/1.x head with CRLF
@@ -73,7 +73,7 @@ struct ProxyLimits {
   std::size_t resolver_threads = 4;
 };
 
-// Metrics hook (cases/egress-notes.md 3, "Metrics":
+// Metrics hook (spec 000, "Tracked metrics";
 // egress_decisions_total{point, verdict, reason, tenant} and
 // egress_resolved_denied_total{class}): told about every decision the proxy
 // logs, refusals, connect failures and malformed heads included, so the

@@ -1,6 +1,6 @@
 // One JSON line per egress decision (spec 000: "Log the decision with run,
 // tenant, host, port, resolved address, and outcome. Refusals carry a
-// reason"; DESIGN.md 5.5; issue 5 item 5). This log is how an operator
+// reason"). This log is how an operator
 // answers "what did that run talk to".
 //
 // Line fields (all present; null when unknown):

@@ -1,4 +1,5 @@
-// Reason codes of egress decisions (cases/egress-notes.md section 3; spec 000,
+// Reason codes of egress decisions (the reason column of the egress vectors in
+// tests/egress/data, docs/egress.md "Decision sequence"; spec 000,
 // "What the proxy does on CONNECT": "Refusals carry a reason").
 //
 // A reason is logged with every decision and used as a metric label. Clients
@@ -21,8 +22,8 @@ enum class Reason : std::uint8_t {
   kOriginFormNotSupported,
   kHttpsAbsoluteForm,
   // An http:// absolute-form request whose destination the policy would
-  // allow: the proxy still refuses it, because it tunnels CONNECT only
-  // (issue 5). Not in egress-notes' list; an Airlock addition.
+  // allow: the proxy still refuses it, because it tunnels CONNECT only. Not in the vectors' list;
+  // an Airlock addition.
   kAbsoluteFormNotSupported,
   kHostHeaderMismatch,
   kSchemeNotAllowed,

@@ -1,5 +1,6 @@
 // The proxy's request head: what a client on the sandbox side may send
-// before a tunnel exists (issue 5 item 5; egress-notes bypass class 5).
+// before a tunnel exists: CONNECT only, so no second path (plain-HTTP
+// absolute-form, routing on Host) goes around the policy.
 //
 // Only `CONNECT host:port HTTP/1.x` opens a tunnel. Everything else is
 // refused with a reason and never dialled:

@@ -1,9 +1,10 @@
 // Name resolution for egress decisions (spec 000: "Resolve the name at the
-// proxy, using the platform's resolver"; egress-notes bypass classes 2 and 3).
+// proxy, using the platform's resolver"; one lookup, so the checked address is the
+// dialled one, and only for names the strict parser produced).
 //
 // A Resolver is called at most once per decision, only with a canonical
 // name that parseAuthority() produced and the policy allowed; never with raw
-// request bytes and never for a refused name (bug-log B50: the proxy does not
+// request bytes and never for a refused name (red-team case B50: the proxy does not
 // resolve names that are not on the allowlist).
 #pragma once
 

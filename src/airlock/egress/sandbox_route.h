@@ -1,5 +1,5 @@
 // The egress proxy as the route of sandboxes' connections (the
-// sandbox/egress_route.h seam; spec 000 "The sandbox proxy"; issue 5 item 6).
+// sandbox/egress_route.h seam; spec 000 "The sandbox proxy").
 //
 // Each attachment compiles the sandbox's EnvironmentSpec.egress with the
 // loader's rules (compilePolicy), registers the sandbox's channel with the

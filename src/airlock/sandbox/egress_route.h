@@ -1,5 +1,5 @@
 // Where a sandbox's egress goes: the seam between an adapter and the egress
-// proxy (spec 000, "The egress boundary"; DESIGN.md 5.5; issue 5 item 6).
+// proxy (spec 000, "The egress boundary").
 //
 // An adapter never dials anything and never sees a policy decision. When a
 // sandbox is provisioned with egress enabled (EnvironmentSpec.egress in

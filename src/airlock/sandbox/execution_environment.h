@@ -1,5 +1,5 @@
-// The ExecutionEnvironment port (spec 000, "The ExecutionEnvironment port";
-// DESIGN.md 5.1) and the narrow workspace port beside it.
+// The ExecutionEnvironment port (spec 000, "The ExecutionEnvironment port") and the narrow
+// workspace port beside it.
 //
 // Adapters: fake/ (scripted, in-memory), linux/ (shared-kernel jail) and
 // oci/ (gvisor: runsc, the production mechanism).
@@ -84,7 +84,7 @@ class WorkspaceHandle {
 // A process started beside the running command, inside the same live
 // sandbox ("exec into the sandbox", like `docker exec`): the code-mode broker
 // runs proc.run and job.start effects this way (spec 001 "cap/proc",
-// "cap/job"; DESIGN.md 5.7; docs/capabilities.md). It shares the sandbox's
+// "cap/job"; docs/capabilities.md). It shares the sandbox's
 // namespaces, workspace, cgroup limits, uid, seccomp filter and lack of
 // capabilities, exactly like a command, and leads a process group (session)
 // of its own. It dies with the sandbox at the latest.
@@ -178,7 +178,7 @@ class ExecutionEnvironment {
   // The workspace port of a live sandbox. ExecutionRejected when gone.
   virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
 
-  // ---- code mode (spec 001; DESIGN.md 5.7). Optional: adapters without it
+  // ---- code mode (spec 001). Optional: adapters without it
   // answer ExecutionUnavailable (fake today). linux: linux/side_process.h;
   // gvisor: oci/gvisor_environment.h.
 

@@ -1,6 +1,6 @@
 // What every adapter's side processes share (execution_environment.h,
 // SideProcess and startSideProcess; implemented by linux/side_process.h and
-// oci/gvisor_environment.h; spec 001 "cap/proc", "cap/job"; DESIGN.md 5.7):
+// oci/gvisor_environment.h; spec 001 "cap/proc", "cap/job"):
 // the service-side check of a SideCommand and the environment it runs with,
 // its three stdio pipes, and the stdio half of the SideProcess interface.
 // How the process is started, how its exit status arrives and how its group

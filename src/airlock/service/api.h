@@ -1,4 +1,4 @@
-// The HTTP/JSON API of `airlock serve` under /v1 (DESIGN.md 5.8), as a
+// The HTTP/JSON API of `airlock serve` under /v1, as a
 // transport-independent handler: a request in, a response out. The Beast
 // server (http_server.h) only moves bytes; everything a caller can get
 // wrong is decided here, so it is tested without sockets.

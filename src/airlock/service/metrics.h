@@ -1,4 +1,4 @@
-// The service's metrics (spec 000, "Tracked metrics"; DESIGN.md 5.8), kept in
+// The service's metrics (spec 000, "Tracked metrics"), kept in
 // a prometheus-cpp registry and served as Prometheus text on /metrics:
 //   airlock_provision_seconds{mechanism}          histogram of provision latency
 //   airlock_sandbox_busy_seconds_total            time inside execute
@@ -6,7 +6,7 @@
 //     (utilization = busy / lifetime, over destroyed sandboxes)
 //   airlock_sandboxes_live                        gauge
 //   airlock_executions_total{killed_by}           "none" for a normal exit
-//   airlock_egress_refusals_total{reason}         reason codes of egress-notes §3
+//   airlock_egress_refusals_total{reason}         reason codes of egress/reason.h
 //   airlock_orphans_reaped_total{why}             expired, stale_lease, retried
 //   airlock_destroy_failures_total
 //   airlock_schedule_fires_total                  occurrences moved to the fire outbox

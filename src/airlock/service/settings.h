@@ -1,5 +1,5 @@
 // Settings of `airlock serve` and the startup check (spec 000, "Development,
-// production, and the refusal in between"; DESIGN.md 5.8).
+// production, and the refusal in between").
 //
 // Sources, later wins: built-in defaults, a YAML file, environment variables
 // `AIRLOCK_<NAME>` for the top-level scalar settings (AIRLOCK_DEPLOYMENT_MODE,

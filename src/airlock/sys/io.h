@@ -1,4 +1,4 @@
-// EINTR and short reads/writes handled in one place (CONVENTIONS.md 5).
+// EINTR and short reads/writes handled in one place.
 // Every function retries on EINTR; none allocates, so they are safe to call
 // between clone and exec.
 #pragma once

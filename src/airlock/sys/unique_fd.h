@@ -1,4 +1,4 @@
-// Owner of one file descriptor (CONVENTIONS.md 1). Move-only; closes once.
+// Owner of one file descriptor. Move-only; closes once.
 #pragma once
 
 #include <unistd.h>

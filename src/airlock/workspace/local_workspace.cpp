@@ -427,8 +427,7 @@ const char* refusedKind(mode_t mode) {
 }
 
 Result<std::string> readWhole(int fd, const std::string& rel) {
-  // Issue 4 replaces this with streaming (and libarchive for archives);
-  // for now a member is read into memory in full.
+  // A member is read into memory in full (not streamed).
   std::string out;
   char buf[64 * 1024];
   for (;;) {

@@ -19,7 +19,7 @@ namespace airlock::workspace {
 //   openBeneath (relative symlinks that stay inside are followed; anything
 //   leaving the root is WorkspaceEscape; missing is NotFound).
 // * read: regular files only. A symlink as the final component is
-//   WorkspaceEscape naming the path (never read through, bug-log B05); a
+//   WorkspaceEscape naming the path (never read through, red-team case B05); a
 //   directory, FIFO, socket or device is ToolValidationError "not a regular
 //   file" (the type is checked on an O_PATH handle first, so a FIFO or device
 //   is never opened); over 64 MiB is ToolValidationError.
@@ -94,7 +94,7 @@ Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& wor
 // filesystem (no archive_write_disk). Every member is checked in a first
 // pass and the archive is read again to extract, so a refusal writes
 // nothing. Refused, with ToolValidationError naming the member as the
-// archive spells it (bug-log B07): symlinks, hard links, devices, FIFOs,
+// archive spells it (red-team case B07): symlinks, hard links, devices, FIFOs,
 // sockets; names checkRelativePath refuses (absolute, "..", empty or "."
 // components), after removing one leading "./" and one trailing "/", e.g.
 // `copy-in: archive member "../x" leaves the workspace (...)`; a member

@@ -1,5 +1,5 @@
 // The containment function's fd half (spec 000, "WorkspaceHandle": rules 3
-// and 4; DESIGN.md 5.4). checkRelativePath() (core/command_validation.h)
+// and 4). checkRelativePath() (core/command_validation.h)
 // applies the lexical rules; openBeneath() opens the result under a root
 // directory fd so that the real object stays under the root even through
 // symlinks. Two implementations behind one interface, chosen at start:

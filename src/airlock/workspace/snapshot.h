@@ -1,5 +1,5 @@
 // Snapshots of a workspace tree and the files_changed diff (spec 000,
-// "FileChange"; DESIGN.md 5.2). Computed on the service side from a
+// "FileChange"). Computed on the service side from a
 // directory fd; never follows a symlink and never uses a host path.
 //
 // What is listed: regular files and symlinks (a symlink's "content" is its
@@ -7,7 +7,7 @@
 // A change is detected when any of (type, inode, size, mtime, ctime, mode)
 // differs; the new content is then hashed, and reported MODIFIED unless the
 // previous hash is known and equal. Identical size+mtime cannot hide a
-// rewrite because ctime and inode are compared too (bug-log B45); ctime
+// rewrite because ctime and inode are compared too (red-team case B45); ctime
 // cannot be set from user space, and since Linux 6.13 (multigrain
 // timestamps) a change after our stat always gets a distinct ctime, so the
 // racy-git case of a rewrite within one clock tick is closed by the kernel.
@@ -23,7 +23,7 @@
 //   file DELETED plus the directory's files CREATED.
 // Sizes are st_size (a sparse file reports its apparent size); hashing
 // streams fixed chunks, so memory is bounded for any size, though CPU time
-// is proportional to the apparent size (bug-log B32).
+// is proportional to the apparent size (red-team case B32).
 #pragma once
 
 #include <cstdint>
@@ -83,7 +83,7 @@ struct Diff {
 // hashed. ExecutionUnavailable when a file to hash has gone, is no longer a
 // regular file (a FIFO is never opened blocking), or changes while hashed.
 //
-// hash_budget_bytes bounds the bytes hashed by one diff (bug-log B32): a
+// hash_budget_bytes bounds the bytes hashed by one diff (red-team case B32): a
 // sparse file's apparent size can be exabytes while it holds no data, and
 // SHA-256 cannot skip holes. A file that does not fit in what is left of
 // the budget, or that is mostly holes (over 1 MiB with under half of it

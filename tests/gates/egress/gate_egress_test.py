@@ -1,5 +1,5 @@
-"""gate_network_denied and gate_egress_allowlisted (spec 000, the gates;
-issue 5 "Done when"), on the linux mechanism through `airlock run`.
+"""gate_network_denied and gate_egress_allowlisted (spec 000, "Hard gates"), on
+the linux mechanism through `airlock run`.
 
 Both run airlock inside netlab's service namespace, where every "public"
 address leads to the test's own sinks in a second namespace and nothing else
@@ -177,7 +177,7 @@ class GateEgressAllowlisted(LabCase):
         private = by_reason["resolved_denied:private"][0]
         self.assertEqual(private["addresses"], ["10.0.0.5"])
         self.assertIsNone(private["address"])  # nothing dialled
-        # A refused name is never resolved (bug-log B50).
+        # A refused name is never resolved (red-team case B50).
         self.assertEqual(by_reason["host_not_allowed"][0]["addresses"], [])
 
         hits = self.lab.stop_world()
@@ -265,7 +265,7 @@ class GateEgressAllowlistedServe(LabCase):
         self.assertEqual(hits["tcp 93.184.216.34:80"], 1, hits)
 
 
-# The same gates on the gvisor mechanism (issue 8 item 3): the relay is the
+# The same gates on the gvisor mechanism: the relay is the
 # shim's, the socket is bound into the gVisor sandbox; the expectations do
 # not change. Skipped, with the reason, where runsc is not installed.
 class GateNetworkDeniedGvisor(GateNetworkDenied):

@@ -377,7 +377,7 @@ TEST(LinuxEnvironmentLifecycle, BadImageDigestAndLimitsAreRejectedBeforeAnything
 namespace airlock::testing {
 namespace {
 
-// Bug-log B32: an exabyte sparse file is listed without hashing its holes,
+// Red-team case B32: an exabyte sparse file is listed without hashing its holes,
 // and the command's result comes back promptly.
 TEST_F(LinuxEnvironmentTest, SparseFileIsListedWithoutReadingItsHoles) {
   auto r = run(shell("truncate -s 4E sparse.bin && echo hi > small.txt", 20));
@@ -413,7 +413,7 @@ TEST_F(LinuxEnvironmentTest, PidsBudgetIsFreshForEachCommand) {
 namespace airlock::testing {
 namespace {
 
-// Each limit is reported by the thing that enforced it (issue 3 groundwork).
+// Each limit is reported by the thing that enforced it.
 class LinuxLimitsTest : public LinuxEnvironmentTest {};
 
 TEST_F(LinuxLimitsTest, ForkBombIsKilledWithPids) {
@@ -478,7 +478,7 @@ TEST_F(LinuxLimitsTest, AccountingIsPerExecution) {
 namespace airlock::testing {
 namespace {
 
-// Issue 4: the workspace's provenance record. The handle's own write is
+// The workspace's provenance record. The handle's own write is
 // TOOL_WRITTEN; what a command creates or modifies is SANDBOX_WRITTEN
 // (learned from files_changed); copy-in and unseen paths are UNKNOWN.
 TEST_F(LinuxEnvironmentTest, ProvenanceFollowsWhoWroteTheFile) {

@@ -1,4 +1,4 @@
-// Parity of the linux and gvisor mechanisms (issue 8, item 4): one table of
+// Parity of the linux and gvisor mechanisms: one table of
 // commands, each run on both; the results must agree field by field (exit
 // code, kill reason, timed_out, truncation, files changed, stdout), so a
 // divergence is a failing test rather than a surprise in production.

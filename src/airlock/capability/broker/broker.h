@@ -1,5 +1,5 @@
 // The capability broker: the service's end of one execution's capability
-// channel (spec 001, "Wire", "Invariants"; DESIGN.md 5.7; docs/capabilities.md;
+// channel (spec 001, "Wire", "Invariants"; docs/capabilities.md;
 // the frames are docs/wire.md).
 //
 // One BrokerSession per execution. It owns a listening UNIX stream socket

@@ -1,5 +1,5 @@
 // The capabilities a sandbox's broker serves itself (spec 001 "cap/proc",
-// "cap/job", "Durable code-mode notes"; DESIGN.md 5.7; docs/capabilities.md
+// "cap/job", "Durable code-mode notes"; docs/capabilities.md
 // has every capability's arguments, result and refusal codes).
 //
 //   proc.run    one command to completion, as a side process in the sandbox

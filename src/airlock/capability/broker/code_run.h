@@ -1,7 +1,7 @@
 // Code mode's single-shot boot shape, end to end (spec 001 "cap/runtime.run";
-// DESIGN.md 5.7; docs/capabilities.md): a Python program runs once in a live
-// sandbox, reaches the world only through the capability channel, and ends
-// with one outcome frame. Used by `airlock run --code` and the tests.
+// docs/capabilities.md): a Python program runs once in a live sandbox, reaches the world only
+// through the capability channel, and ends with one outcome frame. Used by `airlock run --code` and
+// the tests.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // The guest library a sandbox's programs use to reach the capability channel
-// (spec 001; DESIGN.md 5.7; docs/capabilities.md "Guest libraries"): the
+// (spec 001; docs/capabilities.md "Guest libraries"): the
 // Python package airlock_cap and the `cap` command-line client. Compiled into
 // the service from guest/ and written into each sandbox's capability
 // directory, which the sandbox sees read-only at /run/airlock:

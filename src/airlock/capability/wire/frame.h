@@ -1,5 +1,5 @@
 // Frames of the capability channel, version 1 (spec 001 "Wire" and
-// "Invariants: every boundary decodes totally"; DESIGN.md §5.7; the full
+// "Invariants: every boundary decodes totally"; the full
 // definition is docs/wire.md).
 //
 // On the stream a frame is a 4-byte big-endian payload length followed by the

@@ -1,5 +1,4 @@
-// The msgpack value type of the capability wire (spec 001, "Wire"; DESIGN.md
-// §5.7; docs/wire.md "Values").
+// The msgpack value type of the capability wire (spec 001, "Wire"; docs/wire.md "Values").
 //
 // The wire carries a subset of msgpack: nil, booleans, integers in
 // -2^63 .. 2^64-1, floats (64-bit on output; 32-bit accepted on input),

@@ -1,4 +1,4 @@
-// The Model Context Protocol server side of one session (DESIGN.md 1, job 3):
+// The Model Context Protocol server side of one session:
 // JSON-RPC 2.0 messages in, responses out, the tool layer behind it. No I/O
 // here: mcp_stdio.h moves the lines, `airlock mcp` (cli/mcp_command.h)
 // provisions the sandbox the ToolContext names.

@@ -1,5 +1,5 @@
 // The model-facing tool layer (spec 000, "sandbox.run_command", "WorkspaceHandle",
-// "ArtifactWriter"; DESIGN.md 2 and 5.8), independent of any transport: the
+// "ArtifactWriter"), independent of any transport: the
 // HTTP routes `/v1/tools/{name}` and `airlock mcp` both call it.
 //
 // A tool is a name, the description the model reads, a JSON Schema for its

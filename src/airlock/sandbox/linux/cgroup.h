@@ -1,6 +1,5 @@
 // Resource control for one sandbox, behind one interface with a cgroup v1
-// and a cgroup v2 implementation chosen by detection at start
-// (CONVENTIONS.md 8; DESIGN.md 5.2).
+// and a cgroup v2 implementation chosen by detection at start.
 //
 // v2: one directory under the unified hierarchy: memory.max,
 //     memory.swap.max=0, pids.max, cpu.max; counters from memory.events,
@@ -92,7 +91,7 @@ class Cgroup {
   // commands' peak (the limit's own counter).
   virtual Result<CgroupCounters> counters() = 0;
   // Starts a new execution's accounting: the memory peak is reset so that
-  // nothing carries over from the previous command (bug-log B34).
+  // nothing carries over from the previous command (red-team case B34).
   virtual void beginExecution() = 0;
   // An fd that becomes readable when the memory controller reports an OOM
   // (v1: an eventfd registered on memory.oom_control through

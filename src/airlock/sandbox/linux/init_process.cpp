@@ -65,7 +65,7 @@ void sendHeader(int fd, MessageType type, int status, int step, const int* pass_
 
 // The service's argv and environment are in init's memory because init is
 // a clone of the service; /proc/1/cmdline and /proc/1/environ show those
-// areas (bug-log B22, B24, B26). Wipe them (the pages are copy-on-write,
+// areas (red-team cases B22, B24, B26). Wipe them (the pages are copy-on-write,
 // the service keeps its own) and leave the name "airlock-init" in argv.
 void scrubInheritedStrings(const InitContext& ctx) noexcept {
   if (ctx.env_start != nullptr && ctx.env_end > ctx.env_start)

@@ -1,15 +1,15 @@
 // The sandbox's init: pid 1 of the sandbox's pid namespace. It is a clone of
-// the service process that never execs the host binary (bug-log B13). It
+// the service process that never execs the host binary (red-team case B13). It
 // builds the root from the jail plan, reports ready with the workspace fd,
 // then runs one command at a time on request: fork, drop to the sandbox uid
 // with no capabilities, no_new_privs and the seccomp filter, exec. When the
 // command exits, init kills and reaps every other process in the namespace
-// before reporting, so nothing outlives a command (bug-log B39, B43).
+// before reporting, so nothing outlives a command (red-team cases B39, B43).
 // A sandbox with egress also has init's loopback listener, whose accepted
 // connections init hands to the service unread (see egress_fd).
 //
 // Everything init touches is prepared by the service before clone; init
-// itself never allocates, locks or logs (CONVENTIONS.md 6).
+// itself never allocates, locks or logs.
 #pragma once
 
 #include <linux/filter.h>

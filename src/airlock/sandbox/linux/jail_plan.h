@@ -1,5 +1,5 @@
 // The sandbox's filesystem and namespace setup as an ordered list of named
-// steps (CONVENTIONS.md 7: setup reads like the security policy). The plan is
+// steps (setup reads like the security policy). The plan is
 // built in the service (which may allocate) and executed by init between
 // clone and its command loop (which must not allocate, lock or log).
 #pragma once

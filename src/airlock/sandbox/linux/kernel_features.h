@@ -1,6 +1,5 @@
-// What this kernel and this process offer the linux mechanism (DESIGN.md
-// 5.2), for `airlock doctor` and for choosing an implementation per kernel
-// generation at start (CONVENTIONS.md 8).
+// What this kernel and this process offer the linux mechanism, for `airlock doctor` and for
+// choosing an implementation per kernel generation at start.
 //
 // Detection only reads /proc and /sys and makes probing syscalls; the
 // namespace probe forks short-lived children that call unshare(2) and exit,

@@ -271,7 +271,7 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   SeccompProgram seccomp_;
   std::string image_digest_;
   // Destroys a sandbox because it reached expires_at, and remembers that,
-  // so later calls say "expired" rather than "unknown" (bug-log B41).
+  // so later calls say "expired" rather than "unknown" (red-team case B41).
   void expire(const EnvironmentHandle& handle) {
     (void)destroy(handle);
     std::lock_guard lk(mu_);

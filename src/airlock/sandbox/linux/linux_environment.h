@@ -1,4 +1,4 @@
-// The `linux` mechanism: a shared-kernel jail (DESIGN.md 5.2). Development
+// The `linux` mechanism: a shared-kernel jail. Development
 // fallback; production refuses it (spec 000, "Development, production, and
 // the refusal in between").
 //

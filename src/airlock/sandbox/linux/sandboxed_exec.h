@@ -1,7 +1,7 @@
 // The steps every process the sandbox user runs takes between fork and exec:
 // a command started by the sandbox's init (init_process.cpp) and a side
 // process started by the service for code mode (side_process.cpp). One
-// function, so the two can never drift apart (DESIGN.md 5.2; bug-log B12,
+// function, so the two can never drift apart (red-team cases B12,
 // B17). Internal to linux/.
 //
 // In order: every signal to its default action and none blocked; a session

@@ -1,5 +1,5 @@
 // The seccomp filter applied to every command in a linux sandbox
-// (DESIGN.md 5.2; bug-log B14, B16, B17, B19, B20, B21). Built once in the
+// (red-team cases B14, B16, B17, B19, B20, B21). Built once in the
 // service with libseccomp and exported as a BPF program; init installs it in
 // each command after no_new_privs, so the sandbox can never change it.
 //

@@ -1,12 +1,12 @@
 // Side processes of a live linux sandbox ("exec into the sandbox"): the
 // mechanism behind ExecutionEnvironment::startSideProcess (execution_environment.h),
-// used by the code-mode broker for proc.run and job.start (spec 001; DESIGN.md
-// 5.7; docs/capabilities.md "Where effects run"). Internal to linux/.
+// used by the code-mode broker for proc.run and job.start (spec 001; docs/capabilities.md "Where
+// effects run"). Internal to linux/.
 //
 // How one is started, from the multi-threaded service:
 //  1. The service prepares everything (argv/envp arrays, the seccomp program,
 //     pipes) and _Fork()s a helper. The helper allocates nothing, takes no
-//     lock and logs nothing (CONVENTIONS.md 6).
+//     lock and logs nothing.
 //  2. The service writes the helper's pid into the sandbox's cgroup(s)
 //     (Cgroup::addCommandProcess: under the commands' memory limit), then
 //     releases it over a pipe. Everything the helper forks inherits that

@@ -1,4 +1,4 @@
-// The `gvisor` mechanism (DESIGN.md 5.3; spec 000, "Development,
+// The `gvisor` mechanism (spec 000, "Development,
 // production, and the refusal in between"): the production mechanism. Each
 // sandbox is one gVisor sandbox started by `runsc` from a generated OCI
 // bundle (oci_bundle.h); the host kernel sees only the gVisor sentry and
@@ -85,7 +85,7 @@
 // * OUTPUT_LIMIT: the host's pipe reader, at maximum_output_bytes.
 // * CANCELLED / SERVICE_SHUTDOWN: the cancel token / shutdown().
 //
-// Egress (sandbox/egress_route.h; DESIGN.md 5.5): only for a spec whose
+// Egress (sandbox/egress_route.h): only for a spec whose
 // egress is enabled (egressEnabled), and only with options.egress_route set
 // (otherwise such a spec is refused, ExecutionRejected). The adapter then
 // creates <state>/sandboxes/<id>/egress (0700 root) holding a listening UNIX
@@ -103,7 +103,7 @@
 // (closing the listener and every tunnel opened through it) before it
 // returns; the directory goes with the sandbox directory.
 //
-// Code mode (spec 001; DESIGN.md 5.7; docs/capabilities.md; the port's
+// Code mode (spec 001; docs/capabilities.md; the port's
 // openCapabilityDirectory and startSideProcess):
 // * The capability directory: <state>/sandboxes/<id>/cap, created at
 //   provision (0755, owned by uid/gid 1000: no user namespace here, so the

@@ -1,4 +1,4 @@
-// The OCI bundle of a gVisor sandbox (DESIGN.md 5.3): the runtime-spec
+// The OCI bundle of a gVisor sandbox: the runtime-spec
 // config.json that `runsc run` starts, and the read-only root directory it
 // names. Pure functions of their inputs (no syscalls) except
 // prepareRootfs(), so the JSON is unit-tested byte for byte.
