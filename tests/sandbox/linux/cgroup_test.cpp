@@ -17,10 +17,10 @@ class FakeCgroupFs : public CgroupFs {
   Result<void> makeDir(const std::string& p) override {
     dirs.insert(p);
     // The kernel populates interface files on mkdir; model the ones we read.
-    for (const char* f :
-         {"/cgroup.procs", "/memory.max", "/memory.swap.max", "/pids.max", "/cpu.max",
-          "/memory.limit_in_bytes", "/pids.events", "/memory.events", "/cpu.cfs_period_us",
-          "/cpu.cfs_quota_us", "/memory.oom_control", "/cgroup.kill"})
+    for (const char* f : {"/cgroup.procs", "/memory.max", "/memory.swap.max", "/pids.max",
+                          "/cpu.max", "/memory.limit_in_bytes", "/pids.events", "/memory.events",
+                          "/cpu.cfs_period_us", "/cpu.cfs_quota_us", "/memory.oom_control",
+                          "/cgroup.kill", "/memory.kmem.tcp.limit_in_bytes"})
       files.emplace(p + f, "");
     return {};
   }
@@ -208,6 +208,8 @@ TEST(CgroupV1, CommandsApartSplitsOnlyTheMemoryHierarchy) {
   EXPECT_EQ(fs->files["/v1/memory/airlock-b/memory.limit_in_bytes"],
             std::to_string((256 << 20) + kSupervisorMemorySlack));
   EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.limit_in_bytes"],
+            std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.kmem.tcp.limit_in_bytes"],
             std::to_string(256 << 20));
   EXPECT_FALSE(fs->dirs.count("/v1/pids/airlock-b/commands"));
   ASSERT_TRUE((*cg)->addCommandProcess(21));

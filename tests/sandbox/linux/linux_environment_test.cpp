@@ -312,6 +312,39 @@ TEST_F(LinuxEnvironmentTest, MemoryKillsNeverTakeInitWhateverItInherited) {
   ballast.shrink_to_fit();
 }
 
+// Socket buffers are memory too: connections a command fills and never
+// reads may not queue more than its memory limit (on cgroup v1 only once
+// the TCP limit is set; v2 charges them to memory.max).
+TEST_F(LinuxEnvironmentTest, QueuedTcpBuffersStayWithinTheMemoryLimit) {
+  reprovision([](ResourceLimits& l) { l.memory_bytes = 64 << 20; });
+  const char* hoard = R"PY(
+import socket
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1024)
+total, conns = 0, []
+for i in range(120):
+    try:
+        c = socket.create_connection(srv.getsockname(), timeout=2)
+        s, _ = srv.accept()
+    except OSError:
+        break
+    conns.append((c, s))
+    c.setblocking(False)
+    try:
+        while True:
+            total += c.send(b"x" * 65536)
+    except OSError:
+        pass
+print(total >> 20)
+)PY";
+  auto r = run(ExecutionCommand{{"python3", "-c", hoard}, ".", 60, std::nullopt, 1 << 20});
+  ASSERT_FALSE(r.stdout_data.empty()) << r.stderr_data;
+  const long queued_mib = std::stol(r.stdout_data);
+  EXPECT_LE(queued_mib, 2 * 64) << "MiB queued in TCP buffers under a 64 MiB limit";
+  EXPECT_GT(queued_mib, 0);
+}
+
 TEST(LinuxEnvironmentLifecycle, DestroyRemovesCgroupAndLockAndIsIdempotent) {
   if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
   TempStateDir state;

@@ -38,9 +38,8 @@ int main(int argc, char** argv) {
     printf("[%lld ms] exit=%d killed=%d peak=%lld out=<%s> err=<%s> changes=%zu\n",
            (long long)std::chrono::duration_cast<std::chrono::milliseconds>(t3 - t2).count(),
            r->exit_code.value_or(-1), r->killed_by ? (int)*r->killed_by : -1,
-           (long long)r->peak_memory_bytes.value_or(-1),
-           r->stdout_data.substr(0, 300).c_str(), r->stderr_data.substr(0, 300).c_str(),
-           r->files_changed.size());
+           (long long)r->peak_memory_bytes.value_or(-1), r->stdout_data.substr(0, 300).c_str(),
+           r->stderr_data.substr(0, 300).c_str(), r->files_changed.size());
   }
   auto t4 = std::chrono::steady_clock::now();
   auto d = (*env)->destroy(*h);

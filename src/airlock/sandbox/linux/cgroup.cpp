@@ -430,6 +430,11 @@ class DriverV1 final : public CgroupDriver {
       writes.emplace_back(dir + "/memory.limit_in_bytes", std::to_string(bytes));
       if (fs_->exists(dir + "/memory.memsw.limit_in_bytes"))
         writes.emplace_back(dir + "/memory.memsw.limit_in_bytes", std::to_string(bytes));
+      // v1 charges TCP buffers to a cgroup only once its TCP limit is set;
+      // without it a sandbox's sockets can hold the host's whole tcp_mem.
+      // At the limit, sends wait or fail; they are not an OOM kill.
+      if (fs_->exists(dir + "/memory.kmem.tcp.limit_in_bytes"))
+        writes.emplace_back(dir + "/memory.kmem.tcp.limit_in_bytes", std::to_string(bytes));
     };
     limitMemory(mem, limits.memory_bytes + (apart ? kSupervisorMemorySlack : 0));
     if (auto r = writeAll(*fs_, writes); !r || !apart) return r;

@@ -74,11 +74,10 @@
 //   EAGAIN); the shim reports the command at pids_max (it counts /proc
 //   before it reaps orphans, every 20 ms, every 1 ms near the limit), before
 //   any fork is refused, and the host treats the report as the PIDS kill.
-//   The host cgroup's pids.max is only a backstop against the sandbox itself (16 * pids_max + 1024 host tasks: the ptrace platform
-//   uses a host thread per sandbox thread plus the sentry's tracer and Go
-//   threads; a fork bomb at pids_max 32 was measured at about 240 host
-//   tasks); its events counter also reads as PIDS, though reaching it can
-//   end the sandbox.
+//   The host cgroup's pids.max is only a backstop against the sandbox itself (16 * pids_max + 1024
+//   host tasks: the ptrace platform uses a host thread per sandbox thread plus the sentry's tracer
+//   and Go threads; a fork bomb at pids_max 32 was measured at about 240 host tasks); its events
+//   counter also reads as PIDS, though reaching it can end the sandbox.
 // * DISK: the host tmpfs mounts (workspace and /tmp) report no free block
 //   or inode (fstatfs), as linux. /dev/shm is gVisor's memory-backed tmpfs
 //   and counts against MEMORY.
