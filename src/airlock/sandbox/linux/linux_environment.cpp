@@ -28,7 +28,7 @@
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/init_process.h"
 #include "airlock/sandbox/linux/jail_plan.h"
@@ -57,7 +57,7 @@ constexpr int kUidSlots = 16384;
 // orphan's init must first be reaped by whoever inherited it: retry for up
 // to two seconds, killing again each time, before giving up (the next sweep
 // tries again).
-void killAndRemove(Cgroup& cg) {
+void killAndRemove(host::Cgroup& cg) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (;;) {
     (void)cg.killAll();
@@ -165,7 +165,7 @@ struct Sandbox {
   ResourceLimits limits;
   std::map<std::string, std::string> environment;
   std::string cgroup_name;
-  std::unique_ptr<Cgroup> cgroup;
+  std::unique_ptr<host::Cgroup> cgroup;
   UniqueFd lock;
   std::string lock_path;
   UniqueFd uid_lock;
@@ -200,7 +200,7 @@ struct Sandbox {
 
 class LinuxEnvironment final : public ExecutionEnvironment {
  public:
-  LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
+  LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<host::CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
       : cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
@@ -267,7 +267,7 @@ class LinuxEnvironment final : public ExecutionEnvironment {
 
   std::string cgroup_prefix_;
   LinuxEnvironmentOptions options_;
-  std::unique_ptr<CgroupDriver> cgroups_;
+  std::unique_ptr<host::CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
   std::string image_digest_;
   // Destroys a sandbox because it reached expires_at, and remembers that,
@@ -373,7 +373,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
 
   // The memory limit holds the commands only: init, a clone of the service
   // with its pages, must never be what an OOM at the limit takes.
-  auto cg = cgroups_->create(sb->cgroup_name, spec.limits, MemoryLayout::kCommandsApart);
+  auto cg = cgroups_->create(sb->cgroup_name, spec.limits, host::MemoryLayout::kCommandsApart);
   if (!cg) return tl::unexpected(cg.error());
   sb->cgroup = std::move(*cg);
 
@@ -727,7 +727,7 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
 
   host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
                                   options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  CgroupLimits cgroup_limits(*sb->cgroup);
+  host::CgroupLimits cgroup_limits(*sb->cgroup);
   host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()});
   host::LimitSource* limits[] = {&cgroup_limits, &disk};
   InitChannel channel(*sb, std::move(*request));
@@ -890,10 +890,10 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
     if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + dir, errno);
   }
-  std::shared_ptr<CgroupFs> fs = makeRealCgroupFs();
+  std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
-  auto driver = makeCgroupDriver(parseCgroupMounts(*mountinfo, *fs), fs);
+  auto driver = host::makeCgroupDriver(host::parseCgroupMounts(*mountinfo, *fs), fs);
   if (!driver) return tl::unexpected(driver.error());
   auto seccomp = buildSeccompProgram();
   if (!seccomp) return tl::unexpected(seccomp.error());

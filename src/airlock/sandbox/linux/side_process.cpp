@@ -21,7 +21,7 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/environment_tiers.h"
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/sandboxed_exec.h"
 #include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sys/io.h"

@@ -30,7 +30,7 @@
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
@@ -49,8 +49,8 @@ namespace airlock::gvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using linux_jail::Cgroup;
-using linux_jail::CgroupDriver;
+using host::Cgroup;
+using host::CgroupDriver;
 using sys::UniqueFd;
 
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
@@ -327,7 +327,7 @@ class GvisorSideProcess final : public PipedSideProcess {
 class GvisorEnvironment final : public ExecutionEnvironment {
  public:
   GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
-                    linux_jail::CgroupMounts mounts, std::string image_digest)
+                    host::CgroupMounts mounts, std::string image_digest)
       : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
@@ -436,7 +436,7 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
-  linux_jail::CgroupMounts mounts_;
+  host::CgroupMounts mounts_;
   std::string image_digest_;
   std::atomic<bool> shutting_down_{false};
   UniqueFd shutdown_event_;
@@ -924,7 +924,7 @@ void restoreMemory(Sandbox& sb) {
 bool underOom(const Sandbox& sb) {
   if (sb.memory_dir.empty()) return false;
   auto text = sys::readFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str());
-  return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
+  return text && host::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
 }
 
 // One command through the shim's control stream (shim_protocol.h): the
@@ -1051,7 +1051,7 @@ Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHan
   restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
   host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
                                   options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  linux_jail::CgroupLimits cgroup_limits(*sb->cgroup);
+  host::CgroupLimits cgroup_limits(*sb->cgroup);
   host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get()});
   ShimChannel channel(*sb, std::move(*request));
   host::LimitSource* limits[] = {&cgroup_limits, &channel, &disk};
@@ -1082,11 +1082,11 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
           oci::prepareRootfs(options.state_dir + "/rootfs", options.image_dirs, options.image_etc);
       !r)
     return tl::unexpected(r.error());
-  std::shared_ptr<linux_jail::CgroupFs> fs = linux_jail::makeRealCgroupFs();
+  std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
-  auto mounts = linux_jail::parseCgroupMounts(*mountinfo, *fs);
-  auto driver = linux_jail::makeCgroupDriver(mounts, fs);
+  auto mounts = host::parseCgroupMounts(*mountinfo, *fs);
+  auto driver = host::makeCgroupDriver(mounts, fs);
   if (!driver) return tl::unexpected(driver.error());
   auto digest = gvisorImageDigest(options);
   if (!digest) return tl::unexpected(digest.error());
