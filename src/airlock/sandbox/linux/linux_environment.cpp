@@ -27,6 +27,7 @@
 #include "airlock/core/ids.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
@@ -182,7 +183,9 @@ struct Sandbox {
   std::unique_ptr<EgressAttachment> egress;
   std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
   workspace::Snapshot last_snapshot;
-  std::atomic<bool> init_dead{false};  // read by side-process starts too
+  // Set by a command's channel (under exec_mutex) and read by side-process
+  // starts (under side_mutex): atomic, as no one mutex orders the two.
+  std::atomic<bool> init_dead{false};
   // Set by destroy before it kills: the running command's kill reason.
   std::optional<host::EndRequest> end_request;
   std::mutex exec_mutex;
@@ -209,12 +212,7 @@ class LinuxEnvironment final : public ExecutionEnvironment {
         image_digest_(std::move(image_digest)) {}
 
   ~LinuxEnvironment() override {
-    std::vector<EnvironmentHandle> live;
-    {
-      std::lock_guard lk(mu_);
-      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
-    }
-    for (auto& h : live) (void)destroy(h);
+    for (const auto& h : sandboxes_.handles()) (void)destroy(h);
   }
 
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
@@ -228,12 +226,10 @@ class LinuxEnvironment final : public ExecutionEnvironment {
                                            const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = find(handle.environment_id);
-    if (!sb) return tl::unexpected(goneError(handle.environment_id));
-    if (sb->handle.tenant_id != handle.tenant_id)
-      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
+    auto sb = sandboxes_.live(handle);
+    if (!sb) return tl::unexpected(sb.error());
     return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
+        std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
   }
 
   // Code mode (side_process.h).
@@ -257,11 +253,6 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   }
 
  private:
-  std::shared_ptr<Sandbox> find(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(id);
-    return it == sandboxes_.end() ? nullptr : it->second;
-  }
   Result<void> startInit(Sandbox& sb);
   void teardown(Sandbox& sb);
 
@@ -270,26 +261,10 @@ class LinuxEnvironment final : public ExecutionEnvironment {
   std::unique_ptr<host::CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
   std::string image_digest_;
-  // Destroys a sandbox because it reached expires_at, and remembers that,
-  // so later calls say "expired" rather than "unknown" (bug-log B41).
-  void expire(const EnvironmentHandle& handle) {
-    (void)destroy(handle);
-    std::lock_guard lk(mu_);
-    expired_.push_back(handle.environment_id);
-    if (expired_.size() > 4096) expired_.erase(expired_.begin());
-  }
-  Error goneError(const std::string& id) {
-    std::lock_guard lk(mu_);
-    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
-  }
 
   std::atomic<bool> shutting_down_{false};
   UniqueFd shutdown_event_;  // readable once shutdown() ran; polled by every execute
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::vector<std::string> expired_;  // most recent last, bounded
+  host::SandboxRegistry<Sandbox> sandboxes_;
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
@@ -421,8 +396,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
                                     sb->host_uid_base + kSandboxUid,
                                     sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
   guard.armed = false;
-  std::lock_guard lk(mu_);
-  sandboxes_[sb->handle.environment_id] = sb;
+  sandboxes_.add(sb);
   return sb->handle;
 }
 
@@ -551,14 +525,8 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
 }
 
 Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
-  std::shared_ptr<Sandbox> sb;
-  {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(handle.environment_id);
-    if (it == sandboxes_.end()) return {};  // idempotent
-    sb = it->second;
-    sandboxes_.erase(it);
-  }
+  auto sb = sandboxes_.take(handle.environment_id);
+  if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread ends with init's death,
   // with the reason set here and the output it had written.
   sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
@@ -700,47 +668,27 @@ Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHand
   if (!cwd) return tl::unexpected(cwd.error());
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (!host::sameOwner(sb->handle, handle)) {
-    (void)destroy(sb->handle);
-    return tl::unexpected(host::ownerMismatch(handle.environment_id));
-  }
-  auto exec = host::claimForCommand(sb->exec_mutex);
-  if (!exec) return tl::unexpected(exec.error());
-  if (sb->init_dead || !sb->control.valid())
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox's init has died; destroy it and provision again");
-  const auto expires_in =
-      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
-  if (expires_in.count() <= 0) {
-    exec->unlock();
-    expire(sb->handle);
-    return tl::unexpected(host::expiredError(handle.environment_id));
-  }
-  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
-    return tl::unexpected(r.error());
-  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
-  if (!timeout) return tl::unexpected(timeout.error());
-  auto request = runRequest(*cwd, command.argv, host::commandEnvironment(sb->environment, *cwd));
+  auto admitted =
+      host::admitCommand(*this, sandboxes_, handle, command, *cwd, options_.service_hard_cap,
+                         [](const Sandbox& s) { return !s.init_dead && s.control.valid(); });
+  if (!admitted) return tl::unexpected(admitted.error());
+  Sandbox& sb = *admitted->sandbox;
+  auto request = runRequest(*cwd, command.argv, host::commandEnvironment(sb.environment, *cwd));
   if (!request) return tl::unexpected(request.error());
 
-  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
-                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  host::CgroupLimits cgroup_limits(*sb->cgroup);
-  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()});
+  host::CommandWorkspaceScan scan(*sb.workspace, sb.workspace_fd.get(), sb.last_snapshot,
+                                  options_.files_changed_listing, 2 * sb.limits.workspace_bytes);
+  host::CgroupLimits cgroup_limits(*sb.cgroup);
+  host::FilesystemFullLimit disk({sb.workspace_fd.get(), sb.tmp_fd.get(), sb.shm_fd.get()});
   host::LimitSource* limits[] = {&cgroup_limits, &disk};
-  InitChannel channel(*sb, std::move(*request));
+  InitChannel channel(sb, std::move(*request));
   auto result = host::superviseCommand(
       channel, limits,
-      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
-                              shutdown_event_.get(), &*sb->end_request, &sink});
+      host::SupervisionInputs{&command, admitted->timeout, admitted->expires_in, sb.limits.pids_max,
+                              cancel, shutdown_event_.get(), &*sb.end_request, &sink});
   if (!result) return result;
   scan.finish(*result, !channel.lost());
-  if (result->killed_by == KillReason::kExpired) {
-    exec->unlock();
-    expire(sb->handle);
-  }
+  host::afterCommand(*this, sandboxes_, *admitted, *result);
   return result;
 }
 
@@ -750,10 +698,9 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto found = sandboxes_.live(handle);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<Sandbox>& sb = *found;
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
@@ -779,11 +726,9 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
 }
 
 Result<UniqueFd> LinuxEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  auto sb = sandboxes_.live(handle);
+  if (!sb) return tl::unexpected(sb.error());
+  UniqueFd fd(::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid())
     return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
   return fd;

@@ -29,6 +29,7 @@
 #include "airlock/core/ids.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
@@ -335,12 +336,7 @@ class GvisorEnvironment final : public ExecutionEnvironment {
         image_digest_(std::move(image_digest)) {}
 
   ~GvisorEnvironment() override {
-    std::vector<EnvironmentHandle> live;
-    {
-      std::lock_guard lk(mu_);
-      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
-    }
-    for (auto& h : live) (void)destroy(h);
+    for (const auto& h : sandboxes_.handles()) (void)destroy(h);
     // Every teardown handed to the worker finishes before the adapter goes.
     {
       std::lock_guard lk(teardown_mu_);
@@ -371,12 +367,10 @@ class GvisorEnvironment final : public ExecutionEnvironment {
                                                         const SideCommand& command) override;
   Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = find(handle.environment_id);
-    if (!sb) return tl::unexpected(goneError(handle.environment_id));
-    if (sb->handle.tenant_id != handle.tenant_id)
-      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
+    auto sb = sandboxes_.live(handle);
+    if (!sb) return tl::unexpected(sb.error());
     return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
+        std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
   }
   void shutdown() noexcept override {
     shutting_down_.store(true);
@@ -387,23 +381,6 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   void sweepOrphans();
 
  private:
-  std::shared_ptr<Sandbox> find(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(id);
-    return it == sandboxes_.end() ? nullptr : it->second;
-  }
-  Error goneError(const std::string& id) {
-    std::lock_guard lk(mu_);
-    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
-  }
-  void expire(const EnvironmentHandle& handle) {
-    (void)destroy(handle);
-    std::lock_guard lk(mu_);
-    expired_.push_back(handle.environment_id);
-    if (expired_.size() > 4096) expired_.erase(expired_.begin());
-  }
   std::vector<std::string> runscArgs() const {
     return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
             "--host-uds=open", "--ignore-cgroups"};
@@ -440,9 +417,7 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::string image_digest_;
   std::atomic<bool> shutting_down_{false};
   UniqueFd shutdown_event_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::vector<std::string> expired_;
+  host::SandboxRegistry<Sandbox> sandboxes_;
   // Destroyed sandboxes (already killed) waiting for the rest of teardown.
   std::mutex teardown_mu_;
   std::condition_variable teardown_cv_;
@@ -613,8 +588,7 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
       UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
       oci::kSandboxGid, workspace::CreateAs::kService);
   guard.armed = false;
-  std::lock_guard lk(mu_);
-  sandboxes_[id] = sb;
+  sandboxes_.add(sb);
   return sb->handle;
 }
 
@@ -723,14 +697,8 @@ void GvisorEnvironment::teardown(Sandbox& sb) {
 }
 
 Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
-  std::shared_ptr<Sandbox> sb;
-  {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(handle.environment_id);
-    if (it == sandboxes_.end()) return {};  // idempotent
-    sb = it->second;
-    sandboxes_.erase(it);
-  }
+  auto sb = sandboxes_.take(handle.environment_id);
+  if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread sees its sandbox end
   // (with the reason set here and the output it had written), and nothing
   // of the sandbox runs after destroy returns.
@@ -759,10 +727,9 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto found = sandboxes_.live(handle);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<Sandbox>& sb = *found;
   auto prepared = prepareSideCommand(sb->environment, command);
   if (!prepared) return tl::unexpected(prepared.error());
   auto request =
@@ -842,11 +809,9 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
 }
 
 Result<UniqueFd> GvisorEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  auto sb = sandboxes_.live(handle);
+  if (!sb) return tl::unexpected(sb.error());
+  UniqueFd fd(::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid())
     return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
   return fd;
@@ -1021,53 +986,33 @@ Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHan
   if (!cwd) return tl::unexpected(cwd.error());
   if (shutting_down_.load())
     return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (!host::sameOwner(sb->handle, handle)) {
-    (void)destroy(sb->handle);
-    return tl::unexpected(host::ownerMismatch(handle.environment_id));
-  }
-  auto exec = host::claimForCommand(sb->exec_mutex);
-  if (!exec) return tl::unexpected(exec.error());
-  if (sb->dead || !sb->control.valid())
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox has died; destroy it and provision again");
-  const auto expires_in =
-      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
-  if (expires_in.count() <= 0) {
-    exec->unlock();
-    expire(sb->handle);
-    return tl::unexpected(host::expiredError(handle.environment_id));
-  }
-  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
-    return tl::unexpected(r.error());
-  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
-  if (!timeout) return tl::unexpected(timeout.error());
+  auto admitted =
+      host::admitCommand(*this, sandboxes_, handle, command, *cwd, options_.service_hard_cap,
+                         [](const Sandbox& s) { return !s.dead && s.control.valid(); });
+  if (!admitted) return tl::unexpected(admitted.error());
+  Sandbox& sb = *admitted->sandbox;
   // The request, checked before anything changes.
-  auto request = shimRequest(sb->limits.pids_max, *cwd, command.argv,
-                             host::commandEnvironment(sb->environment, *cwd));
+  auto request = shimRequest(sb.limits.pids_max, *cwd, command.argv,
+                             host::commandEnvironment(sb.environment, *cwd));
   if (!request) return tl::unexpected(request.error());
 
-  restoreMemory(*sb);  // a previous MEMORY kill may have left it raised
-  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
-                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  host::CgroupLimits cgroup_limits(*sb->cgroup);
-  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get()});
-  ShimChannel channel(*sb, std::move(*request));
+  restoreMemory(sb);  // a previous MEMORY kill may have left it raised
+  host::CommandWorkspaceScan scan(*sb.workspace, sb.workspace_fd.get(), sb.last_snapshot,
+                                  options_.files_changed_listing, 2 * sb.limits.workspace_bytes);
+  host::CgroupLimits cgroup_limits(*sb.cgroup);
+  host::FilesystemFullLimit disk({sb.workspace_fd.get(), sb.tmp_fd.get()});
+  ShimChannel channel(sb, std::move(*request));
   host::LimitSource* limits[] = {&cgroup_limits, &channel, &disk};
   auto result = host::superviseCommand(
       channel, limits,
-      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
-                              shutdown_event_.get(), &*sb->end_request, &sink});
+      host::SupervisionInputs{&command, admitted->timeout, admitted->expires_in, sb.limits.pids_max,
+                              cancel, shutdown_event_.get(), &*sb.end_request, &sink});
   // The sandbox died: kill what is left so nothing writes after this.
-  if (channel.lost() && sb->cgroup) (void)sb->cgroup->killAll();
+  if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
   if (!result) return result;
-  if (result->killed_by == KillReason::kMemory) restoreMemory(*sb);
+  if (result->killed_by == KillReason::kMemory) restoreMemory(sb);
   scan.finish(*result, !channel.lost());
-  if (result->killed_by == KillReason::kExpired) {
-    exec->unlock();
-    expire(sb->handle);
-  }
+  host::afterCommand(*this, sandboxes_, *admitted, *result);
   return result;
 }
 
