@@ -28,6 +28,7 @@
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
+#include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
@@ -53,34 +54,16 @@ constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
 
-// Kills what is left in `cg` and removes it. A cgroup whose processes were
-// just killed stays busy (EBUSY) until the kernel has finished them, and an
-// orphan's init must first be reaped by whoever inherited it: retry for up
-// to two seconds, killing again each time, before giving up (the next sweep
-// tries again).
-void killAndRemove(host::Cgroup& cg) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (;;) {
-    (void)cg.killAll();
-    auto r = cg.remove();
-    if (r || r.error().sys_errno != EBUSY || std::chrono::steady_clock::now() >= deadline) return;
-    ::usleep(1000);
-  }
-}
-
 Timestamp nowMs() {
   return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
 }
 
-// flock-held lock file: held while a sandbox lives, so a crashed owner's
-// sandboxes are recognisable (their lock can be taken).
-enum class LockOpen { kCreate, kExisting };
-Result<UniqueFd> lockFile(const std::string& path, LockOpen how, bool wait) {
-  int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-  if (how == LockOpen::kCreate) flags |= O_CREAT;
-  auto fd = sys::openAt(AT_FDCWD, path.c_str(), flags, 0600);
+// A uid range's lock file, created if absent and held (flock, not waiting)
+// while a sandbox uses the range.
+Result<UniqueFd> lockUidSlot(const std::string& path) {
+  auto fd = sys::openAt(AT_FDCWD, path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, 0600);
   if (!fd) return fd;
-  if (::flock(fd->get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
+  if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "flock " + path, errno);
   return fd;
 }
@@ -167,8 +150,7 @@ struct Sandbox {
   std::map<std::string, std::string> environment;
   std::string cgroup_name;
   std::unique_ptr<host::Cgroup> cgroup;
-  UniqueFd lock;
-  std::string lock_path;
+  host::SandboxStateFile state;  // sandbox_state.h
   UniqueFd uid_lock;
   uid_t host_uid_base = 0;
   UniqueFd pidfd;
@@ -317,27 +299,17 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     }
   } guard{this, sb.get()};
 
-  // The lock file is created unnamed (O_TMPFILE), locked, and only then
-  // linked into place: a sweeper in another process never sees an unlocked
-  // lock file of a live sandbox.
-  sb->lock_path = options_.state_dir + "/sandboxes/" + sb->handle.environment_id + ".lock";
-  {
-    const std::string dir = options_.state_dir + "/sandboxes";
-    UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-        ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "lock " + sb->lock_path, errno);
-    sb->lock = std::move(fd);
-  }
+  // The state file first: a sweeper finds everything created after it.
+  auto state = host::SandboxStateFile::create(options_.state_dir + "/sandboxes",
+                                              {sb->handle.environment_id, sb->cgroup_name});
+  if (!state) return tl::unexpected(state.error());
+  sb->state = std::move(*state);
 
   // A host uid range of our own, so no two sandboxes share a uid.
   std::mt19937 rng(std::random_device{}());
   for (int attempt = 0; attempt < 64 && !sb->uid_lock.valid(); ++attempt) {
     int slot = 1 + static_cast<int>(rng() % (kUidSlots - 1));
-    auto l = lockFile(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock",
-                      LockOpen::kCreate, false);
+    auto l = lockUidSlot(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock");
     if (l) {
       sb->uid_lock = std::move(*l);
       sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
@@ -513,15 +485,12 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
     // When the pid namespace's init is reaped the kernel has killed and
     // reaped every process in it, so the cgroup is empty; retry briefly for
     // the kernel's own bookkeeping.
-    killAndRemove(*sb.cgroup);
+    host::killAndRemove(*sb.cgroup);
     sb.cgroup.reset();
   }
   if (!sb.capability_dir.empty()) removeCapabilityDirectory(sb.capability_dir);
   sb.uid_lock.reset();
-  if (sb.lock.valid()) {
-    ::unlink(sb.lock_path.c_str());
-    sb.lock.reset();
-  }
+  sb.state.remove();
 }
 
 Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
@@ -537,41 +506,10 @@ Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
 }
 
 void LinuxEnvironment::sweepOrphans() {
-  const std::string dir = options_.state_dir + "/sandboxes";
-  std::vector<std::string> live_locked;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      const std::string path = dir + "/" + name;
-      if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
-      const std::string id = name.substr(0, name.size() - 5);
-      auto l = lockFile(path, LockOpen::kExisting, false);
-      if (!l) {
-        if (l.error().sys_errno != ENOENT) live_locked.push_back(id);  // its owner is alive
-        continue;
-      }
-      // Still the file we locked? (Its owner may have destroyed the sandbox
-      // and unlinked it while we opened it.)
-      struct stat by_path {
-      }, by_fd{};
-      if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l->get(), &by_fd) != 0 ||
-          by_path.st_ino != by_fd.st_ino || by_path.st_dev != by_fd.st_dev)
-        continue;
-      auto cg = cgroups_->attach(cgroup_prefix_ + id);
-      killAndRemove(*cg);
-      removeCapabilityDirectory(options_.state_dir + "/cap/" + id);
-      ::unlink(path.c_str());
-    }
-    ::closedir(d);
-  }
-  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
-    const std::string id = name.substr(cgroup_prefix_.size());
-    if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
-    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0)
-      continue;  // just created by a peer
-    auto cg = cgroups_->attach(name);
-    killAndRemove(*cg);
-  }
+  const std::string cap_dir = options_.state_dir + "/cap/";
+  host::sweepOrphans({options_.state_dir + "/sandboxes", cgroups_.get(), cgroup_prefix_,
+                      sandboxes_.ids(),
+                      [&](const std::string& id) { removeCapabilityDirectory(cap_dir + id); }});
 }
 
 // ---- execute -----------------------------------------------------------------

@@ -30,6 +30,7 @@
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
+#include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
@@ -129,8 +130,7 @@ struct Sandbox {
   std::string memory_dir;  // v1 memory cgroup directory, or empty
   Child runsc;             // `runsc run`, our child for the sandbox's life
   bool memory_raised = false;
-  UniqueFd lock;
-  std::string lock_path;
+  host::SandboxStateFile state;  // sandbox_state.h
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
   // Code mode: the side-process channel (shim_protocol.h) and the host
@@ -426,23 +426,16 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::thread teardown_worker_;
 };
 
-// The sandbox's directory under the state directory: its lock file first
-// (created unnamed, locked, then linked: a sweeper never sees an unlocked
-// lock file of a live sandbox, nor a directory without one), the
+// The sandbox's directory under the state directory: its state file first
+// (sandbox_state.h: a sweeper never sees a directory without one), the
 // subdirectories, and the workspace and /tmp tmpfs mounts with the
 // sandbox's limits. teardown() undoes what was done.
 Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
                                const ResourceLimits& l) {
-  sb.lock_path = sb.dir + ".lock";
-  {
-    UniqueFd fd(::open(sandboxes_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + sandboxes_dir, errno);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-        ::linkat(fd.get(), "", AT_FDCWD, sb.lock_path.c_str(), AT_EMPTY_PATH) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "lock sandbox", errno);
-    sb.lock = std::move(fd);
-  }
+  auto state =
+      host::SandboxStateFile::create(sandboxes_dir, {sb.handle.environment_id, sb.cgroup_name});
+  if (!state) return tl::unexpected(state.error());
+  sb.state = std::move(*state);
   for (auto [sub, mode] : {std::pair{"", 0700},
                            {"/workspace", 0755},
                            {"/tmp", 0755},
@@ -677,23 +670,14 @@ void GvisorEnvironment::teardown(Sandbox& sb) {
     sb.runsc.pid = -1;
   }
   if (sb.cgroup) {
-    // Retry rmdir until the kernel has finished with the killed processes.
-    for (int attempt = 0; attempt < 2000; ++attempt) {
-      auto r = sb.cgroup->remove();
-      if (r || r.error().sys_errno != EBUSY) break;
-      (void)sb.cgroup->killAll();
-      ::usleep(1000);
-    }
+    host::killAndRemove(*sb.cgroup);  // retried until the kernel has finished the killed
     sb.cgroup.reset();
   }
   sb.workspace.reset();
   sb.workspace_fd.reset();
   sb.tmp_fd.reset();
   if (!sb.dir.empty()) eraseSandboxDir(sb.dir);
-  if (sb.lock.valid()) {
-    ::unlink(sb.lock_path.c_str());
-    sb.lock.reset();
-  }
+  sb.state.remove();
 }
 
 Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
@@ -819,52 +803,8 @@ Result<UniqueFd> GvisorEnvironment::openCapabilityDirectory(const EnvironmentHan
 
 void GvisorEnvironment::sweepOrphans() {
   const std::string dir = options_.state_dir + "/sandboxes";
-  std::vector<std::string> live;
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-    ::closedir(d);
-  }
-  for (const auto& name : names) {
-    if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
-    const std::string id = name.substr(0, name.size() - 5);
-    const std::string path = dir + "/" + name;
-    UniqueFd l(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-    if (!l.valid()) continue;
-    if (::flock(l.get(), LOCK_EX | LOCK_NB) != 0) {
-      live.push_back(id);  // its owner is alive
-      continue;
-    }
-    struct stat by_path {
-    }, by_fd{};
-    if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l.get(), &by_fd) != 0 ||
-        by_path.st_ino != by_fd.st_ino)
-      continue;
-    auto cg = cgroups_->attach(cgroup_prefix_ + id);
-    for (int attempt = 0; attempt < 2000; ++attempt) {
-      (void)cg->killAll();
-      auto r = cg->remove();
-      if (r || r.error().sys_errno != EBUSY) break;
-      ::usleep(1000);
-    }
-    eraseSandboxDir(dir + "/" + id);
-    ::unlink(path.c_str());
-  }
-  // Directories and cgroups with no lock at all (a crash between steps).
-  for (const auto& name : names) {
-    if (name == "." || name == ".." || name.find('.') != std::string::npos) continue;
-    if (std::find(live.begin(), live.end(), name) != live.end()) continue;
-    if (::access((dir + "/" + name + ".lock").c_str(), F_OK) == 0) continue;
-    eraseSandboxDir(dir + "/" + name);
-  }
-  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
-    const std::string id = name.substr(cgroup_prefix_.size());
-    if (std::find(live.begin(), live.end(), id) != live.end()) continue;
-    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;
-    auto cg = cgroups_->attach(name);
-    (void)cg->killAll();
-    (void)cg->remove();
-  }
+  host::sweepOrphans({dir, cgroups_.get(), cgroup_prefix_, sandboxes_.ids(),
+                      [&](const std::string& id) { eraseSandboxDir(dir + "/" + id); }});
 }
 
 // ---- execute -----------------------------------------------------------------
