@@ -37,6 +37,7 @@
 #include "airlock/sandbox/linux/seccomp_policy.h"
 #include "airlock/sandbox/linux/side_process.h"
 #include "airlock/sandbox/sandbox_workspace.h"
+#include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -84,23 +85,7 @@ bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::st
                  const int* fds, int nfds) {
   iovec iov[2] = {{const_cast<void*>(head), head_len},
                   {const_cast<char*>(payload.data()), payload.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = payload.empty() ? 1 : 2;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  if (nfds > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
-    std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
-  }
-  for (;;) {
-    if (::sendmsg(sock, &msg, MSG_NOSIGNAL) >= 0) return true;
-    if (errno != EINTR) return false;
-  }
+  return sys::sendWithFds(sock, iov, payload.empty() ? 1 : 2, fds, nfds) >= 0;
 }
 
 // Receives one header (and up to three fds) from init.
@@ -111,16 +96,9 @@ struct InitReply {
 Result<std::optional<InitReply>> receiveReply(int sock) {
   InitReply r;
   iovec iov{&r.header, sizeof r.header};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
+  sys::ReceivedFds passed;
+  const ssize_t n = sys::receiveWithFds(sock, &iov, 1, 3, passed, MSG_DONTWAIT);
+  for (int i = 0; i < passed.count; ++i) r.fds.emplace_back(passed.fds[i]);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
   if (n < 0 && errno == ECONNRESET)
     return fail(ErrorCode::kExecutionUnavailable,
@@ -129,17 +107,7 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
   if (n == 0)
     return fail(ErrorCode::kExecutionUnavailable,
                 "sandbox init exited (its memory limit may be too small to start it)");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        r.fds.emplace_back(fd);
-      }
-    }
-  }
-  if (static_cast<std::size_t>(n) != sizeof r.header)
+  if (static_cast<std::size_t>(n) != sizeof r.header || passed.truncated)
     return fail(ErrorCode::kExecutionUnavailable, "malformed message from sandbox init");
   return std::optional<InitReply>(std::move(r));
 }

@@ -38,6 +38,7 @@
 #include "airlock/sandbox/oci/shim_protocol.h"
 #include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sandbox/sandbox_workspace.h"
+#include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
@@ -213,39 +214,20 @@ std::string tailOf(const std::string& path) {
   return t;
 }
 
+// A request on a stream socket: the first sendmsg carries the fds, the rest
+// of a large request follows; a full socket is waited on for up to 5 s.
 bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
-  iovec iov{const_cast<char*>(data.data()), data.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(oci::kSideFdsMax * sizeof(int))] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
-  std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
-  // The first sendmsg carries the fds; the rest of a large request follows.
   std::size_t off = 0;
-  bool first = true;
   while (off < data.size()) {
-    iov.iov_base = const_cast<char*>(data.data() + off);
-    iov.iov_len = data.size() - off;
-    if (!first) {
-      msg.msg_control = nullptr;
-      msg.msg_controllen = 0;
-    }
-    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    const iovec iov{const_cast<char*>(data.data() + off), data.size() - off};
+    const ssize_t n = sys::sendWithFds(sock, &iov, 1, fds, off == 0 ? nfds : 0);
     if (n < 0 && errno == EAGAIN) {
       pollfd p{sock, POLLOUT, 0};
-      if (::poll(&p, 1, 5000) <= 0) return false;
+      if (sys::pollSome(&p, 1, 5000) <= 0) return false;
       continue;
     }
     if (n <= 0) return false;
     off += static_cast<std::size_t>(n);
-    first = false;
   }
   return true;
 }
