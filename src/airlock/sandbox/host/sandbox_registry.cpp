@@ -6,7 +6,8 @@ namespace airlock::host {
 
 Error goneError(const std::string& environment_id, bool expired) {
   if (expired) return expiredError(environment_id);
-  return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + environment_id};
+  return Error{ErrorCode::kEnvironmentGone, 0,
+               "unknown or destroyed environment " + environment_id};
 }
 
 Error foreignTenantError() {

@@ -144,6 +144,7 @@ struct AdmittedCommand {
   std::unique_lock<std::mutex> exec;
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds expires_in{0};
+  std::string cwd;  // the working directory, from checkCommand
 };
 
 // Steps 2 to 6 of command_admission.h for one execute of `env`, with `cwd`
@@ -156,13 +157,10 @@ struct AdmittedCommand {
 // `sys::UniqueFd workspace_fd` (the workspace root) and `ResourceLimits
 // limits`.
 template <class Sandbox, class Usable>
-Result<AdmittedCommand<Sandbox>> admitCommand(ExecutionEnvironment& env,
-                                              SandboxRegistry<Sandbox>& registry,
-                                              const EnvironmentHandle& handle,
-                                              const ExecutionCommand& command,
-                                              const std::string& cwd,
-                                              std::chrono::seconds service_hard_cap,
-                                              Usable usable) {
+Result<AdmittedCommand<Sandbox>> admitCommand(
+    ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
+    const ExecutionCommand& command, const std::string& cwd, std::chrono::seconds service_hard_cap,
+    Usable usable) {
   auto sb = registry.live(handle, HandleMatch::kOwner);
   if (!sb) {
     if (sb.error().code == ErrorCode::kSandboxEscapeSuspected) (void)env.destroy(handle);
@@ -186,7 +184,7 @@ Result<AdmittedCommand<Sandbox>> admitCommand(ExecutionEnvironment& env,
     return tl::unexpected(r.error());
   auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
-  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*exec), *timeout, expires_in};
+  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*exec), *timeout, expires_in, cwd};
 }
 
 // After an admitted command: a sandbox the command outlived (EXPIRED) is

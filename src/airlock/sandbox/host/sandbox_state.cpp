@@ -18,7 +18,9 @@ namespace {
 constexpr std::string_view kRecordHeader = "airlock-sandbox-state v1\n";
 constexpr std::string_view kLockSuffix = ".lock";
 
-bool safeField(const std::string& s) { return s.find('\n') == std::string::npos; }
+bool safeField(const std::string& s) {
+  return s.find('\n') == std::string::npos;
+}
 
 bool contains(const std::vector<std::string>& ids, const std::string& id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();

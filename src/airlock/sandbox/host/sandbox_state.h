@@ -80,9 +80,9 @@ class SandboxStateFile {
 void killAndRemove(Cgroup& cgroup) noexcept;
 
 struct OrphanSweep {
-  std::string dir;            // where the state files are
-  CgroupDriver* cgroups;      // the adapter's driver (borrowed)
-  std::string cgroup_prefix;  // the names of the cgroups this service creates
+  std::string dir;                // where the state files are
+  CgroupDriver* cgroups;          // the adapter's driver (borrowed)
+  std::string cgroup_prefix;      // the names of the cgroups this service creates
   std::vector<std::string> live;  // environment ids of the sweeper's own sandboxes
   // Removes a sandbox's state besides its cgroup and state file (its
   // directories, mounts): called with the environment id of steps 1 and 2.

@@ -25,12 +25,13 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/hosted_environment.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/init_process.h"
 #include "airlock/sandbox/linux/jail_plan.h"
@@ -55,10 +56,6 @@ constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
 
-Timestamp nowMs() {
-  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-}
-
 // A uid range's lock file, created if absent and held (flock, not waiting)
 // while a sandbox uses the range.
 Result<UniqueFd> lockUidSlot(const std::string& path) {
@@ -67,18 +64,6 @@ Result<UniqueFd> lockUidSlot(const std::string& path) {
   if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "flock " + path, errno);
   return fd;
-}
-
-Result<void> mkdirs(const std::string& path, mode_t mode) {
-  std::string cur;
-  for (std::size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
-    }
-  }
-  return {};
 }
 
 bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::string& payload,
@@ -112,38 +97,20 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
   return std::optional<InitReply>(std::move(r));
 }
 
-struct Sandbox {
-  EnvironmentHandle handle;
-  ResourceLimits limits;
-  std::map<std::string, std::string> environment;
-  std::string cgroup_name;
-  std::unique_ptr<host::Cgroup> cgroup;
-  host::SandboxStateFile state;  // sandbox_state.h
+struct Sandbox : host::SandboxRecord {
   UniqueFd uid_lock;
   uid_t host_uid_base = 0;
   UniqueFd pidfd;
   pid_t init_pid = -1;
   UniqueFd control;
-  UniqueFd workspace_fd;
-  UniqueFd tmp_fd;  // /tmp and /dev/shm, watched for DISK
-  UniqueFd shm_fd;
+  UniqueFd shm_fd;  // /dev/shm, watched for DISK with tmp_fd
   // Egress (egress_route.h): init's end of the handoff channel until init
   // holds it, then the attachment that serves the service end.
   UniqueFd egress_child_end;
   std::unique_ptr<EgressAttachment> egress;
-  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
-  workspace::Snapshot last_snapshot;
   // Set by a command's channel (under exec_mutex) and read by side-process
   // starts (under side_mutex): atomic, as no one mutex orders the two.
   std::atomic<bool> init_dead{false};
-  // Set by destroy before it kills: the running command's kill reason.
-  std::optional<host::EndRequest> end_request;
-  std::mutex exec_mutex;
-  // Code mode: the host directory bound at /run/airlock, and the lock that
-  // keeps teardown from closing the pidfd or the cgroup under a side
-  // process being started (side_process.h).
-  std::string capability_dir;
-  std::mutex side_mutex;
   // Preallocated for init (it must not allocate after clone).
   std::vector<SetupStep> plan;
   std::vector<char> recv_buffer;
@@ -151,70 +118,43 @@ struct Sandbox {
   std::vector<char*> env_slots;
 };
 
-class LinuxEnvironment final : public ExecutionEnvironment {
+class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<host::CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
-      : cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
+      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                           options.egress_route != nullptr, cgroupNamePrefix(options.state_dir)}),
+        cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         seccomp_(std::move(seccomp)),
         image_digest_(std::move(image_digest)) {}
 
-  ~LinuxEnvironment() override {
-    for (const auto& h : sandboxes_.handles()) (void)destroy(h);
-  }
+  ~LinuxEnvironment() override { destroyAll(); }
 
-  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
-  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override {
-    return executeStreaming(handle, command, cancel, {});
-  }
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
-                                           const ExecutionCommand& command,
-                                           const CancelToken* cancel,
-                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
-  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = sandboxes_.live(handle);
-    if (!sb) return tl::unexpected(sb.error());
-    return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
-  }
 
   // Code mode (side_process.h).
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;
-  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
 
   // Destroys sandboxes whose owner process is gone (lock file not held).
   void sweepOrphans();
 
-  void shutdown() noexcept override {
-    shutting_down_.store(true);
-    std::uint64_t one = 1;
-    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
-  }
-  Result<void> initShutdownEvent() {
-    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!shutdown_event_.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
-    return {};
-  }
-
  private:
+  bool commandChannelUp(const Sandbox& sb) const noexcept override {
+    return !sb.init_dead && sb.control.valid();
+  }
+  Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
+  void teardown(Sandbox& sb) override;
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
   Result<void> startInit(Sandbox& sb);
-  void teardown(Sandbox& sb);
 
   std::string cgroup_prefix_;
   LinuxEnvironmentOptions options_;
   std::unique_ptr<host::CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
   std::string image_digest_;
-
-  std::atomic<bool> shutting_down_{false};
-  UniqueFd shutdown_event_;  // readable once shutdown() ran; polled by every execute
-  host::SandboxRegistry<Sandbox> sandboxes_;
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
@@ -232,78 +172,44 @@ std::string stepName(const std::vector<SetupStep>& plan, int step) {
   return "setup step " + std::to_string(step);
 }
 
-Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spec) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (spec.image_digest != image_digest_)
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
-                                                   " (this service runs " + image_digest_ + ")");
-  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  const bool egress = egressEnabled(spec.egress);
-  if (egress && !options_.egress_route)
-    return fail(ErrorCode::kExecutionRejected,
-                "egress was requested, but this execution service has no egress proxy");
-
-  auto sb = std::make_shared<Sandbox>();
-  const Timestamp created = nowMs();
-  sb->handle =
-      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
-                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
-  sb->cgroup_name = cgroup_prefix_ + sb->handle.environment_id;
-  sb->limits = spec.limits;
-  sb->environment = spec.environment;
-  if (egress) addEgressProxyVariables(sb->environment);
-  auto end_request = host::EndRequest::create();
-  if (!end_request) return tl::unexpected(end_request.error());
-  sb->end_request = std::move(*end_request);
-
-  // Everything below is undone by teardown() on any failure.
-  struct Guard {
-    LinuxEnvironment* self;
-    Sandbox* sb;
-    bool armed = true;
-    ~Guard() {
-      if (armed) self->teardown(*sb);
-    }
-  } guard{this, sb.get()};
-
+Result<void> LinuxEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) {
   // The state file first: a sweeper finds everything created after it.
   auto state = host::SandboxStateFile::create(options_.state_dir + "/sandboxes",
-                                              {sb->handle.environment_id, sb->cgroup_name});
+                                              {sb.handle.environment_id, sb.cgroup_name});
   if (!state) return tl::unexpected(state.error());
-  sb->state = std::move(*state);
+  sb.state = std::move(*state);
 
   // A host uid range of our own, so no two sandboxes share a uid.
   std::mt19937 rng(std::random_device{}());
-  for (int attempt = 0; attempt < 64 && !sb->uid_lock.valid(); ++attempt) {
+  for (int attempt = 0; attempt < 64 && !sb.uid_lock.valid(); ++attempt) {
     int slot = 1 + static_cast<int>(rng() % (kUidSlots - 1));
     auto l = lockUidSlot(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock");
     if (l) {
-      sb->uid_lock = std::move(*l);
-      sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
+      sb.uid_lock = std::move(*l);
+      sb.host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
     }
   }
-  if (!sb->uid_lock.valid())
+  if (!sb.uid_lock.valid())
     return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
 
   // The memory limit holds the commands only: init, a clone of the service
   // with its pages, must never be what an OOM at the limit takes.
-  auto cg = cgroups_->create(sb->cgroup_name, spec.limits, host::MemoryLayout::kCommandsApart);
+  auto cg = cgroups_->create(sb.cgroup_name, spec.limits, host::MemoryLayout::kCommandsApart);
   if (!cg) return tl::unexpected(cg.error());
-  sb->cgroup = std::move(*cg);
+  sb.cgroup = std::move(*cg);
 
   // Code mode: the capability directory, owned by the sandbox user's host
   // uid (the broker gives the socket and token file the same owner).
-  sb->capability_dir = options_.state_dir + "/cap/" + sb->handle.environment_id;
-  if (::mkdir(sb->capability_dir.c_str(), 0755) != 0 ||
-      ::chown(sb->capability_dir.c_str(), sb->host_uid_base + kSandboxUid,
-              sb->host_uid_base + kSandboxUid) != 0)
+  sb.capability_dir = options_.state_dir + "/cap/" + sb.handle.environment_id;
+  if (::mkdir(sb.capability_dir.c_str(), 0755) != 0 ||
+      ::chown(sb.capability_dir.c_str(), sb.host_uid_base + kSandboxUid,
+              sb.host_uid_base + kSandboxUid) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "create the sandbox's capability directory",
                      errno);
 
   JailPlanInputs in;
   in.staging_root = options_.state_dir + "/root";
-  in.capability_dir = sb->capability_dir;
+  in.capability_dir = sb.capability_dir;
   in.image_dirs = options_.image_dirs;
   in.image_etc = options_.image_etc;
   in.limits = spec.limits;
@@ -311,7 +217,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   in.sandbox_gid = kSandboxUid;
   auto plan = buildJailPlan(in);
   if (!plan) return tl::unexpected(plan.error());
-  sb->plan = std::move(*plan);
+  sb.plan = std::move(*plan);
 
   UniqueFd egress_service_end;
   if (egress) {
@@ -319,25 +225,22 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "socketpair (egress)", errno);
     egress_service_end.reset(pair[0]);
-    sb->egress_child_end.reset(pair[1]);
+    sb.egress_child_end.reset(pair[1]);
   }
 
-  if (auto r = startInit(*sb); !r) return tl::unexpected(r.error());
+  if (auto r = startInit(sb); !r) return tl::unexpected(r.error());
 
   if (egress) {
-    auto attached = options_.egress_route->attachHandoff(sb->handle, spec.egress,
-                                                         std::move(egress_service_end));
+    auto attached =
+        options_.egress_route->attachHandoff(sb.handle, spec.egress, std::move(egress_service_end));
     if (!attached) return tl::unexpected(attached.error());
-    sb->egress = std::move(*attached);
+    sb.egress = std::move(*attached);
   }
 
-  sb->workspace =
-      workspace::makeLocalWorkspace(UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)),
-                                    sb->host_uid_base + kSandboxUid,
-                                    sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
-  guard.armed = false;
-  sandboxes_.add(sb);
-  return sb->handle;
+  sb.workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb.host_uid_base + kSandboxUid,
+      sb.host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
+  return {};
 }
 
 Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
@@ -462,11 +365,10 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
 }
 
 Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
-  auto sb = sandboxes_.take(handle.environment_id);
+  auto sb = beginDestroy(handle);
   if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread ends with init's death,
-  // with the reason set here and the output it had written.
-  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
+  // with the reason set above and the output it had written.
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
   std::lock_guard exec(sb->exec_mutex);
   teardown(*sb);
@@ -566,45 +468,26 @@ class InitChannel final : public host::CommandChannel {
   RunRequest request_;
 };
 
-Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHandle& handle,
-                                                           const ExecutionCommand& command,
-                                                           const CancelToken* cancel,
-                                                           const OutputSink& sink) {
-  auto cwd = host::checkCommand(command);
-  if (!cwd) return tl::unexpected(cwd.error());
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto admitted =
-      host::admitCommand(*this, sandboxes_, handle, command, *cwd, options_.service_hard_cap,
-                         [](const Sandbox& s) { return !s.init_dead && s.control.valid(); });
-  if (!admitted) return tl::unexpected(admitted.error());
-  Sandbox& sb = *admitted->sandbox;
-  auto request = runRequest(*cwd, command.argv, host::commandEnvironment(sb.environment, *cwd));
+// One command through init (InitChannel), DISK on /workspace, /tmp and
+// /dev/shm.
+Result<ExecutionResult> LinuxEnvironment::runCommand(const CommandRun& run) {
+  Sandbox& sb = *run.admitted.sandbox;
+  const std::string& cwd = run.admitted.cwd;
+  auto request = runRequest(cwd, run.command.argv, host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
-
-  host::CommandWorkspaceScan scan(*sb.workspace, sb.workspace_fd.get(), sb.last_snapshot,
-                                  options_.files_changed_listing, 2 * sb.limits.workspace_bytes);
-  host::CgroupLimits cgroup_limits(*sb.cgroup);
-  host::FilesystemFullLimit disk({sb.workspace_fd.get(), sb.tmp_fd.get(), sb.shm_fd.get()});
-  host::LimitSource* limits[] = {&cgroup_limits, &disk};
   InitChannel channel(sb, std::move(*request));
-  auto result = host::superviseCommand(
-      channel, limits,
-      host::SupervisionInputs{&command, admitted->timeout, admitted->expires_in, sb.limits.pids_max,
-                              cancel, shutdown_event_.get(), &*sb.end_request, &sink});
-  if (!result) return result;
-  scan.finish(*result, !channel.lost());
-  host::afterCommand(*this, sandboxes_, *admitted, *result);
-  return result;
+  return superviseAdmitted(run, channel,
+                           {{sb.workspace_fd.get(), sb.tmp_fd.get(), sb.shm_fd.get()},
+                            {},
+                            options_.files_changed_listing,
+                            {}});
 }
 
 // ---- code mode: side processes and the capability directory ---------------
 
 Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto found = sandboxes_.live(handle);
+  auto found = sandboxForSideProcess(handle);
   if (!found) return tl::unexpected(found.error());
   const std::shared_ptr<Sandbox>& sb = *found;
   auto cwd = checkRelativePath(command.working_directory);
@@ -613,13 +496,8 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
   if (sb->init_dead || !sb->pidfd.valid() || !sb->cgroup)
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox's init has died; destroy it and provision again");
-  if (!cwd->empty()) {
-    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
-    if (!dir)
-      return fail(ErrorCode::kToolValidationError,
-                  "working directory \"" + *cwd + "\" is not a directory inside the workspace (" +
-                      dir.error().message() + ")");
-  }
+  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
+    return tl::unexpected(r.error());
   const sock_fprog prog = seccomp_.program();
   SideProcessTarget target;
   target.init_pidfd = sb->pidfd.get();
@@ -629,15 +507,6 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
   target.sandbox_gid = kSandboxUid;
   target.environment = sb->environment;
   return startSideProcessIn(target, command);
-}
-
-Result<UniqueFd> LinuxEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = sandboxes_.live(handle);
-  if (!sb) return tl::unexpected(sb.error());
-  UniqueFd fd(::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
-  return fd;
 }
 
 // ---- image digest --------------------------------------------------------------
@@ -666,11 +535,7 @@ void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
 }  // namespace
 
 std::string cgroupNamePrefix(const std::string& state_dir) {
-  std::uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", h);
-  return std::string("airlock-") + buf + "-";
+  return host::cgroupPrefixFor("airlock-", state_dir);
 }
 
 Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
@@ -736,10 +601,8 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
                            {"/uids", 0700},
                            {"/root", 0755},
                            {"/cap", 0711}}) {
-    const std::string dir = options.state_dir + sub;
-    if (auto r = mkdirs(dir, static_cast<mode_t>(mode)); !r) return tl::unexpected(r.error());
-    if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + dir, errno);
+    if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
+      return tl::unexpected(r.error());
   }
   std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
@@ -752,7 +615,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   if (!digest) return tl::unexpected(digest.error());
   auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
                                                 std::move(*digest));
-  if (auto r = env->initShutdownEvent(); !r) return tl::unexpected(r.error());
+  if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return std::unique_ptr<ExecutionEnvironment>(std::move(env));
 }

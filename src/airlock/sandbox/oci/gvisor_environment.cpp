@@ -27,12 +27,13 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/hosted_environment.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
@@ -57,33 +58,6 @@ using host::CgroupDriver;
 using sys::UniqueFd;
 
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
-
-Timestamp nowMs() {
-  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-}
-
-Result<void> mkdirs(const std::string& path, mode_t mode) {
-  for (std::size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      const std::string cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
-    }
-  }
-  if (::chmod(path.c_str(), mode) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + path, errno);
-  return {};
-}
-
-// "airlock-gv-<hash of the state directory>-": each adapter instance sweeps
-// only its own cgroups (as the linux mechanism's prefix).
-std::string cgroupPrefixFor(const std::string& state_dir) {
-  std::uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", h);
-  return std::string("airlock-gv-") + buf + "-";
-}
 
 // The host's cgroup limits for a sandbox: the command's memory plus the
 // sentry's allowance; a pids backstop for the sandbox's host threads.
@@ -120,40 +94,24 @@ struct Child {
   UniqueFd pidfd;
 };
 
-struct Sandbox {
-  EnvironmentHandle handle;
-  ResourceLimits limits;
-  std::map<std::string, std::string> environment;
+struct Sandbox : host::SandboxRecord {
   std::string dir;  // <state>/sandboxes/<id>
   std::string container_id;
-  std::string cgroup_name;
-  std::unique_ptr<Cgroup> cgroup;
   std::string memory_dir;  // v1 memory cgroup directory, or empty
   Child runsc;             // `runsc run`, our child for the sandbox's life
   bool memory_raised = false;
-  host::SandboxStateFile state;  // sandbox_state.h
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
-  // Code mode: the side-process channel (shim_protocol.h) and the host
-  // directory seen read-only at /run/airlock (<dir>/cap, owned by uid 1000).
-  // side_mutex orders requests on `side` and keeps destroy from closing it
-  // under a start.
+  // Code mode: the side-process channel (shim_protocol.h); side_mutex
+  // orders requests on it and keeps destroy from closing it under a start.
+  // The capability directory is <dir>/cap, owned by uid 1000.
   UniqueFd side_listen_fd;
   UniqueFd side;
-  std::mutex side_mutex;
-  std::string capability_dir;
   // Egress (egress_route.h): the proxy's hold on <dir>/egress/sock; null
   // for a sandbox without egress.
   std::unique_ptr<EgressAttachment> egress;
   std::string control_buffer;
-  UniqueFd workspace_fd;
-  UniqueFd tmp_fd;
-  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;
-  workspace::Snapshot last_snapshot;
   std::atomic<bool> dead{false};
-  // Set by destroy before it kills: the running command's kill reason.
-  std::optional<host::EndRequest> end_request;
-  std::mutex exec_mutex;
 };
 
 // Starts argv with stdin /dev/null and stdout+stderr to out_fd, already a
@@ -307,18 +265,21 @@ class GvisorSideProcess final : public PipedSideProcess {
   UniqueFd kill_;
 };
 
-class GvisorEnvironment final : public ExecutionEnvironment {
+class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
                     host::CgroupMounts mounts, std::string image_digest)
-      : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
+      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                           options.egress_route != nullptr,
+                           host::cgroupPrefixFor("airlock-gv-", options.state_dir)}),
+        cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         mounts_(std::move(mounts)),
         image_digest_(std::move(image_digest)) {}
 
   ~GvisorEnvironment() override {
-    for (const auto& h : sandboxes_.handles()) (void)destroy(h);
+    destroyAll();
     // Every teardown handed to the worker finishes before the adapter goes.
     {
       std::lock_guard lk(teardown_mu_);
@@ -328,47 +289,24 @@ class GvisorEnvironment final : public ExecutionEnvironment {
     if (teardown_worker_.joinable()) teardown_worker_.join();
   }
 
-  Result<void> init() {
-    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!shutdown_event_.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
-    return {};
-  }
-
-  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
-  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override {
-    return executeStreaming(handle, command, cancel, {});
-  }
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
-                                           const ExecutionCommand& command,
-                                           const CancelToken* cancel,
-                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;
-  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
-  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = sandboxes_.live(handle);
-    if (!sb) return tl::unexpected(sb.error());
-    return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
-  }
-  void shutdown() noexcept override {
-    shutting_down_.store(true);
-    std::uint64_t one = 1;
-    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
-  }
 
   void sweepOrphans();
 
  private:
+  bool commandChannelUp(const Sandbox& sb) const noexcept override {
+    return !sb.dead && sb.control.valid();
+  }
+  Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
+  void teardown(Sandbox& sb) override;
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
   std::vector<std::string> runscArgs() const {
     return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
             "--host-uds=open", "--ignore-cgroups"};
   }
   Result<void> start(Sandbox& sb);
-  void teardown(Sandbox& sb);
   // Hands a killed sandbox to the teardown worker (started on first use).
   void enqueueTeardown(std::shared_ptr<Sandbox> sb) {
     std::lock_guard lk(teardown_mu_);
@@ -397,9 +335,6 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::unique_ptr<CgroupDriver> cgroups_;
   host::CgroupMounts mounts_;
   std::string image_digest_;
-  std::atomic<bool> shutting_down_{false};
-  UniqueFd shutdown_event_;
-  host::SandboxRegistry<Sandbox> sandboxes_;
   // Destroyed sandboxes (already killed) waiting for the rest of teardown.
   std::mutex teardown_mu_;
   std::condition_variable teardown_cv_;
@@ -425,7 +360,7 @@ Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
                            {"/cap", 0755},
                            {"/runsc", 0700},
                            {"/bundle", 0700}})
-    if (auto r = mkdirs(sb.dir + sub, static_cast<mode_t>(mode)); !r)
+    if (auto r = host::makeDirectories(sb.dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
   // The capability directory belongs to the sandbox user (no user
   // namespace here: uid 1000 inside is uid 1000 on the host, and the host
@@ -455,74 +390,43 @@ Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
   return {};
 }
 
-Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& spec) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (spec.image_digest != image_digest_)
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
-                                                   " (this service runs " + image_digest_ + ")");
-  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  const bool egress = egressEnabled(spec.egress);
-  if (egress && !options_.egress_route)
-    return fail(ErrorCode::kExecutionRejected,
-                "egress was requested, but this execution service has no egress proxy");
+Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) {
+  const std::string& id = sb.handle.environment_id;
+  sb.dir = options_.state_dir + "/sandboxes/" + id;
+  sb.container_id = "airlock-gv-" + id;
 
-  auto sb = std::make_shared<Sandbox>();
-  const Timestamp created = nowMs();
-  sb->handle =
-      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
-                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
-  const std::string& id = sb->handle.environment_id;
-  sb->limits = spec.limits;
-  sb->environment = spec.environment;
-  if (egress) addEgressProxyVariables(sb->environment);
-  sb->dir = options_.state_dir + "/sandboxes/" + id;
-  auto end_request = host::EndRequest::create();
-  if (!end_request) return tl::unexpected(end_request.error());
-  sb->end_request = std::move(*end_request);
-  sb->container_id = "airlock-gv-" + id;
-  sb->cgroup_name = cgroup_prefix_ + id;
-
-  struct Guard {
-    GvisorEnvironment* self;
-    Sandbox* sb;
-    bool armed = true;
-    ~Guard() {
-      if (armed) self->teardown(*sb);
-    }
-  } guard{this, sb.get()};
-
-  if (auto r = prepareSandboxDir(*sb, options_.state_dir + "/sandboxes", spec.limits); !r)
+  if (auto r = prepareSandboxDir(sb, options_.state_dir + "/sandboxes", spec.limits); !r)
     return tl::unexpected(r.error());
 
   // The control socket the shim connects to.
   {
-    auto listener = listenUnixIn(sb->dir + "/ctl", oci::kControlSocketName, 1);
+    auto listener = listenUnixIn(sb.dir + "/ctl", oci::kControlSocketName, 1);
     if (!listener) return tl::unexpected(listener.error());
-    sb->listen_fd = std::move(*listener);
-    auto side = listenUnixIn(sb->dir + "/ctl", oci::kSideSocketName, 1);
+    sb.listen_fd = std::move(*listener);
+    auto side = listenUnixIn(sb.dir + "/ctl", oci::kSideSocketName, 1);
     if (!side) return tl::unexpected(side.error());
-    sb->side_listen_fd = std::move(*side);
+    sb.side_listen_fd = std::move(*side);
   }
   // The egress socket, only with egress: its directory is root's (0700),
   // like the control directory, so only the shim (uid 0 inside) reaches it.
   UniqueFd egress_listener;
   if (egress) {
-    if (auto r = mkdirs(sb->dir + "/egress", 0700); !r) return tl::unexpected(r.error());
-    auto listener = listenUnixIn(sb->dir + "/egress", oci::kEgressSocketName, 128);
+    if (auto r = host::makeDirectories(sb.dir + "/egress", 0700); !r)
+      return tl::unexpected(r.error());
+    auto listener = listenUnixIn(sb.dir + "/egress", oci::kEgressSocketName, 128);
     if (!listener) return tl::unexpected(listener.error());
     egress_listener = std::move(*listener);
   }
 
-  auto cg = cgroups_->create(sb->cgroup_name, hostLimits(spec.limits));
+  auto cg = cgroups_->create(sb.cgroup_name, hostLimits(spec.limits));
   if (!cg) return tl::unexpected(cg.error());
-  sb->cgroup = std::move(*cg);
+  sb.cgroup = std::move(*cg);
   if (cgroups_->version() == "v1") {
     if (auto it = mounts_.v1_controller_mounts.find("memory");
         it != mounts_.v1_controller_mounts.end()) {
-      sb->memory_dir = it->second + "/" + sb->cgroup_name;
+      sb.memory_dir = it->second + "/" + sb.cgroup_name;
       // At the limit the sandbox waits instead of losing its sentry.
-      (void)sys::writeFile(AT_FDCWD, (sb->memory_dir + "/memory.oom_control").c_str(), "1");
+      (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str(), "1");
     }
   }
 
@@ -531,18 +435,18 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   in.image_dirs = options_.image_dirs;
   for (const auto& e : options_.image_etc)
     if (::access(e.c_str(), F_OK) == 0) in.image_etc.push_back(e);
-  in.workspace_dir = sb->dir + "/workspace";
-  in.tmp_dir = sb->dir + "/tmp";
+  in.workspace_dir = sb.dir + "/workspace";
+  in.tmp_dir = sb.dir + "/tmp";
   in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
-  in.control_dir = sb->dir + "/ctl";
-  if (egress) in.egress_dir = sb->dir + "/egress";
-  in.capability_dir = sb->capability_dir;
+  in.control_dir = sb.dir + "/ctl";
+  if (egress) in.egress_dir = sb.dir + "/egress";
+  in.capability_dir = sb.capability_dir;
   in.limits = spec.limits;
   auto config = oci::makeConfig(in);
   if (!config) return tl::unexpected(config.error());
   {
     const std::string text = config->dump(1);
-    UniqueFd fd(::open((sb->dir + "/bundle/config.json").c_str(),
+    UniqueFd fd(::open((sb.dir + "/bundle/config.json").c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd.valid() || !sys::writeAll(fd.get(), text.data(), text.size()))
       return failErrno(ErrorCode::kExecutionUnavailable, "write the OCI bundle", errno);
@@ -552,19 +456,17 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   // refuses the provision without starting anything.
   if (egress) {
     auto attached =
-        options_.egress_route->attachListener(sb->handle, spec.egress, std::move(egress_listener));
+        options_.egress_route->attachListener(sb.handle, spec.egress, std::move(egress_listener));
     if (!attached) return tl::unexpected(attached.error());
-    sb->egress = std::move(*attached);
+    sb.egress = std::move(*attached);
   }
 
-  if (auto r = start(*sb); !r) return tl::unexpected(r.error());
+  if (auto r = start(sb); !r) return tl::unexpected(r.error());
 
-  sb->workspace = workspace::makeLocalWorkspace(
-      UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
+  sb.workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
       oci::kSandboxGid, workspace::CreateAs::kService);
-  guard.armed = false;
-  sandboxes_.add(sb);
-  return sb->handle;
+  return {};
 }
 
 Result<void> GvisorEnvironment::start(Sandbox& sb) {
@@ -663,12 +565,11 @@ void GvisorEnvironment::teardown(Sandbox& sb) {
 }
 
 Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
-  auto sb = sandboxes_.take(handle.environment_id);
+  auto sb = beginDestroy(handle);
   if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread sees its sandbox end
-  // (with the reason set here and the output it had written), and nothing
+  // (with the reason set above and the output it had written), and nothing
   // of the sandbox runs after destroy returns.
-  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
   if (sb->cgroup) (void)sb->cgroup->killAll();
   std::lock_guard exec(sb->exec_mutex);
   // The workspace port stops working now; reaping, unmounting and removing
@@ -691,9 +592,7 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
 
 Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto found = sandboxes_.live(handle);
+  auto found = sandboxForSideProcess(handle);
   if (!found) return tl::unexpected(found.error());
   const std::shared_ptr<Sandbox>& sb = *found;
   auto prepared = prepareSideCommand(sb->environment, command);
@@ -720,15 +619,9 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
     if (!sb->side.valid() || !sb->workspace_fd.valid())
       return fail(ErrorCode::kExecutionUnavailable,
                   "the sandbox has died; destroy it and provision again");
-    if (!prepared->working_directory.empty()) {
-      auto dir = workspace::openBeneath(sb->workspace_fd.get(), prepared->working_directory,
-                                        O_PATH | O_DIRECTORY);
-      if (!dir)
-        return fail(ErrorCode::kToolValidationError,
-                    "working directory \"" + prepared->working_directory +
-                        "\" is not a directory inside the workspace (" + dir.error().message() +
-                        ")");
-    }
+    if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), prepared->working_directory);
+        !r)
+      return tl::unexpected(r.error());
     int fds[oci::kSideFdsMax] = {pipes->stdout_write.get(), pipes->stderr_write.get(),
                                  status_w.get(), kill_r.get(), pipes->stdin_read.get()};
     const int nfds = command.with_stdin ? oci::kSideFdsMax : oci::kSideFdsMin;
@@ -772,15 +665,6 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
   return std::unique_ptr<SideProcess>(std::make_unique<GvisorSideProcess>(
       std::move(pipes->stdin_write), std::move(pipes->stdout_read), std::move(pipes->stderr_read),
       std::move(status_r), std::move(kill_w)));
-}
-
-Result<UniqueFd> GvisorEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = sandboxes_.live(handle);
-  if (!sb) return tl::unexpected(sb.error());
-  UniqueFd fd(::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
-  return fd;
 }
 
 void GvisorEnvironment::sweepOrphans() {
@@ -900,42 +784,25 @@ bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
   return false;
 }
 
-Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHandle& handle,
-                                                            const ExecutionCommand& command,
-                                                            const CancelToken* cancel,
-                                                            const OutputSink& sink) {
-  auto cwd = host::checkCommand(command);
-  if (!cwd) return tl::unexpected(cwd.error());
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto admitted =
-      host::admitCommand(*this, sandboxes_, handle, command, *cwd, options_.service_hard_cap,
-                         [](const Sandbox& s) { return !s.dead && s.control.valid(); });
-  if (!admitted) return tl::unexpected(admitted.error());
-  Sandbox& sb = *admitted->sandbox;
+// One command through the shim (ShimChannel, also a limit source), DISK on
+// the workspace and /tmp; a v1 memory limit raised for a MEMORY kill is
+// restored after it.
+Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
+  Sandbox& sb = *run.admitted.sandbox;
+  const std::string& cwd = run.admitted.cwd;
   // The request, checked before anything changes.
-  auto request = shimRequest(sb.limits.pids_max, *cwd, command.argv,
-                             host::commandEnvironment(sb.environment, *cwd));
+  auto request = shimRequest(sb.limits.pids_max, cwd, run.command.argv,
+                             host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
-
   restoreMemory(sb);  // a previous MEMORY kill may have left it raised
-  host::CommandWorkspaceScan scan(*sb.workspace, sb.workspace_fd.get(), sb.last_snapshot,
-                                  options_.files_changed_listing, 2 * sb.limits.workspace_bytes);
-  host::CgroupLimits cgroup_limits(*sb.cgroup);
-  host::FilesystemFullLimit disk({sb.workspace_fd.get(), sb.tmp_fd.get()});
   ShimChannel channel(sb, std::move(*request));
-  host::LimitSource* limits[] = {&cgroup_limits, &channel, &disk};
-  auto result = host::superviseCommand(
-      channel, limits,
-      host::SupervisionInputs{&command, admitted->timeout, admitted->expires_in, sb.limits.pids_max,
-                              cancel, shutdown_event_.get(), &*sb.end_request, &sink});
-  // The sandbox died: kill what is left so nothing writes after this.
-  if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
-  if (!result) return result;
-  if (result->killed_by == KillReason::kMemory) restoreMemory(sb);
-  scan.finish(*result, !channel.lost());
-  host::afterCommand(*this, sandboxes_, *admitted, *result);
-  return result;
+  return superviseAdmitted(run, channel,
+                           {{sb.workspace_fd.get(), sb.tmp_fd.get()},
+                            {&channel},
+                            options_.files_changed_listing,
+                            [&sb](const ExecutionResult& r) {
+                              if (r.killed_by == KillReason::kMemory) restoreMemory(sb);
+                            }});
 }
 
 Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& options) {
@@ -943,7 +810,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
     return fail(ErrorCode::kExecutionUnavailable, "the gvisor mechanism cannot run here: " + *why);
   ::signal(SIGPIPE, SIG_IGN);
   for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}})
-    if (auto r = mkdirs(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
+    if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
   if (auto r =
           oci::prepareRootfs(options.state_dir + "/rootfs", options.image_dirs, options.image_etc);
@@ -959,7 +826,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   if (!digest) return tl::unexpected(digest.error());
   auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(mounts),
                                                  std::move(*digest));
-  if (auto r = env->init(); !r) return tl::unexpected(r.error());
+  if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return env;
 }
