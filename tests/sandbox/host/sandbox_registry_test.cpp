@@ -79,6 +79,11 @@ TEST(SandboxRegistry, AnotherTenantsHandleIsSuspected) {
   ASSERT_FALSE(found);
   EXPECT_EQ(found.error().code, ErrorCode::kSandboxEscapeSuspected);
   EXPECT_EQ(found.error().context, "environment does not belong to this tenant");
+  // Code mode's calls refuse it instead.
+  auto refused = registry.live(handleOf("env-1", "tenant-b"), HandleMatch::kTenantRefused);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(refused.error().context, "environment does not belong to this tenant");
   // The tenant check alone leaves the sandbox where it is.
   EXPECT_TRUE(registry.live(handleOf("env-1")));
 }

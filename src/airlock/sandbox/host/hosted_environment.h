@@ -162,7 +162,7 @@ class HostedEnvironment : public ExecutionEnvironment {
         std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
   }
   Result<sys::UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) final {
-    auto sb = sandboxes_.live(handle);
+    auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
     sys::UniqueFd fd(
         ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -269,7 +269,7 @@ class HostedEnvironment : public ExecutionEnvironment {
   // A side process's lookup: not while shutting down, then the registry's.
   Result<std::shared_ptr<Sandbox>> sandboxForSideProcess(const EnvironmentHandle& handle) {
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
-    return sandboxes_.live(handle);
+    return sandboxes_.live(handle, HandleMatch::kTenantRefused);
   }
 
   const HostPolicy policy_;

@@ -10,8 +10,10 @@ Error goneError(const std::string& environment_id, bool expired) {
                "unknown or destroyed environment " + environment_id};
 }
 
-Error foreignTenantError() {
-  return Error{ErrorCode::kSandboxEscapeSuspected, 0, "environment does not belong to this tenant"};
+Error foreignTenantError(HandleMatch match) {
+  return Error{match == HandleMatch::kTenantRefused ? ErrorCode::kExecutionRejected
+                                                    : ErrorCode::kSandboxEscapeSuspected,
+               0, "environment does not belong to this tenant"};
 }
 
 void ExpiredIds::add(const std::string& environment_id) {

@@ -9,11 +9,13 @@
 //     has expired" when it was destroyed at its expires_at (the last
 //     ExpiredIds::kCapacity such ids are remembered), else "unknown or
 //     destroyed environment <id>";
-//   - SandboxEscapeSuspected when the handle is not the record's:
-//     HandleMatch::kTenant compares the tenant ("environment does not belong
-//     to this tenant"), HandleMatch::kOwner the tenant, run and lease epoch
-//     (command_admission.h ownerMismatch; the caller then destroys the
-//     sandbox).
+//   - when the handle is not the record's: HandleMatch::kTenant compares the
+//     tenant (SandboxEscapeSuspected, "environment does not belong to this
+//     tenant"); HandleMatch::kTenantRefused too, refusing with
+//     ExecutionRejected (code mode's side processes and capability
+//     directory); HandleMatch::kOwner the tenant, run and lease epoch
+//     (SandboxEscapeSuspected, command_admission.h ownerMismatch; the caller
+//     then destroys the sandbox).
 //
 // Thread-safe: one mutex guards the map and the expired ids, and is never
 // held while a sandbox is used. (A plain std::mutex: the tree has no
@@ -38,14 +40,16 @@ namespace airlock::host {
 
 // Which fields of a handle must be the sandbox record's.
 enum class HandleMatch {
-  kTenant,  // workspace, side processes, the capability directory
-  kOwner,   // execute: tenant, run and lease epoch
+  kTenant,         // workspace
+  kTenantRefused,  // side processes, the capability directory
+  kOwner,          // execute: tenant, run and lease epoch
 };
 
 // EnvironmentGone for an id no live sandbox has (messages above).
 Error goneError(const std::string& environment_id, bool expired);
-// SandboxEscapeSuspected: "environment does not belong to this tenant".
-Error foreignTenantError();
+// "environment does not belong to this tenant": SandboxEscapeSuspected, or
+// ExecutionRejected for HandleMatch::kTenantRefused.
+Error foreignTenantError(HandleMatch match = HandleMatch::kTenant);
 
 // The ids of sandboxes destroyed at their expires_at, oldest first, at most
 // kCapacity (the oldest is then forgotten and reads as unknown). Not
@@ -102,7 +106,7 @@ class SandboxRegistry {
     const EnvironmentHandle& record = it->second->handle;
     if (match == HandleMatch::kOwner && !sameOwner(record, handle))
       return tl::unexpected(ownerMismatch(handle.environment_id));
-    if (record.tenant_id != handle.tenant_id) return tl::unexpected(foreignTenantError());
+    if (record.tenant_id != handle.tenant_id) return tl::unexpected(foreignTenantError(match));
     return it->second;
   }
 
