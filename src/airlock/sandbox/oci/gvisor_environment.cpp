@@ -603,17 +603,8 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
   auto pipes = makeSidePipes(command.with_stdin);
   if (!pipes) return tl::unexpected(pipes.error());
   UniqueFd status_r, status_w, kill_r, kill_w;
-  {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    status_r.reset(p[0]);
-    status_w.reset(p[1]);
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    kill_r.reset(p[0]);
-    kill_w.reset(p[1]);
-  }
+  if (auto r = makePipe(status_r, status_w); !r) return tl::unexpected(r.error());
+  if (auto r = makePipe(kill_r, kill_w); !r) return tl::unexpected(r.error());
   {
     std::lock_guard side(sb->side_mutex);
     if (!sb->side.valid() || !sb->workspace_fd.valid())
