@@ -234,7 +234,7 @@ TEST(GateNoRuntimeInWorker, TheWalkCanFail) {
   std::vector<std::string> findings;
   for (const char* file :
        {"airlock/sandbox/linux/init_process.cpp", "airlock/sandbox/linux/seccomp_policy.cpp",
-        "airlock/sandbox/linux/cgroup.cpp"}) {
+        "airlock/sandbox/host/cgroup.cpp"}) {
     const std::string code = codeOf(readFile(kSrc / file));
     ASSERT_FALSE(code.empty()) << file;
     EXPECT_TRUE(std::regex_search(code, forbiddenCode())) << file;

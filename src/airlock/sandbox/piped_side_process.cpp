@@ -33,19 +33,23 @@ Result<PreparedSideCommand> prepareSideCommand(
   return prepared;
 }
 
+Result<void> makePipe(sys::UniqueFd& read_end, sys::UniqueFd& write_end) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+  read_end.reset(p[0]);
+  write_end.reset(p[1]);
+  return {};
+}
+
 Result<SidePipes> makeSidePipes(bool with_stdin) {
-  auto pipeOf = [](sys::UniqueFd& r, sys::UniqueFd& w) -> bool {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return false;
-    r.reset(p[0]);
-    w.reset(p[1]);
-    return true;
-  };
   SidePipes pipes;
-  if ((with_stdin && !pipeOf(pipes.stdin_read, pipes.stdin_write)) ||
-      !pipeOf(pipes.stdout_read, pipes.stdout_write) ||
-      !pipeOf(pipes.stderr_read, pipes.stderr_write))
-    return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
+  if (with_stdin)
+    if (auto r = makePipe(pipes.stdin_read, pipes.stdin_write); !r)
+      return tl::unexpected(r.error());
+  if (auto r = makePipe(pipes.stdout_read, pipes.stdout_write); !r)
+    return tl::unexpected(r.error());
+  if (auto r = makePipe(pipes.stderr_read, pipes.stderr_write); !r)
+    return tl::unexpected(r.error());
   return pipes;
 }
 

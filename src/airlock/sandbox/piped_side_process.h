@@ -42,6 +42,9 @@ struct SidePipes {
 };
 // ExecutionUnavailable ("pipe", errno) when the service is out of fds.
 Result<SidePipes> makeSidePipes(bool with_stdin);
+// One close-on-exec, blocking pipe into `read_end` and `write_end` (a
+// side process's status and control pipes); errors as makeSidePipes.
+Result<void> makePipe(sys::UniqueFd& read_end, sys::UniqueFd& write_end);
 
 // The stdio half of SideProcess: owns the service's ends (stdin's write end,
 // stdout's and stderr's read ends), which the constructor makes non-blocking.

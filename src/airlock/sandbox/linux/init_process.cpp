@@ -25,6 +25,7 @@
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/sandboxed_exec.h"
+#include "airlock/sys/fd_passing.h"
 
 extern char** environ;
 
@@ -41,21 +42,7 @@ void sendHeader(int fd, MessageType type, int status, int step, const int* pass_
   h.step = step;
   h.cpu_usec = cpu_usec;
   iovec iov{&h, sizeof h};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
-  if (npass > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(npass) * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(npass) * sizeof(int));
-    std::memcpy(CMSG_DATA(c), pass_fds, static_cast<std::size_t>(npass) * sizeof(int));
-  }
-  while (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  (void)sys::sendWithFds(fd, &iov, 1, pass_fds, npass);
 }
 
 [[noreturn]] void failSetup(int fd, int step, int err) noexcept {
@@ -156,19 +143,7 @@ void handOffConnections(int listener, int channel) noexcept {
     }
     char byte = 'c';
     iovec iov{&byte, 1};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &conn, sizeof conn);
-    while (::sendmsg(channel, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
-    }
+    (void)sys::sendWithFds(channel, &iov, 1, &conn, 1, MSG_DONTWAIT);
     ::close(conn);
   }
 }
@@ -271,28 +246,15 @@ void closeIf(int fd) noexcept {
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       MessageHeader h{};
       iovec iov[2] = {{&h, sizeof h}, {ctx.recv_buffer, ctx.recv_buffer_size}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      ssize_t n = ::recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
+      sys::ReceivedFds received;
+      const ssize_t n = sys::receiveWithFds(ctl, iov, 2, 3, received);
       if (n <= 0) {
         killAllButInit();
         ::_exit(0);
       }
-      int passed[3] = {-1, -1, -1};
-      int npassed = 0;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-          npassed = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-          if (npassed > 3) npassed = 3;
-          std::memcpy(passed, CMSG_DATA(c), static_cast<std::size_t>(npassed) * sizeof(int));
-        }
-      }
-      if (static_cast<std::size_t>(n) < sizeof h || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+      const int* passed = received.fds;
+      const int npassed = received.count;
+      if (static_cast<std::size_t>(n) < sizeof h || received.truncated) {
         for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
         continue;
       }

@@ -94,24 +94,28 @@ void addFile(std::vector<SetupStep>& plan, const std::string& root, const std::s
   plan.push_back(std::move(w));
 }
 
-}  // namespace
+void addSymlink(std::vector<SetupStep>& plan, const std::string& root, const std::string& path,
+                std::string to) {
+  auto s = step(Kind::kSymlink, "link " + path);
+  s.source = std::move(to);
+  s.target = root + path;
+  plan.push_back(std::move(s));
+}
 
-Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
-  const std::string& root = in.staging_root;
-  const auto& lim = in.limits;
-  std::vector<SetupStep> plan;
-
+// The new root: a small tmpfs, with mount events kept from the host.
+void addNewRoot(std::vector<SetupStep>& plan, const std::string& root) {
   plan.push_back(step(Kind::kMakeMountsPrivate, "make mounts private"));
-  {
-    auto fs = step(Kind::kMountTmpfs, "mount the new root");
-    fs.target = root;
-    fs.data = "size=4m,nr_inodes=4096,mode=0755";
-    fs.flags = MS_NOSUID | MS_NODEV;
-    plan.push_back(std::move(fs));
-  }
+  auto fs = step(Kind::kMountTmpfs, "mount the new root");
+  fs.target = root;
+  fs.data = "size=4m,nr_inodes=4096,mode=0755";
+  fs.flags = MS_NOSUID | MS_NODEV;
+  plan.push_back(std::move(fs));
+}
 
-  // The image: read-only binds of host directories, and the usr-merge
-  // symlinks (/bin -> usr/bin ...) mirrored as they are on the host.
+// The image: read-only binds of host directories, and the usr-merge
+// symlinks (/bin -> usr/bin ...) mirrored as they are on the host.
+Result<void> addImage(std::vector<SetupStep>& plan, const std::string& root,
+                      const JailPlanInputs& in) {
   for (const auto& dir : in.image_dirs) {
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -125,27 +129,23 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
       char link[256];
       ssize_t n = ::readlink(top, link, sizeof link - 1);
       if (n <= 0) continue;
-      auto s = step(Kind::kSymlink, std::string("link ") + top);
-      s.source.assign(link, static_cast<std::size_t>(n));
-      s.target = root + top;
-      plan.push_back(std::move(s));
+      addSymlink(plan, root, top, std::string(link, static_cast<std::size_t>(n)));
     } else if (S_ISDIR(st.st_mode)) {
       addReadOnlyBind(plan, root, top, true);
     }
   }
+  return {};
+}
 
-  // /etc: the generated entries and the image's own, bound read-only
-  // (sandbox_baseline.h); the whole root becomes read-only after the pivot.
+// /etc: the generated entries and the image's own, bound read-only
+// (sandbox_baseline.h); the whole root becomes read-only after the pivot.
+void addEtc(std::vector<SetupStep>& plan, const std::string& root, const JailPlanInputs& in) {
   addMkdir(plan, root, "/etc", 0755);
   for (const auto& e : generatedEtcEntries(in.sandbox_uid, in.sandbox_gid)) {
-    if (e.symlink) {
-      auto s = step(Kind::kSymlink, "link " + e.path);
-      s.source = e.contents;
-      s.target = root + e.path;
-      plan.push_back(std::move(s));
-    } else {
+    if (e.symlink)
+      addSymlink(plan, root, e.path, e.contents);
+    else
       addFile(plan, root, e.path, e.contents);
-    }
   }
   std::set<std::string> made = {"/etc"};
   for (const auto& entry : in.image_etc) {
@@ -160,8 +160,11 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
     }
     addReadOnlyBind(plan, root, entry, S_ISDIR(st.st_mode));
   }
+}
 
-  // /dev: a small tmpfs with the harmless character devices bound from the host.
+// /dev: a small tmpfs with the harmless character devices bound from the
+// host, a private devpts and the usual links.
+void addDevices(std::vector<SetupStep>& plan, const std::string& root) {
   addTmpfs(plan, root, "/dev", "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC, 0755);
   // /dev/tty names the opener's controlling terminal (ENXIO without one);
   // the only terminals there are the sandbox's own, from its devpts below.
@@ -179,27 +182,27 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
   // kDevptsOptions; gid 5 is mapped in the user namespace) and /dev/ptmx
   // pointing at its multiplexer.
   addMkdir(plan, root, "/dev/pts", 0755);
-  {
-    auto pts = step(Kind::kMountDevpts, "mount a private devpts at /dev/pts");
-    pts.target = root + "/dev/pts";
-    pts.data = kDevptsOptions;
-    pts.flags = MS_NOSUID | MS_NOEXEC;
-    plan.push_back(std::move(pts));
-  }
+  auto pts = step(Kind::kMountDevpts, "mount a private devpts at /dev/pts");
+  pts.target = root + "/dev/pts";
+  pts.data = kDevptsOptions;
+  pts.flags = MS_NOSUID | MS_NOEXEC;
+  plan.push_back(std::move(pts));
   for (auto [name, to] : {std::pair{"/dev/fd", "/proc/self/fd"},
                           {"/dev/stdin", "/proc/self/fd/0"},
                           {"/dev/stdout", "/proc/self/fd/1"},
                           {"/dev/stderr", "/proc/self/fd/2"},
-                          {"/dev/ptmx", "pts/ptmx"}}) {
-    auto s = step(Kind::kSymlink, std::string("link ") + name);
-    s.source = to;
-    s.target = root + name;
-    plan.push_back(std::move(s));
-  }
+                          {"/dev/ptmx", "pts/ptmx"}})
+    addSymlink(plan, root, name, to);
+}
+
+// /dev/shm, /tmp and /workspace: tmpfs capped like the workspace. /dev/shm
+// and /tmp count against the memory cgroup (tmpfs pages are charged to the
+// writer).
+void addScratchSpace(std::vector<SetupStep>& plan, const std::string& root,
+                     const JailPlanInputs& in) {
+  const auto& lim = in.limits;
   const std::string uid = std::to_string(in.sandbox_uid);
   const std::string gid = std::to_string(in.sandbox_gid);
-  // /dev/shm and /tmp count against the memory cgroup (tmpfs pages are
-  // charged to the writer) and are capped like the workspace.
   const std::string shm_opts =
       "size=" + std::to_string(std::min<std::int64_t>(lim.memory_bytes, lim.workspace_bytes)) +
       ",nr_inodes=" + std::to_string(lim.inodes_max) + ",mode=1777";
@@ -211,67 +214,76 @@ Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
                               ",nr_inodes=" + std::to_string(lim.inodes_max) +
                               ",mode=0755,uid=" + uid + ",gid=" + gid;
   addTmpfs(plan, root, "/workspace", ws_opts, MS_NOSUID | MS_NODEV, 0755);
+}
 
-  // Code mode: the capability directory, read-only (connect() to a socket
-  // on a read-only mount works; nothing there can be replaced). Exec is
-  // allowed where the host allows it: the `cap` client is a script there.
-  if (!in.capability_dir.empty()) {
-    auto run = step(Kind::kMkdir, "create /run");
-    run.target = root + "/run";
-    run.mode = 0755;
-    plan.push_back(std::move(run));
-    auto mk = step(Kind::kMkdir, "create /run/airlock");
-    mk.target = root + "/run/airlock";
-    mk.mode = 0755;
-    plan.push_back(std::move(mk));
-    auto bind = step(Kind::kBind, "bind the capability directory at /run/airlock");
-    bind.source = in.capability_dir;
-    bind.target = root + "/run/airlock";
+// Code mode: the capability directory, read-only (connect() to a socket on
+// a read-only mount works; nothing there can be replaced). Exec is allowed
+// where the host allows it: the `cap` client is a script there.
+void addCapabilityDirectory(std::vector<SetupStep>& plan, const std::string& root,
+                            const std::string& capability_dir) {
+  if (capability_dir.empty()) return;
+  addMkdir(plan, root, "/run", 0755);
+  addMkdir(plan, root, "/run/airlock", 0755);
+  auto bind = step(Kind::kBind, "bind the capability directory at /run/airlock");
+  bind.source = capability_dir;
+  bind.target = root + "/run/airlock";
+  plan.push_back(std::move(bind));
+  auto ro = step(Kind::kRemountBind, "make /run/airlock read-only");
+  ro.target = root + "/run/airlock";
+  ro.flags = readOnlyFlagsFor(capability_dir);
+  plan.push_back(std::move(ro));
+}
+
+// /proc of the sandbox's own pid namespace; kernel knobs read-only.
+void addProc(std::vector<SetupStep>& plan, const std::string& root) {
+  addMkdir(plan, root, "/proc", 0555);
+  auto p = step(Kind::kMountProc, "mount /proc");
+  p.target = root + "/proc";
+  plan.push_back(std::move(p));
+  for (const char* knob : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}) {
+    auto bind = step(Kind::kBind, std::string("bind ") + knob + " over itself");
+    bind.source = root + knob;
+    bind.target = root + knob;
+    bind.flags = 1;  // optional: skip when absent
     plan.push_back(std::move(bind));
-    auto ro = step(Kind::kRemountBind, "make /run/airlock read-only");
-    ro.target = root + "/run/airlock";
-    ro.flags = readOnlyFlagsFor(in.capability_dir);
+    auto ro = step(Kind::kRemountBind, std::string("make ") + knob + " read-only");
+    ro.target = root + knob;
+    ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    ro.mode = 1;  // optional
     plan.push_back(std::move(ro));
   }
+}
 
-  // /proc of the sandbox's own pid namespace; kernel knobs read-only.
-  {
-    auto mk = step(Kind::kMkdir, "create /proc");
-    mk.target = root + "/proc";
-    mk.mode = 0555;
-    plan.push_back(std::move(mk));
-    auto p = step(Kind::kMountProc, "mount /proc");
-    p.target = root + "/proc";
-    plan.push_back(std::move(p));
-    for (const char* knob : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}) {
-      auto bind = step(Kind::kBind, std::string("bind ") + knob + " over itself");
-      bind.source = root + knob;
-      bind.target = root + knob;
-      bind.flags = 1;  // optional: skip when absent
-      plan.push_back(std::move(bind));
-      auto ro = step(Kind::kRemountBind, std::string("make ") + knob + " read-only");
-      ro.target = root + knob;
-      ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-      ro.mode = 1;  // optional
-      plan.push_back(std::move(ro));
-    }
-  }
-
-  {
-    auto pv = step(Kind::kPivotRoot, "pivot into the new root");
-    pv.target = root;
-    plan.push_back(std::move(pv));
-    auto ro = step(Kind::kRemountBind, "make / read-only");
-    ro.target = "/";
-    ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
-    plan.push_back(std::move(ro));
-  }
+// Into the new root, made read-only; loopback up; the sandbox's hostname.
+void addPivotAndFinish(std::vector<SetupStep>& plan, const std::string& root) {
+  auto pv = step(Kind::kPivotRoot, "pivot into the new root");
+  pv.target = root;
+  plan.push_back(std::move(pv));
+  auto ro = step(Kind::kRemountBind, "make / read-only");
+  ro.target = "/";
+  ro.flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV;
+  plan.push_back(std::move(ro));
   plan.push_back(step(Kind::kLoopbackUp, "bring up loopback"));
-  {
-    auto h = step(Kind::kSetHostname, "set hostname");
-    h.data = "sandbox";
-    plan.push_back(std::move(h));
-  }
+  auto h = step(Kind::kSetHostname, "set hostname");
+  h.data = "sandbox";
+  plan.push_back(std::move(h));
+}
+
+}  // namespace
+
+// The jail, in the order init applies it (each step named in jail_plan.h's
+// plan, and by a failure).
+Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in) {
+  const std::string& root = in.staging_root;
+  std::vector<SetupStep> plan;
+  addNewRoot(plan, root);
+  if (auto r = addImage(plan, root, in); !r) return tl::unexpected(r.error());
+  addEtc(plan, root, in);
+  addDevices(plan, root);
+  addScratchSpace(plan, root, in);
+  addCapabilityDirectory(plan, root, in.capability_dir);
+  addProc(plan, root);
+  addPivotAndFinish(plan, root);
   return plan;
 }
 

@@ -25,16 +25,20 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/hosted_environment.h"
+#include "airlock/sandbox/host/sandbox_registry.h"
+#include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/init_process.h"
 #include "airlock/sandbox/linux/jail_plan.h"
 #include "airlock/sandbox/linux/seccomp_policy.h"
 #include "airlock/sandbox/linux/side_process.h"
 #include "airlock/sandbox/sandbox_workspace.h"
+#include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -52,71 +56,21 @@ constexpr uid_t kUidRangeSize = 65536;
 constexpr uid_t kHostUidBase = 0x40000000;  // host uids 2^30 .. 2^31: unused by any distro
 constexpr int kUidSlots = 16384;
 
-// Kills what is left in `cg` and removes it. A cgroup whose processes were
-// just killed stays busy (EBUSY) until the kernel has finished them, and an
-// orphan's init must first be reaped by whoever inherited it: retry for up
-// to two seconds, killing again each time, before giving up (the next sweep
-// tries again).
-void killAndRemove(Cgroup& cg) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (;;) {
-    (void)cg.killAll();
-    auto r = cg.remove();
-    if (r || r.error().sys_errno != EBUSY || std::chrono::steady_clock::now() >= deadline) return;
-    ::usleep(1000);
-  }
-}
-
-Timestamp nowMs() {
-  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-}
-
-// flock-held lock file: held while a sandbox lives, so a crashed owner's
-// sandboxes are recognisable (their lock can be taken).
-enum class LockOpen { kCreate, kExisting };
-Result<UniqueFd> lockFile(const std::string& path, LockOpen how, bool wait) {
-  int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
-  if (how == LockOpen::kCreate) flags |= O_CREAT;
-  auto fd = sys::openAt(AT_FDCWD, path.c_str(), flags, 0600);
+// A uid range's lock file, created if absent and held (flock, not waiting)
+// while a sandbox uses the range.
+Result<UniqueFd> lockUidSlot(const std::string& path) {
+  auto fd = sys::openAt(AT_FDCWD, path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, 0600);
   if (!fd) return fd;
-  if (::flock(fd->get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
+  if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "flock " + path, errno);
   return fd;
-}
-
-Result<void> mkdirs(const std::string& path, mode_t mode) {
-  std::string cur;
-  for (std::size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
-    }
-  }
-  return {};
 }
 
 bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::string& payload,
                  const int* fds, int nfds) {
   iovec iov[2] = {{const_cast<void*>(head), head_len},
                   {const_cast<char*>(payload.data()), payload.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = payload.empty() ? 1 : 2;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  if (nfds > 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
-    std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
-  }
-  for (;;) {
-    if (::sendmsg(sock, &msg, MSG_NOSIGNAL) >= 0) return true;
-    if (errno != EINTR) return false;
-  }
+  return sys::sendWithFds(sock, iov, payload.empty() ? 1 : 2, fds, nfds) >= 0;
 }
 
 // Receives one header (and up to three fds) from init.
@@ -127,16 +81,9 @@ struct InitReply {
 Result<std::optional<InitReply>> receiveReply(int sock) {
   InitReply r;
   iovec iov{&r.header, sizeof r.header};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
+  sys::ReceivedFds passed;
+  const ssize_t n = sys::receiveWithFds(sock, &iov, 1, 3, passed, MSG_DONTWAIT);
+  for (int i = 0; i < passed.count; ++i) r.fds.emplace_back(passed.fds[i]);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
   if (n < 0 && errno == ECONNRESET)
     return fail(ErrorCode::kExecutionUnavailable,
@@ -145,52 +92,25 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
   if (n == 0)
     return fail(ErrorCode::kExecutionUnavailable,
                 "sandbox init exited (its memory limit may be too small to start it)");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        r.fds.emplace_back(fd);
-      }
-    }
-  }
-  if (static_cast<std::size_t>(n) != sizeof r.header)
+  if (static_cast<std::size_t>(n) != sizeof r.header || passed.truncated)
     return fail(ErrorCode::kExecutionUnavailable, "malformed message from sandbox init");
   return std::optional<InitReply>(std::move(r));
 }
 
-struct Sandbox {
-  EnvironmentHandle handle;
-  ResourceLimits limits;
-  std::map<std::string, std::string> environment;
-  std::string cgroup_name;
-  std::unique_ptr<Cgroup> cgroup;
-  UniqueFd lock;
-  std::string lock_path;
+struct Sandbox : host::SandboxRecord {
   UniqueFd uid_lock;
   uid_t host_uid_base = 0;
   UniqueFd pidfd;
   pid_t init_pid = -1;
   UniqueFd control;
-  UniqueFd workspace_fd;
-  UniqueFd tmp_fd;  // /tmp and /dev/shm, watched for DISK
-  UniqueFd shm_fd;
+  UniqueFd shm_fd;  // /dev/shm, watched for DISK with tmp_fd
   // Egress (egress_route.h): init's end of the handoff channel until init
   // holds it, then the attachment that serves the service end.
   UniqueFd egress_child_end;
   std::unique_ptr<EgressAttachment> egress;
-  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
-  workspace::Snapshot last_snapshot;
-  std::atomic<bool> init_dead{false};  // read by side-process starts too
-  // Set by destroy before it kills: the running command's kill reason.
-  std::optional<host::EndRequest> end_request;
-  std::mutex exec_mutex;
-  // Code mode: the host directory bound at /run/airlock, and the lock that
-  // keeps teardown from closing the pidfd or the cgroup under a side
-  // process being started (side_process.h).
-  std::string capability_dir;
-  std::mutex side_mutex;
+  // Set by a command's channel (under exec_mutex) and read by side-process
+  // starts (under side_mutex): atomic, as no one mutex orders the two.
+  std::atomic<bool> init_dead{false};
   // Preallocated for init (it must not allocate after clone).
   std::vector<SetupStep> plan;
   std::vector<char> recv_buffer;
@@ -198,98 +118,43 @@ struct Sandbox {
   std::vector<char*> env_slots;
 };
 
-class LinuxEnvironment final : public ExecutionEnvironment {
+class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
-  LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
+  LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<host::CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
-      : cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
+      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                           options.egress_route != nullptr, cgroupNamePrefix(options.state_dir)}),
+        cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         seccomp_(std::move(seccomp)),
         image_digest_(std::move(image_digest)) {}
 
-  ~LinuxEnvironment() override {
-    std::vector<EnvironmentHandle> live;
-    {
-      std::lock_guard lk(mu_);
-      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
-    }
-    for (auto& h : live) (void)destroy(h);
-  }
+  ~LinuxEnvironment() override { destroyAll(); }
 
-  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
-  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override {
-    return executeStreaming(handle, command, cancel, {});
-  }
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
-                                           const ExecutionCommand& command,
-                                           const CancelToken* cancel,
-                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
-  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = find(handle.environment_id);
-    if (!sb) return tl::unexpected(goneError(handle.environment_id));
-    if (sb->handle.tenant_id != handle.tenant_id)
-      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
-    return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
-  }
 
   // Code mode (side_process.h).
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;
-  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
 
   // Destroys sandboxes whose owner process is gone (lock file not held).
   void sweepOrphans();
 
-  void shutdown() noexcept override {
-    shutting_down_.store(true);
-    std::uint64_t one = 1;
-    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
-  }
-  Result<void> initShutdownEvent() {
-    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!shutdown_event_.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
-    return {};
-  }
-
  private:
-  std::shared_ptr<Sandbox> find(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(id);
-    return it == sandboxes_.end() ? nullptr : it->second;
+  bool commandChannelUp(const Sandbox& sb) const noexcept override {
+    return !sb.init_dead && sb.control.valid();
   }
+  Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
+  void teardown(Sandbox& sb) override;
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
   Result<void> startInit(Sandbox& sb);
-  void teardown(Sandbox& sb);
 
   std::string cgroup_prefix_;
   LinuxEnvironmentOptions options_;
-  std::unique_ptr<CgroupDriver> cgroups_;
+  std::unique_ptr<host::CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
   std::string image_digest_;
-  // Destroys a sandbox because it reached expires_at, and remembers that,
-  // so later calls say "expired" rather than "unknown" (red-team case B41).
-  void expire(const EnvironmentHandle& handle) {
-    (void)destroy(handle);
-    std::lock_guard lk(mu_);
-    expired_.push_back(handle.environment_id);
-    if (expired_.size() > 4096) expired_.erase(expired_.begin());
-  }
-  Error goneError(const std::string& id) {
-    std::lock_guard lk(mu_);
-    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
-  }
-
-  std::atomic<bool> shutting_down_{false};
-  UniqueFd shutdown_event_;  // readable once shutdown() ran; polled by every execute
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::vector<std::string> expired_;  // most recent last, bounded
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
@@ -307,88 +172,44 @@ std::string stepName(const std::vector<SetupStep>& plan, int step) {
   return "setup step " + std::to_string(step);
 }
 
-Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spec) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (spec.image_digest != image_digest_)
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
-                                                   " (this service runs " + image_digest_ + ")");
-  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  const bool egress = egressEnabled(spec.egress);
-  if (egress && !options_.egress_route)
-    return fail(ErrorCode::kExecutionRejected,
-                "egress was requested, but this execution service has no egress proxy");
-
-  auto sb = std::make_shared<Sandbox>();
-  const Timestamp created = nowMs();
-  sb->handle =
-      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
-                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
-  sb->cgroup_name = cgroup_prefix_ + sb->handle.environment_id;
-  sb->limits = spec.limits;
-  sb->environment = spec.environment;
-  if (egress) addEgressProxyVariables(sb->environment);
-  auto end_request = host::EndRequest::create();
-  if (!end_request) return tl::unexpected(end_request.error());
-  sb->end_request = std::move(*end_request);
-
-  // Everything below is undone by teardown() on any failure.
-  struct Guard {
-    LinuxEnvironment* self;
-    Sandbox* sb;
-    bool armed = true;
-    ~Guard() {
-      if (armed) self->teardown(*sb);
-    }
-  } guard{this, sb.get()};
-
-  // The lock file is created unnamed (O_TMPFILE), locked, and only then
-  // linked into place: a sweeper in another process never sees an unlocked
-  // lock file of a live sandbox.
-  sb->lock_path = options_.state_dir + "/sandboxes/" + sb->handle.environment_id + ".lock";
-  {
-    const std::string dir = options_.state_dir + "/sandboxes";
-    UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + dir, errno);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-        ::linkat(fd.get(), "", AT_FDCWD, sb->lock_path.c_str(), AT_EMPTY_PATH) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "lock " + sb->lock_path, errno);
-    sb->lock = std::move(fd);
-  }
+Result<void> LinuxEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) {
+  // The state file first: a sweeper finds everything created after it.
+  auto state = host::SandboxStateFile::create(options_.state_dir + "/sandboxes",
+                                              {sb.handle.environment_id, sb.cgroup_name});
+  if (!state) return tl::unexpected(state.error());
+  sb.state = std::move(*state);
 
   // A host uid range of our own, so no two sandboxes share a uid.
   std::mt19937 rng(std::random_device{}());
-  for (int attempt = 0; attempt < 64 && !sb->uid_lock.valid(); ++attempt) {
+  for (int attempt = 0; attempt < 64 && !sb.uid_lock.valid(); ++attempt) {
     int slot = 1 + static_cast<int>(rng() % (kUidSlots - 1));
-    auto l = lockFile(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock",
-                      LockOpen::kCreate, false);
+    auto l = lockUidSlot(options_.state_dir + "/uids/" + std::to_string(slot) + ".lock");
     if (l) {
-      sb->uid_lock = std::move(*l);
-      sb->host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
+      sb.uid_lock = std::move(*l);
+      sb.host_uid_base = kHostUidBase + static_cast<uid_t>(slot) * kUidRangeSize;
     }
   }
-  if (!sb->uid_lock.valid())
+  if (!sb.uid_lock.valid())
     return fail(ErrorCode::kExecutionUnavailable, "no free sandbox uid range");
 
   // The memory limit holds the commands only: init, a clone of the service
   // with its pages, must never be what an OOM at the limit takes.
-  auto cg = cgroups_->create(sb->cgroup_name, spec.limits, MemoryLayout::kCommandsApart);
+  auto cg = cgroups_->create(sb.cgroup_name, spec.limits, host::MemoryLayout::kCommandsApart);
   if (!cg) return tl::unexpected(cg.error());
-  sb->cgroup = std::move(*cg);
+  sb.cgroup = std::move(*cg);
 
   // Code mode: the capability directory, owned by the sandbox user's host
   // uid (the broker gives the socket and token file the same owner).
-  sb->capability_dir = options_.state_dir + "/cap/" + sb->handle.environment_id;
-  if (::mkdir(sb->capability_dir.c_str(), 0755) != 0 ||
-      ::chown(sb->capability_dir.c_str(), sb->host_uid_base + kSandboxUid,
-              sb->host_uid_base + kSandboxUid) != 0)
+  sb.capability_dir = options_.state_dir + "/cap/" + sb.handle.environment_id;
+  if (::mkdir(sb.capability_dir.c_str(), 0755) != 0 ||
+      ::chown(sb.capability_dir.c_str(), sb.host_uid_base + kSandboxUid,
+              sb.host_uid_base + kSandboxUid) != 0)
     return failErrno(ErrorCode::kExecutionUnavailable, "create the sandbox's capability directory",
                      errno);
 
   JailPlanInputs in;
   in.staging_root = options_.state_dir + "/root";
-  in.capability_dir = sb->capability_dir;
+  in.capability_dir = sb.capability_dir;
   in.image_dirs = options_.image_dirs;
   in.image_etc = options_.image_etc;
   in.limits = spec.limits;
@@ -396,7 +217,7 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
   in.sandbox_gid = kSandboxUid;
   auto plan = buildJailPlan(in);
   if (!plan) return tl::unexpected(plan.error());
-  sb->plan = std::move(*plan);
+  sb.plan = std::move(*plan);
 
   UniqueFd egress_service_end;
   if (egress) {
@@ -404,26 +225,22 @@ Result<EnvironmentHandle> LinuxEnvironment::provision(const EnvironmentSpec& spe
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
       return failErrno(ErrorCode::kExecutionUnavailable, "socketpair (egress)", errno);
     egress_service_end.reset(pair[0]);
-    sb->egress_child_end.reset(pair[1]);
+    sb.egress_child_end.reset(pair[1]);
   }
 
-  if (auto r = startInit(*sb); !r) return tl::unexpected(r.error());
+  if (auto r = startInit(sb); !r) return tl::unexpected(r.error());
 
   if (egress) {
-    auto attached = options_.egress_route->attachHandoff(sb->handle, spec.egress,
-                                                         std::move(egress_service_end));
+    auto attached =
+        options_.egress_route->attachHandoff(sb.handle, spec.egress, std::move(egress_service_end));
     if (!attached) return tl::unexpected(attached.error());
-    sb->egress = std::move(*attached);
+    sb.egress = std::move(*attached);
   }
 
-  sb->workspace =
-      workspace::makeLocalWorkspace(UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)),
-                                    sb->host_uid_base + kSandboxUid,
-                                    sb->host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
-  guard.armed = false;
-  std::lock_guard lk(mu_);
-  sandboxes_[sb->handle.environment_id] = sb;
-  return sb->handle;
+  sb.workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), sb.host_uid_base + kSandboxUid,
+      sb.host_uid_base + kSandboxUid, workspace::CreateAs::kOwner);
+  return {};
 }
 
 Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
@@ -539,29 +356,19 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
     // When the pid namespace's init is reaped the kernel has killed and
     // reaped every process in it, so the cgroup is empty; retry briefly for
     // the kernel's own bookkeeping.
-    killAndRemove(*sb.cgroup);
+    host::killAndRemove(*sb.cgroup);
     sb.cgroup.reset();
   }
   if (!sb.capability_dir.empty()) removeCapabilityDirectory(sb.capability_dir);
   sb.uid_lock.reset();
-  if (sb.lock.valid()) {
-    ::unlink(sb.lock_path.c_str());
-    sb.lock.reset();
-  }
+  sb.state.remove();
 }
 
 Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
-  std::shared_ptr<Sandbox> sb;
-  {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(handle.environment_id);
-    if (it == sandboxes_.end()) return {};  // idempotent
-    sb = it->second;
-    sandboxes_.erase(it);
-  }
+  auto sb = beginDestroy(handle);
+  if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread ends with init's death,
-  // with the reason set here and the output it had written.
-  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
+  // with the reason set above and the output it had written.
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
   std::lock_guard exec(sb->exec_mutex);
   teardown(*sb);
@@ -569,41 +376,10 @@ Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
 }
 
 void LinuxEnvironment::sweepOrphans() {
-  const std::string dir = options_.state_dir + "/sandboxes";
-  std::vector<std::string> live_locked;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      const std::string path = dir + "/" + name;
-      if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
-      const std::string id = name.substr(0, name.size() - 5);
-      auto l = lockFile(path, LockOpen::kExisting, false);
-      if (!l) {
-        if (l.error().sys_errno != ENOENT) live_locked.push_back(id);  // its owner is alive
-        continue;
-      }
-      // Still the file we locked? (Its owner may have destroyed the sandbox
-      // and unlinked it while we opened it.)
-      struct stat by_path {
-      }, by_fd{};
-      if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l->get(), &by_fd) != 0 ||
-          by_path.st_ino != by_fd.st_ino || by_path.st_dev != by_fd.st_dev)
-        continue;
-      auto cg = cgroups_->attach(cgroup_prefix_ + id);
-      killAndRemove(*cg);
-      removeCapabilityDirectory(options_.state_dir + "/cap/" + id);
-      ::unlink(path.c_str());
-    }
-    ::closedir(d);
-  }
-  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
-    const std::string id = name.substr(cgroup_prefix_.size());
-    if (std::find(live_locked.begin(), live_locked.end(), id) != live_locked.end()) continue;
-    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0)
-      continue;  // just created by a peer
-    auto cg = cgroups_->attach(name);
-    killAndRemove(*cg);
-  }
+  const std::string cap_dir = options_.state_dir + "/cap/";
+  host::sweepOrphans({options_.state_dir + "/sandboxes", cgroups_.get(), cgroup_prefix_,
+                      sandboxes_.ids(),
+                      [&](const std::string& id) { removeCapabilityDirectory(cap_dir + id); }});
 }
 
 // ---- execute -----------------------------------------------------------------
@@ -692,81 +468,36 @@ class InitChannel final : public host::CommandChannel {
   RunRequest request_;
 };
 
-Result<ExecutionResult> LinuxEnvironment::executeStreaming(const EnvironmentHandle& handle,
-                                                           const ExecutionCommand& command,
-                                                           const CancelToken* cancel,
-                                                           const OutputSink& sink) {
-  auto cwd = host::checkCommand(command);
-  if (!cwd) return tl::unexpected(cwd.error());
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (!host::sameOwner(sb->handle, handle)) {
-    (void)destroy(sb->handle);
-    return tl::unexpected(host::ownerMismatch(handle.environment_id));
-  }
-  auto exec = host::claimForCommand(sb->exec_mutex);
-  if (!exec) return tl::unexpected(exec.error());
-  if (sb->init_dead || !sb->control.valid())
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox's init has died; destroy it and provision again");
-  const auto expires_in =
-      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
-  if (expires_in.count() <= 0) {
-    exec->unlock();
-    expire(sb->handle);
-    return tl::unexpected(host::expiredError(handle.environment_id));
-  }
-  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
-    return tl::unexpected(r.error());
-  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
-  if (!timeout) return tl::unexpected(timeout.error());
-  auto request = runRequest(*cwd, command.argv, host::commandEnvironment(sb->environment, *cwd));
+// One command through init (InitChannel), DISK on /workspace, /tmp and
+// /dev/shm.
+Result<ExecutionResult> LinuxEnvironment::runCommand(const CommandRun& run) {
+  Sandbox& sb = *run.admitted.sandbox;
+  const std::string& cwd = run.admitted.cwd;
+  auto request = runRequest(cwd, run.command.argv, host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
-
-  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
-                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  CgroupLimits cgroup_limits(*sb->cgroup);
-  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get(), sb->shm_fd.get()});
-  host::LimitSource* limits[] = {&cgroup_limits, &disk};
-  InitChannel channel(*sb, std::move(*request));
-  auto result = host::superviseCommand(
-      channel, limits,
-      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
-                              shutdown_event_.get(), &*sb->end_request, &sink});
-  if (!result) return result;
-  scan.finish(*result, !channel.lost());
-  if (result->killed_by == KillReason::kExpired) {
-    exec->unlock();
-    expire(sb->handle);
-  }
-  return result;
+  InitChannel channel(sb, std::move(*request));
+  return superviseAdmitted(run, channel,
+                           {{sb.workspace_fd.get(), sb.tmp_fd.get(), sb.shm_fd.get()},
+                            {},
+                            options_.files_changed_listing,
+                            {}});
 }
 
 // ---- code mode: side processes and the capability directory ---------------
 
 Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto found = sandboxForSideProcess(handle);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<Sandbox>& sb = *found;
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
   if (sb->init_dead || !sb->pidfd.valid() || !sb->cgroup)
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox's init has died; destroy it and provision again");
-  if (!cwd->empty()) {
-    auto dir = workspace::openBeneath(sb->workspace_fd.get(), *cwd, O_PATH | O_DIRECTORY);
-    if (!dir)
-      return fail(ErrorCode::kToolValidationError,
-                  "working directory \"" + *cwd + "\" is not a directory inside the workspace (" +
-                      dir.error().message() + ")");
-  }
+  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
+    return tl::unexpected(r.error());
   const sock_fprog prog = seccomp_.program();
   SideProcessTarget target;
   target.init_pidfd = sb->pidfd.get();
@@ -776,17 +507,6 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
   target.sandbox_gid = kSandboxUid;
   target.environment = sb->environment;
   return startSideProcessIn(target, command);
-}
-
-Result<UniqueFd> LinuxEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
-  return fd;
 }
 
 // ---- image digest --------------------------------------------------------------
@@ -815,11 +535,7 @@ void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
 }  // namespace
 
 std::string cgroupNamePrefix(const std::string& state_dir) {
-  std::uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", h);
-  return std::string("airlock-") + buf + "-";
+  return host::cgroupPrefixFor("airlock-", state_dir);
 }
 
 Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
@@ -885,15 +601,13 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
                            {"/uids", 0700},
                            {"/root", 0755},
                            {"/cap", 0711}}) {
-    const std::string dir = options.state_dir + sub;
-    if (auto r = mkdirs(dir, static_cast<mode_t>(mode)); !r) return tl::unexpected(r.error());
-    if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + dir, errno);
+    if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
+      return tl::unexpected(r.error());
   }
-  std::shared_ptr<CgroupFs> fs = makeRealCgroupFs();
+  std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
-  auto driver = makeCgroupDriver(parseCgroupMounts(*mountinfo, *fs), fs);
+  auto driver = host::makeCgroupDriver(host::parseCgroupMounts(*mountinfo, *fs), fs);
   if (!driver) return tl::unexpected(driver.error());
   auto seccomp = buildSeccompProgram();
   if (!seccomp) return tl::unexpected(seccomp.error());
@@ -901,7 +615,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   if (!digest) return tl::unexpected(digest.error());
   auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
                                                 std::move(*digest));
-  if (auto r = env->initShutdownEvent(); !r) return tl::unexpected(r.error());
+  if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return std::unique_ptr<ExecutionEnvironment>(std::move(env));
 }

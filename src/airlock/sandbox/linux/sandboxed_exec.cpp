@@ -13,35 +13,9 @@
 #include <csignal>
 #include <cstring>
 
+#include "airlock/sandbox/host/image_exec.h"
+
 namespace airlock::linux_jail {
-namespace {
-
-const char* errnoText(int err) noexcept {
-  switch (err) {
-    case ENOENT:
-      return "No such file or directory";
-    case EACCES:
-      return "Permission denied";
-    case ENOEXEC:
-      return "Exec format error";
-    case ENOTDIR:
-      return "Not a directory";
-    case E2BIG:
-      return "Argument list too long";
-    case ENOMEM:
-      return "Out of memory";
-    case ELOOP:
-      return "Too many levels of symbolic links";
-    case ETXTBSY:
-      return "Text file busy";
-    case EPERM:
-      return "Operation not permitted";
-    default:
-      return "exec failed";
-  }
-}
-
-}  // namespace
 
 std::size_t cstrlen(const char* s) noexcept {
   std::size_t n = 0;
@@ -90,7 +64,7 @@ void resetSignalDispositions() noexcept {
     const int err = errno;
     if (e.stderr_fd >= 0) {
       writeStr(e.stderr_fd, "airlock: cannot enter the sandbox's memory limit: ");
-      writeStr(e.stderr_fd, errnoText(err));
+      writeStr(e.stderr_fd, host::execErrorText(err));
       writeStr(e.stderr_fd, "\n");
     }
     ::_exit(125);
@@ -160,40 +134,7 @@ void resetSignalDispositions() noexcept {
   if (e.seccomp == nullptr || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, e.seccomp) != 0)
     ::_exit(125);
 
-  const char* name = e.argv[0];
-  int err = ENOENT;
-  bool has_slash = false;
-  for (const char* c = name; *c; ++c) has_slash |= (*c == '/');
-  if (has_slash) {
-    ::execve(name, e.argv, e.envp);
-    err = errno;
-  } else {
-    // The image PATH only; never the workspace (spec: argv[0] resolution).
-    static constexpr const char* kDirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
-    char path[4096];
-    bool saw_eacces = false;
-    for (const char* dir : kDirs) {
-      std::size_t dl = cstrlen(dir), nl = cstrlen(name);
-      if (dl + 1 + nl + 1 > sizeof path) break;
-      std::memcpy(path, dir, dl);
-      path[dl] = '/';
-      std::memcpy(path + dl + 1, name, nl + 1);
-      ::execve(path, e.argv, e.envp);
-      if (errno == EACCES)
-        saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR) {
-        err = errno;
-        break;
-      }
-    }
-    if (err == ENOENT && saw_eacces) err = EACCES;
-  }
-  writeStr(2, "airlock: cannot execute '");
-  writeStr(2, name);
-  writeStr(2, "': ");
-  writeStr(2, errnoText(err));
-  writeStr(2, "\n");
-  ::_exit(err == ENOENT ? 127 : 126);
+  host::execFromImagePathOrExit(e.argv, e.envp);
 }
 
 }  // namespace airlock::linux_jail

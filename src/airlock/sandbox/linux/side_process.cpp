@@ -21,7 +21,7 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/environment_tiers.h"
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/linux/sandboxed_exec.h"
 #include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sys/io.h"
@@ -221,17 +221,8 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   UniqueFd out_r = std::move(pipes->stdout_read), out_w = std::move(pipes->stdout_write);
   UniqueFd err_r = std::move(pipes->stderr_read), err_w = std::move(pipes->stderr_write);
   UniqueFd go_r, go_w, st_r, st_w;
-  {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    go_r.reset(p[0]);
-    go_w.reset(p[1]);
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    st_r.reset(p[0]);
-    st_w.reset(p[1]);
-  }
+  if (auto r = makePipe(go_r, go_w); !r) return tl::unexpected(r.error());
+  if (auto r = makePipe(st_r, st_w); !r) return tl::unexpected(r.error());
 
   Prepared p{argv.data(),
              envp.data(),

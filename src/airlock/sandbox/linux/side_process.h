@@ -43,13 +43,15 @@
 #include "airlock/core/error.h"
 #include "airlock/sandbox/execution_environment.h"
 
-namespace airlock::linux_jail {
-
+namespace airlock::host {
 class Cgroup;
+}  // namespace airlock::host
+
+namespace airlock::linux_jail {
 
 struct SideProcessTarget {
   int init_pidfd = -1;                  // pidfd of the sandbox's init
-  Cgroup* cgroup = nullptr;             // the sandbox's cgroup
+  host::Cgroup* cgroup = nullptr;       // the sandbox's cgroup
   const sock_fprog* seccomp = nullptr;  // the filter every command gets
   uid_t sandbox_uid = 1000;             // inside the user namespace
   gid_t sandbox_gid = 1000;

@@ -27,16 +27,20 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/hosted_environment.h"
+#include "airlock/sandbox/host/sandbox_registry.h"
+#include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/cgroup.h"
 #include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/gvisor_memory.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
 #include "airlock/sandbox/piped_side_process.h"
 #include "airlock/sandbox/sandbox_workspace.h"
+#include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
@@ -50,38 +54,11 @@ namespace airlock::gvisor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using linux_jail::Cgroup;
-using linux_jail::CgroupDriver;
+using host::Cgroup;
+using host::CgroupDriver;
 using sys::UniqueFd;
 
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
-
-Timestamp nowMs() {
-  return std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-}
-
-Result<void> mkdirs(const std::string& path, mode_t mode) {
-  for (std::size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      const std::string cur = path.substr(0, i);
-      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
-    }
-  }
-  if (::chmod(path.c_str(), mode) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + path, errno);
-  return {};
-}
-
-// "airlock-gv-<hash of the state directory>-": each adapter instance sweeps
-// only its own cgroups (as the linux mechanism's prefix).
-std::string cgroupPrefixFor(const std::string& state_dir) {
-  std::uint32_t h = 2166136261u;  // FNV-1a
-  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", h);
-  return std::string("airlock-gv-") + buf + "-";
-}
 
 // The host's cgroup limits for a sandbox: the command's memory plus the
 // sentry's allowance; a pids backstop for the sandbox's host threads.
@@ -118,41 +95,24 @@ struct Child {
   UniqueFd pidfd;
 };
 
-struct Sandbox {
-  EnvironmentHandle handle;
-  ResourceLimits limits;
-  std::map<std::string, std::string> environment;
+struct Sandbox : host::SandboxRecord {
   std::string dir;  // <state>/sandboxes/<id>
   std::string container_id;
-  std::string cgroup_name;
-  std::unique_ptr<Cgroup> cgroup;
   std::string memory_dir;  // v1 memory cgroup directory, or empty
   SandboxMemory memory;    // the per-command limit on memory_dir
   Child runsc;             // `runsc run`, our child for the sandbox's life
-  UniqueFd lock;
-  std::string lock_path;
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
-  // Code mode: the side-process channel (shim_protocol.h) and the host
-  // directory seen read-only at /run/airlock (<dir>/cap, owned by uid 1000).
-  // side_mutex orders requests on `side` and keeps destroy from closing it
-  // under a start.
+  // Code mode: the side-process channel (shim_protocol.h); side_mutex
+  // orders requests on it and keeps destroy from closing it under a start.
+  // The capability directory is <dir>/cap, owned by uid 1000.
   UniqueFd side_listen_fd;
   UniqueFd side;
-  std::mutex side_mutex;
-  std::string capability_dir;
   // Egress (egress_route.h): the proxy's hold on <dir>/egress/sock; null
   // for a sandbox without egress.
   std::unique_ptr<EgressAttachment> egress;
   std::string control_buffer;
-  UniqueFd workspace_fd;
-  UniqueFd tmp_fd;
-  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;
-  workspace::Snapshot last_snapshot;
   std::atomic<bool> dead{false};
-  // Set by destroy before it kills: the running command's kill reason.
-  std::optional<host::EndRequest> end_request;
-  std::mutex exec_mutex;
 };
 
 // Starts argv with stdin /dev/null and stdout+stderr to out_fd, already a
@@ -213,39 +173,20 @@ std::string tailOf(const std::string& path) {
   return t;
 }
 
+// A request on a stream socket: the first sendmsg carries the fds, the rest
+// of a large request follows; a full socket is waited on for up to 5 s.
 bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
-  iovec iov{const_cast<char*>(data.data()), data.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(oci::kSideFdsMax * sizeof(int))] = {};
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(static_cast<std::size_t>(nfds) * sizeof(int));
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(static_cast<std::size_t>(nfds) * sizeof(int));
-  std::memcpy(CMSG_DATA(c), fds, static_cast<std::size_t>(nfds) * sizeof(int));
-  // The first sendmsg carries the fds; the rest of a large request follows.
   std::size_t off = 0;
-  bool first = true;
   while (off < data.size()) {
-    iov.iov_base = const_cast<char*>(data.data() + off);
-    iov.iov_len = data.size() - off;
-    if (!first) {
-      msg.msg_control = nullptr;
-      msg.msg_controllen = 0;
-    }
-    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    const iovec iov{const_cast<char*>(data.data() + off), data.size() - off};
+    const ssize_t n = sys::sendWithFds(sock, &iov, 1, fds, off == 0 ? nfds : 0);
     if (n < 0 && errno == EAGAIN) {
       pollfd p{sock, POLLOUT, 0};
-      if (::poll(&p, 1, 5000) <= 0) return false;
+      if (sys::pollSome(&p, 1, 5000) <= 0) return false;
       continue;
     }
     if (n <= 0) return false;
     off += static_cast<std::size_t>(n);
-    first = false;
   }
   return true;
 }
@@ -325,23 +266,21 @@ class GvisorSideProcess final : public PipedSideProcess {
   UniqueFd kill_;
 };
 
-class GvisorEnvironment final : public ExecutionEnvironment {
+class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
-                    linux_jail::CgroupMounts mounts, std::string image_digest)
-      : cgroup_prefix_(cgroupPrefixFor(options.state_dir)),
+                    host::CgroupMounts mounts, std::string image_digest)
+      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                           options.egress_route != nullptr,
+                           host::cgroupPrefixFor("airlock-gv-", options.state_dir)}),
+        cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
         mounts_(std::move(mounts)),
         image_digest_(std::move(image_digest)) {}
 
   ~GvisorEnvironment() override {
-    std::vector<EnvironmentHandle> live;
-    {
-      std::lock_guard lk(mu_);
-      for (auto& [id, sb] : sandboxes_) live.push_back(sb->handle);
-    }
-    for (auto& h : live) (void)destroy(h);
+    destroyAll();
     // Every teardown handed to the worker finishes before the adapter goes.
     {
       std::lock_guard lk(teardown_mu_);
@@ -351,66 +290,24 @@ class GvisorEnvironment final : public ExecutionEnvironment {
     if (teardown_worker_.joinable()) teardown_worker_.join();
   }
 
-  Result<void> init() {
-    shutdown_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!shutdown_event_.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
-    return {};
-  }
-
-  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
-  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) override {
-    return executeStreaming(handle, command, cancel, {});
-  }
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
-                                           const ExecutionCommand& command,
-                                           const CancelToken* cancel,
-                                           const OutputSink& sink) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;
-  Result<UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) override;
-  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
-    auto sb = find(handle.environment_id);
-    if (!sb) return tl::unexpected(goneError(handle.environment_id));
-    if (sb->handle.tenant_id != handle.tenant_id)
-      return fail(ErrorCode::kSandboxEscapeSuspected, "environment does not belong to this tenant");
-    return std::shared_ptr<WorkspaceHandle>(
-        std::make_shared<SandboxWorkspace>(sb->workspace, handle.environment_id));
-  }
-  void shutdown() noexcept override {
-    shutting_down_.store(true);
-    std::uint64_t one = 1;
-    (void)sys::writeAll(shutdown_event_.get(), &one, sizeof one);
-  }
 
   void sweepOrphans();
 
  private:
-  std::shared_ptr<Sandbox> find(const std::string& id) {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(id);
-    return it == sandboxes_.end() ? nullptr : it->second;
+  bool commandChannelUp(const Sandbox& sb) const noexcept override {
+    return !sb.dead && sb.control.valid();
   }
-  Error goneError(const std::string& id) {
-    std::lock_guard lk(mu_);
-    if (std::find(expired_.begin(), expired_.end(), id) != expired_.end())
-      return Error{ErrorCode::kEnvironmentGone, 0, "environment " + id + " has expired"};
-    return Error{ErrorCode::kEnvironmentGone, 0, "unknown or destroyed environment " + id};
-  }
-  void expire(const EnvironmentHandle& handle) {
-    (void)destroy(handle);
-    std::lock_guard lk(mu_);
-    expired_.push_back(handle.environment_id);
-    if (expired_.size() > 4096) expired_.erase(expired_.begin());
-  }
+  Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
+  void teardown(Sandbox& sb) override;
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
   std::vector<std::string> runscArgs() const {
     return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
             "--host-uds=open", "--ignore-cgroups"};
   }
   Result<void> start(Sandbox& sb);
-  void teardown(Sandbox& sb);
   // Hands a killed sandbox to the teardown worker (started on first use).
   void enqueueTeardown(std::shared_ptr<Sandbox> sb) {
     std::lock_guard lk(teardown_mu_);
@@ -437,13 +334,8 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
-  linux_jail::CgroupMounts mounts_;
+  host::CgroupMounts mounts_;
   std::string image_digest_;
-  std::atomic<bool> shutting_down_{false};
-  UniqueFd shutdown_event_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::vector<std::string> expired_;
   // Destroyed sandboxes (already killed) waiting for the rest of teardown.
   std::mutex teardown_mu_;
   std::condition_variable teardown_cv_;
@@ -452,23 +344,16 @@ class GvisorEnvironment final : public ExecutionEnvironment {
   std::thread teardown_worker_;
 };
 
-// The sandbox's directory under the state directory: its lock file first
-// (created unnamed, locked, then linked: a sweeper never sees an unlocked
-// lock file of a live sandbox, nor a directory without one), the
+// The sandbox's directory under the state directory: its state file first
+// (sandbox_state.h: a sweeper never sees a directory without one), the
 // subdirectories, and the workspace and /tmp tmpfs mounts with the
 // sandbox's limits. teardown() undoes what was done.
 Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
                                const ResourceLimits& l) {
-  sb.lock_path = sb.dir + ".lock";
-  {
-    UniqueFd fd(::open(sandboxes_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create lock in " + sandboxes_dir, errno);
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-        ::linkat(fd.get(), "", AT_FDCWD, sb.lock_path.c_str(), AT_EMPTY_PATH) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "lock sandbox", errno);
-    sb.lock = std::move(fd);
-  }
+  auto state =
+      host::SandboxStateFile::create(sandboxes_dir, {sb.handle.environment_id, sb.cgroup_name});
+  if (!state) return tl::unexpected(state.error());
+  sb.state = std::move(*state);
   for (auto [sub, mode] : {std::pair{"", 0700},
                            {"/workspace", 0755},
                            {"/tmp", 0755},
@@ -476,7 +361,7 @@ Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
                            {"/cap", 0755},
                            {"/runsc", 0700},
                            {"/bundle", 0700}})
-    if (auto r = mkdirs(sb.dir + sub, static_cast<mode_t>(mode)); !r)
+    if (auto r = host::makeDirectories(sb.dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
   // The capability directory belongs to the sandbox user (no user
   // namespace here: uid 1000 inside is uid 1000 on the host, and the host
@@ -506,76 +391,45 @@ Result<void> prepareSandboxDir(Sandbox& sb, const std::string& sandboxes_dir,
   return {};
 }
 
-Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& spec) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (spec.image_digest != image_digest_)
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
-                                                   " (this service runs " + image_digest_ + ")");
-  if (auto r = checkLimits(spec.limits, options_.ceilings); !r) return tl::unexpected(r.error());
-  const bool egress = egressEnabled(spec.egress);
-  if (egress && !options_.egress_route)
-    return fail(ErrorCode::kExecutionRejected,
-                "egress was requested, but this execution service has no egress proxy");
+Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) {
+  const std::string& id = sb.handle.environment_id;
+  sb.dir = options_.state_dir + "/sandboxes/" + id;
+  sb.container_id = "airlock-gv-" + id;
 
-  auto sb = std::make_shared<Sandbox>();
-  const Timestamp created = nowMs();
-  sb->handle =
-      EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
-                        spec.lease_epoch,   created,        created + options_.service_hard_cap};
-  const std::string& id = sb->handle.environment_id;
-  sb->limits = spec.limits;
-  sb->environment = spec.environment;
-  if (egress) addEgressProxyVariables(sb->environment);
-  sb->dir = options_.state_dir + "/sandboxes/" + id;
-  auto end_request = host::EndRequest::create();
-  if (!end_request) return tl::unexpected(end_request.error());
-  sb->end_request = std::move(*end_request);
-  sb->container_id = "airlock-gv-" + id;
-  sb->cgroup_name = cgroup_prefix_ + id;
-
-  struct Guard {
-    GvisorEnvironment* self;
-    Sandbox* sb;
-    bool armed = true;
-    ~Guard() {
-      if (armed) self->teardown(*sb);
-    }
-  } guard{this, sb.get()};
-
-  if (auto r = prepareSandboxDir(*sb, options_.state_dir + "/sandboxes", spec.limits); !r)
+  if (auto r = prepareSandboxDir(sb, options_.state_dir + "/sandboxes", spec.limits); !r)
     return tl::unexpected(r.error());
 
   // The control socket the shim connects to.
   {
-    auto listener = listenUnixIn(sb->dir + "/ctl", oci::kControlSocketName, 1);
+    auto listener = listenUnixIn(sb.dir + "/ctl", oci::kControlSocketName, 1);
     if (!listener) return tl::unexpected(listener.error());
-    sb->listen_fd = std::move(*listener);
-    auto side = listenUnixIn(sb->dir + "/ctl", oci::kSideSocketName, 1);
+    sb.listen_fd = std::move(*listener);
+    auto side = listenUnixIn(sb.dir + "/ctl", oci::kSideSocketName, 1);
     if (!side) return tl::unexpected(side.error());
-    sb->side_listen_fd = std::move(*side);
+    sb.side_listen_fd = std::move(*side);
   }
   // The egress socket, only with egress: its directory is root's (0700),
   // like the control directory, so only the shim (uid 0 inside) reaches it.
   UniqueFd egress_listener;
   if (egress) {
-    if (auto r = mkdirs(sb->dir + "/egress", 0700); !r) return tl::unexpected(r.error());
-    auto listener = listenUnixIn(sb->dir + "/egress", oci::kEgressSocketName, 128);
+    if (auto r = host::makeDirectories(sb.dir + "/egress", 0700); !r)
+      return tl::unexpected(r.error());
+    auto listener = listenUnixIn(sb.dir + "/egress", oci::kEgressSocketName, 128);
     if (!listener) return tl::unexpected(listener.error());
     egress_listener = std::move(*listener);
   }
 
-  auto cg = cgroups_->create(sb->cgroup_name, hostLimits(spec.limits));
+  auto cg = cgroups_->create(sb.cgroup_name, hostLimits(spec.limits));
   if (!cg) return tl::unexpected(cg.error());
-  sb->cgroup = std::move(*cg);
+  sb.cgroup = std::move(*cg);
   if (cgroups_->version() == "v1") {
     if (auto it = mounts_.v1_controller_mounts.find("memory");
         it != mounts_.v1_controller_mounts.end()) {
-      sb->memory_dir = it->second + "/" + sb->cgroup_name;
+      sb.memory_dir = it->second + "/" + sb.cgroup_name;
       // At the limit the sandbox waits instead of losing its sentry.
-      (void)sys::writeFile(AT_FDCWD, (sb->memory_dir + "/memory.oom_control").c_str(), "1");
-      sb->memory = SandboxMemory(sb->memory_dir, spec.limits.memory_bytes,
-                                 {sb->workspace_fd.get(), sb->tmp_fd.get()});
+      (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str(), "1");
+      sb.memory = SandboxMemory(sb.memory_dir, spec.limits.memory_bytes,
+                                {sb.workspace_fd.get(), sb.tmp_fd.get()});
     }
   }
 
@@ -584,18 +438,18 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   in.image_dirs = options_.image_dirs;
   for (const auto& e : options_.image_etc)
     if (::access(e.c_str(), F_OK) == 0) in.image_etc.push_back(e);
-  in.workspace_dir = sb->dir + "/workspace";
-  in.tmp_dir = sb->dir + "/tmp";
+  in.workspace_dir = sb.dir + "/workspace";
+  in.tmp_dir = sb.dir + "/tmp";
   in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
-  in.control_dir = sb->dir + "/ctl";
-  if (egress) in.egress_dir = sb->dir + "/egress";
-  in.capability_dir = sb->capability_dir;
+  in.control_dir = sb.dir + "/ctl";
+  if (egress) in.egress_dir = sb.dir + "/egress";
+  in.capability_dir = sb.capability_dir;
   in.limits = spec.limits;
   auto config = oci::makeConfig(in);
   if (!config) return tl::unexpected(config.error());
   {
     const std::string text = config->dump(1);
-    UniqueFd fd(::open((sb->dir + "/bundle/config.json").c_str(),
+    UniqueFd fd(::open((sb.dir + "/bundle/config.json").c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd.valid() || !sys::writeAll(fd.get(), text.data(), text.size()))
       return failErrno(ErrorCode::kExecutionUnavailable, "write the OCI bundle", errno);
@@ -605,20 +459,17 @@ Result<EnvironmentHandle> GvisorEnvironment::provision(const EnvironmentSpec& sp
   // refuses the provision without starting anything.
   if (egress) {
     auto attached =
-        options_.egress_route->attachListener(sb->handle, spec.egress, std::move(egress_listener));
+        options_.egress_route->attachListener(sb.handle, spec.egress, std::move(egress_listener));
     if (!attached) return tl::unexpected(attached.error());
-    sb->egress = std::move(*attached);
+    sb.egress = std::move(*attached);
   }
 
-  if (auto r = start(*sb); !r) return tl::unexpected(r.error());
+  if (auto r = start(sb); !r) return tl::unexpected(r.error());
 
-  sb->workspace = workspace::makeLocalWorkspace(
-      UniqueFd(::fcntl(sb->workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
+  sb.workspace = workspace::makeLocalWorkspace(
+      UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
       oci::kSandboxGid, workspace::CreateAs::kService);
-  guard.armed = false;
-  std::lock_guard lk(mu_);
-  sandboxes_[id] = sb;
-  return sb->handle;
+  return {};
 }
 
 Result<void> GvisorEnvironment::start(Sandbox& sb) {
@@ -706,38 +557,22 @@ void GvisorEnvironment::teardown(Sandbox& sb) {
     sb.runsc.pid = -1;
   }
   if (sb.cgroup) {
-    // Retry rmdir until the kernel has finished with the killed processes.
-    for (int attempt = 0; attempt < 2000; ++attempt) {
-      auto r = sb.cgroup->remove();
-      if (r || r.error().sys_errno != EBUSY) break;
-      (void)sb.cgroup->killAll();
-      ::usleep(1000);
-    }
+    host::killAndRemove(*sb.cgroup);  // retried until the kernel has finished the killed
     sb.cgroup.reset();
   }
   sb.workspace.reset();
   sb.workspace_fd.reset();
   sb.tmp_fd.reset();
   if (!sb.dir.empty()) eraseSandboxDir(sb.dir);
-  if (sb.lock.valid()) {
-    ::unlink(sb.lock_path.c_str());
-    sb.lock.reset();
-  }
+  sb.state.remove();
 }
 
 Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
-  std::shared_ptr<Sandbox> sb;
-  {
-    std::lock_guard lk(mu_);
-    auto it = sandboxes_.find(handle.environment_id);
-    if (it == sandboxes_.end()) return {};  // idempotent
-    sb = it->second;
-    sandboxes_.erase(it);
-  }
+  auto sb = beginDestroy(handle);
+  if (!sb) return {};  // idempotent
   // Kill first: a command running in another thread sees its sandbox end
-  // (with the reason set here and the output it had written), and nothing
+  // (with the reason set above and the output it had written), and nothing
   // of the sandbox runs after destroy returns.
-  sb->end_request->request(host::destroyKillReason(shutting_down_.load(), sb->handle.expires_at));
   if (sb->cgroup) (void)sb->cgroup->killAll();
   std::lock_guard exec(sb->exec_mutex);
   // The workspace port stops working now; reaping, unmounting and removing
@@ -760,12 +595,9 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
 
 Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
     const EnvironmentHandle& handle, const SideCommand& command) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  auto found = sandboxForSideProcess(handle);
+  if (!found) return tl::unexpected(found.error());
+  const std::shared_ptr<Sandbox>& sb = *found;
   auto prepared = prepareSideCommand(sb->environment, command);
   if (!prepared) return tl::unexpected(prepared.error());
   auto request =
@@ -774,31 +606,16 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
   auto pipes = makeSidePipes(command.with_stdin);
   if (!pipes) return tl::unexpected(pipes.error());
   UniqueFd status_r, status_w, kill_r, kill_w;
-  {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    status_r.reset(p[0]);
-    status_w.reset(p[1]);
-    if (::pipe2(p, O_CLOEXEC) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "pipe", errno);
-    kill_r.reset(p[0]);
-    kill_w.reset(p[1]);
-  }
+  if (auto r = makePipe(status_r, status_w); !r) return tl::unexpected(r.error());
+  if (auto r = makePipe(kill_r, kill_w); !r) return tl::unexpected(r.error());
   {
     std::lock_guard side(sb->side_mutex);
     if (!sb->side.valid() || !sb->workspace_fd.valid())
       return fail(ErrorCode::kExecutionUnavailable,
                   "the sandbox has died; destroy it and provision again");
-    if (!prepared->working_directory.empty()) {
-      auto dir = workspace::openBeneath(sb->workspace_fd.get(), prepared->working_directory,
-                                        O_PATH | O_DIRECTORY);
-      if (!dir)
-        return fail(ErrorCode::kToolValidationError,
-                    "working directory \"" + prepared->working_directory +
-                        "\" is not a directory inside the workspace (" + dir.error().message() +
-                        ")");
-    }
+    if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), prepared->working_directory);
+        !r)
+      return tl::unexpected(r.error());
     int fds[oci::kSideFdsMax] = {pipes->stdout_write.get(), pipes->stderr_write.get(),
                                  status_w.get(), kill_r.get(), pipes->stdin_read.get()};
     const int nfds = command.with_stdin ? oci::kSideFdsMax : oci::kSideFdsMin;
@@ -844,65 +661,10 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
       std::move(status_r), std::move(kill_w)));
 }
 
-Result<UniqueFd> GvisorEnvironment::openCapabilityDirectory(const EnvironmentHandle& handle) {
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (sb->handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  UniqueFd fd(::open(sb->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
-  return fd;
-}
-
 void GvisorEnvironment::sweepOrphans() {
   const std::string dir = options_.state_dir + "/sandboxes";
-  std::vector<std::string> live;
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-    ::closedir(d);
-  }
-  for (const auto& name : names) {
-    if (name.size() < 6 || name.substr(name.size() - 5) != ".lock") continue;
-    const std::string id = name.substr(0, name.size() - 5);
-    const std::string path = dir + "/" + name;
-    UniqueFd l(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-    if (!l.valid()) continue;
-    if (::flock(l.get(), LOCK_EX | LOCK_NB) != 0) {
-      live.push_back(id);  // its owner is alive
-      continue;
-    }
-    struct stat by_path {
-    }, by_fd{};
-    if (::stat(path.c_str(), &by_path) != 0 || ::fstat(l.get(), &by_fd) != 0 ||
-        by_path.st_ino != by_fd.st_ino)
-      continue;
-    auto cg = cgroups_->attach(cgroup_prefix_ + id);
-    for (int attempt = 0; attempt < 2000; ++attempt) {
-      (void)cg->killAll();
-      auto r = cg->remove();
-      if (r || r.error().sys_errno != EBUSY) break;
-      ::usleep(1000);
-    }
-    eraseSandboxDir(dir + "/" + id);
-    ::unlink(path.c_str());
-  }
-  // Directories and cgroups with no lock at all (a crash between steps).
-  for (const auto& name : names) {
-    if (name == "." || name == ".." || name.find('.') != std::string::npos) continue;
-    if (std::find(live.begin(), live.end(), name) != live.end()) continue;
-    if (::access((dir + "/" + name + ".lock").c_str(), F_OK) == 0) continue;
-    eraseSandboxDir(dir + "/" + name);
-  }
-  for (const auto& name : cgroups_->list(cgroup_prefix_)) {
-    const std::string id = name.substr(cgroup_prefix_.size());
-    if (std::find(live.begin(), live.end(), id) != live.end()) continue;
-    if (::access((dir + "/" + id + ".lock").c_str(), F_OK) == 0) continue;
-    auto cg = cgroups_->attach(name);
-    (void)cg->killAll();
-    (void)cg->remove();
-  }
+  host::sweepOrphans({dir, cgroups_.get(), cgroup_prefix_, sandboxes_.ids(),
+                      [&](const std::string& id) { eraseSandboxDir(dir + "/" + id); }});
 }
 
 // ---- execute -----------------------------------------------------------------
@@ -1013,62 +775,30 @@ bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
   return false;
 }
 
-Result<ExecutionResult> GvisorEnvironment::executeStreaming(const EnvironmentHandle& handle,
-                                                            const ExecutionCommand& command,
-                                                            const CancelToken* cancel,
-                                                            const OutputSink& sink) {
-  auto cwd = host::checkCommand(command);
-  if (!cwd) return tl::unexpected(cwd.error());
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  auto sb = find(handle.environment_id);
-  if (!sb) return tl::unexpected(goneError(handle.environment_id));
-  if (!host::sameOwner(sb->handle, handle)) {
-    (void)destroy(sb->handle);
-    return tl::unexpected(host::ownerMismatch(handle.environment_id));
-  }
-  auto exec = host::claimForCommand(sb->exec_mutex);
-  if (!exec) return tl::unexpected(exec.error());
-  if (sb->dead || !sb->control.valid())
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox has died; destroy it and provision again");
-  const auto expires_in =
-      std::chrono::duration_cast<std::chrono::milliseconds>(sb->handle.expires_at - nowMs());
-  if (expires_in.count() <= 0) {
-    exec->unlock();
-    expire(sb->handle);
-    return tl::unexpected(host::expiredError(handle.environment_id));
-  }
-  if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
-    return tl::unexpected(r.error());
-  auto timeout = host::commandTimeout(options_.service_hard_cap, sb->limits, command);
-  if (!timeout) return tl::unexpected(timeout.error());
+// One command through the shim (ShimChannel, also a limit source), DISK on
+// the workspace and /tmp, and the per-command memory limit (SandboxMemory),
+// ended whatever the command's outcome.
+Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
+  Sandbox& sb = *run.admitted.sandbox;
+  const std::string& cwd = run.admitted.cwd;
   // The request, checked before anything changes.
-  auto request = shimRequest(sb->limits.pids_max, *cwd, command.argv,
-                             host::commandEnvironment(sb->environment, *cwd));
+  auto request = shimRequest(sb.limits.pids_max, cwd, run.command.argv,
+                             host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
-
-  if (auto r = sb->memory.beginCommand(); !r) return tl::unexpected(r.error());
-  host::CommandWorkspaceScan scan(*sb->workspace, sb->workspace_fd.get(), sb->last_snapshot,
-                                  options_.files_changed_listing, 2 * sb->limits.workspace_bytes);
-  linux_jail::CgroupLimits cgroup_limits(*sb->cgroup);
-  host::FilesystemFullLimit disk({sb->workspace_fd.get(), sb->tmp_fd.get()});
-  ShimChannel channel(*sb, std::move(*request));
-  CommandMemoryLimit memory(sb->memory, *sb->cgroup);
-  host::LimitSource* limits[] = {&memory, &cgroup_limits, &channel, &disk};
-  auto result = host::superviseCommand(
-      channel, limits,
-      host::SupervisionInputs{&command, *timeout, expires_in, sb->limits.pids_max, cancel,
-                              shutdown_event_.get(), &*sb->end_request, &sink});
-  // The sandbox died: kill what is left so nothing writes after this.
-  if (channel.lost() && sb->cgroup) (void)sb->cgroup->killAll();
-  sb->memory.endCommand();
-  if (!result) return result;
-  scan.finish(*result, !channel.lost());
-  if (result->killed_by == KillReason::kExpired) {
-    exec->unlock();
-    expire(sb->handle);
-  }
+  if (auto r = sb.memory.beginCommand(); !r) return tl::unexpected(r.error());
+  ShimChannel channel(sb, std::move(*request));
+  CommandMemoryLimit memory(sb.memory, *sb.cgroup);
+  bool ended = false;
+  auto result = superviseAdmitted(run, channel,
+                                  {{sb.workspace_fd.get(), sb.tmp_fd.get()},
+                                   {&channel},
+                                   options_.files_changed_listing,
+                                   [&sb, &ended](const ExecutionResult&) {
+                                     sb.memory.endCommand();
+                                     ended = true;
+                                   },
+                                   {&memory}});
+  if (!ended) sb.memory.endCommand();
   return result;
 }
 
@@ -1077,23 +807,23 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
     return fail(ErrorCode::kExecutionUnavailable, "the gvisor mechanism cannot run here: " + *why);
   ::signal(SIGPIPE, SIG_IGN);
   for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}})
-    if (auto r = mkdirs(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
+    if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
   if (auto r =
           oci::prepareRootfs(options.state_dir + "/rootfs", options.image_dirs, options.image_etc);
       !r)
     return tl::unexpected(r.error());
-  std::shared_ptr<linux_jail::CgroupFs> fs = linux_jail::makeRealCgroupFs();
+  std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
-  auto mounts = linux_jail::parseCgroupMounts(*mountinfo, *fs);
-  auto driver = linux_jail::makeCgroupDriver(mounts, fs);
+  auto mounts = host::parseCgroupMounts(*mountinfo, *fs);
+  auto driver = host::makeCgroupDriver(mounts, fs);
   if (!driver) return tl::unexpected(driver.error());
   auto digest = gvisorImageDigest(options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(mounts),
                                                  std::move(*digest));
-  if (auto r = env->init(); !r) return tl::unexpected(r.error());
+  if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return env;
 }

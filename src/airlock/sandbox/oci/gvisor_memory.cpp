@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/oci/gvisor_environment.h"
 #include "airlock/sys/io.h"
 
@@ -134,7 +134,7 @@ Result<void> SandboxMemory::beginCommand() {
 bool SandboxMemory::underOom() const {
   if (dir_.empty()) return false;
   auto text = sys::readFile(AT_FDCWD, (dir_ + "/memory.oom_control").c_str());
-  return text && linux_jail::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
+  return text && host::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
 }
 
 void SandboxMemory::raiseForKill() noexcept {

@@ -92,6 +92,7 @@
 #include <vector>
 
 #include "airlock/sandbox/egress_route.h"
+#include "airlock/sandbox/host/image_exec.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
 
@@ -287,32 +288,7 @@ bool readRequest(int sock, Request& req, bool side = false) {
   for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  const std::string& name = req.argv[0];
-  int err = ENOENT;
-  if (name.find('/') != std::string::npos) {
-    ::execve(name.c_str(), argv.data(), envp.data());
-    err = errno;
-  } else {
-    // The image PATH only; never the workspace (as the linux mechanism).
-    bool saw_eacces = false;
-    for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin"}) {
-      const std::string path = std::string(d) + "/" + name;
-      ::execve(path.c_str(), argv.data(), envp.data());
-      if (errno == EACCES)
-        saw_eacces = true;
-      else if (errno != ENOENT && errno != ENOTDIR) {
-        err = errno;
-        break;
-      }
-    }
-    if (err == ENOENT && saw_eacces) err = EACCES;
-  }
-  writeStr(2, "airlock: cannot execute '");
-  writeStr(2, name.c_str());
-  writeStr(2, "': ");
-  writeStr(2, std::strerror(err));
-  writeStr(2, "\n");
-  ::_exit(err == ENOENT ? 127 : 126);
+  airlock::host::execFromImagePathOrExit(argv.data(), envp.data());
 }
 
 bool send(int sock, ShimRecordType type, std::int64_t value) {

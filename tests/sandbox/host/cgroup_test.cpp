@@ -1,13 +1,13 @@
 // cgroup v1 and v2 writers and parsers against a fake cgroup filesystem
 // (this machine runs v1; production machines usually run v2).
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
-namespace airlock::linux_jail {
+namespace airlock::host {
 namespace {
 
 class FakeCgroupFs : public CgroupFs {
@@ -260,7 +260,7 @@ TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {
 }
 
 }  // namespace
-}  // namespace airlock::linux_jail
+}  // namespace airlock::host
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -271,7 +271,7 @@ TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {
 #include <fstream>
 #include <sstream>
 
-namespace airlock::linux_jail {
+namespace airlock::host {
 namespace {
 
 // The real kernel path: the memory controller's OOM notification fd fires
@@ -319,4 +319,4 @@ TEST(RealCgroup, MemoryEventFdFiresOnAnOomKill) {
 }
 
 }  // namespace
-}  // namespace airlock::linux_jail
+}  // namespace airlock::host

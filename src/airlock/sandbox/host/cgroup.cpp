@@ -1,4 +1,4 @@
-#include "airlock/sandbox/linux/cgroup.h"
+#include "airlock/sandbox/host/cgroup.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 
 #include "airlock/sys/io.h"
 
-namespace airlock::linux_jail {
+namespace airlock::host {
 namespace {
 
 // Rounds of read-and-kill in the v1 kill-all before giving up.
@@ -556,4 +556,4 @@ std::optional<std::int64_t> CgroupLimits::peakMemoryBytes() {
   return now ? now->memory_peak_bytes : std::nullopt;
 }
 
-}  // namespace airlock::linux_jail
+}  // namespace airlock::host

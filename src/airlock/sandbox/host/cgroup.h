@@ -1,5 +1,7 @@
 // Resource control for one sandbox, behind one interface with a cgroup v1
-// and a cgroup v2 implementation chosen by detection at start.
+// and a cgroup v2 implementation chosen by detection at start
+// (one implementation per kernel generation). Every mechanism owns its
+// sandboxes' cgroups through it.
 //
 // v2: one directory under the unified hierarchy: memory.max,
 //     memory.swap.max=0, pids.max, cpu.max; counters from memory.events,
@@ -41,7 +43,7 @@
 #include "airlock/sandbox/host/command_supervisor.h"
 #include "airlock/sys/unique_fd.h"
 
-namespace airlock::linux_jail {
+namespace airlock::host {
 
 // Files under absolute paths; the real one is the kernel's cgroupfs.
 class CgroupFs {
@@ -160,4 +162,4 @@ class CgroupLimits final : public host::LimitSource {
 // Parses "key value" lines (memory.events, pids.events, memory.oom_control).
 std::optional<std::int64_t> parseKeyedCounter(const std::string& text, const std::string& key);
 
-}  // namespace airlock::linux_jail
+}  // namespace airlock::host

@@ -1,0 +1,84 @@
+#include "airlock/sandbox/host/hosted_environment.h"
+
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+
+#include "airlock/core/ids.h"
+#include "airlock/sandbox/egress_route.h"
+#include "airlock/sys/io.h"
+
+namespace airlock::host {
+
+Result<void> ServiceShutdown::init() {
+  event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!event_.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "eventfd", errno);
+  return {};
+}
+
+void ServiceShutdown::raise() noexcept {
+  raised_.store(true);
+  std::uint64_t one = 1;
+  (void)sys::writeAll(event_.get(), &one, sizeof one);
+}
+
+Error shuttingDownError() {
+  return Error{ErrorCode::kExecutionUnavailable, 0, "the execution service is shutting down"};
+}
+
+Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& image_digest,
+                            const LimitCeilings& ceilings, bool has_egress_route,
+                            const ServiceShutdown& shutdown) {
+  if (shutdown.raised()) return tl::unexpected(shuttingDownError());
+  if (spec.image_digest != image_digest)
+    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
+                                                   " (this service runs " + image_digest + ")");
+  if (auto r = checkLimits(spec.limits, ceilings); !r) return tl::unexpected(r.error());
+  const bool egress = egressEnabled(spec.egress);
+  if (egress && !has_egress_route)
+    return fail(ErrorCode::kExecutionRejected,
+                "egress was requested, but this execution service has no egress proxy");
+  return egress;
+}
+
+Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
+                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix) {
+  const Timestamp created =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  record.handle = EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
+                                    spec.lease_epoch,   created,        created + service_hard_cap};
+  record.cgroup_name = cgroup_prefix + record.handle.environment_id;
+  record.limits = spec.limits;
+  record.environment = spec.environment;
+  if (egress) addEgressProxyVariables(record.environment);
+  auto end_request = EndRequest::create();
+  if (!end_request) return tl::unexpected(end_request.error());
+  record.end_request = std::move(*end_request);
+  return {};
+}
+
+std::string cgroupPrefixFor(const std::string& tag, const std::string& state_dir) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return tag + buf + "-";
+}
+
+Result<void> makeDirectories(const std::string& path, mode_t mode) {
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      const std::string cur = path.substr(0, i);
+      if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
+    }
+  }
+  if (::chmod(path.c_str(), mode) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "chmod " + path, errno);
+  return {};
+}
+
+}  // namespace airlock::host

@@ -1,0 +1,284 @@
+// The part of an ExecutionEnvironment adapter that is the same for every
+// mechanism whose sandboxes run on this host: the record of a live sandbox,
+// the checks and bookkeeping of provision (spec 000, "The three methods and
+// what may fail"), the service's shutdown signal, and the port methods that
+// only look a sandbox up (execute's non-streaming form, workspace, the
+// capability directory). A mechanism derives its adapter from
+// HostedEnvironment<its record> and its record from SandboxRecord, and
+// writes only provision, executeStreaming, destroy and side processes.
+#pragma once
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/core/types.h"
+#include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/host/cgroup.h"
+#include "airlock/sandbox/host/command_admission.h"
+#include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/sandbox_registry.h"
+#include "airlock/sandbox/host/sandbox_state.h"
+#include "airlock/sandbox/host/workspace_scan.h"
+#include "airlock/sandbox/sandbox_workspace.h"
+#include "airlock/sys/unique_fd.h"
+#include "airlock/workspace/local_workspace.h"
+#include "airlock/workspace/snapshot.h"
+
+namespace airlock::host {
+
+// What every mechanism keeps of one live sandbox.
+struct SandboxRecord {
+  EnvironmentHandle handle;
+  ResourceLimits limits;
+  std::map<std::string, std::string> environment;  // the spec's, plus the egress proxy's
+  std::string cgroup_name;                         // cgroup prefix + environment id
+  std::unique_ptr<Cgroup> cgroup;
+  SandboxStateFile state;  // held for the sandbox's life; removed last
+  std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
+  workspace::Snapshot last_snapshot;
+  sys::UniqueFd workspace_fd;  // the workspace root
+  sys::UniqueFd tmp_fd;        // /tmp, watched for DISK
+  // Code mode: the host directory seen read-only at /run/airlock.
+  std::string capability_dir;
+  // Set by destroy before it kills: the running command's kill reason.
+  std::optional<EndRequest> end_request;
+  std::mutex exec_mutex;  // one command at a time (command_admission.h)
+  // Orders side-process starts against teardown closing what they use.
+  std::mutex side_mutex;
+};
+
+// "The service is shutting down": a flag, and an eventfd that becomes
+// readable at the same moment, which every supervised command polls.
+class ServiceShutdown {
+ public:
+  Result<void> init();  // ExecutionUnavailable when no eventfd can be made
+  void raise() noexcept;
+  bool raised() const noexcept { return raised_.load(); }
+  int fd() const noexcept { return event_.get(); }
+
+ private:
+  std::atomic<bool> raised_{false};
+  sys::UniqueFd event_;
+};
+
+// ExecutionUnavailable: the service is shutting down.
+Error shuttingDownError();
+
+// Provision's checks before anything exists: the service is not shutting
+// down (ExecutionUnavailable); the spec's image is this service's, its
+// limits are within `ceilings`, and egress is asked only of a service with
+// an egress proxy (ExecutionRejected). True when the sandbox gets egress.
+Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& image_digest,
+                            const LimitCeilings& ceilings, bool has_egress_route,
+                            const ServiceShutdown& shutdown);
+
+// A new sandbox's record: a fresh environment id (UUIDv7), created now,
+// expiring `service_hard_cap` later; the spec's limits and environment (with
+// the egress proxy variables when `egress`); cgroup `cgroup_prefix` + id;
+// its end request. ExecutionUnavailable when the end request cannot be made.
+Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
+                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix);
+
+// "<tag><FNV-1a of state_dir, 8 hex>-": the name prefix of the cgroups of a
+// service with this state directory (each sweeps only its own).
+std::string cgroupPrefixFor(const std::string& tag, const std::string& state_dir);
+
+// mkdir -p `path`, then chmod it to `mode` (each created parent gets
+// `mode` too). ExecutionUnavailable naming the directory.
+Result<void> makeDirectories(const std::string& path, mode_t mode);
+
+// Runs `undo` at scope exit unless dismissed: provision's "everything so far
+// is torn down on any failure".
+template <class F>
+class UndoUnlessDismissed {
+ public:
+  explicit UndoUnlessDismissed(F undo) : undo_(std::move(undo)) {}
+  UndoUnlessDismissed(const UndoUnlessDismissed&) = delete;
+  UndoUnlessDismissed& operator=(const UndoUnlessDismissed&) = delete;
+  ~UndoUnlessDismissed() {
+    if (armed_) undo_();
+  }
+  void dismiss() noexcept { armed_ = false; }
+
+ private:
+  F undo_;
+  bool armed_ = true;
+};
+
+// The adapter base. A mechanism supplies setUp and teardown (provision is
+// here), destroy (starting with beginDestroy), side processes, and for
+// execute commandChannelUp and runCommand (usually one superviseAdmitted
+// with its channel and limit sources).
+template <class Sandbox>
+class HostedEnvironment : public ExecutionEnvironment {
+ public:
+  // checkProvision, the record (initRecord), then setUp; whatever setUp
+  // made is torn down when it fails. The sandbox is live once setUp
+  // returns.
+  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) final {
+    auto egress = checkProvision(spec, policy_.image_digest, policy_.ceilings,
+                                 policy_.has_egress_route, shutdown_);
+    if (!egress) return tl::unexpected(egress.error());
+    auto sb = std::make_shared<Sandbox>();
+    if (auto r = initRecord(*sb, spec, *egress, policy_.service_hard_cap, policy_.cgroup_prefix);
+        !r)
+      return tl::unexpected(r.error());
+    UndoUnlessDismissed undo([&] { teardown(*sb); });
+    if (auto r = setUp(*sb, spec, *egress); !r) return tl::unexpected(r.error());
+    undo.dismiss();
+    sandboxes_.add(sb);
+    return sb->handle;
+  }
+  // Every check of command_admission.h, then runCommand.
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) final {
+    auto admitted = admitExecute(handle, command);
+    if (!admitted) return tl::unexpected(admitted.error());
+    return runCommand(CommandRun{*admitted, command, cancel, sink});
+  }
+  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
+                                  const CancelToken* cancel) final {
+    return executeStreaming(handle, command, cancel, {});
+  }
+  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) final {
+    auto sb = sandboxes_.live(handle);
+    if (!sb) return tl::unexpected(sb.error());
+    return std::shared_ptr<WorkspaceHandle>(
+        std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
+  }
+  Result<sys::UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) final {
+    auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
+    if (!sb) return tl::unexpected(sb.error());
+    sys::UniqueFd fd(
+        ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd.valid())
+      return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
+    return fd;
+  }
+  void shutdown() noexcept final { shutdown_.raise(); }
+  // Before the first call: the shutdown signal's eventfd.
+  Result<void> initHost() { return shutdown_.init(); }
+
+ protected:
+  // What provision checks and names a new sandbox by.
+  struct HostPolicy {
+    std::chrono::seconds service_hard_cap;
+    std::string image_digest;  // the only image this service runs
+    LimitCeilings ceilings;
+    bool has_egress_route = false;  // egress may be asked for
+    std::string cgroup_prefix;      // cgroup names: prefix + environment id
+  };
+  explicit HostedEnvironment(HostPolicy policy) : policy_(std::move(policy)) {}
+
+  // One execute, admitted, for the mechanism's runCommand.
+  struct CommandRun {
+    AdmittedCommand<Sandbox>& admitted;
+    const ExecutionCommand& command;
+    const CancelToken* cancel;
+    const OutputSink& sink;
+  };
+
+  // The mechanism's part of provision: everything of the sandbox beyond
+  // its record (state file, cgroup, mounts, the sandbox's first process).
+  virtual Result<void> setUp(Sandbox& sandbox, const EnvironmentSpec& spec, bool egress) = 0;
+  // Undoes whatever setUp or a later call made of the sandbox, in any
+  // state (called for a failed provision and by destroy).
+  virtual void teardown(Sandbox& sandbox) = 0;
+  // Whether the sandbox can take a command (its init or shim is there).
+  virtual bool commandChannelUp(const Sandbox& sandbox) const noexcept = 0;
+  // The mechanism's part of an execute, once admitted.
+  virtual Result<ExecutionResult> runCommand(const CommandRun& run) = 0;
+
+  // Destroys every live sandbox (the adapter's destructor).
+  void destroyAll() {
+    for (const auto& h : sandboxes_.handles()) (void)destroy(h);
+  }
+  // destroy's first step: the sandbox leaves the registry (null when there
+  // was none: destroy is idempotent) and its running command is told why it
+  // ends.
+  std::shared_ptr<Sandbox> beginDestroy(const EnvironmentHandle& handle) {
+    auto sb = sandboxes_.take(handle.environment_id);
+    if (sb) sb->end_request->request(destroyKillReason(shutdown_.raised(), sb->handle.expires_at));
+    return sb;
+  }
+
+  // Every check of an execute before its command runs (command_admission.h,
+  // in order): the command, the service not shutting down, then
+  // admitCommand with commandChannelUp (sandbox_registry.h).
+  Result<AdmittedCommand<Sandbox>> admitExecute(const EnvironmentHandle& handle,
+                                                const ExecutionCommand& command) {
+    auto cwd = checkCommand(command);
+    if (!cwd) return tl::unexpected(cwd.error());
+    if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
+    return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap,
+                        [this](const Sandbox& sb) { return commandChannelUp(sb); });
+  }
+
+  // What a mechanism's command runs under besides its channel.
+  struct CommandLimits {
+    std::vector<int> disk_fds;           // DISK: the sandbox's writable filesystems
+    std::vector<LimitSource*> sources;   // the mechanism's own enforcers, after the cgroup's
+    std::int64_t files_changed_listing;  // the result's listing bound
+    // Runs once the command is over, before the workspace scan finishes.
+    std::function<void(const ExecutionResult&)> after_supervision;
+    // Enforcers consulted before the cgroup's: the first peak a source
+    // reports is the result's peak_memory_bytes.
+    std::vector<LimitSource*> sources_first = {};
+  };
+
+  // An admitted command through `channel` (command_supervisor.h), under the
+  // sandbox's cgroup (MEMORY, PIDS), `limits.sources` and DISK, inside the
+  // workspace scan (workspace_scan.h). A channel lost during it has the
+  // sandbox's cgroup killed, so nothing of the command writes after this; a
+  // command the sandbox's expires_at ended expires the sandbox.
+  Result<ExecutionResult> superviseAdmitted(const CommandRun& run, CommandChannel& channel,
+                                            CommandLimits limits) {
+    AdmittedCommand<Sandbox>& admitted = run.admitted;
+    Sandbox& sb = *admitted.sandbox;
+    CommandWorkspaceScan scan(*sb.workspace, sb.workspace_fd.get(), sb.last_snapshot,
+                              limits.files_changed_listing, 2 * sb.limits.workspace_bytes);
+    CgroupLimits cgroup_limits(*sb.cgroup);
+    FilesystemFullLimit disk(std::move(limits.disk_fds));
+    std::vector<LimitSource*> sources = limits.sources_first;
+    sources.push_back(&cgroup_limits);
+    sources.insert(sources.end(), limits.sources.begin(), limits.sources.end());
+    sources.push_back(&disk);
+    auto result = superviseCommand(
+        channel, sources,
+        SupervisionInputs{&run.command, admitted.timeout, admitted.expires_in, sb.limits.pids_max,
+                          run.cancel, shutdown_.fd(), &*sb.end_request, &run.sink});
+    if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
+    if (!result) return result;
+    if (limits.after_supervision) limits.after_supervision(*result);
+    scan.finish(*result, !channel.lost());
+    afterCommand(*this, sandboxes_, admitted, *result);
+    return result;
+  }
+
+  // A side process's lookup: not while shutting down, then the registry's.
+  Result<std::shared_ptr<Sandbox>> sandboxForSideProcess(const EnvironmentHandle& handle) {
+    if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
+    return sandboxes_.live(handle, HandleMatch::kTenantRefused);
+  }
+
+  const HostPolicy policy_;
+  SandboxRegistry<Sandbox> sandboxes_;
+  ServiceShutdown shutdown_;
+};
+
+}  // namespace airlock::host

@@ -1,0 +1,204 @@
+// The live sandboxes of one mechanism's adapter, and the one lookup every
+// port method makes before it touches a sandbox (spec 000, "The three
+// methods and what may fail").
+//
+// A sandbox is added once provision has finished it and taken out by
+// destroy (before destroy kills it, so no new call finds it). The lookup
+// answers, in this order:
+//   - EnvironmentGone when the id names no live sandbox: "environment <id>
+//     has expired" when it was destroyed at its expires_at (the last
+//     ExpiredIds::kCapacity such ids are remembered), else "unknown or
+//     destroyed environment <id>";
+//   - when the handle is not the record's: HandleMatch::kTenant compares the
+//     tenant (SandboxEscapeSuspected, "environment does not belong to this
+//     tenant"); HandleMatch::kTenantRefused too, refusing with
+//     ExecutionRejected (code mode's side processes and capability
+//     directory); HandleMatch::kOwner the tenant, run and lease epoch
+//     (SandboxEscapeSuspected, command_admission.h ownerMismatch; the caller
+//     then destroys the sandbox).
+//
+// Thread-safe: one mutex guards the map and the expired ids, and is never
+// held while a sandbox is used. (A plain std::mutex: the tree has no
+// thread-safety annotations yet.)
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/sandbox/execution_environment.h"
+#include "airlock/sandbox/host/command_admission.h"
+
+namespace airlock::host {
+
+// Which fields of a handle must be the sandbox record's.
+enum class HandleMatch {
+  kTenant,         // workspace
+  kTenantRefused,  // side processes, the capability directory
+  kOwner,          // execute: tenant, run and lease epoch
+};
+
+// EnvironmentGone for an id no live sandbox has (messages above).
+Error goneError(const std::string& environment_id, bool expired);
+// "environment does not belong to this tenant": SandboxEscapeSuspected, or
+// ExecutionRejected for HandleMatch::kTenantRefused.
+Error foreignTenantError(HandleMatch match = HandleMatch::kTenant);
+
+// The ids of sandboxes destroyed at their expires_at, oldest first, at most
+// kCapacity (the oldest is then forgotten and reads as unknown). Not
+// thread-safe: SandboxRegistry guards it.
+class ExpiredIds {
+ public:
+  static constexpr std::size_t kCapacity = 4096;
+  void add(const std::string& environment_id);
+  bool contains(const std::string& environment_id) const;
+  std::size_t size() const noexcept { return ids_.size(); }
+
+ private:
+  std::deque<std::string> ids_;
+};
+
+// `Sandbox` has a member `EnvironmentHandle handle` (the record provision
+// returned). The registry shares ownership of each sandbox with the calls
+// using it.
+template <class Sandbox>
+class SandboxRegistry {
+ public:
+  // Keyed by sandbox->handle.environment_id.
+  void add(std::shared_ptr<Sandbox> sandbox) {
+    std::lock_guard lk(mu_);
+    const std::string id = sandbox->handle.environment_id;
+    live_[id] = std::move(sandbox);
+  }
+
+  // Removes the sandbox and returns it; null when there is none (destroy is
+  // idempotent).
+  std::shared_ptr<Sandbox> take(const std::string& environment_id) {
+    std::lock_guard lk(mu_);
+    auto it = live_.find(environment_id);
+    if (it == live_.end()) return nullptr;
+    auto sandbox = std::move(it->second);
+    live_.erase(it);
+    return sandbox;
+  }
+
+  // Remembers that the sandbox was destroyed at its expires_at.
+  void noteExpired(const std::string& environment_id) {
+    std::lock_guard lk(mu_);
+    expired_.add(environment_id);
+  }
+
+  // The lookup described above.
+  Result<std::shared_ptr<Sandbox>> live(const EnvironmentHandle& handle,
+                                        HandleMatch match = HandleMatch::kTenant) const {
+    std::lock_guard lk(mu_);
+    auto it = live_.find(handle.environment_id);
+    if (it == live_.end())
+      return tl::unexpected(
+          goneError(handle.environment_id, expired_.contains(handle.environment_id)));
+    const EnvironmentHandle& record = it->second->handle;
+    if (match == HandleMatch::kOwner && !sameOwner(record, handle))
+      return tl::unexpected(ownerMismatch(handle.environment_id));
+    if (record.tenant_id != handle.tenant_id) return tl::unexpected(foreignTenantError(match));
+    return it->second;
+  }
+
+  // The records of every live sandbox (the adapter's destructor destroys
+  // them); the ids (the crash sweep leaves them alone).
+  std::vector<EnvironmentHandle> handles() const {
+    std::lock_guard lk(mu_);
+    std::vector<EnvironmentHandle> out;
+    for (const auto& [id, sandbox] : live_) out.push_back(sandbox->handle);
+    return out;
+  }
+  std::vector<std::string> ids() const {
+    std::lock_guard lk(mu_);
+    std::vector<std::string> out;
+    for (const auto& [id, sandbox] : live_) out.push_back(id);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> live_;
+  ExpiredIds expired_;
+};
+
+// Destroys a sandbox through `env` because it reached expires_at, and
+// remembers that, so later calls say "expired" rather than "unknown".
+template <class Sandbox>
+void expireSandbox(ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry,
+                   const EnvironmentHandle& record) {
+  (void)env.destroy(record);
+  registry.noteExpired(record.environment_id);
+}
+
+// What admitCommand hands the execute it admitted: the sandbox, its command
+// lock (held), the effective timeout and the time left before expires_at.
+template <class Sandbox>
+struct AdmittedCommand {
+  std::shared_ptr<Sandbox> sandbox;
+  std::unique_lock<std::mutex> exec;
+  std::chrono::milliseconds timeout{0};
+  std::chrono::milliseconds expires_in{0};
+  std::string cwd;  // the working directory, from checkCommand
+};
+
+// Steps 2 to 6 of command_admission.h for one execute of `env`, with `cwd`
+// from checkCommand (step 1): the lookup (HandleMatch::kOwner; a mismatch
+// destroys the sandbox through `env`), the command lock (EnvironmentBusy),
+// `usable(sandbox)` (false: its init or shim is gone, ExecutionUnavailable
+// "the sandbox has died; destroy it and provision again"), expires_at (past
+// it the sandbox is expired, EnvironmentGone), the working directory and the
+// timeout. `Sandbox` has `handle`, `std::mutex exec_mutex`, a
+// `sys::UniqueFd workspace_fd` (the workspace root) and `ResourceLimits
+// limits`.
+template <class Sandbox, class Usable>
+Result<AdmittedCommand<Sandbox>> admitCommand(
+    ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
+    const ExecutionCommand& command, const std::string& cwd, std::chrono::seconds service_hard_cap,
+    Usable usable) {
+  auto sb = registry.live(handle, HandleMatch::kOwner);
+  if (!sb) {
+    if (sb.error().code == ErrorCode::kSandboxEscapeSuspected) (void)env.destroy(handle);
+    return tl::unexpected(sb.error());
+  }
+  auto exec = claimForCommand((*sb)->exec_mutex);
+  if (!exec) return tl::unexpected(exec.error());
+  if (!usable(**sb))
+    return fail(ErrorCode::kExecutionUnavailable,
+                "the sandbox has died; destroy it and provision again");
+  const Timestamp now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  const auto expires_in =
+      std::chrono::duration_cast<std::chrono::milliseconds>((*sb)->handle.expires_at - now);
+  if (expires_in.count() <= 0) {
+    exec->unlock();
+    expireSandbox(env, registry, (*sb)->handle);
+    return tl::unexpected(expiredError(handle.environment_id));
+  }
+  if (auto r = checkWorkingDirectory((*sb)->workspace_fd.get(), cwd); !r)
+    return tl::unexpected(r.error());
+  auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
+  if (!timeout) return tl::unexpected(timeout.error());
+  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*exec), *timeout, expires_in, cwd};
+}
+
+// After an admitted command: a sandbox the command outlived (EXPIRED) is
+// expired, its command lock released first.
+template <class Sandbox>
+void afterCommand(ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry,
+                  AdmittedCommand<Sandbox>& admitted, const ExecutionResult& result) {
+  if (result.killed_by != KillReason::kExpired) return;
+  admitted.exec.unlock();
+  expireSandbox(env, registry, admitted.sandbox->handle);
+}
+
+}  // namespace airlock::host
