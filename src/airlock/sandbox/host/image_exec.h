@@ -37,6 +37,7 @@ inline int execFromImagePath(char* const argv[], char* const envp[]) noexcept {
   for (const char* dir : kImagePath) {
     const std::size_t dir_len = std::strlen(dir);
     if (dir_len + 1 + name_len + 1 > sizeof path) break;
+    // NOLINTNEXTLINE(bugprone-not-null-terminated-result): the name and its NUL follow
     std::memcpy(path, dir, dir_len);
     path[dir_len] = '/';
     std::memcpy(path + dir_len + 1, name, name_len + 1);
