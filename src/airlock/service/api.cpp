@@ -421,6 +421,7 @@ HttpResponse Api::route(const HttpRequest& request) {
   }
   if (path == "/v1/schedule-fires/ack") {
     if (m != "POST") return methodNotAllowed();
+    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
     return acknowledgeFires(request);
   }
   if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "artifacts") {
