@@ -32,6 +32,22 @@ struct WorkspaceEntry {
   bool operator==(const WorkspaceEntry&) const = default;
 };
 
+// "file", "directory", "symlink" or "other": the `type` of a listing entry
+// on the wire (the HTTP API and the workspace tools).
+constexpr const char* workspaceEntryTypeName(WorkspaceEntry::Type t) {
+  switch (t) {
+    case WorkspaceEntry::Type::kFile:
+      return "file";
+    case WorkspaceEntry::Type::kDirectory:
+      return "directory";
+    case WorkspaceEntry::Type::kSymlink:
+      return "symlink";
+    case WorkspaceEntry::Type::kOther:
+      break;
+  }
+  return "other";
+}
+
 // Who put a file where it is (spec 000, "Provenance, and why the handle
 // answers it"). TOOL_WRITTEN: the handle's own write. SANDBOX_WRITTEN: a
 // command created or modified it. UNKNOWN: anything else (copy-in, archive

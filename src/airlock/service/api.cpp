@@ -158,20 +158,6 @@ Result<ExecutionCommand> commandFrom(const json& body) {
   return c;
 }
 
-const char* entryType(WorkspaceEntry::Type t) {
-  switch (t) {
-    case WorkspaceEntry::Type::kFile:
-      return "file";
-    case WorkspaceEntry::Type::kDirectory:
-      return "directory";
-    case WorkspaceEntry::Type::kSymlink:
-      return "symlink";
-    case WorkspaceEntry::Type::kOther:
-      return "other";
-  }
-  return "other";
-}
-
 const char* provenanceName(WorkspaceProvenance p) {
   switch (p) {
     case WorkspaceProvenance::kToolWritten:
@@ -713,7 +699,7 @@ HttpResponse Api::workspaceCall(const std::string& id, const std::string& op,
     json out = json::array();
     for (const auto& e : *entries)
       out.push_back(json{{"name", bytesToJson(e.name)},
-                         {"type", entryType(e.type)},
+                         {"type", workspaceEntryTypeName(e.type)},
                          {"size_bytes", e.size_bytes}});
     return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"entries", out}});
   }

@@ -40,20 +40,6 @@ tl::unexpected<ToolFailure> pathFailure(const Error& error, const std::string& p
   return detail::failureFrom(error, "path");
 }
 
-std::string_view entryTypeName(WorkspaceEntry::Type type) {
-  switch (type) {
-    case WorkspaceEntry::Type::kFile:
-      return "file";
-    case WorkspaceEntry::Type::kDirectory:
-      return "directory";
-    case WorkspaceEntry::Type::kSymlink:
-      return "symlink";
-    case WorkspaceEntry::Type::kOther:
-      break;
-  }
-  return "other";
-}
-
 // The longest prefix of at most `limit` bytes that does not end inside a
 // UTF-8 sequence.
 std::size_t utf8Prefix(std::string_view bytes, std::size_t limit) {
@@ -242,7 +228,7 @@ ToolResult listWorkspace(const json& arguments, ToolContext& context, const Tool
   for (std::size_t i = 0; i < entries->size() && i < cap; ++i) {
     const WorkspaceEntry& e = (*entries)[i];
     listed.push_back(json{{"name", bytesToJson(e.name)},
-                          {"type", entryTypeName(e.type)},
+                          {"type", workspaceEntryTypeName(e.type)},
                           {"size_bytes", e.size_bytes}});
   }
   return json{{"path", bytesToJson(*path)},
