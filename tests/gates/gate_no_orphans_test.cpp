@@ -18,6 +18,7 @@
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "../service/serve_process.h"
+#include "../support/sandbox_cgroups.h"
 #include "airlock/sandbox/linux/linux_environment.h"
 
 namespace airlock::testing {
@@ -40,9 +41,8 @@ std::vector<std::string> list(const std::string& dir) {
 std::vector<std::string> leftovers(const std::string& state_dir) {
   std::vector<std::string> found;
   const std::string prefix = linux_jail::cgroupNamePrefix(state_dir);
-  for (const auto& ctl : list("/sys/fs/cgroup"))
-    for (const auto& child : list("/sys/fs/cgroup/" + ctl))
-      if (child.rfind(prefix, 0) == 0) found.push_back("cgroup " + ctl + "/" + child);
+  for (const auto& dir : sandboxCgroupCandidates())
+    if (baseName(dir).rfind(prefix, 0) == 0) found.push_back("cgroup " + dir);
   for (const auto& pid : list("/proc")) {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cg("/proc/" + pid + "/cgroup");

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "../support/sandbox_cgroups.h"
+
 namespace {
 
 std::vector<std::string> entries(const std::string& dir) {
@@ -23,13 +25,8 @@ std::vector<std::string> entries(const std::string& dir) {
 
 TEST(NoLeftovers, NoAirlockCgroupRemains) {
   std::vector<std::string> found;
-  for (const auto& ctl : entries("/sys/fs/cgroup")) {
-    if (ctl == "." || ctl == "..") continue;
-    const std::string base = "/sys/fs/cgroup/" + ctl;
-    if (ctl.find("airlock") != std::string::npos) found.push_back(base);
-    for (const auto& child : entries(base))
-      if (child.find("airlock") != std::string::npos) found.push_back(base + "/" + child);
-  }
+  for (const auto& dir : airlock::testing::sandboxCgroupCandidates())
+    if (airlock::testing::baseName(dir).find("airlock") != std::string::npos) found.push_back(dir);
   EXPECT_TRUE(found.empty()) << "leaked cgroup: " << found.front();
 }
 

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "../sandbox/linux/linux_test_support.h"
+#include "../support/sandbox_cgroups.h"
 
 namespace airlock::testing {
 namespace {
@@ -81,12 +82,8 @@ class RedteamSupervisorDeathTest : public ::testing::Test {
     EXPECT_TRUE(std::filesystem::is_empty(state_.path() + "/sandboxes"))
         << "a lock file of a dead service's sandbox was not swept";
     for (const auto& id : lock_ids_) {
-      for (const auto& ctl : std::filesystem::directory_iterator("/sys/fs/cgroup")) {
-        if (!ctl.is_directory()) continue;
-        for (const auto& child : std::filesystem::directory_iterator(ctl.path()))
-          EXPECT_EQ(child.path().filename().string().find(id), std::string::npos)
-              << "cgroup left behind: " << child.path();
-      }
+      for (const auto& dir : sandboxCgroupCandidates())
+        EXPECT_EQ(baseName(dir).find(id), std::string::npos) << "cgroup left behind: " << dir;
     }
   }
   void rememberLocks() {

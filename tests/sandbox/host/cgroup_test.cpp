@@ -50,6 +50,15 @@ class FakeCgroupFs : public CgroupFs {
   }
 };
 
+// Directories other than the sandboxes' parent (which is kept, as a slice
+// is), or "".
+std::string leftBehind(const FakeCgroupFs& fs) {
+  std::string out;
+  for (const auto& d : fs.dirs)
+    if (d.size() < 8 || d.substr(d.size() - 8) != "/airlock") out += d + " ";
+  return out;
+}
+
 ResourceLimits limits() {
   return {1500, 256 << 20, 64, 1 << 30, 1000, 30};
 }
@@ -99,17 +108,75 @@ TEST(CgroupV2, CreateWritesEveryLimit) {
   auto cg = (*driver)->create("airlock-x", limits());
   ASSERT_TRUE(cg) << cg.error().message();
   EXPECT_EQ(fs->files["/cg/cgroup.subtree_control"], "+memory +pids +cpu");
-  EXPECT_EQ(fs->files["/cg/airlock-x/memory.max"], std::to_string(256 << 20));
-  EXPECT_EQ(fs->files["/cg/airlock-x/memory.swap.max"], "0");
-  EXPECT_EQ(fs->files["/cg/airlock-x/pids.max"], "64");
-  EXPECT_EQ(fs->files["/cg/airlock-x/cpu.max"], "150000 100000");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/memory.max"], std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/memory.swap.max"], "0");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/pids.max"], "64");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/cpu.max"], "150000 100000");
   ASSERT_TRUE((*cg)->addProcess(4242));
-  EXPECT_EQ(fs->files["/cg/airlock-x/cgroup.procs"], "4242");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/cgroup.procs"], "4242");
   ASSERT_TRUE((*cg)->killAll());
-  EXPECT_EQ(fs->files["/cg/airlock-x/cgroup.kill"], "1");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-x/cgroup.kill"], "1");
   EXPECT_EQ((*driver)->list("airlock-"), std::vector<std::string>{"airlock-x"});
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_FALSE(fs->dirs.count("/cg/airlock-x"));
+  EXPECT_FALSE(fs->dirs.count("/cg/airlock/airlock-x"));
+}
+
+// Every sandbox sits below one parent with the controllers delegated to it;
+// the parent outlives the sandboxes.
+TEST(CgroupV2, SandboxesShareOneParentThatIsKept) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  auto a = (*driver)->create("airlock-p1", limits());
+  auto b = (*driver)->create("airlock-p2", limits());
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(fs->files["/cg/airlock/cgroup.subtree_control"], "+memory +pids +cpu");
+  EXPECT_EQ((*driver)->list("airlock-p"), (std::vector<std::string>{"airlock-p1", "airlock-p2"}));
+  EXPECT_EQ((*a)->memoryDirectory(), "/cg/airlock/airlock-p1");
+  ASSERT_TRUE((*a)->remove());
+  ASSERT_TRUE((*b)->remove());
+  EXPECT_TRUE(fs->dirs.count("/cg/airlock"));
+  EXPECT_EQ(leftBehind(*fs), "");
+}
+
+// A sandbox an earlier release created at the top of the hierarchy is still
+// listed, attached and removed (the sweep after an upgrade).
+TEST(CgroupV2, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  ASSERT_TRUE(fs->makeDir("/cg/airlock-old"));
+  ASSERT_TRUE(fs->makeDir("/cg/airlock-old/commands"));
+  EXPECT_EQ((*driver)->list("airlock-"), std::vector<std::string>{"airlock-old"});
+  auto old = (*driver)->attach("airlock-old");
+  EXPECT_EQ(old->memoryDirectory(), "/cg/airlock-old");
+  ASSERT_TRUE(old->remove());
+  EXPECT_EQ(leftBehind(*fs), "");
+}
+
+TEST(CgroupV1, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  CgroupMounts m;
+  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
+  auto driver = makeCgroupDriver(m, fs);
+  ASSERT_TRUE(driver);
+  for (const char* ctl : {"memory", "pids", "cpu"})
+    ASSERT_TRUE(fs->makeDir(std::string("/v1/") + ctl + "/airlock-old"));
+  auto fresh = (*driver)->create("airlock-new", limits());
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ((*fresh)->memoryDirectory(), "/v1/memory/airlock/airlock-new");
+  EXPECT_EQ((*driver)->list("airlock-"), (std::vector<std::string>{"airlock-new", "airlock-old"}));
+  auto old = (*driver)->attach("airlock-old");
+  EXPECT_EQ(old->memoryDirectory(), "/v1/memory/airlock-old");
+  ASSERT_TRUE(old->remove());
+  ASSERT_TRUE((*fresh)->remove());
+  EXPECT_EQ(leftBehind(*fs), "");
 }
 
 TEST(CgroupV2, CountersParseEventFiles) {
@@ -120,10 +187,10 @@ TEST(CgroupV2, CountersParseEventFiles) {
   auto driver = makeCgroupDriver(m, fs);
   auto cg = (*driver)->create("airlock-y", limits());
   ASSERT_TRUE(cg);
-  fs->files["/cg/airlock-y/memory.events"] =
+  fs->files["/cg/airlock/airlock-y/memory.events"] =
       "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n";
-  fs->files["/cg/airlock-y/pids.events"] = "max 7\n";
-  fs->files["/cg/airlock-y/memory.peak"] = "123456\n";
+  fs->files["/cg/airlock/airlock-y/pids.events"] = "max 7\n";
+  fs->files["/cg/airlock/airlock-y/memory.peak"] = "123456\n";
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 1);
@@ -140,20 +207,21 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   EXPECT_EQ((*driver)->version(), "v1");
   auto cg = (*driver)->create("airlock-z", limits());
   ASSERT_TRUE(cg) << cg.error().message();
-  EXPECT_EQ(fs->files["/v1/memory/airlock-z/memory.limit_in_bytes"], std::to_string(256 << 20));
-  EXPECT_EQ(fs->files["/v1/pids/airlock-z/pids.max"], "64");
-  EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_quota_us"], "150000");
-  EXPECT_EQ(fs->files["/v1/cpu/airlock-z/cpu.cfs_period_us"], "100000");
-  fs->files["/v1/memory/airlock-z/memory.oom_control"] =
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-z/memory.limit_in_bytes"],
+            std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/v1/pids/airlock/airlock-z/pids.max"], "64");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock/airlock-z/cpu.cfs_quota_us"], "150000");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock/airlock-z/cpu.cfs_period_us"], "100000");
+  fs->files["/v1/memory/airlock/airlock-z/memory.oom_control"] =
       "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 3);
-  fs->files["/v1/memory/airlock-z/memory.max_usage_in_bytes"] = "999999";
+  fs->files["/v1/memory/airlock/airlock-z/memory.max_usage_in_bytes"] = "999999";
   (*cg)->beginExecution();
-  EXPECT_EQ(fs->files["/v1/memory/airlock-z/memory.max_usage_in_bytes"], "0");
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-z/memory.max_usage_in_bytes"], "0");
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_TRUE(fs->dirs.empty());
+  EXPECT_EQ(leftBehind(*fs), "");
 }
 
 // kCommandsApart on v2: init and the commands are two leaves of the
@@ -168,23 +236,23 @@ TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-a", limits(), MemoryLayout::kCommandsApart);
   ASSERT_TRUE(cg) << cg.error().message();
-  EXPECT_EQ(fs->files["/cg/airlock-a/memory.max"],
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/memory.max"],
             std::to_string((256 << 20) + kSupervisorMemorySlack));
-  EXPECT_EQ(fs->files["/cg/airlock-a/pids.max"], "64");
-  EXPECT_EQ(fs->files["/cg/airlock-a/cgroup.subtree_control"], "+memory");
-  EXPECT_EQ(fs->files["/cg/airlock-a/commands/memory.max"], std::to_string(256 << 20));
-  EXPECT_EQ(fs->files["/cg/airlock-a/commands/memory.swap.max"], "0");
-  EXPECT_TRUE(fs->dirs.count("/cg/airlock-a/init"));
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/pids.max"], "64");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/cgroup.subtree_control"], "+memory");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/commands/memory.max"], std::to_string(256 << 20));
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/commands/memory.swap.max"], "0");
+  EXPECT_TRUE(fs->dirs.count("/cg/airlock/airlock-a/init"));
   ASSERT_TRUE((*cg)->addProcess(10));
-  EXPECT_EQ(fs->files["/cg/airlock-a/init/cgroup.procs"], "10");
-  EXPECT_EQ(fs->files["/cg/airlock-a/cgroup.procs"], "");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/init/cgroup.procs"], "10");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/cgroup.procs"], "");
   ASSERT_TRUE((*cg)->addCommandProcess(11));
-  EXPECT_EQ(fs->files["/cg/airlock-a/commands/cgroup.procs"], "11");
+  EXPECT_EQ(fs->files["/cg/airlock/airlock-a/commands/cgroup.procs"], "11");
   // Kills under the commands' limit and at the sandbox's ceiling both count.
-  fs->files["/cg/airlock-a/commands/memory.events"] = "oom 2\noom_kill 2\n";
-  fs->files["/cg/airlock-a/memory.events.local"] = "oom 1\noom_kill 1\n";
-  fs->files["/cg/airlock-a/commands/memory.peak"] = "4096\n";
-  fs->files["/cg/airlock-a/memory.peak"] = "999999\n";
+  fs->files["/cg/airlock/airlock-a/commands/memory.events"] = "oom 2\noom_kill 2\n";
+  fs->files["/cg/airlock/airlock-a/memory.events.local"] = "oom 1\noom_kill 1\n";
+  fs->files["/cg/airlock/airlock-a/commands/memory.peak"] = "4096\n";
+  fs->files["/cg/airlock/airlock-a/memory.peak"] = "999999\n";
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 3);
@@ -192,7 +260,7 @@ TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
   // A crashed service's sweep attaches by name and removes every level.
   auto attached = (*driver)->attach("airlock-a");
   ASSERT_TRUE(attached->remove());
-  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+  EXPECT_EQ(leftBehind(*fs), "");
 }
 
 // kCommandsApart on v1: only the memory hierarchy has the commands child;
@@ -205,30 +273,30 @@ TEST(CgroupV1, CommandsApartSplitsOnlyTheMemoryHierarchy) {
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-b", limits(), MemoryLayout::kCommandsApart);
   ASSERT_TRUE(cg) << cg.error().message();
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/memory.limit_in_bytes"],
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/memory.limit_in_bytes"],
             std::to_string((256 << 20) + kSupervisorMemorySlack));
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.limit_in_bytes"],
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/commands/memory.limit_in_bytes"],
             std::to_string(256 << 20));
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.kmem.tcp.limit_in_bytes"],
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/commands/memory.kmem.tcp.limit_in_bytes"],
             std::to_string(256 << 20));
-  EXPECT_FALSE(fs->dirs.count("/v1/pids/airlock-b/commands"));
+  EXPECT_FALSE(fs->dirs.count("/v1/pids/airlock/airlock-b/commands"));
   ASSERT_TRUE((*cg)->addCommandProcess(21));
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/cgroup.procs"], "21");
-  EXPECT_EQ(fs->files["/v1/pids/airlock-b/cgroup.procs"], "21");
-  EXPECT_EQ(fs->files["/v1/cpu/airlock-b/cgroup.procs"], "21");
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/cgroup.procs"], "");
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/commands/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/pids/airlock/airlock-b/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/cpu/airlock/airlock-b/cgroup.procs"], "21");
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/cgroup.procs"], "");
   // v1 counts a kill only where the limit was hit: the two are summed.
-  fs->files["/v1/memory/airlock-b/commands/memory.oom_control"] = "oom_kill 4\n";
-  fs->files["/v1/memory/airlock-b/memory.oom_control"] = "oom_kill 1\n";
-  fs->files["/v1/memory/airlock-b/commands/memory.max_usage_in_bytes"] = "777";
+  fs->files["/v1/memory/airlock/airlock-b/commands/memory.oom_control"] = "oom_kill 4\n";
+  fs->files["/v1/memory/airlock/airlock-b/memory.oom_control"] = "oom_kill 1\n";
+  fs->files["/v1/memory/airlock/airlock-b/commands/memory.max_usage_in_bytes"] = "777";
   auto c = (*cg)->counters();
   ASSERT_TRUE(c);
   EXPECT_EQ(c->oom_kills, 5);
   EXPECT_EQ(c->memory_peak_bytes, 777);
   (*cg)->beginExecution();
-  EXPECT_EQ(fs->files["/v1/memory/airlock-b/commands/memory.max_usage_in_bytes"], "0");
+  EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/commands/memory.max_usage_in_bytes"], "0");
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+  EXPECT_EQ(leftBehind(*fs), "");
 }
 
 // A failed limit write leaves no directory behind, at any level.
@@ -250,7 +318,7 @@ TEST(CgroupV2, CommandsApartFailureLeavesNothing) {
   ASSERT_FALSE(cg);
   EXPECT_NE(cg.error().message().find("commands/memory.max"), std::string::npos)
       << cg.error().message();
-  EXPECT_TRUE(fs->dirs.empty()) << *fs->dirs.begin();
+  EXPECT_EQ(leftBehind(*fs), "");
 }
 
 TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {

@@ -41,6 +41,7 @@ class FakeCgroup final : public Cgroup {
   Result<sys::UniqueFd> openCommandEntry() override { return fail(ErrorCode::kNotFound, "fake"); }
   Result<CgroupCounters> counters() override { return CgroupCounters{}; }
   void beginExecution() override {}
+  std::string memoryDirectory() const override { return "/fake/" + name_; }
   Result<void> killAll() override {
     ++log_->kills[name_];
     return {};

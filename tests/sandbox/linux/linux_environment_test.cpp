@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../../support/sandbox_cgroups.h"
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
 
@@ -358,12 +359,9 @@ TEST(LinuxEnvironmentLifecycle, DestroyRemovesCgroupAndLockAndIsIdempotent) {
   ASSERT_TRUE((*env)->destroy(*h));
   ASSERT_TRUE((*env)->destroy(*h));
   EXPECT_NE(::access(lock.c_str(), F_OK), 0);
-  for (const auto& ctl : std::filesystem::directory_iterator("/sys/fs/cgroup")) {
-    if (!ctl.is_directory()) continue;
-    for (const auto& child : std::filesystem::directory_iterator(ctl.path()))
-      EXPECT_EQ(child.path().filename().string().find(h->environment_id), std::string::npos)
-          << "cgroup left behind: " << child.path();
-  }
+  for (const auto& dir : sandboxCgroupCandidates())
+    EXPECT_EQ(baseName(dir).find(h->environment_id), std::string::npos)
+        << "cgroup left behind: " << dir;
   auto r = (*env)->execute(*h, shell("true"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kEnvironmentGone);

@@ -101,6 +101,28 @@ Result<void> writeAll(CgroupFs& fs, const std::vector<std::pair<std::string, std
   return {};
 }
 
+// Where sandbox `name` lives under a hierarchy's mount: below the parent,
+// or (a sandbox of a release that created them at the top) directly below
+// the mount.
+std::string locateIn(CgroupFs& fs, const std::string& mount, const std::string& name) {
+  const std::string below = mount + "/" + kSandboxCgroupParent + "/" + name;
+  if (fs.exists(below) || !fs.exists(mount + "/" + name)) return below;
+  return mount + "/" + name;
+}
+
+// Names starting with `prefix`, below the parent or at the top of any of
+// `mounts`, each once.
+std::vector<std::string> listUnder(CgroupFs& fs, const std::vector<std::string>& mounts,
+                                   const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& mount : mounts)
+    for (const auto& dir : {mount + "/" + kSandboxCgroupParent, mount})
+      for (auto& n : fs.list(dir))
+        if (n.rfind(prefix, 0) == 0 && std::find(out.begin(), out.end(), n) == out.end())
+          out.push_back(n);
+  return out;
+}
+
 // ---- v2 ---------------------------------------------------------------------
 
 // dir_: the sandbox's directory. Processes live in dir_ (kOneGroup) or in
@@ -166,6 +188,7 @@ class CgroupV2 final : public Cgroup {
     }
     return {};
   }
+  std::string memoryDirectory() const override { return dir_; }
   Result<void> remove() override {
     peak_fd_.reset();
     events_.reset();
@@ -205,9 +228,12 @@ class DriverV2 final : public CgroupDriver {
   std::vector<std::string> controllers() const override { return controllers_; }
   Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
                                          MemoryLayout layout) override {
-    // Delegate the controllers to children of the parent (idempotent).
+    // Delegate the controllers to the parent and to its children
+    // (idempotent).
     (void)fs_->write(root_ + "/cgroup.subtree_control", "+memory +pids +cpu");
-    const std::string dir = root_ + "/" + name;
+    if (auto r = fs_->makeDir(parent()); !r) return tl::unexpected(r.error());
+    (void)fs_->write(parent() + "/cgroup.subtree_control", "+memory +pids +cpu");
+    const std::string dir = parent() + "/" + name;
     if (auto r = fs_->makeDir(dir); !r) return tl::unexpected(r.error());
     auto cg = std::make_unique<CgroupV2>(fs_, dir, layout);
     if (auto r = applyLimits(dir, limits, layout); !r) {
@@ -217,19 +243,17 @@ class DriverV2 final : public CgroupDriver {
     return std::unique_ptr<Cgroup>(std::move(cg));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
-    const std::string dir = root_ + "/" + name;
+    const std::string dir = locateIn(*fs_, root_, name);
     const bool apart = fs_->exists(dir + "/" + kCommandsChild);
     return std::make_unique<CgroupV2>(
         fs_, dir, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
-    std::vector<std::string> out;
-    for (auto& n : fs_->list(root_))
-      if (n.rfind(prefix, 0) == 0) out.push_back(n);
-    return out;
+    return listUnder(*fs_, {root_}, prefix);
   }
 
  private:
+  std::string parent() const { return root_ + "/" + kSandboxCgroupParent; }
   Result<void> applyLimits(const std::string& dir, const ResourceLimits& limits,
                            MemoryLayout layout) {
     const std::int64_t period = 100000;
@@ -335,6 +359,7 @@ class CgroupV1 final : public Cgroup {
     }
     return {};
   }
+  std::string memoryDirectory() const override { return dirs_.at("memory"); }
   Result<void> remove() override {
     oom_event_.reset();
     Result<void> first{};
@@ -383,7 +408,12 @@ class DriverV1 final : public CgroupDriver {
   }
   Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
                                          MemoryLayout layout) override {
-    auto dirs = dirsOf(name);
+    std::map<std::string, std::string> dirs;
+    for (const auto& [ctl, mount] : mounts_) {
+      const std::string parent = mount + "/" + kSandboxCgroupParent;
+      if (auto r = fs_->makeDir(parent); !r) return tl::unexpected(r.error());
+      dirs[ctl] = parent + "/" + name;
+    }
     auto cg = std::make_unique<CgroupV1>(fs_, dirs, layout);
     if (auto r = applyLimits(dirs, limits, layout); !r) {
       (void)cg->remove();
@@ -392,27 +422,19 @@ class DriverV1 final : public CgroupDriver {
     return std::unique_ptr<Cgroup>(std::move(cg));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
-    auto dirs = dirsOf(name);
+    std::map<std::string, std::string> dirs;
+    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = locateIn(*fs_, mount, name);
     const bool apart = fs_->exists(dirs["memory"] + "/" + kCommandsChild);
     return std::make_unique<CgroupV1>(
         fs_, dirs, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
-    std::vector<std::string> out;
-    for (const auto& [ctl, mount] : mounts_)
-      for (auto& n : fs_->list(mount))
-        if (n.rfind(prefix, 0) == 0 && std::find(out.begin(), out.end(), n) == out.end())
-          out.push_back(n);
-    return out;
+    std::vector<std::string> mounts;
+    for (const auto& [ctl, mount] : mounts_) mounts.push_back(mount);
+    return listUnder(*fs_, mounts, prefix);
   }
 
  private:
-  std::map<std::string, std::string> dirsOf(const std::string& name) const {
-    std::map<std::string, std::string> dirs;
-    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = mount + "/" + name;
-    return dirs;
-  }
-
   Result<void> applyLimits(std::map<std::string, std::string>& dirs, const ResourceLimits& limits,
                            MemoryLayout layout) {
     for (const auto& [ctl, dir] : dirs)

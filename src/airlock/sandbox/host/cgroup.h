@@ -10,6 +10,15 @@
 //     memory.limit_in_bytes (+ memsw when swap accounting exists), pids.max,
 //     cpu.cfs_quota_us/cfs_period_us; counters from memory.oom_control
 //     (oom_kill), memory.max_usage_in_bytes, pids.events.
+// Every sandbox's cgroup sits below one parent, "airlock", at the top of
+// each hierarchy (v2: <root>/airlock/<name>; v1: <mount>/airlock/<name> in
+// each controller's hierarchy). The parent is created on first use and kept,
+// as a systemd slice is, and has no limits of its own: it holds all
+// sandboxes together at the CPU weight of one ordinary cgroup (v1
+// cpu.shares 1024, v2 cpu.weight 100), so however many sandboxes are busy,
+// the service's threads outside it keep their share of the machine. An
+// operator may tune its weight. Sandboxes that an earlier release created
+// at the top of the hierarchy are still found by attach() and list().
 // All file access goes through CgroupFs, a seam under the OS so the v2 and
 // v1 writers and parsers run against a fake filesystem in tests.
 //
@@ -63,6 +72,9 @@ std::unique_ptr<CgroupFs> makeRealCgroupFs();
 
 enum class MemoryLayout { kOneGroup, kCommandsApart };
 
+// The directory below each hierarchy's top that holds every sandbox's cgroup.
+inline constexpr const char* kSandboxCgroupParent = "airlock";
+
 // Memory the sandbox's init may charge beyond the commands' limit
 // (kCommandsApart): its stack, the pages of its receive buffer it copies on
 // write, page tables. Bytes.
@@ -104,6 +116,10 @@ class Cgroup {
   virtual void drainMemoryEvents() noexcept {}
   // SIGKILL every process in the cgroup (v2 cgroup.kill; v1 per pid).
   virtual Result<void> killAll() = 0;
+  // The directory that holds the sandbox's memory limit (v1: in the memory
+  // hierarchy; v2: the sandbox's directory). Control files the interface
+  // does not cover (v1 memory.oom_control) are written there.
+  virtual std::string memoryDirectory() const = 0;
   // rmdir of the sandbox's directories, children first (whatever layout an
   // attached cgroup was created with); the cgroup must be empty.
   virtual Result<void> remove() = 0;
@@ -122,7 +138,8 @@ class CgroupDriver {
   // Attaches to an existing cgroup (crash recovery): enough to kill what is
   // in it and remove it, in either layout.
   virtual std::unique_ptr<Cgroup> attach(const std::string& name) = 0;
-  // Names of cgroups directly under the parent that start with prefix.
+  // Names of sandbox cgroups that start with prefix (below the parent, or at
+  // the top where an earlier release put them).
   virtual std::vector<std::string> list(const std::string& prefix) = 0;
 };
 

@@ -269,14 +269,13 @@ class GvisorSideProcess final : public PipedSideProcess {
 class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
-                    host::CgroupMounts mounts, std::string image_digest)
+                    std::string image_digest)
       : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
                            options.egress_route != nullptr,
                            host::cgroupPrefixFor("airlock-gv-", options.state_dir)}),
         cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
-        mounts_(std::move(mounts)),
         image_digest_(std::move(image_digest)) {}
 
   ~GvisorEnvironment() override {
@@ -334,7 +333,6 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
-  host::CgroupMounts mounts_;
   std::string image_digest_;
   // Destroyed sandboxes (already killed) waiting for the rest of teardown.
   std::mutex teardown_mu_;
@@ -423,14 +421,11 @@ Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, 
   if (!cg) return tl::unexpected(cg.error());
   sb.cgroup = std::move(*cg);
   if (cgroups_->version() == "v1") {
-    if (auto it = mounts_.v1_controller_mounts.find("memory");
-        it != mounts_.v1_controller_mounts.end()) {
-      sb.memory_dir = it->second + "/" + sb.cgroup_name;
-      // At the limit the sandbox waits instead of losing its sentry.
-      (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str(), "1");
-      sb.memory = SandboxMemory(sb.memory_dir, spec.limits.memory_bytes,
-                                {sb.workspace_fd.get(), sb.tmp_fd.get()});
-    }
+    sb.memory_dir = sb.cgroup->memoryDirectory();
+    // At the limit the sandbox waits instead of losing its sentry.
+    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str(), "1");
+    sb.memory = SandboxMemory(sb.memory_dir, spec.limits.memory_bytes,
+                              {sb.workspace_fd.get(), sb.tmp_fd.get()});
   }
 
   oci::BundleInputs in;
@@ -821,8 +816,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   if (!driver) return tl::unexpected(driver.error());
   auto digest = gvisorImageDigest(options);
   if (!digest) return tl::unexpected(digest.error());
-  auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(mounts),
-                                                 std::move(*digest));
+  auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(*digest));
   if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return env;
