@@ -1,6 +1,7 @@
 #include "airlock/service/http_server.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -98,36 +100,66 @@ struct StreamEnd {
 };
 using StreamEvent = std::variant<StreamLine, StreamEnd>;
 
-class StreamQueue : public std::enable_shared_from_this<StreamQueue> {
+//
+// The executing thread wakes the session through an eventfd, never through
+// the loop's own queue: posting to the io_context takes its scheduler lock,
+// and an executing thread (a hundred of them, at a lower priority than the
+// loop, on cores shared with the sandboxes) preempted while holding that
+// lock stalls the loop, and with it /healthz and every other connection, for
+// as long as that thread waits for a core. An eventfd write takes no lock
+// the loop can wait on.
+class StreamQueue {
  public:
-  explicit StreamQueue(asio::io_context& ioc) : wake_(ioc, asio::steady_timer::time_point::max()) {}
+  explicit StreamQueue(asio::io_context& ioc) : wake_(ioc) {
+    const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd >= 0) wake_.assign(fd);
+  }
+  bool valid() const { return wake_.is_open(); }
 
-  // Any thread. Dropped once the session has stopped reading.
+  // Any thread. Dropped once the session has stopped reading. Lines the
+  // session has written are freed here, on the pushing thread.
   void push(StreamEvent event) {
+    std::deque<StreamEvent> spent;
     {
       std::lock_guard lk(mu_);
       if (closed_) return;
+      spent = std::exchange(spent_, {});
       events_.push_back(std::move(event));
       // One wake-up in flight at a time: the session takes everything
-      // queued when it runs, so a fast command costs the loop one handler
+      // queued when it runs, so a fast command costs the loop one wake-up
       // per write, not one per chunk.
       if (wake_pending_) return;
       wake_pending_ = true;
     }
-    // The wake-up runs on the loop's thread, after the session's check of
-    // the queue and its wait (both on that thread), so none is lost.
-    asio::post(wake_.get_executor(), [self = shared_from_this()] { self->wake_.cancel(); });
+    // The descriptor stays open while any thread holds the queue (the
+    // session and the executing thread share it).
+    const std::uint64_t one = 1;
+    (void)!::write(wake_.native_handle(), &one, sizeof one);
   }
   // The loop's thread: what arrived so far, or an empty deque.
   std::deque<StreamEvent> take() {
+    std::uint64_t count;
+    (void)!::read(wake_.native_handle(), &count, sizeof count);  // drained before the swap
     std::lock_guard lk(mu_);
     wake_pending_ = false;
     return std::exchange(events_, {});
   }
-  // The loop's thread: until push() is called (or at once if it was).
+  // The loop's thread: until push() is called after the last take() (at
+  // once if it already was: the eventfd is then readable).
   asio::awaitable<void> wait() {
-    wake_.expires_at(asio::steady_timer::time_point::max());
-    co_await wake_.async_wait(kNoThrow);
+    (void)co_await wake_.async_wait(asio::posix::stream_descriptor::wait_read, kNoThrow);
+  }
+  // The loop's thread: lines it has written, handed back to be freed by the
+  // pushing thread. Their memory came from that thread's malloc arena;
+  // freeing it on the loop would take the arena's lock, which a preempted
+  // executing thread may hold.
+  void recycle(std::deque<StreamEvent>&& written) {
+    std::lock_guard lk(mu_);
+    if (spent_.empty()) {
+      spent_ = std::move(written);
+    } else {
+      for (auto& e : written) spent_.push_back(std::move(e));
+    }
   }
   void close() {
     std::lock_guard lk(mu_);
@@ -138,9 +170,10 @@ class StreamQueue : public std::enable_shared_from_this<StreamQueue> {
  private:
   std::mutex mu_;
   std::deque<StreamEvent> events_;
+  std::deque<StreamEvent> spent_;
   bool closed_ = false;
   bool wake_pending_ = false;
-  asio::steady_timer wake_;
+  asio::posix::stream_descriptor wake_;
 };
 
 class BeastServer final : public HttpServer {
@@ -408,6 +441,11 @@ class BeastServer final : public HttpServer {
       co_return std::pair{503, false};
     }
     auto cancel = std::make_shared<CancelToken>(std::move(*token));
+    auto queue = std::make_shared<StreamQueue>(ioc_);
+    if (!queue->valid()) {
+      --executions_;
+      co_return std::pair{503, false};
+    }
     // While the command runs silently, a write never fails: watch the socket
     // for the client's hang-up (POLLRDHUP: seen even behind bytes it sent
     // after its request) and cancel the command then. The watcher touches
@@ -430,7 +468,6 @@ class BeastServer final : public HttpServer {
           }
         },
         asio::detached);
-    auto queue = std::make_shared<StreamQueue>(ioc_);
     asio::post(exec_pool_, [this, queue, cancel, req] {
       yieldToTheLoop();
       HttpResponse end = api_.handleStreaming(
@@ -490,7 +527,10 @@ class BeastServer final : public HttpServer {
         auto [werr, n] = co_await asio::async_write(stream, http::make_chunk(chunk), kNoThrow);
         if (werr) co_return std::pair{499, false};
       }
-      if (!end) continue;
+      if (!end) {
+        queue.recycle(std::move(events));
+        continue;
+      }
       if (header_sent) {
         stream.expires_after(settings_.request_timeout);
         auto [werr, n] = co_await asio::async_write(stream, http::make_chunk_last(), kNoThrow);
