@@ -1,7 +1,9 @@
 // Test support: `airlock serve` as a child process, and an HTTP client
 // (libcurl) for it. The child listens on 127.0.0.1 port 0; its port is read
 // from the "listening" log line on its stderr. Everything it logs is kept
-// for assertions. The destructor kills the child (SIGKILL) if it still runs.
+// for assertions. The destructor stops a child that still runs: SIGTERM,
+// so that it destroys its sandboxes (a runsc sandbox outlives a killed
+// service), and SIGKILL if it has not stopped within 60 s.
 #pragma once
 
 #include <curl/curl.h>
@@ -69,7 +71,7 @@ class ServeProcess {
     logged_.wait_for(lock, std::chrono::seconds(60), [this] { return port_ != 0 || log_closed_; });
   }
   ~ServeProcess() {
-    if (pid_ > 0) {
+    if (pid_ > 0 && !signalAndWaitFor(SIGTERM, std::chrono::seconds(60))) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }

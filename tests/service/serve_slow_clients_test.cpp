@@ -39,16 +39,18 @@ constexpr int kTimeoutSeconds = 4;
 nlohmann::json commandFor(Client kind) {
   switch (kind) {
     case Client::kStoppedAtCap:  // far past its 1 MiB cap
-      return {{"argv", {"sh", "-c", "head -c 50000000 /dev/zero | tr '\\0' y"}},
+      return {{"argv", {"sh", "-c", "touch started; head -c 50000000 /dev/zero | tr '\\0' y"}},
               {"timeout_seconds", 120},
               {"maximum_output_bytes", 1 << 20}};
     case Client::kVanishes:  // would run for minutes if not cancelled
-      return {{"argv", {"sh", "-c", "echo started; exec sleep 600"}}, {"timeout_seconds", 600}};
+      return {{"argv", {"sh", "-c", "touch started; echo started; exec sleep 600"}},
+              {"timeout_seconds", 600}};
     case Client::kSlowReader:
     case Client::kStoppedAtTimeout:  // 3 MB of output, then it outlives its timeout
       break;
   }
-  return {{"argv", {"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; exec sleep 600"}},
+  return {{"argv",
+           {"sh", "-c", "touch started; head -c 3000000 /dev/zero | tr '\\0' x; exec sleep 600"}},
           {"timeout_seconds", kTimeoutSeconds},
           {"maximum_output_bytes", 8 << 20}};
 }
@@ -192,6 +194,21 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
         c.close();
       });
     }
+  }
+
+  // Every streamed command has started (each touches "started" first)
+  // before the environment is asked for its next command: otherwise that
+  // request can reach the environment first, and the streamed one is the
+  // one refused as busy.
+  const auto start_deadline = std::chrono::steady_clock::now() + 60s;
+  for (int i = 0; i < n; ++i) {
+    HttpReply seen;
+    while (seen.status != 200 && std::chrono::steady_clock::now() < start_deadline)
+      seen = serve.request(
+          "GET", "/v1/environments/" + ids[static_cast<std::size_t>(i)] + "/files?path=started", "",
+          kToken);
+    ASSERT_EQ(seen.status, 200) << "client " << i << ": its command never started; the client got: "
+                                << clients[static_cast<std::size_t>(i)].readSome(4096, 100ms);
   }
 
   // Every command ends, while the clients still have not read their output:
