@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
 
   // `airlock egress check` (cli/egress_command.h).
   cli::EgressCheckFlags egress_flags;
-  CLI::App* egress = app.add_subcommand("egress", "Egress policy tools (docs/egress.md).");
+  CLI::App* egress = app.add_subcommand(
+      "egress", "Egress policy tools (the policy: docs/egress.md; egress check: docs/cli.md).");
   egress->require_subcommand(1);
   CLI::App* egress_check = egress->add_subcommand(
       "check",
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> serve_config;
   CLI::App* serve = app.add_subcommand(
       "serve",
-      "Serve the HTTP API (settings: --config FILE and AIRLOCK_* variables; docs/cli.md).");
+      "Serve the HTTP API (settings: --config FILE and AIRLOCK_* variables; docs/serve.md).");
   serve
       ->add_option_function<std::string>(
           "--config", [&serve_config](const std::string& value) { serve_config = value; },
