@@ -72,7 +72,7 @@
 // * PIDS: gVisor itself enforces RLIMIT_NPROC (pids_max +
 //   oci::kPidsRefusalSpare) on the sandbox user (a fork past it fails with
 //   EAGAIN); the shim reports the command at pids_max (it counts /proc
-//   before it reaps orphans, every 20 ms, every 1 ms near the limit), before
+//   before it reaps orphans, every 20 ms, every 1 ms from a quarter of the limit), before
 //   any fork is refused, and the host treats the report as the PIDS kill.
 //   The host cgroup's pids.max is only a backstop against the sandbox itself (16 * pids_max + 1024
 //   host tasks: the ptrace platform uses a host thread per sandbox thread plus the sentry's tracer

@@ -18,7 +18,7 @@
 //               pipes (so their end-of-file is the command's). It then
 //               reports the main process's exit, reports the command at its
 //               process limit (polling /proc every 20 ms, every 1 ms once
-//               the command holds three quarters of it), and on the host's
+//               the command holds a quarter of it), and on the host's
 //               stop byte kills every process but itself (kill(-1, SIGKILL)
 //               from pid 1), reaps them and reports kDone. Without a stop it
 //               reports kDone once every process of the command is gone
@@ -373,9 +373,11 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   bool host_gone = false;
   bool pids_reported = false;
   for (;;) {
-    // Near the limit the count is sampled every millisecond: a fork bomb
-    // that meets RLIMIT_NPROC shrinks as its forks fail, and the moment it
-    // sits at the limit must not fall between two samples. The count comes
+    // From a quarter of the limit up the count is sampled every
+    // millisecond: a fork bomb doubles per generation and, once it meets
+    // RLIMIT_NPROC, shrinks as its forks fail; the moment it sits at the
+    // limit must not fall between two samples (oci_bundle.h,
+    // kPidsRefusalSpare, has the measurements). The count comes
     // before the reaping: an orphan that has exited (a zombie, counted by the
     // kernel's RLIMIT_NPROC too) stays counted until this process, its
     // reaper, has sampled; only processes whose own parent reaps them can
@@ -386,7 +388,7 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
       if (n >= req.nproc) {
         pids_reported = true;
         send(sock, ShimRecordType::kPidsLimit, n);
-      } else if (4 * n >= 3 * req.nproc) {
+      } else if (4 * n >= req.nproc) {
         interval_ms = 1;
       }
     }

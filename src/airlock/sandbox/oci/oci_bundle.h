@@ -72,12 +72,14 @@ inline constexpr std::uint64_t kNofileLimit = 4096;
 // (then the command ends with no kill reason, the shell printing "Cannot
 // fork"). The shim counts before it reaps (gvisor_shim.cpp), so only
 // processes reaped by their own parents can leave unseen; the spare is the
-// margin for those. Measured here with a dash fork bomb at pids_max 32:
-// spare 8 and count after reaping, about 1 run in 25 ended so; spare 32
-// alone, 3 in 50; spare 32 and count before reaping, none in 150 (nor in
-// 50 of a bash fork bomb). A command is killed at the limit, so it never
-// holds the spare.
-inline constexpr long kPidsRefusalSpare = 32;
+// margin for those, and for the shim's samples arriving late on a loaded
+// machine. Measured on a 2-core machine with the dash and bash fork bombs
+// at pids_max 32: spare 8, about 1 run in 25 ended so; spare 32, 1 in 30 to
+// 1 in 70; spare 96, 1 in 600; spare 96 with the shim sampling every
+// millisecond from a quarter of the limit, none in 400. A command is killed
+// at the limit, so it holds the spare only for the moment between the
+// shim's count and the kill.
+inline constexpr long kPidsRefusalSpare = 96;
 
 struct BundleInputs {
   std::string rootfs_dir;               // absolute host path of the shared rootfs
