@@ -21,7 +21,7 @@ std::string encode(const std::vector<ShimRecord>& records) {
 }
 
 ShimRecord genRecord(int type, std::int64_t value) {
-  return ShimRecord{static_cast<ShimRecordType>(1 + (type % 5 + 5) % 5), value};
+  return ShimRecord{static_cast<ShimRecordType>(1 + (type % 6 + 6) % 6), value};
 }
 
 RC_GTEST_PROP(ShimProtocol, EncodedRecordsDecodeToThemselves,
@@ -53,7 +53,7 @@ RC_GTEST_PROP(ShimProtocol, ArbitraryBytesNeverOverrun, (const std::string& byte
   RC_ASSERT(d.consumed % kShimRecordBytes == 0);
   for (const auto& r : d.records) {
     const auto t = static_cast<std::uint32_t>(r.type);
-    RC_ASSERT(t >= 1u && t <= 5u);
+    RC_ASSERT(t >= 1u && t <= 6u);
   }
 }
 
@@ -76,6 +76,15 @@ TEST(ShimProtocol, NonZeroPaddingIsMalformed) {
   auto d = decodeShimRecords(bytes);
   EXPECT_TRUE(d.malformed);
   EXPECT_TRUE(d.records.empty());
+}
+
+TEST(ShimProtocol, TheTypeAfterTheLastIsMalformed) {
+  std::string bytes = encode({ShimRecord{ShimRecordType::kKilling, 0}});
+  auto d = decodeShimRecords(bytes);
+  ASSERT_FALSE(d.malformed);
+  ASSERT_EQ(d.records.size(), 1u);
+  bytes[0] = static_cast<char>(static_cast<int>(ShimRecordType::kKilling) + 1);
+  EXPECT_TRUE(decodeShimRecords(bytes).malformed);
 }
 
 TEST(ShimProtocol, ZeroTypeIsMalformed) {

@@ -757,6 +757,7 @@ bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
         events.push_back({Kind::kStartFailed, std::nullopt, std::nullopt, value});
       if (rec.type == oci::ShimRecordType::kMainExited)
         events.push_back({Kind::kMainExited, value});
+      if (rec.type == oci::ShimRecordType::kKilling) sb_.memory.killSent();
       if (rec.type == oci::ShimRecordType::kDone)
         events.push_back({Kind::kAllGone, std::nullopt, rec.value});
       if (rec.type == oci::ShimRecordType::kPidsLimit) {

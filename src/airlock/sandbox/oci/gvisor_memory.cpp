@@ -96,6 +96,7 @@ Result<void> SandboxMemory::beginCommand() {
   endCommand();
   const bool after_kill = raised_;
   raised_ = false;
+  kill_sent_ = false;
   auto own = ownMemory();
   if (!own) return fail(ErrorCode::kExecutionUnavailable, "read the sandbox's memory usage");
   if (own_at_start_ && after_kill) {
@@ -139,18 +140,25 @@ bool SandboxMemory::underOom() const {
 
 void SandboxMemory::raiseForKill() noexcept {
   if (dir_.empty() || raised_) return;
-  (void)writeLimit(base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2));
+  // A little room at once: the sentry's own threads (the shim's among them)
+  // must not stay stalled while the kill is sent.
+  (void)writeLimit(base_ + memory_bytes_ - headroom_ + headroom_ / 4);
   raised_ = true;
   stop_watch_ = false;
   try {
     watcher_ = std::thread([this] { watch(); });
   } catch (...) {
-    // No thread: the single raise is all the kill gets.
+    // No thread: raise now; the single raise is all the kill gets.
+    (void)writeLimit(base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2));
   }
 }
 
 void SandboxMemory::watch() noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + kKillSentBudget;
+  while (!kill_sent_.load() && !stop_watch_.load() && std::chrono::steady_clock::now() < deadline)
+    ::poll(nullptr, 0, 1);
   std::int64_t limit = base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
+  (void)writeLimit(limit);
   int steps = 0;
   while (!stop_watch_.load() && steps < kOomKillSteps) {
     ::poll(nullptr, 0, 2);

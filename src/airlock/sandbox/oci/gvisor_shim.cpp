@@ -372,6 +372,7 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   bool stop = false;
   bool host_gone = false;
   bool pids_reported = false;
+  bool killing_reported = false;
   for (;;) {
     // From a quarter of the limit up the count is sampled every
     // millisecond: a fork bomb doubles per generation and, once it meets
@@ -424,6 +425,7 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
     }
     if (stop) {
       ::kill(-1, SIGKILL);  // every process but pid 1 (this one)
+      if (!killing_reported) killing_reported = send(sock, ShimRecordType::kKilling, 0);
       ::usleep(1000);
       continue;
     }

@@ -22,7 +22,7 @@ ShimDecode decodeShimRecords(std::string_view input) noexcept {
     std::memcpy(&pad, p + 4, 4);
     std::memcpy(&value, p + 8, 8);
     if (pad != 0 || type < static_cast<std::uint32_t>(ShimRecordType::kStarted) ||
-        type > static_cast<std::uint32_t>(ShimRecordType::kDone)) {
+        type > static_cast<std::uint32_t>(ShimRecordType::kKilling)) {
       d.malformed = true;
       return d;
     }

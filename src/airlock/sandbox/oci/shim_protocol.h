@@ -18,6 +18,10 @@
 // process exits; kPidsLimit(process count) whenever the shim sees the
 // command at its process limit; finally kDone(cpu microseconds of the
 // command's reaped processes) after every process of the command is gone.
+// kKilling(0), at most once per command, after the stop byte: the shim has
+// sent SIGKILL to every process of the command (the host's memory limit
+// waits for it before it gives a command stalled at its limit the room to
+// die in; gvisor_memory.h).
 //
 // The side-process channel (code mode: ExecutionEnvironment::startSideProcess,
 // execution_environment.h; the shim's side in gvisor_shim.cpp): a second
@@ -49,6 +53,7 @@ enum class ShimRecordType : std::uint32_t {
   kMainExited = 3,
   kPidsLimit = 4,
   kDone = 5,
+  kKilling = 6,
 };
 
 struct ShimRecord {
