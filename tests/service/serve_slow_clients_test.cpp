@@ -4,6 +4,7 @@
 // cancelled, /healthz keeps answering promptly, destroy completes under a
 // stalled stream, and the service stops on SIGTERM.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/wait.h>
@@ -196,19 +197,25 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
     }
   }
 
-  // Every streamed command has started (each touches "started" first)
-  // before the environment is asked for its next command: otherwise that
-  // request can reach the environment first, and the streamed one is the
-  // one refused as busy.
+  // Every streamed request has been taken by its environment before the
+  // environment is asked for its next command: otherwise that request can
+  // reach the environment first, and the streamed one is the one refused as
+  // busy. Taken means its command touched "started" (each does first), or
+  // its answer has begun (a command starved of CPU on this loaded machine
+  // may reach its timeout before its first step).
   const auto start_deadline = std::chrono::steady_clock::now() + 60s;
   for (int i = 0; i < n; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    auto answered = [&] {
+      pollfd p{clients[at].fd(), POLLIN, 0};
+      return ::poll(&p, 1, 0) > 0;
+    };
     HttpReply seen;
-    while (seen.status != 200 && std::chrono::steady_clock::now() < start_deadline)
-      seen = serve.request(
-          "GET", "/v1/environments/" + ids[static_cast<std::size_t>(i)] + "/files?path=started", "",
-          kToken);
-    ASSERT_EQ(seen.status, 200) << "client " << i << ": its command never started; the client got: "
-                                << clients[static_cast<std::size_t>(i)].readSome(4096, 100ms);
+    while (seen.status != 200 && !answered() && std::chrono::steady_clock::now() < start_deadline)
+      seen =
+          serve.request("GET", "/v1/environments/" + ids[at] + "/files?path=started", "", kToken);
+    ASSERT_TRUE(seen.status == 200 || answered())
+        << "client " << i << ": its request was never taken (" << seen.body << ")";
   }
 
   // Every command ends, while the clients still have not read their output:
@@ -253,16 +260,14 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
               worst_health_ms.load(), realtime ? "real-time" : "normal");
   // Without a real-time prober (no CAP_SYS_NICE) the figure is this test's
   // own scheduling, not the service's: then only the answers are checked.
-  // The target is 100 ms; on a 2-core machine the worst probe, during the
-  // burst of a hundred commands starting at once, is 0.5-1.4 s (the service
-  // answers, late). Giving the sandboxes' cgroups the lowest CPU weight
-  // brought it to 6-180 ms but starved every sandbox under any other load
-  // (commands of 10 ms taking seconds, sandboxes missing their start
-  // budget), so it was not kept. The bound below is what holds today; it
-  // still fails at once if a stalled stream can hold a thread /healthz
-  // needs (the old failure: no answer at all).
+  // The target is 100 ms. On a 2-core machine, with every sandbox below one
+  // CPU parent and a loop that shares no lock with the command threads, the
+  // worst probe measured 4-119 ms on linux (100 clients) and 21-461 ms on
+  // gvisor (20 clients); before those it was 0.3-1.4 s. The bound below
+  // leaves room for a loaded CI machine and still fails at once if a stalled
+  // stream holds a thread /healthz needs (the old failure: no answer).
   if (realtime) {
-    EXPECT_LT(worst_health_ms, 1500) << "/healthz took " << worst_health_ms << " ms at worst";
+    EXPECT_LT(worst_health_ms, 1000) << "/healthz took " << worst_health_ms << " ms at worst";
   }
   // The vanished clients' commands were cancelled.
   const auto metrics = serve.request("GET", "/metrics", "", kToken).body;

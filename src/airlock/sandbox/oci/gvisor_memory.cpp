@@ -142,7 +142,7 @@ void SandboxMemory::raiseForKill() noexcept {
   if (dir_.empty() || raised_) return;
   // A little room at once: the sentry's own threads (the shim's among them)
   // must not stay stalled while the kill is sent.
-  (void)writeLimit(base_ + memory_bytes_ - headroom_ + headroom_ / 4);
+  (void)writeLimit(base_ + memory_bytes_ - headroom_ + headroom_ / 4);  // watch(): `first`
   raised_ = true;
   stop_watch_ = false;
   try {
@@ -154,9 +154,15 @@ void SandboxMemory::raiseForKill() noexcept {
 }
 
 void SandboxMemory::watch() noexcept {
+  // Until the kill is sent, the room is the first step's; stalled there
+  // again, the sandbox gets the rest at once (a sentry left stalled dies).
+  const std::int64_t first = base_ + memory_bytes_ - headroom_ + headroom_ / 4;
   const auto deadline = std::chrono::steady_clock::now() + kKillSentBudget;
-  while (!kill_sent_.load() && !stop_watch_.load() && std::chrono::steady_clock::now() < deadline)
+  while (!kill_sent_.load() && !stop_watch_.load() && std::chrono::steady_clock::now() < deadline) {
     ::poll(nullptr, 0, 1);
+    auto u = usage();
+    if (underOom() && u && *u >= first - kForcedChargeMargin) break;
+  }
   std::int64_t limit = base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
   (void)writeLimit(limit);
   int steps = 0;

@@ -11,18 +11,18 @@
 // by kOomKillHeadroom so that the sentry can run the kill. The raise comes in
 // two steps: a quarter of the headroom at once (the sentry's own threads,
 // the shim's among them, must not stay stalled: a sentry stalled too long
-// dies), the rest when the shim reports that it has sent the SIGKILL
+// dies), the rest when the shim reports that it has sent the SIGKILL, or
+// at once should the command stall the sandbox again before that
 // (kKilling; at most kKillSentBudget later). The command then meets its
 // kill soon after it resumes, instead of racing the kill through the whole
-// room (before the second step, about 1 kill in 100 at a 75 MiB limit
-// landed only after the command had passed the limit; after it, none in
-// 200). The command may still use some of that room before
-// the kill lands (the sentry, not the host, kills it); the room is the
-// headroom less 1 MiB, so the command's memory stays under memory_bytes,
-// however many kills came before. Should the command fill even that room and stall the sandbox
-// again before the kill lands, a watcher (a thread from raiseForKill until
-// endCommand) raises the limit by another kOomKillHeadroom, up to
-// kOomKillSteps times: the command's peak then passes memory_bytes (the
+// room (at a 75 MiB limit on 2 cores: before, about 1 kill in 100 landed
+// only after the command had passed the limit; after, none in 200 on a
+// quiet machine and 4 in 320 with a second such run beside it). The command may still use some of
+// that room before the kill lands (the sentry, not the host, kills it); the room is the headroom
+// less 1 MiB, so the command's memory stays under memory_bytes, however many kills came before.
+// Should the command fill even that room and stall the sandbox again before the kill lands, a
+// watcher (a thread from raiseForKill until endCommand) raises the limit by another
+// kOomKillHeadroom, up to kOomKillSteps times: the command's peak then passes memory_bytes (the
 // result's peak says by how much) rather than the sandbox being lost.
 //
 // The sentry gives a dead command's memory back asynchronously, and a kill
