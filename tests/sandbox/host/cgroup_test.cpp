@@ -59,6 +59,21 @@ std::string leftBehind(const FakeCgroupFs& fs) {
   return out;
 }
 
+// A v2 hierarchy at /cg with the three controllers.
+CgroupMounts v2Mounts() {
+  CgroupMounts m;
+  m.v2_root = "/cg";
+  m.v2_controllers = {"cpu", "memory", "pids"};
+  return m;
+}
+
+// v1 hierarchies at /v1/<controller>.
+CgroupMounts v1Mounts() {
+  CgroupMounts m;
+  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
+  return m;
+}
+
 ResourceLimits limits() {
   return {1500, 256 << 20, 64, 1 << 30, 1000, 30};
 }
@@ -100,10 +115,7 @@ TEST(CgroupDetection, NeitherHierarchyUsableNamesWhatIsMissing) {
 TEST(CgroupV2, CreateWritesEveryLimit) {
   auto fs = std::make_shared<FakeCgroupFs>();
   fs->files["/cg/cgroup.controllers"] = "cpu memory pids";
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-x", limits());
   ASSERT_TRUE(cg) << cg.error().message();
@@ -125,10 +137,7 @@ TEST(CgroupV2, CreateWritesEveryLimit) {
 // the parent outlives the sandboxes.
 TEST(CgroupV2, SandboxesShareOneParentThatIsKept) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
   auto a = (*driver)->create("airlock-p1", limits());
   auto b = (*driver)->create("airlock-p2", limits());
@@ -146,10 +155,7 @@ TEST(CgroupV2, SandboxesShareOneParentThatIsKept) {
 // listed, attached and removed (the sweep after an upgrade).
 TEST(CgroupV2, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
   ASSERT_TRUE(fs->makeDir("/cg/airlock-old"));
   ASSERT_TRUE(fs->makeDir("/cg/airlock-old/commands"));
@@ -162,9 +168,7 @@ TEST(CgroupV2, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
 
 TEST(CgroupV1, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v1Mounts(), fs);
   ASSERT_TRUE(driver);
   for (const char* ctl : {"memory", "pids", "cpu"})
     ASSERT_TRUE(fs->makeDir(std::string("/v1/") + ctl + "/airlock-old"));
@@ -181,10 +185,7 @@ TEST(CgroupV1, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
 
 TEST(CgroupV2, CountersParseEventFiles) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   auto cg = (*driver)->create("airlock-y", limits());
   ASSERT_TRUE(cg);
   fs->files["/cg/airlock/airlock-y/memory.events"] =
@@ -200,9 +201,7 @@ TEST(CgroupV2, CountersParseEventFiles) {
 
 TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v1Mounts(), fs);
   ASSERT_TRUE(driver);
   EXPECT_EQ((*driver)->version(), "v1");
   auto cg = (*driver)->create("airlock-z", limits());
@@ -229,10 +228,7 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
 // ceiling adds the supervisor's slack, and removal goes children first.
 TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-a", limits(), MemoryLayout::kCommandsApart);
   ASSERT_TRUE(cg) << cg.error().message();
@@ -267,9 +263,7 @@ TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
 // a command's entry into it keeps the pids and cpu cgroups of init.
 TEST(CgroupV1, CommandsApartSplitsOnlyTheMemoryHierarchy) {
   auto fs = std::make_shared<FakeCgroupFs>();
-  CgroupMounts m;
-  m.v1_controller_mounts = {{"memory", "/v1/memory"}, {"pids", "/v1/pids"}, {"cpu", "/v1/cpu"}};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v1Mounts(), fs);
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-b", limits(), MemoryLayout::kCommandsApart);
   ASSERT_TRUE(cg) << cg.error().message();
@@ -309,10 +303,7 @@ TEST(CgroupV2, CommandsApartFailureLeavesNothing) {
     }
   };
   auto fs = std::make_shared<FailingFs>();
-  CgroupMounts m;
-  m.v2_root = "/cg";
-  m.v2_controllers = {"cpu", "memory", "pids"};
-  auto driver = makeCgroupDriver(m, fs);
+  auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
   auto cg = (*driver)->create("airlock-c", limits(), MemoryLayout::kCommandsApart);
   ASSERT_FALSE(cg);
