@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -119,6 +120,34 @@ TEST_F(ServeLinux, CodeModeRunsAProgramAndTheServiceFiresItsSchedule) {
   EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
   const int status = serve.signalAndWait(SIGTERM);
   ASSERT_TRUE(WIFEXITED(status)) << serve.log();
+}
+
+// An operator's ceiling above the built-in one is the mechanism's ceiling
+// too: a memory limit between the two provisions (it is a limit, not a
+// reservation), one above the operator's is refused naming that ceiling.
+TEST(ServeLinuxCeilings, AnOperatorCeilingAboveTheBuiltInOneHolds) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  const std::string config = state.path() + "/settings.yaml";
+  std::ofstream(config) << "limits:\n  ceilings:\n    memory_bytes: 128G\n";
+  ServeProcess serve({"AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+                      std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin"},
+                     AIRLOCK_BINARY, {"--config", config});
+  ASSERT_GT(serve.port(), 0) << serve.log();
+  auto made = serve.request(
+      "POST", "/v1/environments",
+      R"({"tenant_id": "t1", "run_id": "r1", "limits": {"memory_bytes": 107374182400}})", kToken);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json()["environment_id"];
+  auto ran =
+      serve.request("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})", kToken);
+  EXPECT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(serve.request("DELETE", "/v1/environments/" + id, "", kToken).status, 204);
+  auto above = serve.request(
+      "POST", "/v1/environments",
+      R"({"tenant_id": "t1", "run_id": "r2", "limits": {"memory_bytes": 150323855360}})", kToken);
+  EXPECT_NE(above.status, 201) << above.body;
+  EXPECT_NE(above.body.find("128 GiB"), std::string::npos) << above.body;
 }
 
 }  // namespace

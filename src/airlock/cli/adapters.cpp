@@ -23,6 +23,7 @@ Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
   linux_jail::LinuxEnvironmentOptions linux_options;
   linux_options.state_dir = options.state_dir;
   linux_options.egress_route = options.egress_route;
+  linux_options.ceilings = options.ceilings;
   auto digest = linux_jail::computeImageDigest(linux_options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = linux_jail::createLinuxEnvironment(linux_options);
@@ -41,6 +42,7 @@ Result<Adapter> gvisorAdapter(const AdapterOptions& options) {
   gvisor::GvisorEnvironmentOptions gvisor_options;
   gvisor_options.state_dir = options.state_dir + "/gvisor";
   gvisor_options.egress_route = options.egress_route;
+  gvisor_options.ceilings = options.ceilings;
   auto digest = gvisor::gvisorImageDigest(gvisor_options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = gvisor::createGvisorEnvironment(gvisor_options);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
+#include "airlock/core/limits_defaults.h"
 #include "airlock/core/mechanism.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
@@ -26,6 +27,9 @@ struct AdapterOptions {
   // Where sandboxes with egress send their connections (cli/egress_runtime.h);
   // null: such a sandbox is refused.
   std::shared_ptr<EgressRoute> egress_route;
+  // The highest limits a sandbox may have (serve: the limits.ceilings
+  // settings); the mechanism refuses a spec above them.
+  LimitCeilings ceilings = defaultCeilings();
 };
 
 // The permission to build a development-only mechanism (linux, fake: see

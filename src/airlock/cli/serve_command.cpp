@@ -89,6 +89,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   AdapterOptions options;
   options.state_dir = settings->state_dir;
   options.egress_route = egress.route;
+  options.ceilings = settings->limit_ceilings;
   auto adapter = createAdapter(
       settings->sandbox, options,
       settings->deployment_mode == service::DeploymentMode::kDevelopment

@@ -13,7 +13,7 @@ namespace airlock {
 // (4096), inodes_max (1000000) and wall_clock_seconds (1800); it leaves cpu,
 // memory and workspace to the operator, and defaultCeilings() picks
 // generous values for those (64 CPUs, 64 GiB, 64 GiB) that settings may
-// lower or raise.
+// lower or raise (serve hands its ceilings to the mechanism).
 struct LimitCeilings {
   std::int64_t cpu_millicores;      // default 64000 (operator)
   std::int64_t memory_bytes;        // default 64 GiB (operator)
