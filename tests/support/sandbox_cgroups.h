@@ -3,8 +3,8 @@
 // /sys/fs/cgroup (a v2 cgroup, or a v1 hierarchy and its top-level cgroups)
 // and every directory below a v1 hierarchy's sandbox parent
 // (<hierarchy>/airlock/<name>; see kSandboxCgroupParent in
-// src/airlock/sandbox/host/cgroup.h). The sandbox parent itself is not
-// listed: it is kept, as a slice is.
+// src/airlock/sandbox/host/cgroup.h). The sandbox parent itself is listed
+// too: it goes with the last sandbox.
 #pragma once
 
 #include <dirent.h>
@@ -32,9 +32,9 @@ inline std::vector<std::string> sandboxCgroupCandidates() {
   std::vector<std::string> out;
   for (const auto& top : subdirectories("/sys/fs/cgroup")) {
     const std::string base = "/sys/fs/cgroup/" + top;
-    if (top != kParent) out.push_back(base);
+    out.push_back(base);
     for (const auto& child : subdirectories(base)) {
-      if (child != kParent) out.push_back(base + "/" + child);
+      out.push_back(base + "/" + child);
       if (child == kParent)
         for (const auto& sandbox : subdirectories(base + "/" + child))
           out.push_back(base + "/" + child + "/" + sandbox);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -101,13 +102,43 @@ Result<void> writeAll(CgroupFs& fs, const std::vector<std::pair<std::string, std
   return {};
 }
 
+// The sandboxes' parent below a hierarchy's mount.
+std::string parentIn(const std::string& mount) {
+  return mount + "/" + kSandboxCgroupParent;
+}
+
 // Where sandbox `name` lives under a hierarchy's mount: below the parent,
 // or (a sandbox of a release that created them at the top) directly below
 // the mount.
 std::string locateIn(CgroupFs& fs, const std::string& mount, const std::string& name) {
-  const std::string below = mount + "/" + kSandboxCgroupParent + "/" + name;
+  const std::string below = parentIn(mount) + "/" + name;
   if (fs.exists(below) || !fs.exists(mount + "/" + name)) return below;
   return mount + "/" + name;
+}
+
+// Creates `dir` below the parent `parent`, creating the parent first. The
+// parent goes when its last sandbox does (removeWithParent), so another
+// service may remove it between the two mkdirs: then both are made again.
+Result<void> makeBelowParent(CgroupFs& fs, const std::string& parent, const std::string& dir,
+                             const std::function<void()>& configure_parent) {
+  Result<void> made{};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (auto r = fs.makeDir(parent); !r) return r;
+    configure_parent();
+    made = fs.makeDir(dir);
+    if (made || fs.exists(parent)) return made;
+  }
+  return made;
+}
+
+// Removes a sandbox's directory tree and then its parent, if that is the
+// sandboxes' parent and now empty (rmdir refuses a parent that still has
+// a sandbox, so a concurrent service's sandbox keeps it).
+Result<void> removeWithParent(CgroupFs& fs, const std::string& dir) {
+  auto r = removeTree(fs, dir);
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  if (r && parent.substr(parent.rfind('/') + 1) == kSandboxCgroupParent) (void)fs.removeDir(parent);
+  return r;
 }
 
 // Names starting with `prefix`, below the parent or at the top of any of
@@ -192,7 +223,7 @@ class CgroupV2 final : public Cgroup {
   Result<void> remove() override {
     peak_fd_.reset();
     events_.reset();
-    return removeTree(*fs_, dir_);
+    return removeWithParent(*fs_, dir_);
   }
 
  private:
@@ -231,10 +262,13 @@ class DriverV2 final : public CgroupDriver {
     // Delegate the controllers to the parent and to its children
     // (idempotent).
     (void)fs_->write(root_ + "/cgroup.subtree_control", "+memory +pids +cpu");
-    if (auto r = fs_->makeDir(parent()); !r) return tl::unexpected(r.error());
-    (void)fs_->write(parent() + "/cgroup.subtree_control", "+memory +pids +cpu");
-    const std::string dir = parent() + "/" + name;
-    if (auto r = fs_->makeDir(dir); !r) return tl::unexpected(r.error());
+    const std::string parent = parentIn(root_);
+    const std::string dir = parent + "/" + name;
+    if (auto r = makeBelowParent(
+            *fs_, parent, dir,
+            [&] { (void)fs_->write(parent + "/cgroup.subtree_control", "+memory +pids +cpu"); });
+        !r)
+      return tl::unexpected(r.error());
     auto cg = std::make_unique<CgroupV2>(fs_, dir, layout);
     if (auto r = applyLimits(dir, limits, layout); !r) {
       (void)cg->remove();
@@ -253,7 +287,6 @@ class DriverV2 final : public CgroupDriver {
   }
 
  private:
-  std::string parent() const { return root_ + "/" + kSandboxCgroupParent; }
   Result<void> applyLimits(const std::string& dir, const ResourceLimits& limits,
                            MemoryLayout layout) {
     const std::int64_t period = 100000;
@@ -364,7 +397,7 @@ class CgroupV1 final : public Cgroup {
     oom_event_.reset();
     Result<void> first{};
     for (const auto& [ctl, dir] : dirs_) {
-      auto r = removeTree(*fs_, dir);
+      auto r = removeWithParent(*fs_, dir);
       if (!r && first) first = r;
     }
     return first;
@@ -409,11 +442,7 @@ class DriverV1 final : public CgroupDriver {
   Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
                                          MemoryLayout layout) override {
     std::map<std::string, std::string> dirs;
-    for (const auto& [ctl, mount] : mounts_) {
-      const std::string parent = mount + "/" + kSandboxCgroupParent;
-      if (auto r = fs_->makeDir(parent); !r) return tl::unexpected(r.error());
-      dirs[ctl] = parent + "/" + name;
-    }
+    for (const auto& [ctl, mount] : mounts_) dirs[ctl] = parentIn(mount) + "/" + name;
     auto cg = std::make_unique<CgroupV1>(fs_, dirs, layout);
     if (auto r = applyLimits(dirs, limits, layout); !r) {
       (void)cg->remove();
@@ -438,7 +467,7 @@ class DriverV1 final : public CgroupDriver {
   Result<void> applyLimits(std::map<std::string, std::string>& dirs, const ResourceLimits& limits,
                            MemoryLayout layout) {
     for (const auto& [ctl, dir] : dirs)
-      if (auto r = fs_->makeDir(dir); !r) return r;
+      if (auto r = makeBelowParent(*fs_, dir.substr(0, dir.rfind('/')), dir, [] {}); !r) return r;
     const std::string mem = dirs["memory"];
     const bool apart = layout == MemoryLayout::kCommandsApart;
     std::vector<std::pair<std::string, std::string>> writes = {

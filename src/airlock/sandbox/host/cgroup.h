@@ -12,13 +12,14 @@
 //     (oom_kill), memory.max_usage_in_bytes, pids.events.
 // Every sandbox's cgroup sits below one parent, "airlock", at the top of
 // each hierarchy (v2: <root>/airlock/<name>; v1: <mount>/airlock/<name> in
-// each controller's hierarchy). The parent is created on first use and kept,
-// as a systemd slice is, and has no limits of its own: it holds all
+// each controller's hierarchy). The parent is created with the first sandbox
+// and removed with the last (rmdir refuses it while another service's
+// sandbox is in it), and has no limits of its own: it holds all
 // sandboxes together at the CPU weight of one ordinary cgroup (v1
 // cpu.shares 1024, v2 cpu.weight 100), so however many sandboxes are busy,
-// the service's threads outside it keep their share of the machine. An
-// operator may tune its weight. Sandboxes that an earlier release created
-// at the top of the hierarchy are still found by attach() and list().
+// the service's threads outside it keep their share of the machine.
+// Sandboxes that an earlier release created at the top of the hierarchy are
+// still found by attach() and list().
 // All file access goes through CgroupFs, a seam under the OS so the v2 and
 // v1 writers and parsers run against a fake filesystem in tests.
 //
