@@ -12,6 +12,17 @@ namespace airlock::cli {
 
 namespace {
 
+// What every hosted mechanism's options take from the front end's. The
+// state directory is the mechanism's own.
+template <class MechanismOptions>
+MechanismOptions hostedOptions(const AdapterOptions& options, std::string state_dir) {
+  MechanismOptions out;
+  out.state_dir = std::move(state_dir);
+  out.egress_route = options.egress_route;
+  out.ceilings = options.ceilings;
+  return out;
+}
+
 Result<Adapter> fakeAdapter() {
   auto env = std::make_unique<fake::FakeEnvironment>();
   env->setFallback(fake::basicCommands);
@@ -20,10 +31,8 @@ Result<Adapter> fakeAdapter() {
 
 Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 #if AIRLOCK_HAVE_LINUX_MECHANISM
-  linux_jail::LinuxEnvironmentOptions linux_options;
-  linux_options.state_dir = options.state_dir;
-  linux_options.egress_route = options.egress_route;
-  linux_options.ceilings = options.ceilings;
+  auto linux_options =
+      hostedOptions<linux_jail::LinuxEnvironmentOptions>(options, options.state_dir);
   auto digest = linux_jail::computeImageDigest(linux_options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = linux_jail::createLinuxEnvironment(linux_options);
@@ -39,10 +48,8 @@ Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 Result<Adapter> gvisorAdapter(const AdapterOptions& options) {
   // Its own state directory: the two mechanisms' crash recovery must not
   // see each other's lock files.
-  gvisor::GvisorEnvironmentOptions gvisor_options;
-  gvisor_options.state_dir = options.state_dir + "/gvisor";
-  gvisor_options.egress_route = options.egress_route;
-  gvisor_options.ceilings = options.ceilings;
+  auto gvisor_options =
+      hostedOptions<gvisor::GvisorEnvironmentOptions>(options, options.state_dir + "/gvisor");
   auto digest = gvisor::gvisorImageDigest(gvisor_options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = gvisor::createGvisorEnvironment(gvisor_options);

@@ -138,16 +138,17 @@ class StreamQueue {
   }
   // The loop's thread: what arrived so far, or an empty deque.
   std::deque<StreamEvent> take() {
-    std::uint64_t count;
-    (void)!::read(wake_.native_handle(), &count, sizeof count);  // drained before the swap
     std::lock_guard lk(mu_);
     wake_pending_ = false;
     return std::exchange(events_, {});
   }
   // The loop's thread: until push() is called after the last take() (at
-  // once if it already was: the eventfd is then readable).
+  // once if it already was: the eventfd is then readable). The wake-up is
+  // drained before the next take(), so a push after it wakes the next wait.
   asio::awaitable<void> wait() {
     (void)co_await wake_.async_wait(asio::posix::stream_descriptor::wait_read, kNoThrow);
+    std::uint64_t count;
+    (void)!::read(wake_.native_handle(), &count, sizeof count);
   }
   // The loop's thread: lines it has written, handed back to be freed by the
   // pushing thread. Their memory came from that thread's malloc arena;

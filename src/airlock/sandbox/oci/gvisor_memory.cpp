@@ -142,40 +142,50 @@ void SandboxMemory::raiseForKill() noexcept {
   if (dir_.empty() || raised_) return;
   // A little room at once: the sentry's own threads (the shim's among them)
   // must not stay stalled while the kill is sent.
-  (void)writeLimit(base_ + memory_bytes_ - headroom_ + headroom_ / 4);  // watch(): `first`
+  (void)writeLimit(firstStepLimit());
   raised_ = true;
   stop_watch_ = false;
   try {
     watcher_ = std::thread([this] { watch(); });
   } catch (...) {
     // No thread: raise now; the single raise is all the kill gets.
-    (void)writeLimit(base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2));
+    (void)writeLimit(killRoomLimit());
   }
 }
 
 void SandboxMemory::watch() noexcept {
   // Until the kill is sent, the room is the first step's; stalled there
   // again, the sandbox gets the rest at once (a sentry left stalled dies).
-  const std::int64_t first = base_ + memory_bytes_ - headroom_ + headroom_ / 4;
   const auto deadline = std::chrono::steady_clock::now() + kKillSentBudget;
   while (!kill_sent_.load() && !stop_watch_.load() && std::chrono::steady_clock::now() < deadline) {
     ::poll(nullptr, 0, 1);
-    auto u = usage();
-    if (underOom() && u && *u >= first - kForcedChargeMargin) break;
+    if (stalledAt(firstStepLimit())) break;
   }
-  std::int64_t limit = base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
+  std::int64_t limit = killRoomLimit();
   (void)writeLimit(limit);
   int steps = 0;
   while (!stop_watch_.load() && steps < kOomKillSteps) {
     ::poll(nullptr, 0, 2);
-    // Stalled at this limit again (not the waiters of the last one still
-    // leaving: under_oom lags a raise).
-    auto u = usage();
-    if (!underOom() || !u || *u < limit - kForcedChargeMargin) continue;
+    if (!stalledAt(limit)) continue;
     limit += kOomKillHeadroom;
     (void)writeLimit(limit);
     ++steps;
   }
+}
+
+std::int64_t SandboxMemory::firstStepLimit() const {
+  return base_ + memory_bytes_ - headroom_ + headroom_ / 4;
+}
+
+std::int64_t SandboxMemory::killRoomLimit() const {
+  return base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
+}
+
+bool SandboxMemory::stalledAt(std::int64_t limit) const {
+  // Under the OOM and at this limit (not the waiters of an earlier, lower
+  // one still leaving: under_oom lags a raise).
+  auto u = usage();
+  return underOom() && u && *u >= limit - kForcedChargeMargin;
 }
 
 void SandboxMemory::endCommand() noexcept {

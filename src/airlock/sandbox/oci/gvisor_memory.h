@@ -104,6 +104,13 @@ class SandboxMemory {
   std::int64_t tmpfsBytes() const;
   bool writeLimit(std::int64_t bytes) noexcept;
   void watch() noexcept;
+  // The limit at a MEMORY stall's first step (a quarter of the headroom
+  // given back), and once the kill is sent (memory_bytes less the forced
+  // charge margin), both above the base.
+  std::int64_t firstStepLimit() const;
+  std::int64_t killRoomLimit() const;
+  // Stalled at `limit`: under the OOM with usage at it.
+  bool stalledAt(std::int64_t limit) const;
 
   std::string dir_;
   std::int64_t memory_bytes_ = 0;
