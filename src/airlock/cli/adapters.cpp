@@ -15,9 +15,9 @@ namespace {
 // What every hosted mechanism's options take from the front end's. The
 // state directory is the mechanism's own.
 template <class MechanismOptions>
-MechanismOptions hostedOptions(const AdapterOptions& options, std::string state_dir) {
+MechanismOptions hostedOptions(const AdapterOptions& options, const std::string& state_dir) {
   MechanismOptions out;
-  out.state_dir = std::move(state_dir);
+  out.state_dir = state_dir;
   out.egress_route = options.egress_route;
   out.ceilings = options.ceilings;
   return out;
