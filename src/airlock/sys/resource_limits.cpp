@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 #include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock::sys {
 
@@ -30,6 +33,28 @@ Result<std::uint64_t> raiseOpenFileLimit(std::uint64_t want) {
   const rlimit soft{static_cast<rlim_t>(std::min<std::uint64_t>(want, now.rlim_max)), now.rlim_max};
   if (::setrlimit(RLIMIT_NOFILE, &soft) == 0) return static_cast<std::uint64_t>(soft.rlim_cur);
   return static_cast<std::uint64_t>(now.rlim_cur);
+}
+
+Result<std::uint64_t> reserveDescriptorTable(std::uint64_t slots) {
+  rlimit now{};
+  if (::getrlimit(RLIMIT_NOFILE, &now) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "getrlimit(RLIMIT_NOFILE)", errno);
+  const std::uint64_t want = std::min<std::uint64_t>(slots, now.rlim_cur);
+  if (want == 0) return std::uint64_t{0};
+  // A descriptor at the highest slot makes the kernel size the table for
+  // it. F_DUPFD takes the lowest free slot at or above it, never one in use.
+  UniqueFd probe(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!probe.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "open /dev/null", errno);
+  const int top = ::fcntl(probe.get(), F_DUPFD_CLOEXEC, static_cast<int>(want - 1));
+  if (top < 0 && errno != EMFILE)
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     "fcntl(F_DUPFD) to descriptor " + std::to_string(want - 1), errno);
+  if (top >= 0) ::close(top);
+  auto status = readFile(AT_FDCWD, "/proc/self/status", 1 << 16);
+  if (!status) return want;
+  const auto at = status->find("\nFDSize:");
+  if (at == std::string::npos) return want;
+  return std::strtoull(status->c_str() + at + 8, nullptr, 10);
 }
 
 }  // namespace airlock::sys
