@@ -99,10 +99,10 @@ Result<void> SandboxMemory::beginCommand() {
   kill_sent_ = false;
   auto own = ownMemory();
   if (!own) return fail(ErrorCode::kExecutionUnavailable, "read the sandbox's memory usage");
+  const auto deadline = Clock::now() + kSettleBudget;
   if (own_at_start_ && after_kill) {
     // The memory of the command stopped at its limit, not given back yet:
     // wait for it.
-    const auto deadline = Clock::now() + kSettleBudget;
     while (*own > *own_at_start_ + kSettleSlack && Clock::now() < deadline) {
       ::poll(nullptr, 0, 5);
       if (auto o = ownMemory()) own = o;
@@ -118,8 +118,20 @@ Result<void> SandboxMemory::beginCommand() {
   // memory_bytes less whatever is still held, never more.
   base_ = (settled ? *own : *before + kSettleSlack) + tmpfsBytes();
   const std::int64_t limit = base_ + memory_bytes_ - headroom_;
+  // The sentry's host-side allocations to start a command (a ptrace stub
+  // process for each new address space: its kernel stack, its page tables)
+  // fail with ENOMEM at the limit instead of stalling there, and the sentry
+  // panics on that failure ("error initializing first thread"): a command
+  // starts only with kStartRoom free below its limit (half its room under
+  // a small limit), waiting (within the same budget) for memory still being
+  // given back.
+  const std::int64_t start_room = std::min(kStartRoom, (memory_bytes_ - headroom_) / 2);
   auto now = usage();
-  if (!now || *now >= limit || !writeLimit(limit)) {
+  while (now && *now + start_room > limit && Clock::now() < deadline) {
+    ::poll(nullptr, 0, 5);
+    now = usage();
+  }
+  if (!now || *now + start_room > limit || !writeLimit(limit)) {
     raised_ = after_kill;  // the next try waits again, against the same figure
     own_at_start_ = before;
     const std::int64_t held = before ? *own - *before : *own;

@@ -32,9 +32,10 @@
 // kSettleBudget) until the sandbox's own memory (usage minus the tmpfs
 // files) is back within kSettleSlack of what it was at the killed command's
 // start. If it is not, the base stays at that earlier figure: the command
-// gets less room, never more, and a sandbox still holding more than a
-// command's room refuses the command (ExecutionUnavailable naming why; the
-// sandbox stays usable, and the next try waits again). After a command that
+// gets less room, never more, and a sandbox still holding so much that the
+// command would start with less than kStartRoom free below its limit
+// refuses the command (ExecutionUnavailable naming why; the sandbox stays
+// usable, and the next try waits again). After a command that
 // ended by itself the base is what the sandbox holds at the start.
 //
 // Borrowed fds; no thread-safety (the adapter runs one command at a time).
@@ -57,6 +58,11 @@ namespace airlock::gvisor {
 // The sandbox's own memory may grow this much between commands (the
 // sentry's heap, caches) without being taken for memory not yet given back.
 inline constexpr std::int64_t kSettleSlack = 4ll << 20;
+// What must be free below a command's limit when it starts: the sentry's
+// own host allocations for the start (a ptrace stub per address space)
+// fail at the limit, and the sentry dies of that failure. Under a small
+// limit, half the command's room.
+inline constexpr std::int64_t kStartRoom = 8ll << 20;
 // How long beginCommand waits for memory to be given back.
 inline constexpr std::chrono::milliseconds kSettleBudget{5000};
 // Further raises while a MEMORY kill is pending (see above).
