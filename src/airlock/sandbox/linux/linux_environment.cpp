@@ -592,7 +592,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
                 "the linux mechanism needs root (it creates cgroups and maps user namespaces); "
                 "run as root or use --mechanism fake");
   // A broken pipe to a command that exited is an error value, not a signal.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   // The state directory is traversable (init, running as an unprivileged
   // host uid, must reach the empty mount point root/); the lock directories
   // are private.
