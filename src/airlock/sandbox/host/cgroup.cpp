@@ -111,7 +111,7 @@ std::string parentIn(const std::string& mount) {
 // or (a sandbox of a release that created them at the top) directly below
 // the mount.
 std::string locateIn(CgroupFs& fs, const std::string& mount, const std::string& name) {
-  const std::string below = parentIn(mount) + "/" + name;
+  std::string below = parentIn(mount) + "/" + name;
   if (fs.exists(below) || !fs.exists(mount + "/" + name)) return below;
   return mount + "/" + name;
 }

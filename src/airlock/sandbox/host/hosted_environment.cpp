@@ -64,7 +64,7 @@ std::string cgroupPrefixFor(const std::string& tag, const std::string& state_dir
   std::uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : state_dir) h = (h ^ c) * 16777619u;
   char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", h);
+  (void)std::snprintf(buf, sizeof buf, "%08x", h);  // eight hex digits: always fits
   return tag + buf + "-";
 }
 

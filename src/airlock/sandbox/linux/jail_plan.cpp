@@ -16,6 +16,7 @@
 #include <set>
 
 #include "airlock/sandbox/sandbox_baseline.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::linux_jail {
 namespace {
@@ -319,18 +320,10 @@ int runSetupStep(const SetupStep& s) noexcept {
       int fd =
           ::open(s.target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, s.mode);
       if (fd < 0) return errno;
-      const char* p = s.data.data();
-      std::size_t left = s.data.size();
-      while (left > 0) {
-        ssize_t n = ::write(fd, p, left);
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          int err = errno;
-          ::close(fd);
-          return err;
-        }
-        p += n;
-        left -= static_cast<std::size_t>(n);
+      if (!sys::writeAll(fd, s.data.data(), s.data.size())) {
+        int err = errno;
+        ::close(fd);
+        return err;
       }
       ::close(fd);
       return 0;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -237,7 +238,12 @@ KernelFeatures detectKernelFeatures() {
   f.seccomp_filter = probeSeccompFilter();
   const std::string status = readWholeFile("/proc/self/status");
   const std::string seccomp = procStatusField(status, "Seccomp");
-  if (!seccomp.empty()) f.seccomp_mode = std::atoi(seccomp.c_str());
+  // A field that is missing or not a number leaves the mode unknown (-1).
+  int mode = 0;
+  const char* const seccomp_end = seccomp.data() + seccomp.size();
+  if (auto [end, ec] = std::from_chars(seccomp.data(), seccomp_end, mode);
+      ec == std::errc() && end == seccomp_end)
+    f.seccomp_mode = mode;
   const std::string cap_eff = procStatusField(status, "CapEff");
   if (!cap_eff.empty()) {
     const unsigned long long caps = std::strtoull(cap_eff.c_str(), nullptr, 16);

@@ -313,9 +313,8 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
       return fail(ErrorCode::kExecutionUnavailable,
                   "sandbox did not start within the start budget");
     pollfd p{sb.control.get(), POLLIN, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) continue;
+    // EINTR is 0 here too: the loop recomputes what is left and polls again.
+    if (sys::pollSome(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     auto reply = receiveReply(sb.control.get());
     if (!reply) return tl::unexpected(reply.error());
     if (!*reply) continue;
@@ -592,7 +591,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
                 "the linux mechanism needs root (it creates cgroups and maps user namespaces); "
                 "run as root or use --mechanism fake");
   // A broken pipe to a command that exited is an error value, not a signal.
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   // The state directory is traversable (init, running as an unprivileged
   // host uid, must reach the empty mount point root/); the lock directories
   // are private.

@@ -99,10 +99,7 @@ struct Prepared {
   // the effect while they still hold the service's memory and fds.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(p.go_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = sys::readSome(p.go_fd, &go, 1);
   if (n != 1) {
     writeRecord(p.status_fd, {StatusRecord::kFailed, 1, n < 0 ? errno : EPIPE});
     ::_exit(1);
@@ -122,9 +119,7 @@ struct Prepared {
   // Not reaped before the service holds a pidfd of it: until then its pid
   // cannot be reused, so the pidfd is the effect's and no other process's.
   // (A service that died instead of answering ends the read with EOF.)
-  do {
-    n = ::read(p.go_fd, &go, 1);
-  } while (n < 0 && errno == EINTR);
+  n = sys::readSome(p.go_fd, &go, 1);
   // Only the status pipe stays open here: the pipes belong to the effect
   // and the service, and no other descriptor of the service may linger.
   const unsigned keep = static_cast<unsigned>(p.status_fd);

@@ -119,6 +119,7 @@ struct Sandbox : host::SandboxRecord {
 // member of `cgroup` (when given) before it executes anything.
 Result<Child> spawnInCgroup(const std::vector<std::string>& args, int out_fd, Cgroup* cgroup) {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   int sync[2];
@@ -138,7 +139,7 @@ Result<Child> spawnInCgroup(const std::vector<std::string>& args, int out_fd, Cg
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
+    (void)::signal(SIGPIPE, SIG_DFL);
     if (::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0) ::_exit(126);
     ::syscall(SYS_close_range, 3U, ~0U, 0U);
     ::execv(argv[0], argv.data());
@@ -801,7 +802,7 @@ Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
 Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& options) {
   if (auto why = gvisorUnavailable(options))
     return fail(ErrorCode::kExecutionUnavailable, "the gvisor mechanism cannot run here: " + *why);
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}})
     if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
@@ -831,7 +832,7 @@ std::string defaultShimPath() {
   if (n > 0) {
     std::string dir(self, static_cast<std::size_t>(n));
     dir = dir.substr(0, dir.rfind('/'));
-    const std::string beside = dir + "/airlock-gvisor-shim";
+    std::string beside = dir + "/airlock-gvisor-shim";
     if (::access(beside.c_str(), X_OK) == 0) return beside;
   }
   return AIRLOCK_GVISOR_SHIM_BUILD_PATH;

@@ -218,7 +218,9 @@ bool readRequest(int sock, Request& req, bool side = false) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  // SIGKILL, SIGSTOP and the signals libc keeps for itself refuse
+  // (EINVAL); there is nothing to reset in those.
+  for (int s = 1; s < NSIG; ++s) (void)::signal(s, SIG_DFL);
   if (::setsid() < 0) ::_exit(125);
   for (int fd = 0; fd < 3; ++fd)
     if (::dup2(req.stdio[fd], fd) < 0) ::_exit(125);
@@ -768,7 +770,7 @@ void reapExited() {
 }
 
 [[noreturn]] void runInit(bool egress) {
-  ::signal(SIGPIPE, SIG_IGN);
+  (void)::signal(SIGPIPE, SIG_IGN);
   // The egress port is held before the host hears from this shim, so
   // before any command exists; a failure means the sandbox never starts.
   const int egress_listener = egress ? listenEgress() : -1;
