@@ -2,8 +2,6 @@
 // files in a temporary directory stand for the cgroup's control files.
 #include "airlock/sandbox/oci/gvisor_memory.h"
 
-#include "airlock/sandbox/oci/gvisor_environment.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "airlock/sandbox/oci/gvisor_environment.h"
 
 namespace airlock::gvisor {
 namespace {
