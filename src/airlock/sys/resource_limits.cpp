@@ -10,6 +10,7 @@
 #include <string>
 
 #include "airlock/sys/io.h"
+#include "airlock/sys/proc_status.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::sys {
@@ -50,11 +51,11 @@ Result<std::uint64_t> reserveDescriptorTable(std::uint64_t slots) {
     return failErrno(ErrorCode::kExecutionUnavailable,
                      "fcntl(F_DUPFD) to descriptor " + std::to_string(want - 1), errno);
   if (top >= 0) ::close(top);
-  auto status = readFile(AT_FDCWD, "/proc/self/status", 1 << 16);
+  auto status = readProcStatus(0);
   if (!status) return want;
-  const auto at = status->find("\nFDSize:");
-  if (at == std::string::npos) return want;
-  return std::strtoull(status->c_str() + at + 8, nullptr, 10);
+  const std::string size = procStatusField(*status, "FDSize");
+  if (size.empty()) return want;
+  return std::strtoull(size.c_str(), nullptr, 10);
 }
 
 }  // namespace airlock::sys

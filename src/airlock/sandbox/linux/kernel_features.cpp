@@ -20,6 +20,8 @@
 #include <set>
 #include <sstream>
 
+#include "airlock/sys/proc_status.h"
+
 namespace airlock::linux_jail {
 namespace {
 
@@ -59,21 +61,6 @@ std::string readWholeFile(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
-}
-
-// "Name:\tvalue" from /proc/self/status; "" when missing.
-std::string procStatusField(const std::string& status, const std::string& name) {
-  std::istringstream lines(status);
-  std::string line;
-  const std::string prefix = name + ":";
-  while (std::getline(lines, line)) {
-    if (line.rfind(prefix, 0) == 0) {
-      auto value = line.substr(prefix.size());
-      value.erase(0, value.find_first_not_of(" \t"));
-      return value;
-    }
-  }
-  return "";
 }
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.
@@ -237,14 +224,14 @@ KernelFeatures detectKernelFeatures() {
   f.cgroup = detectCgroups();
   f.seccomp_filter = probeSeccompFilter();
   const std::string status = readWholeFile("/proc/self/status");
-  const std::string seccomp = procStatusField(status, "Seccomp");
+  const std::string seccomp = sys::procStatusField(status, "Seccomp");
   // A field that is missing or not a number leaves the mode unknown (-1).
   int mode = 0;
   const char* const seccomp_end = seccomp.data() + seccomp.size();
   if (auto [end, ec] = std::from_chars(seccomp.data(), seccomp_end, mode);
       ec == std::errc() && end == seccomp_end)
     f.seccomp_mode = mode;
-  const std::string cap_eff = procStatusField(status, "CapEff");
+  const std::string cap_eff = sys::procStatusField(status, "CapEff");
   if (!cap_eff.empty()) {
     const unsigned long long caps = std::strtoull(cap_eff.c_str(), nullptr, 16);
     f.cap_sys_admin = (caps >> 21) & 1ULL;  // CAP_SYS_ADMIN
