@@ -153,6 +153,38 @@ TEST(CgroupV2, SandboxesShareOneParentThatGoesWithTheLast) {
   EXPECT_EQ(leftBehind(*fs), "");
 }
 
+// A fake whose sandboxes' parent another service removes, and a third makes
+// again, between this service's two mkdirs: the sandbox's mkdir fails with
+// NotFound though the parent exists by the time it is looked at.
+class ParentRaceFs final : public FakeCgroupFs {
+ public:
+  explicit ParentRaceFs(std::string parent) : parent_(std::move(parent)) {}
+  int races = 2;
+  Result<void> makeDir(const std::string& p) override {
+    if (races > 0 && p.rfind(parent_ + "/", 0) == 0) {
+      --races;
+      return fail(ErrorCode::kNotFound, "mkdir " + p + ": its parent is gone");
+    }
+    return FakeCgroupFs::makeDir(p);
+  }
+
+ private:
+  std::string parent_;
+};
+
+TEST(CgroupV1, ACreateThatLosesTheParentToAnotherServiceMakesItAgain) {
+  auto fs = std::make_shared<ParentRaceFs>("/v1/memory/airlock");
+  auto driver = makeCgroupDriver(v1Mounts(), fs);
+  ASSERT_TRUE(driver);
+  auto cg = (*driver)->create("airlock-race", limits(), MemoryLayout::kCommandsApart);
+  ASSERT_TRUE(cg) << cg.error().message();
+  EXPECT_EQ(fs->races, 0);
+  EXPECT_TRUE(fs->dirs.count("/v1/memory/airlock/airlock-race/commands"));
+  EXPECT_EQ((*cg)->commandsMemoryDirectory(), "/v1/memory/airlock/airlock-race/commands");
+  ASSERT_TRUE((*cg)->remove());
+  EXPECT_EQ(leftBehind(*fs), "");
+}
+
 // A sandbox an earlier release created at the top of the hierarchy is still
 // listed, attached and removed (the sweep after an upgrade).
 TEST(CgroupV2, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {

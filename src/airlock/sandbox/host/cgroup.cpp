@@ -26,6 +26,8 @@ class RealCgroupFs final : public CgroupFs {
  public:
   Result<void> makeDir(const std::string& path) override {
     if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return {};
+    if (errno == ENOENT)
+      return fail(ErrorCode::kNotFound, "mkdir cgroup " + path + ": its parent is gone");
     return failErrno(ErrorCode::kExecutionUnavailable, "mkdir cgroup " + path, errno);
   }
   Result<void> removeDir(const std::string& path) override {
@@ -118,15 +120,17 @@ std::string locateIn(CgroupFs& fs, const std::string& mount, const std::string& 
 
 // Creates `dir` below the parent `parent`, creating the parent first. The
 // parent goes when its last sandbox does (removeWithParent), so another
-// service may remove it between the two mkdirs: then both are made again.
+// service may remove it between the two mkdirs (the second then fails with
+// NotFound, even should a third have made the parent again since): then
+// both are made again.
 Result<void> makeBelowParent(CgroupFs& fs, const std::string& parent, const std::string& dir,
                              const std::function<void()>& configure_parent) {
   Result<void> made{};
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
     if (auto r = fs.makeDir(parent); !r) return r;
     configure_parent();
     made = fs.makeDir(dir);
-    if (made || fs.exists(parent)) return made;
+    if (made || made.error().code != ErrorCode::kNotFound) return made;
   }
   return made;
 }
@@ -220,6 +224,7 @@ class CgroupV2 final : public Cgroup {
     return {};
   }
   std::string memoryDirectory() const override { return dir_; }
+  std::string commandsMemoryDirectory() const override { return commands(); }
   Result<void> remove() override {
     peak_fd_.reset();
     events_.reset();
@@ -393,6 +398,7 @@ class CgroupV1 final : public Cgroup {
     return {};
   }
   std::string memoryDirectory() const override { return dirs_.at("memory"); }
+  std::string commandsMemoryDirectory() const override { return commandsMemory(); }
   Result<void> remove() override {
     oom_event_.reset();
     Result<void> first{};

@@ -121,6 +121,9 @@ class Cgroup {
   // hierarchy; v2: the sandbox's directory). Control files the interface
   // does not cover (v1 memory.oom_control) are written there.
   virtual std::string memoryDirectory() const = 0;
+  // The directory of the commands' own memory limit: the "commands" child
+  // with kCommandsApart, else memoryDirectory().
+  virtual std::string commandsMemoryDirectory() const { return memoryDirectory(); }
   // rmdir of the sandbox's directories, children first (whatever layout an
   // attached cgroup was created with); the cgroup must be empty.
   virtual Result<void> remove() = 0;

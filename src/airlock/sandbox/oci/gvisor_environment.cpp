@@ -17,12 +17,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "airlock/core/command_validation.h"
@@ -42,6 +44,7 @@
 #include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/proc_status.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
 #include "airlock/workspace/snapshot.h"
@@ -90,6 +93,50 @@ Result<UniqueFd> listenUnixIn(const std::string& dir, const char* name, int back
   return fd;
 }
 
+// Whether a process is traced by another (the mark of a ptrace stub: the
+// processes the sandbox's code runs in, each traced by a sentry thread), and
+// its parent; nullopt when it is gone or its status does not parse.
+struct TraceState {
+  bool traced = false;
+  pid_t parent = 0;
+};
+std::optional<TraceState> traceStateOf(pid_t pid) {
+  auto status = sys::readProcStatus(pid);
+  if (!status) return std::nullopt;
+  const std::string tracer = sys::procStatusField(*status, "TracerPid");
+  const std::string ppid = sys::procStatusField(*status, "PPid");
+  TraceState st;
+  if (std::from_chars(ppid.data(), ppid.data() + ppid.size(), st.parent).ec != std::errc() ||
+      tracer.empty())
+    return std::nullopt;
+  st.traced = tracer != "0";
+  return st;
+}
+
+// Moves the sandbox's first ptrace stub into the commands' memory cgroup
+// (gvisor_memory.h). The first stub (the sentry's child) forks every later
+// one, so each stub made after the move, the commands' among them, starts
+// there, while those made before it stay at the sandbox level: the shim's,
+// which must still create threads to run a MEMORY kill while the command
+// waits at the commands' limit (a failed creation panics the sentry). Run
+// after the start and before each command, in case the first stub is
+// still outside. Best effort: a stub left behind is charged to the
+// sandbox's limit.
+void adoptApplication(Cgroup& cgroup) {
+  const std::string dir = cgroup.memoryDirectory();
+  if (dir == cgroup.commandsMemoryDirectory()) return;
+  auto procs = sys::readFile(AT_FDCWD, (dir + "/cgroup.procs").c_str());
+  if (!procs) return;
+  std::istringstream in(*procs);
+  long pid = 0;
+  while (in >> pid) {
+    auto stub = traceStateOf(static_cast<pid_t>(pid));
+    if (!stub || !stub->traced) continue;
+    auto parent = traceStateOf(stub->parent);
+    if (parent && !parent->traced) (void)cgroup.addCommandProcess(static_cast<pid_t>(pid));
+  }
+}
+
 struct Child {
   pid_t pid = -1;
   UniqueFd pidfd;
@@ -98,9 +145,8 @@ struct Child {
 struct Sandbox : host::SandboxRecord {
   std::string dir;  // <state>/sandboxes/<id>
   std::string container_id;
-  std::string memory_dir;  // v1 memory cgroup directory, or empty
-  SandboxMemory memory;    // the per-command limit on memory_dir
-  Child runsc;             // `runsc run`, our child for the sandbox's life
+  SandboxMemory memory;  // v1: the per-command limits
+  Child runsc;           // `runsc run`, our child for the sandbox's life
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
   // Code mode: the side-process channel (shim_protocol.h); side_mutex
@@ -418,15 +464,21 @@ Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, 
     egress_listener = std::move(*listener);
   }
 
-  auto cg = cgroups_->create(sb.cgroup_name, hostLimits(spec.limits));
+  // v1: the command's stubs get a memory cgroup of their own below the
+  // sandbox's (gvisor_memory.h); v2 keeps the one fixed limit.
+  const bool v1 = cgroups_->version() == "v1";
+  auto cg =
+      cgroups_->create(sb.cgroup_name, hostLimits(spec.limits),
+                       v1 ? host::MemoryLayout::kCommandsApart : host::MemoryLayout::kOneGroup);
   if (!cg) return tl::unexpected(cg.error());
   sb.cgroup = std::move(*cg);
-  if (cgroups_->version() == "v1") {
-    sb.memory_dir = sb.cgroup->memoryDirectory();
-    // At the limit the sandbox waits instead of losing its sentry.
-    (void)sys::writeFile(AT_FDCWD, (sb.memory_dir + "/memory.oom_control").c_str(), "1");
-    sb.memory = SandboxMemory(sb.memory_dir, spec.limits.memory_bytes,
-                              {sb.workspace_fd.get(), sb.tmp_fd.get()});
+  if (v1) {
+    // At a limit the sandbox waits instead of losing its sentry or a stub.
+    for (const std::string& dir :
+         {sb.cgroup->memoryDirectory(), sb.cgroup->commandsMemoryDirectory()})
+      (void)sys::writeFile(AT_FDCWD, (dir + "/memory.oom_control").c_str(), "1");
+    sb.memory = SandboxMemory(sb.cgroup->memoryDirectory(), sb.cgroup->commandsMemoryDirectory(),
+                              spec.limits.memory_bytes);
   }
 
   oci::BundleInputs in;
@@ -461,6 +513,7 @@ Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, 
   }
 
   if (auto r = start(sb); !r) return tl::unexpected(r.error());
+  adoptApplication(*sb.cgroup);
 
   sb.workspace = workspace::makeLocalWorkspace(
       UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
@@ -782,6 +835,7 @@ Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
   auto request = shimRequest(sb.limits.pids_max, cwd, run.command.argv,
                              host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
+  adoptApplication(*sb.cgroup);
   if (auto r = sb.memory.beginCommand(); !r) return tl::unexpected(r.error());
   ShimChannel channel(sb, std::move(*request));
   CommandMemoryLimit memory(sb.memory, *sb.cgroup);

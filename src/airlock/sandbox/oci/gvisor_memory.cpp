@@ -2,11 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <utility>
 
 #include "airlock/sandbox/host/cgroup.h"
@@ -35,169 +33,179 @@ std::optional<std::int64_t> readNumber(const std::string& path) {
 
 }  // namespace
 
-SandboxMemory::SandboxMemory(std::string memory_dir, std::int64_t memory_bytes,
-                             std::vector<int> tmpfs_fds)
-    : dir_(std::move(memory_dir)),
-      memory_bytes_(memory_bytes),
-      tmpfs_fds_(std::move(tmpfs_fds)),
-      headroom_(std::min(kOomKillHeadroom, memory_bytes / 4)) {}
+SandboxMemory::SandboxMemory(std::string sandbox_dir, std::string application_dir,
+                             std::int64_t memory_bytes)
+    : memory_bytes_(memory_bytes), headroom_(std::min(kOomKillHeadroom, memory_bytes / 4)) {
+  sandbox_.dir = std::move(sandbox_dir);
+  application_.dir = std::move(application_dir);
+}
 
 SandboxMemory& SandboxMemory::operator=(SandboxMemory&& other) noexcept {
   endCommand();
   other.endCommand();
-  dir_ = std::move(other.dir_);
-
+  sandbox_ = std::move(other.sandbox_);
+  application_ = std::move(other.application_);
   memory_bytes_ = other.memory_bytes_;
-  tmpfs_fds_ = std::move(other.tmpfs_fds_);
-  own_at_start_ = other.own_at_start_;
-  base_ = other.base_;
   headroom_ = other.headroom_;
+  application_at_start_ = other.application_at_start_;
   raised_ = other.raised_;
   return *this;
 }
 
-std::optional<std::int64_t> SandboxMemory::usage() const {
-  return readNumber(dir_ + "/memory.usage_in_bytes");
+std::optional<std::int64_t> SandboxMemory::usage(const Level& level) {
+  return readNumber(level.dir + "/memory.usage_in_bytes");
 }
 
-std::int64_t SandboxMemory::tmpfsBytes() const {
-  std::int64_t total = 0;
-  for (int fd : tmpfs_fds_) {
-    struct statfs st {};
-    if (::fstatfs(fd, &st) == 0)
-      total += static_cast<std::int64_t>(st.f_blocks - st.f_bfree) *
-               static_cast<std::int64_t>(st.f_bsize);
-  }
-  return total;
-}
-
-std::optional<std::int64_t> SandboxMemory::ownMemory() const {
-  if (dir_.empty()) return std::nullopt;
-  auto u = usage();
-  if (!u) return std::nullopt;
-  return *u - tmpfsBytes();
+bool SandboxMemory::underOom(const Level& level) {
+  auto text = sys::readFile(AT_FDCWD, (level.dir + "/memory.oom_control").c_str());
+  return text && host::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
 }
 
 // memsw (where swap accounting exists) must stay >= the limit: it is
 // written before the limit (raising) and after it (lowering); the write
 // that is out of order fails harmlessly.
-bool SandboxMemory::writeLimit(std::int64_t bytes) noexcept {
-  const std::string v = std::to_string(bytes);
-  const std::string memsw = dir_ + "/memory.memsw.limit_in_bytes";
+bool SandboxMemory::writeLimit(const Level& level) noexcept {
+  const std::string v = std::to_string(level.limit);
+  const std::string memsw = level.dir + "/memory.memsw.limit_in_bytes";
   (void)sys::writeFile(AT_FDCWD, memsw.c_str(), v);
-  const bool ok =
-      static_cast<bool>(sys::writeFile(AT_FDCWD, (dir_ + "/memory.limit_in_bytes").c_str(), v));
+  const bool ok = static_cast<bool>(
+      sys::writeFile(AT_FDCWD, (level.dir + "/memory.limit_in_bytes").c_str(), v));
   (void)sys::writeFile(AT_FDCWD, memsw.c_str(), v);
   return ok;
 }
 
+bool SandboxMemory::stalled(const Level& level) {
+  auto u = usage(level);
+  return underOom(level) && u && *u >= level.limit - kForcedChargeMargin;
+}
+
 Result<void> SandboxMemory::beginCommand() {
-  if (dir_.empty()) return {};
+  if (application_.dir.empty()) return {};
   endCommand();
   const bool after_kill = raised_;
   raised_ = false;
   kill_sent_ = false;
-  auto own = ownMemory();
-  if (!own) return fail(ErrorCode::kExecutionUnavailable, "read the sandbox's memory usage");
+  sandbox_steps_ = 0;
+  auto held = usage(application_);
+  if (!held) return fail(ErrorCode::kExecutionUnavailable, "read the sandbox's memory usage");
   const auto deadline = Clock::now() + kSettleBudget;
-  if (own_at_start_ && after_kill) {
+  if (application_at_start_ && after_kill) {
     // The memory of the command stopped at its limit, not given back yet:
     // wait for it.
-    while (*own > *own_at_start_ + kSettleSlack && Clock::now() < deadline) {
+    while (*held > *application_at_start_ + kSettleSlack && Clock::now() < deadline) {
       ::poll(nullptr, 0, 5);
-      if (auto o = ownMemory()) own = o;
+      if (auto h = usage(application_)) held = h;
     }
   }
-  const std::optional<std::int64_t> before = own_at_start_;
-  const bool settled = !before || !after_kill || *own <= *before + kSettleSlack;
+  const std::optional<std::int64_t> before = application_at_start_;
+  const bool settled = !before || !after_kill || *held <= *before + kSettleSlack;
   // The figure the next command's wait compares with: this one's, even
   // unsettled (a sentry that keeps what it grew costs one wait, not one per
   // command).
-  own_at_start_ = *own;
+  application_at_start_ = *held;
   // Unsettled: the base is the earlier figure, so this command's room is
   // memory_bytes less whatever is still held, never more.
-  base_ = (settled ? *own : *before + kSettleSlack) + tmpfsBytes();
-  const std::int64_t limit = base_ + memory_bytes_ - headroom_;
-  // The sentry's host-side allocations to start a command (a ptrace stub
-  // process for each new address space: its kernel stack, its page tables)
-  // fail with ENOMEM at the limit instead of stalling there, and the sentry
-  // panics on that failure ("error initializing first thread"): a command
-  // starts only with kStartRoom free below its limit (half its room under
-  // a small limit), waiting (within the same budget) for memory still being
-  // given back.
+  Level application = application_;
+  application.base = settled ? *held : *before + kSettleSlack;
+  application.limit = application.base + memory_bytes_ - headroom_;
+  // The kernel memory of a new stub is charged to the application, and
+  // the sentry dies when that charge fails at the limit: a command starts
+  // only with kStartRoom free below its limit (half its room under a small
+  // limit), waiting (within the same budget) for memory still being given
+  // back.
   const std::int64_t start_room = std::min(kStartRoom, (memory_bytes_ - headroom_) / 2);
-  auto now = usage();
-  while (now && *now + start_room > limit && Clock::now() < deadline) {
+  while (held && *held + start_room > application.limit && Clock::now() < deadline) {
     ::poll(nullptr, 0, 5);
-    now = usage();
+    held = usage(application_);
   }
-  if (!now || *now + start_room > limit || !writeLimit(limit)) {
+  Level sandbox = sandbox_;
+  auto total = usage(sandbox_);
+  if (total) {
+    sandbox.base = *total;
+    sandbox.limit = *total + memory_bytes_ + kSentryRoom;
+  }
+  // The sandbox level is raised first and lowered last, so it never sits
+  // below the application's limit.
+  const bool sandbox_first = sandbox.limit >= sandbox_.limit;
+  const bool written = held && total && *held + start_room <= application.limit &&
+                       (!sandbox_first || writeLimit(sandbox)) && writeLimit(application) &&
+                       (sandbox_first || writeLimit(sandbox));
+  if (!written) {
     raised_ = after_kill;  // the next try waits again, against the same figure
-    own_at_start_ = before;
-    const std::int64_t held = before ? *own - *before : *own;
+    application_at_start_ = before;
+    const std::int64_t still = held ? (before ? *held - *before : *held) : 0;
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox has not given back the memory of the command its memory limit "
                 "stopped (" +
-                    std::to_string(held >> 20) +
+                    std::to_string(still >> 20) +
                     " MiB still held); try again, or destroy it and provision again");
   }
+  application_ = application;
+  sandbox_ = sandbox;
+  // The sandbox's peak from here (writing 0 resets the v1 high-water mark);
+  // the application's is reset by the cgroup's beginExecution.
+  (void)sys::writeFile(AT_FDCWD, (sandbox_.dir + "/memory.max_usage_in_bytes").c_str(), "0");
   return {};
 }
 
 bool SandboxMemory::underOom() const {
-  if (dir_.empty()) return false;
-  auto text = sys::readFile(AT_FDCWD, (dir_ + "/memory.oom_control").c_str());
-  return text && host::parseKeyedCounter(*text, "under_oom").value_or(0) > 0;
+  return !application_.dir.empty() && underOom(application_);
+}
+
+void SandboxMemory::raiseSandboxIfStalled() noexcept {
+  if (sandbox_steps_ >= kOomKillSteps || !stalled(sandbox_)) return;
+  sandbox_.limit += kOomKillHeadroom;
+  (void)writeLimit(sandbox_);
+  ++sandbox_steps_;
 }
 
 void SandboxMemory::raiseForKill() noexcept {
-  if (dir_.empty() || raised_) return;
-  // A little room at once: the sentry's own threads (the shim's among them)
-  // must not stay stalled while the kill is sent.
-  (void)writeLimit(firstStepLimit());
+  if (application_.dir.empty() || raised_) return;
+  // The sentry's own threads must not stay stalled: a stalled sandbox level
+  // gets its room at once; the command's stubs a little (the shim's among
+  // them run the kill).
+  raiseSandboxIfStalled();
+  application_.limit = firstStepLimit();
+  (void)writeLimit(application_);
   raised_ = true;
   stop_watch_ = false;
   try {
     watcher_ = std::thread([this] { watch(); });
   } catch (...) {
     // No thread: raise now; the single raise is all the kill gets.
-    (void)writeLimit(killRoomLimit());
+    application_.limit = killRoomLimit();
+    (void)writeLimit(application_);
   }
 }
 
 void SandboxMemory::watch() noexcept {
   // Until the kill is sent, the room is the first step's; stalled there
-  // again, the sandbox gets the rest at once (a sentry left stalled dies).
-  const auto deadline = std::chrono::steady_clock::now() + kKillSentBudget;
-  while (!kill_sent_.load() && !stop_watch_.load() && std::chrono::steady_clock::now() < deadline) {
+  // again, the command gets the rest at once.
+  const auto deadline = Clock::now() + kKillSentBudget;
+  while (!kill_sent_.load() && !stop_watch_.load() && Clock::now() < deadline) {
     ::poll(nullptr, 0, 1);
-    if (stalledAt(firstStepLimit())) break;
+    if (stalled(application_)) break;
+    raiseSandboxIfStalled();
   }
-  std::int64_t limit = killRoomLimit();
-  (void)writeLimit(limit);
+  application_.limit = killRoomLimit();
+  (void)writeLimit(application_);
   int steps = 0;
-  while (!stop_watch_.load() && steps < kOomKillSteps) {
+  while (!stop_watch_.load()) {
     ::poll(nullptr, 0, 2);
-    if (!stalledAt(limit)) continue;
-    limit += kOomKillHeadroom;
-    (void)writeLimit(limit);
+    raiseSandboxIfStalled();
+    if (steps >= kOomKillSteps || !stalled(application_)) continue;
+    application_.limit += kOomKillHeadroom;
+    (void)writeLimit(application_);
     ++steps;
   }
 }
 
 std::int64_t SandboxMemory::firstStepLimit() const {
-  return base_ + memory_bytes_ - headroom_ + headroom_ / 4;
+  return application_.base + memory_bytes_ - headroom_ + headroom_ / 4;
 }
 
 std::int64_t SandboxMemory::killRoomLimit() const {
-  return base_ + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
-}
-
-bool SandboxMemory::stalledAt(std::int64_t limit) const {
-  // Under the OOM and at this limit (not the waiters of an earlier, lower
-  // one still leaving: under_oom lags a raise).
-  auto u = usage();
-  return underOom() && u && *u >= limit - kForcedChargeMargin;
+  return application_.base + memory_bytes_ - std::min(kForcedChargeMargin, headroom_ / 2);
 }
 
 void SandboxMemory::endCommand() noexcept {
@@ -206,9 +214,13 @@ void SandboxMemory::endCommand() noexcept {
 }
 
 std::optional<std::int64_t> SandboxMemory::commandPeak(
-    std::optional<std::int64_t> cgroup_peak) const {
-  if (dir_.empty() || !cgroup_peak) return std::nullopt;
-  return std::max<std::int64_t>(0, *cgroup_peak - base_);
+    std::optional<std::int64_t> application_peak) const {
+  if (application_.dir.empty() || !application_peak) return std::nullopt;
+  std::int64_t peak = std::max<std::int64_t>(0, *application_peak - application_.base);
+  if (sandbox_steps_ > 0)
+    if (auto p = readNumber(sandbox_.dir + "/memory.max_usage_in_bytes"))
+      peak = std::max(peak, *p - sandbox_.base);
+  return peak;
 }
 
 }  // namespace airlock::gvisor

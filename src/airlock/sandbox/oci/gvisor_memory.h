@@ -1,45 +1,63 @@
 // The memory limit of one gVisor sandbox on cgroup v1, command by command
 // (gvisor_environment.h, "MEMORY"; spec 000, resource limits).
 //
-// The host cgroup holds the sentry, the gofer and runsc as well as the
-// command's memory (gVisor's memory file), and the pages of the workspace and
-// /tmp tmpfs mounts that the gofer wrote. So the limit is set at each
-// command's start to what the sandbox holds then (its base) plus
-// memory_bytes minus kOomKillHeadroom: the command stalls there (the adapter
-// sets oom_kill_disable, so the kernel never kills the sentry), the adapter
-// reports MEMORY, tells the shim to kill the command, and raises the limit
-// by kOomKillHeadroom so that the sentry can run the kill. The raise comes in
-// two steps: a quarter of the headroom at once (the sentry's own threads,
-// the shim's among them, must not stay stalled: a sentry stalled too long
-// dies), the rest when the shim reports that it has sent the SIGKILL, or
-// at once should the command stall the sandbox again before that
-// (kKilling; at most kKillSentBudget later). The command then meets its
-// kill soon after it resumes, instead of racing the kill through the whole
-// room (at a 75 MiB limit on 2 cores: before, about 1 kill in 100 landed
-// only after the command had passed the limit; after, none in 200 on a
-// quiet machine and 4 in 320 with a second such run beside it). The command may still use some of
-// that room before the kill lands (the sentry, not the host, kills it); the room is the headroom
-// less 1 MiB, so the command's memory stays under memory_bytes, however many kills came before.
-// Should the command fill even that room and stall the sandbox again before the kill lands, a
-// watcher (a thread from raiseForKill until endCommand) raises the limit by another
-// kOomKillHeadroom, up to kOomKillSteps times: the command's peak then passes memory_bytes (the
-// result's peak says by how much) rather than the sandbox being lost.
+// Two memory cgroups, one inside the other (the v1 driver's kCommandsApart
+// layout):
+//   the application's ("commands" child): the ptrace stub processes, in
+//     which the command's code runs. A page the command touches first is
+//     charged there (the host faults gVisor's memory file into the stub's
+//     address space), and so is the kernel memory of a new stub (the first
+//     stub forks every later one). gvisor_environment moves the stubs there
+//     (adoptApplication); nothing else lives there.
+//   the sandbox's (the parent): the sentry, the gofer and runsc besides,
+//     and the pages the sentry fills itself (file contents it reads in, the
+//     tmpfs files the gofer writes, /dev/shm written through write(2)).
+// Both wait at their limit instead of killing (oom_kill_disable).
 //
-// The sentry gives a dead command's memory back asynchronously, and a kill
-// under a stalled limit is slow to be given back (measured here: up to a few
-// hundred milliseconds). A base taken before that would hand the rest to the
-// next command, so after a MEMORY kill beginCommand first waits (at most
-// kSettleBudget) until the sandbox's own memory (usage minus the tmpfs
-// files) is back within kSettleSlack of what it was at the killed command's
-// start. If it is not, the base stays at that earlier figure: the command
-// gets less room, never more, and a sandbox still holding so much that the
-// command would start with less than kStartRoom free below its limit
-// refuses the command (ExecutionUnavailable naming why; the sandbox stays
-// usable, and the next try waits again). After a command that
-// ended by itself the base is what the sandbox holds at the start.
+// At each command's start the application's limit becomes what it holds
+// then (its base) plus memory_bytes minus kOomKillHeadroom, and the
+// sandbox's limit becomes what the sandbox holds plus memory_bytes plus
+// kSentryRoom: the command stalls its own stubs at its limit while the
+// sentry keeps room for its own threads, page tables and new stubs. (When
+// both sat in one cgroup, the sentry stalled with the command and now and
+// then died of it: a thread it could not create, a signal in its runtime.)
+// The sandbox's limit is the backstop for what the sentry fills for the
+// command.
 //
-// Borrowed fds; no thread-safety (the adapter runs one command at a time).
-// With an empty memory directory (no v1 memory controller) every call is a
+// At a stall (either level: v1 marks a cgroup under_oom when it or an
+// ancestor is at its limit) the adapter reports MEMORY, tells the shim to
+// kill the command, and raiseForKill opens room for the kill: the stub
+// must finish the page fault it waits in before the sentry can stop it.
+// For the application, a quarter of the headroom at once, the rest when
+// the shim reports that it has sent the SIGKILL (kKilling) or at once
+// should the command stall again before that (at most kKillSentBudget
+// later): the command then meets its kill soon after it resumes, instead of
+// racing the kill through the whole room. The room is the headroom less
+// 1 MiB, so the command's memory stays under memory_bytes however many
+// kills came before. A stalled sandbox level gets kOomKillHeadroom at once.
+// Should a level stall again before the kill lands, a watcher (a thread
+// from raiseForKill until endCommand) raises it by another
+// kOomKillHeadroom, up to kOomKillSteps times: the command's peak then
+// passes memory_bytes (the result's peak says by how much) rather than the
+// sandbox being lost.
+//
+// The sentry gives a dead command's memory back asynchronously (measured
+// here: up to a few hundred milliseconds after a kill under a stalled
+// limit). A base taken before that would hand the rest to the next
+// command, so after a MEMORY kill beginCommand first waits (at most
+// kSettleBudget) until the application holds no more than kSettleSlack
+// above what it held at the killed command's start. If it does, the base
+// stays at that earlier figure: the command gets less room, never more; and
+// when the command would start with less than kStartRoom free below its
+// limit, the command is refused (ExecutionUnavailable naming why; the
+// sandbox stays usable, and the next try waits again).
+//
+// peak_memory_bytes is the application's peak above its base; when the
+// sandbox level stalled, the sandbox's own growth above its base if that
+// is more.
+//
+// Borrowed paths; no thread-safety (the adapter runs one command at a
+// time). With empty directories (no v1 memory controller) every call is a
 // no-op and the cgroup's fixed limit applies.
 #pragma once
 
@@ -49,20 +67,25 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "airlock/core/error.h"
 
 namespace airlock::gvisor {
 
-// The sandbox's own memory may grow this much between commands (the
-// sentry's heap, caches) without being taken for memory not yet given back.
+// The application's memory may grow this much between commands (a stub's
+// page tables, a stub kept for reuse) without being taken for memory not
+// yet given back.
 inline constexpr std::int64_t kSettleSlack = 4ll << 20;
-// What must be free below a command's limit when it starts: the sentry's
-// own host allocations for the start (a ptrace stub per address space)
-// fail at the limit, and the sentry dies of that failure. Under a small
-// limit, half the command's room.
+// What must be free below the application's limit when a command starts:
+// the kernel memory of a new stub (its stack, its page tables) is charged
+// there, and the sentry dies when forking one fails. Under a small limit,
+// half the command's room.
 inline constexpr std::int64_t kStartRoom = 8ll << 20;
+// The sandbox level's limit, above what it holds at a command's start and
+// memory_bytes: the sentry's own growth during a command (the file
+// contents it reads in for the command; measured here: 11 MiB for a first
+// python3 start).
+inline constexpr std::int64_t kSentryRoom = 16ll << 20;
 // How long beginCommand waits for memory to be given back.
 inline constexpr std::chrono::milliseconds kSettleBudget{5000};
 // Further raises while a MEMORY kill is pending (see above).
@@ -78,53 +101,60 @@ class SandboxMemory {
   ~SandboxMemory() { endCommand(); }
   SandboxMemory(const SandboxMemory&) = delete;
   SandboxMemory& operator=(SandboxMemory&& other) noexcept;
-  // memory_dir: the sandbox's v1 memory cgroup directory, or empty.
-  // tmpfs_fds: the workspace and /tmp mounts (fstatfs), borrowed.
-  SandboxMemory(std::string memory_dir, std::int64_t memory_bytes, std::vector<int> tmpfs_fds);
+  // sandbox_dir: the sandbox's v1 memory cgroup directory, or empty;
+  // application_dir: its child that holds the stubs.
+  SandboxMemory(std::string sandbox_dir, std::string application_dir, std::int64_t memory_bytes);
 
-  // Sets the command's limit (see above). ExecutionUnavailable when the
-  // sandbox still holds more than a command's room or the limit cannot be
-  // written.
+  // Sets the command's limits (see above). ExecutionUnavailable when the
+  // application still holds more than a command's room or a limit cannot
+  // be written.
   Result<void> beginCommand();
-  // The cgroup is stalled at the command's limit (under_oom).
+  // The command is stalled at a limit (the application's under_oom, which
+  // the sandbox level's stall sets too).
   bool underOom() const;
-  // Room for the sentry to run the MEMORY kill: a quarter of the headroom
-  // at once; then the limit becomes base + memory_bytes less a margin of
-  // 1 MiB for the kernel's forced charges, once killSent() is called or
-  // kKillSentBudget has passed. Idempotent
+  // Room for the sentry to run the MEMORY kill (see above). Idempotent
   // until the next beginCommand. Starts the watcher, which raises.
   void raiseForKill() noexcept;
   // The shim has sent the command its SIGKILL (any thread).
   void killSent() noexcept { kill_sent_ = true; }
   // The command is over: stops the watcher.
   void endCommand() noexcept;
-  // The command's own peak: the cgroup's peak since beginCommand minus the
-  // base; nullopt without a v1 memory directory or a peak.
-  std::optional<std::int64_t> commandPeak(std::optional<std::int64_t> cgroup_peak) const;
-
-  // Usage minus the tmpfs files: the sandbox's own memory.
-  std::optional<std::int64_t> ownMemory() const;
+  // The command's own peak (see above), from the application's peak since
+  // beginCommand (the cgroup's commands peak); nullopt without a v1 memory
+  // directory or a peak.
+  std::optional<std::int64_t> commandPeak(std::optional<std::int64_t> application_peak) const;
 
  private:
-  std::optional<std::int64_t> usage() const;
-  std::int64_t tmpfsBytes() const;
-  bool writeLimit(std::int64_t bytes) noexcept;
+  // One of the two cgroups: its directory, what it held at the command's
+  // start, and its limit now.
+  struct Level {
+    std::string dir;
+    std::int64_t base = 0;
+    std::int64_t limit = 0;
+  };
+  static std::optional<std::int64_t> usage(const Level& level);
+  static bool underOom(const Level& level);
+  static bool writeLimit(const Level& level) noexcept;
+  // Stalled at its limit: under the OOM with usage at it (not the waiters
+  // of an earlier, lower limit still leaving: under_oom lags a raise).
+  static bool stalled(const Level& level);
   void watch() noexcept;
-  // The limit at a MEMORY stall's first step (a quarter of the headroom
-  // given back), and once the kill is sent (memory_bytes less the forced
-  // charge margin), both above the base.
+  // The application's limit at a MEMORY stall's first step (a quarter of
+  // the headroom given back), and once the kill is sent (memory_bytes less
+  // the forced charge margin), both above its base.
   std::int64_t firstStepLimit() const;
   std::int64_t killRoomLimit() const;
-  // Stalled at `limit`: under the OOM with usage at it.
-  bool stalledAt(std::int64_t limit) const;
+  // Raises a stalled sandbox level by kOomKillHeadroom (watcher or
+  // raiseForKill), at most kOomKillSteps times a command.
+  void raiseSandboxIfStalled() noexcept;
 
-  std::string dir_;
+  Level sandbox_;
+  Level application_;
   std::int64_t memory_bytes_ = 0;
-  std::vector<int> tmpfs_fds_;
-  std::optional<std::int64_t> own_at_start_;  // at the last settled start
-  std::int64_t base_ = 0;
   std::int64_t headroom_ = 0;
+  std::optional<std::int64_t> application_at_start_;  // at the last start
   bool raised_ = false;
+  std::atomic<int> sandbox_steps_{0};  // raises of the sandbox level
   std::thread watcher_;
   std::atomic<bool> stop_watch_{false};
   std::atomic<bool> kill_sent_{false};
