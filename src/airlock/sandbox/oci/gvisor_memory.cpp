@@ -179,12 +179,12 @@ void SandboxMemory::raiseForKill() noexcept {
 }
 
 void SandboxMemory::watch() noexcept {
-  // Until the kill is sent, the room is the first step's; stalled there
-  // again, the command gets the rest at once.
+  // Until the kill is sent, the room is the first step's: a command that
+  // fills it waits there (only its own stubs wait; the sentry and the shim
+  // are outside its cgroup), so it cannot race its kill through the rest.
   const auto deadline = Clock::now() + kKillSentBudget;
   while (!kill_sent_.load() && !stop_watch_.load() && Clock::now() < deadline) {
     ::poll(nullptr, 0, 1);
-    if (stalled(application_)) break;
     raiseSandboxIfStalled();
   }
   application_.limit = killRoomLimit();

@@ -29,10 +29,12 @@
 // kill the command, and raiseForKill opens room for the kill: the stub
 // must finish the page fault it waits in before the sentry can stop it.
 // For the application, a quarter of the headroom at once, the rest when
-// the shim reports that it has sent the SIGKILL (kKilling) or at once
-// should the command stall again before that (at most kKillSentBudget
-// later): the command then meets its kill soon after it resumes, instead of
-// racing the kill through the whole room. The room is the headroom less
+// the shim reports that it has sent the SIGKILL (kKilling), or
+// kKillSentBudget later at the latest: a command that fills the first step
+// before that waits there, so it meets its kill soon after it resumes
+// instead of racing the kill through the whole room (two 75 MiB kill loops
+// side by side on 2 cores: 1 kill in 640 passed memory_bytes; 10 when a
+// second stall opened the rest at once). The room is the headroom less
 // 1 MiB, so the command's memory stays under memory_bytes however many
 // kills came before. A stalled sandbox level gets kOomKillHeadroom at once.
 // Should a level stall again before the kill lands, a watcher (a thread
@@ -91,8 +93,8 @@ inline constexpr std::chrono::milliseconds kSettleBudget{5000};
 // Further raises while a MEMORY kill is pending (see above).
 inline constexpr int kOomKillSteps = 4;
 // How long the raise for a MEMORY kill waits for the shim to report the
-// kill sent (should the sentry itself need memory to run the shim, the
-// raise comes after this anyway).
+// kill sent (a command with threads that still need new stub threads must
+// not wait at its limit long: a failed stub thread panics the sentry).
 inline constexpr std::chrono::milliseconds kKillSentBudget{25};
 
 class SandboxMemory {
