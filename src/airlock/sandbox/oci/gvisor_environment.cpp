@@ -64,11 +64,17 @@ using sys::UniqueFd;
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
 
 // The host's cgroup limits for a sandbox: the command's memory plus the
-// sentry's allowance; a pids backstop for the sandbox's host threads.
+// sentry's allowance; a pids backstop for the sandbox's host threads. The
+// command's processes (at most pids_max plus the refusal spare, gVisor's
+// RLIMIT_NPROC) each have a ptrace stub with a thread for every sentry
+// thread that ran it: a fork bomb at pids_max 32 was measured at up to 1,180
+// host tasks, and the sentry dies when it cannot create a stub (it was at
+// 16 * pids_max + 1024 = 1,536, and about one fork bomb in 50 lost its
+// sandbox there).
 ResourceLimits hostLimits(const ResourceLimits& l) {
   ResourceLimits h = l;
   h.memory_bytes = l.memory_bytes + kSentryMemoryAllowance;
-  h.pids_max = 16 * l.pids_max + 1024;
+  h.pids_max = 32 * (l.pids_max + oci::kPidsRefusalSpare) + 1024;
   return h;
 }
 
