@@ -232,6 +232,24 @@ TEST_F(GvisorSandboxTest, AMemoryKillListsTheFilesTheCommandWrote) {
   }
 }
 
+// Memory the sentry fills itself (here one read(2) of 256 MiB into new
+// memory) meets the sandbox's limit inside a system call that cannot be
+// stopped there: the command is MEMORY, and the sandbox either stays usable
+// or, lost, says why on the next call.
+TEST_F(GvisorSandboxTest, ASandboxLostAtItsMemoryLimitSaysWhy) {
+  reprovision([](ResourceLimits& l) { l.memory_bytes = 75 << 20; });
+  auto r = run(shell(
+      "exec python3 -c \"import os; os.read(os.open('/dev/zero', os.O_RDONLY), 256 << 20)\""));
+  EXPECT_EQ(r.killed_by, KillReason::kMemory) << r.stderr_data;
+  auto next = env_->execute(handle_, shell("echo still here"));
+  if (next) {
+    EXPECT_EQ(next->stdout_data, "still here\n");
+  } else {
+    EXPECT_NE(next.error().message().find("memory limit"), std::string::npos)
+        << next.error().message();
+  }
+}
+
 TEST_F(GvisorSandboxTest, AForkBombMeetsThePidsLimit) {
   reprovision([](ResourceLimits& l) { l.pids_max = 32; });
   auto r = run(shell("echo partial; f(){ f | f & }; f"));

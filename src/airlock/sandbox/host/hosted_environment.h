@@ -55,6 +55,9 @@ struct SandboxRecord {
   std::string capability_dir;
   // Set by destroy before it kills: the running command's kill reason.
   std::optional<EndRequest> end_request;
+  // Why the sandbox became unusable, when the mechanism knows; the next
+  // command's refusal names it. Written and read under exec_mutex.
+  std::string lost_because;
   std::mutex exec_mutex;  // one command at a time (command_admission.h)
   // Orders side-process starts against teardown closing what they use.
   std::mutex side_mutex;

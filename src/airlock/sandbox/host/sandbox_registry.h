@@ -157,11 +157,12 @@ struct AdmittedCommand {
 // from checkCommand (step 1): the lookup (HandleMatch::kOwner; a mismatch
 // destroys the sandbox through `env`), the command lock (EnvironmentBusy),
 // `usable(sandbox)` (false: its init or shim is gone, ExecutionUnavailable
-// "the sandbox has died; destroy it and provision again"), expires_at (past
+// "the sandbox has died; destroy it and provision again", naming the
+// sandbox's lost_because when set), expires_at (past
 // it the sandbox is expired, EnvironmentGone), the working directory and the
 // timeout. `Sandbox` has `handle`, `std::mutex exec_mutex`, a
-// `sys::UniqueFd workspace_fd` (the workspace root) and `ResourceLimits
-// limits`.
+// `sys::UniqueFd workspace_fd` (the workspace root), `ResourceLimits
+// limits` and `std::string lost_because`.
 template <class Sandbox, class Usable>
 Result<AdmittedCommand<Sandbox>> admitCommand(
     ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
@@ -175,8 +176,11 @@ Result<AdmittedCommand<Sandbox>> admitCommand(
   auto exec = claimForCommand((*sb)->exec_mutex);
   if (!exec) return tl::unexpected(exec.error());
   if (!usable(**sb))
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox has died; destroy it and provision again");
+    return fail(
+        ErrorCode::kExecutionUnavailable,
+        "the sandbox has died" +
+            ((*sb)->lost_because.empty() ? std::string() : " (" + (*sb)->lost_because + ")") +
+            "; destroy it and provision again");
   const Timestamp now =
       std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   const auto expires_in =

@@ -744,6 +744,14 @@ class CommandMemoryLimit final : public host::LimitSource {
   Cgroup& cgroup_;
 };
 
+// Why a sandbox whose MEMORY kill the shim never finished is gone: the
+// sentry itself waited at the sandbox's limit (gvisor_memory.h: memory the
+// sentry fills for the command, such as one read(2) into more new memory
+// than the room, cannot be stopped there).
+constexpr const char* kLostAtTheMemoryLimit =
+    "the sentry waited at the sandbox's memory limit and could not finish the last command's "
+    "MEMORY kill";
+
 // One command through the shim's control stream (shim_protocol.h): the
 // request with the pipe ends, then kStarted, kMainExited, the stop byte,
 // kDone. It is also the limit source of the sandbox's own enforcers: a v1
@@ -786,6 +794,8 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   }
   void abandon() noexcept override {
     sb_.dead = true;  // the shim did not answer: the sandbox is unusable
+    if (sb_.memory.killPending() && sb_.lost_because.empty())
+      sb_.lost_because = kLostAtTheMemoryLimit;
     if (sb_.cgroup) (void)sb_.cgroup->killAll();
   }
   bool lost() const noexcept override { return sb_.dead; }

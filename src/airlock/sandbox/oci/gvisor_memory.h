@@ -117,6 +117,8 @@ class SandboxMemory {
   // Room for the sentry to run the MEMORY kill (see above). Idempotent
   // until the next beginCommand. Starts the watcher, which raises.
   void raiseForKill() noexcept;
+  // raiseForKill has run for this command (a MEMORY kill is under way).
+  bool killPending() const noexcept { return raised_; }
   // The shim has sent the command its SIGKILL (any thread).
   void killSent() noexcept { kill_sent_ = true; }
   // The command is over: stops the watcher.
