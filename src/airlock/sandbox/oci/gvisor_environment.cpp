@@ -125,23 +125,33 @@ std::optional<TraceState> traceStateOf(pid_t pid) {
 // there, while those made before it stay at the sandbox level: the shim's,
 // which must still create threads to run a MEMORY kill while the command
 // waits at the commands' limit (a failed creation panics the sentry). Run
-// after the start and before each command, in case the first stub is
-// still outside. Best effort: a stub left behind is charged to the
-// sandbox's limit.
-void adoptApplication(Cgroup& cgroup) {
+// after the start and, until it has moved the first stub, before each
+// command. Best effort: a stub left behind is charged to the sandbox's
+// limit.
+// True once the first stub is in the commands' cgroup (or there is no
+// such cgroup): nothing more to adopt.
+bool adoptApplication(Cgroup& cgroup) {
   const std::string dir = cgroup.memoryDirectory();
-  if (dir == cgroup.commandsMemoryDirectory()) return;
+  if (dir == cgroup.commandsMemoryDirectory()) return true;
   auto procs = sys::readFile(AT_FDCWD, (dir + "/cgroup.procs").c_str());
-  if (!procs) return;
+  if (!procs) return false;
   std::istringstream in(*procs);
   long pid = 0;
   while (in >> pid) {
     auto stub = traceStateOf(static_cast<pid_t>(pid));
     if (!stub || !stub->traced) continue;
     auto parent = traceStateOf(stub->parent);
-    if (parent && !parent->traced) (void)cgroup.addCommandProcess(static_cast<pid_t>(pid));
+    if (parent && !parent->traced && cgroup.addCommandProcess(static_cast<pid_t>(pid))) return true;
   }
+  return false;
 }
+
+// A sandbox's side-process keepers: those not yet seen to end, and how many
+// ever started.
+struct Keepers {
+  std::atomic<int> live{0};
+  std::atomic<long> started{0};
+};
 
 struct Child {
   pid_t pid = -1;
@@ -152,7 +162,10 @@ struct Sandbox : host::SandboxRecord {
   std::string dir;  // <state>/sandboxes/<id>
   std::string container_id;
   SandboxMemory memory;  // v1: the per-command limits
-  Child runsc;           // `runsc run`, our child for the sandbox's life
+  // The side processes' keepers (ApplicationStubs).
+  std::shared_ptr<Keepers> live_keepers = std::make_shared<Keepers>();
+  bool stubs_adopted = false;  // adoptApplication has moved the first stub (under exec_mutex)
+  Child runsc;                 // `runsc run`, our child for the sandbox's life
   UniqueFd listen_fd;
   UniqueFd control;  // the shim's connection
   // Code mode: the side-process channel (shim_protocol.h); side_mutex
@@ -272,15 +285,20 @@ Result<std::string> shimRequest(std::int64_t nproc, const std::string& cwd,
 // on the status pipe and kills the effect's group when the kill pipe closes.
 class GvisorSideProcess final : public PipedSideProcess {
  public:
-  GvisorSideProcess(UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status, UniqueFd kill)
+  GvisorSideProcess(UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status, UniqueFd kill,
+                    std::shared_ptr<Keepers> live_keepers)
       : PipedSideProcess(std::move(in), std::move(out), std::move(err)),
         status_(std::move(status)),
-        kill_(std::move(kill)) {
+        kill_(std::move(kill)),
+        live_keepers_(std::move(live_keepers)) {
     ::fcntl(status_.get(), F_SETFL, O_NONBLOCK);
+    ++live_keepers_->live;
+    ++live_keepers_->started;
   }
   ~GvisorSideProcess() override {
     killGroup();
     closePipes();
+    if (!exited_) --live_keepers_->live;
   }
   int exitFd() const noexcept override { return status_.get(); }
   std::optional<int> exitStatus() override {
@@ -300,6 +318,7 @@ class GvisorSideProcess final : public PipedSideProcess {
         decoded.records[0].value >= 0 && decoded.records[0].value <= 0xffff)
       status_value_ = static_cast<int>(decoded.records[0].value);
     exited_ = true;
+    --live_keepers_->live;
     return status_value_;
   }
   // Closing the kill pipe is the kill: the keeper SIGKILLs the group while
@@ -317,6 +336,7 @@ class GvisorSideProcess final : public PipedSideProcess {
   int status_value_ = 0;
   std::mutex kill_mu_;
   UniqueFd kill_;
+  std::shared_ptr<Keepers> live_keepers_;
 };
 
 class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
@@ -519,7 +539,7 @@ Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, 
   }
 
   if (auto r = start(sb); !r) return tl::unexpected(r.error());
-  adoptApplication(*sb.cgroup);
+  sb.stubs_adopted = adoptApplication(*sb.cgroup);
 
   sb.workspace = workspace::makeLocalWorkspace(
       UniqueFd(::fcntl(sb.workspace_fd.get(), F_DUPFD_CLOEXEC, 0)), oci::kSandboxUid,
@@ -713,7 +733,7 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
   }
   return std::unique_ptr<SideProcess>(std::make_unique<GvisorSideProcess>(
       std::move(pipes->stdin_write), std::move(pipes->stdout_read), std::move(pipes->stderr_read),
-      std::move(status_r), std::move(kill_w)));
+      std::move(status_r), std::move(kill_w), sb->live_keepers));
 }
 
 void GvisorEnvironment::sweepOrphans() {
@@ -841,6 +861,50 @@ bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
   return false;
 }
 
+// PIDS seen from the host, beside the shim's count: the command's stubs
+// (the commands' memory cgroup: the first stub and one per address space in
+// use) are kept for reuse when their process ends, so their number only
+// grows, and it grows only while every kept stub is in use. It passing
+// pids_max + 1 plus the side processes' keepers alive during this command
+// (the first stub, and one for a keeper still starting, aside) means that
+// the sandbox held more processes than pids_max at once. The shim samples
+// its count inside the sandbox, where a fork bomb can starve it of CPU
+// until the bomb has met RLIMIT_NPROC and collapsed (about 1 bomb in 60 at
+// pids_max 32); this count cannot be missed between two looks. Only where
+// fewer stubs than that were kept when the command started.
+class ApplicationStubs final : public host::LimitSource {
+ public:
+  ApplicationStubs(const Cgroup& cgroup, std::int64_t pids_max,
+                   std::shared_ptr<Keepers> live_keepers)
+      : procs_(cgroup.commandsMemoryDirectory() + "/cgroup.procs"),
+        pids_max_(pids_max),
+        live_keepers_(std::move(live_keepers)) {
+    // Every keeper alive at some moment of the command is allowed for: those
+    // alive at its start and every one started since.
+    keepers_at_start_ = live_keepers_->live.load() - live_keepers_->started.load();
+    armed_ = cgroup.commandsMemoryDirectory() != cgroup.memoryDirectory() && count() < threshold();
+  }
+  std::optional<KillReason> hit() override {
+    if (armed_ && count() >= threshold()) return KillReason::kPids;
+    return std::nullopt;
+  }
+
+ private:
+  std::int64_t threshold() const {
+    return pids_max_ + 2 + std::max<long>(0, keepers_at_start_ + live_keepers_->started.load());
+  }
+  std::int64_t count() const {
+    auto text = sys::readFile(AT_FDCWD, procs_.c_str(), 1 << 20);
+    if (!text) return 0;
+    return std::count(text->begin(), text->end(), '\n');
+  }
+  std::string procs_;
+  std::int64_t pids_max_;
+  std::shared_ptr<Keepers> live_keepers_;
+  long keepers_at_start_ = 0;  // live minus started, at the start
+  bool armed_ = false;
+};
+
 // One command through the shim (ShimChannel, also a limit source), DISK on
 // the workspace and /tmp, and the per-command memory limit (SandboxMemory),
 // ended whatever the command's outcome.
@@ -851,14 +915,15 @@ Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
   auto request = shimRequest(sb.limits.pids_max, cwd, run.command.argv,
                              host::commandEnvironment(sb.environment, cwd));
   if (!request) return tl::unexpected(request.error());
-  adoptApplication(*sb.cgroup);
+  if (!sb.stubs_adopted) sb.stubs_adopted = adoptApplication(*sb.cgroup);
   if (auto r = sb.memory.beginCommand(); !r) return tl::unexpected(r.error());
   ShimChannel channel(sb, std::move(*request));
   CommandMemoryLimit memory(sb.memory, *sb.cgroup);
+  ApplicationStubs stubs(*sb.cgroup, sb.limits.pids_max, sb.live_keepers);
   bool ended = false;
   auto result = superviseAdmitted(run, channel,
                                   {{sb.workspace_fd.get(), sb.tmp_fd.get()},
-                                   {&channel},
+                                   {&channel, &stubs},
                                    options_.files_changed_listing,
                                    [&sb, &ended](const ExecutionResult&) {
                                      sb.memory.endCommand();
