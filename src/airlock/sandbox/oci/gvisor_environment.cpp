@@ -127,9 +127,8 @@ std::optional<TraceState> traceStateOf(pid_t pid) {
 // waits at the commands' limit (a failed creation panics the sentry). Run
 // after the start and, until it has moved the first stub, before each
 // command. Best effort: a stub left behind is charged to the sandbox's
-// limit.
-// True once the first stub is in the commands' cgroup (or there is no
-// such cgroup): nothing more to adopt.
+// limit. True once the first stub is in the commands' cgroup (or there is
+// no such cgroup): nothing more to adopt.
 bool adoptApplication(Cgroup& cgroup) {
   const std::string dir = cgroup.memoryDirectory();
   if (dir == cgroup.commandsMemoryDirectory()) return true;
