@@ -587,6 +587,7 @@ TEST(LinuxEnvironmentConcurrency, ConcurrentProvisionAndExecuteNeverHang) {
       for (int round = 0; round < kRounds; ++round) {
         auto h = (*env)->provision(linuxSpec(options));
         if (!h) {
+          ADD_FAILURE() << "provision: " << h.error().message();
           ++failed;
           continue;
         }
@@ -598,6 +599,7 @@ TEST(LinuxEnvironmentConcurrency, ConcurrentProvisionAndExecuteNeverHang) {
         } else if (r && r->killed_by == KillReason::kTimeout) {
           ++hung;
         } else {
+          ADD_FAILURE() << "execute: " << (r ? r->stderr_data : r.error().message());
           ++failed;
         }
         (void)(*env)->destroy(*h);
