@@ -58,14 +58,6 @@ class RealCgroupFs final : public CgroupFs {
   }
 };
 
-std::vector<pid_t> parsePids(const std::string& text) {
-  std::vector<pid_t> pids;
-  std::istringstream in(text);
-  long pid;
-  while (in >> pid) pids.push_back(static_cast<pid_t>(pid));
-  return pids;
-}
-
 // The name of the child that holds the commands (kCommandsApart), and of
 // the one that holds init beside it (v2 only: v2 allows no process in a
 // cgroup whose children have controllers).
@@ -522,6 +514,14 @@ std::vector<std::string> splitBy(const std::string& s, char sep) {
 }
 
 }  // namespace
+
+std::vector<pid_t> parsePids(const std::string& text) {
+  std::vector<pid_t> pids;
+  std::istringstream in(text);
+  long pid;
+  while (in >> pid) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
 
 std::unique_ptr<CgroupFs> makeRealCgroupFs() {
   return std::make_unique<RealCgroupFs>();

@@ -152,6 +152,9 @@ struct CgroupMounts {
   std::vector<std::string> v2_controllers;
   std::map<std::string, std::string> v1_controller_mounts;  // "memory" -> mount path
 };
+// The pids of a cgroup.procs (or tasks) file's text, one per line.
+std::vector<pid_t> parsePids(const std::string& text);
+
 // Parses /proc/self/mountinfo text and, for v2, the root's cgroup.controllers.
 CgroupMounts parseCgroupMounts(const std::string& mountinfo, CgroupFs& fs);
 

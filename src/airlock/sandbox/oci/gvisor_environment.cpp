@@ -24,7 +24,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "airlock/core/command_validation.h"
@@ -134,13 +133,11 @@ bool adoptApplication(Cgroup& cgroup) {
   if (dir == cgroup.commandsMemoryDirectory()) return true;
   auto procs = sys::readFile(AT_FDCWD, (dir + "/cgroup.procs").c_str());
   if (!procs) return false;
-  std::istringstream in(*procs);
-  long pid = 0;
-  while (in >> pid) {
-    auto stub = traceStateOf(static_cast<pid_t>(pid));
+  for (pid_t pid : host::parsePids(*procs)) {
+    auto stub = traceStateOf(pid);
     if (!stub || !stub->traced) continue;
     auto parent = traceStateOf(stub->parent);
-    if (parent && !parent->traced && cgroup.addCommandProcess(static_cast<pid_t>(pid))) return true;
+    if (parent && !parent->traced && cgroup.addCommandProcess(pid)) return true;
   }
   return false;
 }
