@@ -78,6 +78,9 @@ struct InitReply {
   MessageHeader header{};
   std::vector<UniqueFd> fds;
 };
+// Kind of reply failure that means init has gone (its end of the channel closed).
+constexpr const char* kInitExited = "sandbox init exited";
+
 Result<std::optional<InitReply>> receiveReply(int sock) {
   InitReply r;
   iovec iov{&r.header, sizeof r.header};
@@ -85,16 +88,36 @@ Result<std::optional<InitReply>> receiveReply(int sock) {
   const ssize_t n = sys::receiveWithFds(sock, &iov, 1, 3, passed, MSG_DONTWAIT);
   for (int i = 0; i < passed.count; ++i) r.fds.emplace_back(passed.fds[i]);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
-  if (n < 0 && errno == ECONNRESET)
-    return fail(ErrorCode::kExecutionUnavailable,
-                "sandbox init exited (its memory limit may be too small to start it)");
+  if ((n < 0 && errno == ECONNRESET) || n == 0)
+    return fail(ErrorCode::kExecutionUnavailable, kInitExited);
   if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "receive from sandbox init", errno);
-  if (n == 0)
-    return fail(ErrorCode::kExecutionUnavailable,
-                "sandbox init exited (its memory limit may be too small to start it)");
   if (static_cast<std::size_t>(n) != sizeof r.header || passed.truncated)
     return fail(ErrorCode::kExecutionUnavailable, "malformed message from sandbox init");
   return std::optional<InitReply>(std::move(r));
+}
+
+// Says how init ended after its end of the channel closed during set-up:
+// its exit status or signal, and whether its cgroup saw an OOM kill. The
+// process is left to be reaped by teardown (WNOWAIT).
+std::string describeInitExit(int pidfd, host::Cgroup* cgroup) {
+  pollfd p{pidfd, POLLIN, 0};
+  (void)sys::pollSome(&p, 1, 1000);  // the channel closes a moment before the exit is seen
+  siginfo_t info{};
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info,
+               WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      info.si_pid == 0)
+    return std::string(kInitExited) + " (it closed its channel and is still running)";
+  if (info.si_code == CLD_EXITED)
+    return std::string(kInitExited) + " during set-up with status " +
+           std::to_string(info.si_status);
+  const char* name = ::sigabbrev_np(info.si_status);
+  std::string text = std::string(kInitExited) + " during set-up, killed by signal " +
+                     std::to_string(info.si_status) + " (SIG" + (name ? name : "?") + ")";
+  if (cgroup != nullptr) {
+    if (auto c = cgroup->counters(); c && c->oom_kills > 0)
+      text += ", by the sandbox's memory limit (memory_bytes may be too small to start it)";
+  }
+  return text;
 }
 
 struct Sandbox : host::SandboxRecord {
@@ -316,6 +339,9 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
     // EINTR is 0 here too: the loop recomputes what is left and polls again.
     if (sys::pollSome(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     auto reply = receiveReply(sb.control.get());
+    if (!reply && reply.error().context == kInitExited)
+      return fail(ErrorCode::kExecutionUnavailable,
+                  describeInitExit(sb.pidfd.get(), sb.cgroup.get()));
     if (!reply) return tl::unexpected(reply.error());
     if (!*reply) continue;
     auto& r = **reply;
