@@ -22,6 +22,7 @@
 #include "airlock/core/thread_annotations.h"
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/resolver.h"
+#include "airlock/sandbox/side_process_pump.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -126,94 +127,26 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
     std::string data;
     bool truncated = false;
   } out, err;
-  std::size_t stdin_off = 0;
-  std::optional<int> status;
-  bool timed_out = false;
-  std::optional<BrokerClock::time_point> drain_until;
-  bool out_eof = false, err_eof = false;
-  char buf[65536];
-  for (;;) {
-    const bool out_open = p.stdoutFd() >= 0 && !out_eof, err_open = p.stderrFd() >= 0 && !err_eof;
-    if (status && !out_open && !err_open) break;
-    const auto now = BrokerClock::now();
-    if (ctx.cancel.cancelled()) {
-      p.killGroup();
-      return Refusal{"cancelled", "cancelled"};  // the broker answers for it
-    }
-    if (!timed_out && now >= deadline) {
-      p.killGroup();
-      if (!timeout_first) return Refusal{"deadline_exceeded", "the call's deadline passed"};
-      timed_out = true;
-    }
-    if (status && !drain_until) {
-      // The main process has ended: nothing it left in its group outlives
-      // the call; what escaped the group still may hold the pipes, so they
-      // are drained briefly, not waited for.
-      p.killGroup();
-      drain_until = now + std::chrono::seconds(2);
-    }
-    if (drain_until && now >= *drain_until) {
-      p.closeOutput();
-      out_eof = err_eof = true;
-      continue;
-    }
-    pollfd fds[5];
-    int n = 0, i_out = -1, i_err = -1, i_in = -1, i_exit = -1;
-    if (out_open) {
-      fds[n] = {p.stdoutFd(), POLLIN, 0};
-      i_out = n++;
-    }
-    if (err_open) {
-      fds[n] = {p.stderrFd(), POLLIN, 0};
-      i_err = n++;
-    }
-    if (p.stdinFd() >= 0) {
-      fds[n] = {p.stdinFd(), POLLOUT, 0};
-      i_in = n++;
-    }
-    if (!status) {
-      fds[n] = {p.exitFd(), POLLIN, 0};
-      i_exit = n++;
-    }
-    fds[n] = {ctx.cancel.pollFd(), POLLIN, 0};
-    ++n;
-    auto wake = drain_until ? *drain_until : (timed_out ? now + std::chrono::seconds(2) : deadline);
-    int wait_ms = static_cast<int>(std::clamp<long long>(leftUntil(wake).count() + 1, 0, 60000));
-    int rc = sys::pollSome(fds, static_cast<nfds_t>(n), wait_ms);
-    if (rc < 0) break;
-    if (rc == 0) continue;
-    for (auto [idx, stream, is_out] :
-         {std::tuple{i_out, &out, true}, std::tuple{i_err, &err, false}}) {
-      if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
-      if (got < 0 && errno == EAGAIN) continue;
-      if (got <= 0) {
-        (is_out ? out_eof : err_eof) = true;
-        if (out_eof && err_eof) p.closeOutput();
-        continue;
-      }
-      const std::size_t room = kProcRunStreamCap - std::min(kProcRunStreamCap, stream->data.size());
-      const std::size_t take = std::min(room, static_cast<std::size_t>(got));
-      stream->data.append(buf, take);
-      if (take < static_cast<std::size_t>(got)) stream->truncated = true;
-    }
-    if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const std::string& data = *req->stdin_data;
-      if (stdin_off < data.size()) {
-        ssize_t w = sys::writeSome(p.stdinFd(), data.data() + stdin_off,
-                                   std::min<std::size_t>(data.size() - stdin_off, 65536));
-        if (w > 0)
-          stdin_off += static_cast<std::size_t>(w);
-        else if (w < 0 && errno != EAGAIN)
-          p.closeStdin();
-      }
-      if (p.stdinFd() >= 0 && stdin_off >= data.size()) p.closeStdin();
-    }
-    if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
-      status = p.exitStatus();
-      if (status) p.closeStdin();
-    }
-  }
+  SidePumpHooks hooks;
+  if (req->stdin_data) hooks.stdin_data = *req->stdin_data;
+  hooks.output = [&](bool is_stdout, std::string_view chunk) {
+    Stream& stream = is_stdout ? out : err;
+    const std::size_t room = kProcRunStreamCap - std::min(kProcRunStreamCap, stream.data.size());
+    const std::size_t take = std::min(room, chunk.size());
+    stream.data.append(chunk.substr(0, take));
+    if (take < chunk.size()) stream.truncated = true;
+  };
+  hooks.stop_fd = ctx.cancel.pollFd();
+  hooks.deadline = deadline;
+  // The call's own timeout is a result (timed_out); the caller's deadline is a refusal.
+  hooks.continue_after_deadline = timeout_first;
+  const SidePumpOutcome pumped = pumpSideProcess(p, hooks);
+  if (pumped.end == SidePumpEnd::kStopped)
+    return Refusal{"cancelled", "cancelled"};  // the broker answers for it
+  if (pumped.end == SidePumpEnd::kDeadline && !timeout_first)
+    return Refusal{"deadline_exceeded", "the call's deadline passed"};
+  const bool timed_out = pumped.end == SidePumpEnd::kDeadline;
+  const std::optional<int> status = pumped.wait_status;
   Map result;
   if (status && WIFEXITED(*status) && !timed_out) {
     result.emplace_back("exit_code", Value::integer(WEXITSTATUS(*status)));
@@ -560,89 +493,47 @@ class JobTable {
 
  private:
   void pump(Job& job) {
-    SideProcess& p = *job.proc;
-    char buf[65536];
-    std::optional<BrokerClock::time_point> drain_until;
     // Local, so that every spool file is closed when the pump returns.
     std::optional<StreamSpool> spools[2];
     if (spill_.writer) {
       spools[0].emplace();
       spools[1].emplace();
     }
-    for (;;) {
-      bool out_open, err_open, exited;
+    SidePumpHooks hooks;  // no stdin_data: job.write feeds stdin
+    hooks.output = [&](bool is_stdout, std::string_view chunk) {
       {
         MutexLock lk(job.mu);
-        out_open = !job.out.eof;
-        err_open = !job.err.eof;
-        exited = job.status.has_value();
-      }
-      if (exited && !out_open && !err_open) break;
-      if (exited && !drain_until) {
-        p.killGroup();
-        drain_until = BrokerClock::now() + std::chrono::seconds(2);
-      }
-      if (drain_until && BrokerClock::now() >= *drain_until) {
-        MutexLock lk(job.mu);
-        job.out.eof = job.err.eof = true;
-        continue;
-      }
-      pollfd fds[4];
-      int n = 0, i_out = -1, i_err = -1, i_exit = -1;
-      if (out_open) {
-        fds[n] = {p.stdoutFd(), POLLIN, 0};
-        i_out = n++;
-      }
-      if (err_open) {
-        fds[n] = {p.stderrFd(), POLLIN, 0};
-        i_err = n++;
-      }
-      if (!exited) {
-        fds[n] = {p.exitFd(), POLLIN, 0};
-        i_exit = n++;
-      }
-      fds[n] = {stop_.get(), POLLIN, 0};
-      const int i_stop = n++;
-      int rc = sys::pollSome(fds, static_cast<nfds_t>(n), drain_until ? 100 : -1);
-      if (rc == 0 && !drain_until) continue;  // interrupted
-      if (rc < 0 || (fds[i_stop].revents & POLLIN)) {
-        // The table is going away: nobody can ask for a spill any more.
-        p.killGroup();
-        MutexLock lk(job.mu);
-        job.out.eof = job.err.eof = true;
-        if (!job.status) job.status = SIGKILL;
-        job.done = true;
+        Job::Stream& s = is_stdout ? job.out : job.err;
+        s.tail.append(chunk);
+        s.total += chunk.size();
+        if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
         job.cv.notifyAll();
-        return;
       }
-      for (auto [idx, is_out] : {std::pair{i_out, true}, std::pair{i_err, false}}) {
-        if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
-        if (got < 0 && errno == EAGAIN) continue;
-        {
-          MutexLock lk(job.mu);
-          Job::Stream& s = is_out ? job.out : job.err;
-          if (got <= 0) {
-            s.eof = true;
-          } else {
-            s.tail.append(buf, static_cast<std::size_t>(got));
-            s.total += static_cast<std::uint64_t>(got);
-            if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
-          }
-          job.cv.notifyAll();
-        }
-        // The disk write is outside job.mu: a poll never waits for it.
-        if (got > 0 && spools[is_out ? 0 : 1])
-          spools[is_out ? 0 : 1]->append(spill_, spooled_, buf, static_cast<std::size_t>(got));
-      }
-      if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
-        auto st = p.exitStatus();
-        if (st) {
-          MutexLock lk(job.mu);
-          job.status = st;
-          job.cv.notifyAll();
-        }
-      }
+      // The disk write is outside job.mu: a poll never waits for it.
+      if (auto& spool = spools[is_stdout ? 0 : 1])
+        spool->append(spill_, spooled_, chunk.data(), chunk.size());
+    };
+    hooks.output_ended = [&](bool is_stdout) {
+      MutexLock lk(job.mu);
+      (is_stdout ? job.out : job.err).eof = true;
+      job.cv.notifyAll();
+    };
+    hooks.exited = [&](int wait_status) {
+      MutexLock lk(job.mu);
+      job.status = wait_status;
+      job.cv.notifyAll();
+    };
+    hooks.stop_fd = stop_.get();
+    const SidePumpOutcome pumped = pumpSideProcess(*job.proc, hooks);
+    if (pumped.end != SidePumpEnd::kFinished) {
+      // The table is going away (or the poll failed): nobody can ask for a
+      // spill any more.
+      MutexLock lk(job.mu);
+      job.out.eof = job.err.eof = true;
+      if (!job.status) job.status = SIGKILL;
+      job.done = true;
+      job.cv.notifyAll();
+      return;
     }
     // Terminal: store each stream, then publish the spill with `done`.
     std::pair<StreamSpill, StreamSpill> spill{storeSpill(job.id + ".stdout", spools[0]),
