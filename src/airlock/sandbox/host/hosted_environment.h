@@ -122,9 +122,9 @@ class UndoUnlessDismissed {
 };
 
 // The adapter base. A mechanism supplies setUp and teardown (provision is
-// here), destroy (starting with beginDestroy), side processes, and for
-// execute commandChannelUp and runCommand (usually one superviseAdmitted
-// with its channel and limit sources).
+// here), destroyTaken (destroy is here), launchSideProcess, and for execute
+// commandChannelUp and runCommand (usually one superviseAdmitted with its
+// channel and limit sources).
 template <class Sandbox>
 class HostedEnvironment : public ExecutionEnvironment {
  public:
@@ -173,6 +173,22 @@ class HostedEnvironment : public ExecutionEnvironment {
       return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
     return fd;
   }
+  // The sandbox leaves the registry and its running command is told why it
+  // ends (beginDestroy), then the mechanism's destroyTaken. Idempotent: a
+  // handle with no live sandbox is Ok.
+  Result<void> destroy(const EnvironmentHandle& handle) final {
+    if (auto sb = beginDestroy(handle)) destroyTaken(std::move(sb));
+    return {};
+  }
+  // Not while shutting down; the registry's lookup (another tenant's
+  // handle refused); then the mechanism's launchSideProcess.
+  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
+                                                        const SideCommand& command) final {
+    if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
+    auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
+    if (!sb) return tl::unexpected(sb.error());
+    return launchSideProcess(*sb, command);
+  }
   void shutdown() noexcept final { shutdown_.raise(); }
   // Before the first call: the shutdown signal's eventfd.
   Result<void> initHost() { return shutdown_.init(); }
@@ -206,6 +222,14 @@ class HostedEnvironment : public ExecutionEnvironment {
   virtual bool commandChannelUp(const Sandbox& sandbox) const noexcept = 0;
   // The mechanism's part of an execute, once admitted.
   virtual Result<ExecutionResult> runCommand(const CommandRun& run) = 0;
+  // The mechanism's part of destroy, for a sandbox already out of the
+  // registry: kill it first (a command running in another thread then ends
+  // with the reason beginDestroy set), then tear it down.
+  virtual void destroyTaken(std::shared_ptr<Sandbox> sandbox) = 0;
+  // The mechanism's part of startSideProcess, for a live sandbox of the
+  // caller's tenant.
+  virtual Result<std::unique_ptr<SideProcess>> launchSideProcess(
+      const std::shared_ptr<Sandbox>& sandbox, const SideCommand& command) = 0;
 
   // Destroys every live sandbox (the adapter's destructor).
   void destroyAll() {
@@ -271,12 +295,6 @@ class HostedEnvironment : public ExecutionEnvironment {
     scan.finish(*result, !channel.lost());
     afterCommand(*this, sandboxes_, admitted, *result);
     return result;
-  }
-
-  // A side process's lookup: not while shutting down, then the registry's.
-  Result<std::shared_ptr<Sandbox>> sandboxForSideProcess(const EnvironmentHandle& handle) {
-    if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
-    return sandboxes_.live(handle, HandleMatch::kTenantRefused);
   }
 
   const HostPolicy policy_;

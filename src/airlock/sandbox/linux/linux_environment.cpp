@@ -155,12 +155,6 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
 
   ~LinuxEnvironment() override { destroyAll(); }
 
-  Result<void> destroy(const EnvironmentHandle& handle) override;
-
-  // Code mode (side_process.h).
-  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
-                                                        const SideCommand& command) override;
-
   // Destroys sandboxes whose owner process is gone (lock file not held).
   void sweepOrphans();
 
@@ -171,6 +165,10 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
   void teardown(Sandbox& sb) override;
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
+  void destroyTaken(std::shared_ptr<Sandbox> sb) override;
+  // Code mode (side_process.h).
+  Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<Sandbox>& sb,
+                                                         const SideCommand& command) override;
   Result<void> startInit(Sandbox& sb);
 
   std::string cgroup_prefix_;
@@ -389,15 +387,12 @@ void LinuxEnvironment::teardown(Sandbox& sb) {
   sb.state.remove();
 }
 
-Result<void> LinuxEnvironment::destroy(const EnvironmentHandle& handle) {
-  auto sb = beginDestroy(handle);
-  if (!sb) return {};  // idempotent
+void LinuxEnvironment::destroyTaken(std::shared_ptr<Sandbox> sb) {
   // Kill first: a command running in another thread ends with init's death,
-  // with the reason set above and the output it had written.
+  // with its reason and the output it had written.
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
   std::lock_guard exec(sb->exec_mutex);
   teardown(*sb);
-  return {};
 }
 
 void LinuxEnvironment::sweepOrphans() {
@@ -510,11 +505,8 @@ Result<ExecutionResult> LinuxEnvironment::runCommand(const CommandRun& run) {
 
 // ---- code mode: side processes and the capability directory ---------------
 
-Result<std::unique_ptr<SideProcess>> LinuxEnvironment::startSideProcess(
-    const EnvironmentHandle& handle, const SideCommand& command) {
-  auto found = sandboxForSideProcess(handle);
-  if (!found) return tl::unexpected(found.error());
-  const std::shared_ptr<Sandbox>& sb = *found;
+Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
+    const std::shared_ptr<Sandbox>& sb, const SideCommand& command) {
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);

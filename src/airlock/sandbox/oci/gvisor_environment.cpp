@@ -358,10 +358,6 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
     if (teardown_worker_.joinable()) teardown_worker_.join();
   }
 
-  Result<void> destroy(const EnvironmentHandle& handle) override;
-  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
-                                                        const SideCommand& command) override;
-
   void sweepOrphans();
 
  private:
@@ -371,6 +367,9 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
   void teardown(Sandbox& sb) override;
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
+  void destroyTaken(std::shared_ptr<Sandbox> sb) override;
+  Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<Sandbox>& sb,
+                                                         const SideCommand& command) override;
   std::vector<std::string> runscArgs() const {
     return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
             "--host-uds=open", "--ignore-cgroups"};
@@ -638,12 +637,10 @@ void GvisorEnvironment::teardown(Sandbox& sb) {
   sb.state.remove();
 }
 
-Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
-  auto sb = beginDestroy(handle);
-  if (!sb) return {};  // idempotent
+void GvisorEnvironment::destroyTaken(std::shared_ptr<Sandbox> sb) {
   // Kill first: a command running in another thread sees its sandbox end
-  // (with the reason set above and the output it had written), and nothing
-  // of the sandbox runs after destroy returns.
+  // (with its reason and the output it had written), and nothing of the
+  // sandbox runs after destroy returns.
   if (sb->cgroup) (void)sb->cgroup->killAll();
   std::lock_guard exec(sb->exec_mutex);
   // The workspace port stops working now; reaping, unmounting and removing
@@ -659,16 +656,12 @@ Result<void> GvisorEnvironment::destroy(const EnvironmentHandle& handle) {
   // The proxy stops accepting for this sandbox and closes its tunnels now.
   sb->egress.reset();
   enqueueTeardown(std::move(sb));
-  return {};
 }
 
 // ---- code mode: side processes and the capability directory ---------------
 
-Result<std::unique_ptr<SideProcess>> GvisorEnvironment::startSideProcess(
-    const EnvironmentHandle& handle, const SideCommand& command) {
-  auto found = sandboxForSideProcess(handle);
-  if (!found) return tl::unexpected(found.error());
-  const std::shared_ptr<Sandbox>& sb = *found;
+Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
+    const std::shared_ptr<Sandbox>& sb, const SideCommand& command) {
   auto prepared = prepareSideCommand(sb->environment, command);
   if (!prepared) return tl::unexpected(prepared.error());
   auto request =
@@ -765,8 +758,8 @@ class CommandMemoryLimit final : public host::LimitSource {
 // sentry fills for the command, such as one read(2) into more new memory
 // than the room, cannot be stopped there).
 constexpr const char* kLostAtTheMemoryLimit =
-    "the sentry waited at the sandbox's memory limit and could not finish the last command's "
-    "MEMORY kill";
+    "the sentry was lost at the sandbox's memory limit (it waited there, or died) during the last "
+    "command's MEMORY kill";
 
 // One command through the shim's control stream (shim_protocol.h): the
 // request with the pipe ends, then kStarted, kMainExited, the stop byte,
@@ -791,7 +784,7 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
     sb_.control_buffer.clear();
     if (!sendWithFds(sb_.control.get(), request_, fds, 3)) {
       const int e = errno;
-      sb_.dead = true;
+      lose();
       return failErrno(ErrorCode::kExecutionUnavailable, "send the command to the sandbox", e);
     }
     return {};
@@ -805,13 +798,11 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   bool stop() override {
     const char stop = oci::kStopByte;
     if (::send(sb_.control.get(), &stop, 1, MSG_NOSIGNAL) == 1) return true;
-    sb_.dead = true;
+    lose();
     return false;
   }
   void abandon() noexcept override {
-    sb_.dead = true;  // the shim did not answer: the sandbox is unusable
-    if (sb_.memory.killPending() && sb_.lost_because.empty())
-      sb_.lost_because = kLostAtTheMemoryLimit;
+    lose();  // the shim did not answer: the sandbox is unusable
     if (sb_.cgroup) (void)sb_.cgroup->killAll();
   }
   bool lost() const noexcept override { return sb_.dead; }
@@ -822,6 +813,15 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   }
 
  private:
+  // The sandbox is unusable from here. Lost while a MEMORY kill was under
+  // way (the shim silent, its stream closed, a send refused: the sentry
+  // waited or died at the limit), the next call says so.
+  void lose() noexcept {
+    sb_.dead = true;
+    if (sb_.memory.killPending() && sb_.lost_because.empty())
+      sb_.lost_because = kLostAtTheMemoryLimit;
+  }
+
   Sandbox& sb_;
   std::string request_;
   bool shim_pids_ = false;
@@ -853,7 +853,7 @@ bool ShimChannel::readEvents(std::vector<host::ChannelEvent>& events) {
     }
     if (decoded.malformed) break;  // untrusted bytes: stop reading the stream
   }
-  sb_.dead = true;
+  lose();
   return false;
 }
 
