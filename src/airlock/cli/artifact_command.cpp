@@ -84,22 +84,10 @@ Result<artifacts::ArtifactRef> exportWorkspacePath(ExecutionEnvironment& env,
   auto ws = env.workspace(handle);
   if (!ws) return with_path(ws.error());
 
-  artifacts::MeasuredStream stream;
-  std::string filename;
-  if (auto root = (*ws)->openRoot()) {
-    auto opened = artifacts::openWorkspaceExport(root->get(), path);
-    if (!opened) return with_path(opened.error());
-    stream = std::move(opened->stream);
-    filename = std::move(opened->filename);
-  } else {
-    // Not a local directory (the fake mechanism): through the port.
-    auto data = (*ws)->read(path);
-    if (!data) return with_path(data.error());
-    if (static_cast<std::int64_t>(data->size()) > artifacts::kDefaultMaxArtifactBytes)
-      return with_path(Error{ErrorCode::kExecutionRejected, 0, "larger than the artifact cap"});
-    stream = artifacts::measuredBytes(std::move(*data));
-    filename = path.substr(path.rfind('/') + 1);
-  }
+  auto opened = artifacts::openWorkspaceExport(**ws, path);
+  if (!opened) return with_path(opened.error());
+  artifacts::MeasuredStream stream = std::move(opened->stream);
+  std::string filename = std::move(opened->filename);
   artifacts::ArtifactWriterScope scope{*tenant, handle.run_id,
                                        artifacts::ArtifactOrigin::kSandboxExport,
                                        artifacts::TrustLevel::kExternalUntrusted};

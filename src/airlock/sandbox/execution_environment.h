@@ -17,6 +17,7 @@
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/cancel_token.h"
+#include "airlock/sandbox/workspace_file_stream.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock {
@@ -87,14 +88,15 @@ class WorkspaceHandle {
   // The path passes the same lexical check as the other methods
   // (WorkspaceEscape when refused); ExecutionRejected when the handle is gone.
   virtual Result<WorkspaceProvenance> provenance(const std::string& path) = 0;
-  // A new O_PATH directory fd of the workspace root, owned by the caller, for
-  // execution-side readers that stream large files through the containment
-  // function themselves (artifact export). Adapters whose workspace is not a
-  // local directory (fake, remote) return ExecutionUnavailable; callers then
-  // fall back to read().
-  virtual Result<sys::UniqueFd> openRoot() {
-    return fail(ErrorCode::kExecutionUnavailable, "this workspace is not a local directory");
-  }
+  // One regular file as a byte stream, for export (artifact.export): its
+  // size and SHA-256 measured at open (bounded by max_bytes), its bytes
+  // pulled in chunks afterwards, so an export never needs a host fd and the
+  // port can cross a wire. Errors: WorkspaceEscape (the path, or a symlink as
+  // its last component), ToolValidationError (the root, or not a regular
+  // file), ExecutionRejected (larger than max_bytes; the handle gone),
+  // NotFound. This default reads the file whole through read(); a local
+  // workspace streams it from its directory.
+  virtual Result<WorkspaceFileStream> openExport(const std::string& path, std::int64_t max_bytes);
 };
 
 // A process started beside the running command, inside the same live

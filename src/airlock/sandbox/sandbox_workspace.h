@@ -2,7 +2,8 @@
 // WorkspaceHandle that stops working when the sandbox is destroyed. The
 // sandbox owns the real handle (and with it the workspace fd); the view holds
 // only a weak reference, so nothing a caller keeps can hold a destroyed
-// workspace alive. Every call, openRoot() included, is forwarded; a call
+// workspace alive. Every call, openExport() included, is forwarded (an export's
+// reader, once opened, keeps its own file); a call
 // after destroy is ExecutionRejected naming the environment.
 #pragma once
 
@@ -38,8 +39,8 @@ class SandboxWorkspace final : public WorkspaceHandle {
   Result<WorkspaceProvenance> provenance(const std::string& path) override {
     return with([&](WorkspaceHandle& w) { return w.provenance(path); });
   }
-  Result<sys::UniqueFd> openRoot() override {
-    return with([&](WorkspaceHandle& w) { return w.openRoot(); });
+  Result<WorkspaceFileStream> openExport(const std::string& path, std::int64_t max_bytes) override {
+    return with([&](WorkspaceHandle& w) { return w.openExport(path, max_bytes); });
   }
 
  private:

@@ -100,25 +100,10 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
 
   auto ws = env_.workspace(live->handle);
   if (!ws) return errorResponse(ws.error());
-  // Stream from the workspace directory when the adapter has one; otherwise
-  // read through the port (bounded by the artifact cap).
-  artifacts::MeasuredStream stream;
-  std::string filename;
-  if (auto root = (*ws)->openRoot()) {
-    auto opened = artifacts::openWorkspaceExport(root->get(), path, artifacts_->max_bytes);
-    if (!opened) return errorResponse(opened.error());
-    stream = std::move(opened->stream);
-    filename = opened->filename;
-  } else {
-    auto data = (*ws)->read(path);
-    if (!data) return errorResponse(data.error());
-    if (static_cast<std::int64_t>(data->size()) > artifacts_->max_bytes)
-      return errorResponse(
-          Error{ErrorCode::kExecutionRejected, 0,
-                "path " + quoteForMessage(path) + " is larger than the artifact cap"});
-    stream = artifacts::measuredBytes(std::move(*data));
-    filename = path.substr(path.rfind('/') + 1);
-  }
+  auto opened = artifacts::openWorkspaceExport(**ws, path, artifacts_->max_bytes);
+  if (!opened) return errorResponse(opened.error());
+  artifacts::MeasuredStream stream = std::move(opened->stream);
+  std::string filename = std::move(opened->filename);
   if (auto f = body.find("filename"); f != body.end() && f->is_string())
     filename = f->get<std::string>();
 

@@ -20,6 +20,7 @@
 #include "airlock/sys/io.h"
 #include "airlock/sys/random.h"
 #include "airlock/workspace/dir_entries.h"
+#include "airlock/workspace/file_export.h"
 #include "airlock/workspace/resolve.h"
 
 namespace airlock::workspace {
@@ -84,11 +85,8 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
         gid_(owner_gid),
         as_owner_(create_as == CreateAs::kOwner) {}
 
-  Result<sys::UniqueFd> openRoot() override {
-    int fd = ::openat(root_.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "open the workspace root", errno);
-    return sys::UniqueFd(fd);
+  Result<WorkspaceFileStream> openExport(const std::string& path, std::int64_t max_bytes) override {
+    return openFileExport(root_.get(), path, max_bytes);
   }
 
   Result<std::string> read(const std::string& path) override {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../../support/sandbox_cgroups.h"
+#include "airlock/sys/sha256.h"
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
 
@@ -618,16 +619,33 @@ TEST(LinuxEnvironmentConcurrency, ConcurrentProvisionAndExecuteNeverHang) {
 namespace airlock::testing {
 namespace {
 
-// The workspace view forwards openRoot (artifact export streams through it)
-// while the sandbox lives, and refuses once it is destroyed.
-TEST_F(LinuxEnvironmentTest, WorkspaceRootOpensWhileTheSandboxLivesOnly) {
+// The workspace view forwards openExport (artifact export streams through
+// it) while the sandbox lives, and refuses once it is destroyed; a stream
+// opened before the destroy still reads its bytes, and they match the
+// digest measured at open.
+TEST_F(LinuxEnvironmentTest, WorkspaceExportOpensWhileTheSandboxLivesOnly) {
   auto ws = env_->workspace(handle_);
   ASSERT_TRUE(ws) << ws.error().message();
-  auto root = (*ws)->openRoot();
-  ASSERT_TRUE(root) << root.error().message();
-  EXPECT_TRUE(root->valid());
+  ASSERT_TRUE((*ws)->write("out/report.txt", "report bytes"));
+  auto opened = (*ws)->openExport("out/report.txt", 1 << 20);
+  ASSERT_TRUE(opened) << opened.error().message();
+  EXPECT_EQ(opened->size_bytes, 12);
+  EXPECT_EQ(opened->filename, "report.txt");
+  EXPECT_EQ(opened->sha256, sys::sha256Hex("report bytes"));
+  auto too_large = (*ws)->openExport("out/report.txt", 4);
+  ASSERT_FALSE(too_large);
+  EXPECT_EQ(too_large.error().code, ErrorCode::kExecutionRejected);
   ASSERT_TRUE(env_->destroy(handle_));
-  auto after = (*ws)->openRoot();
+  std::string read;
+  char buf[5];
+  for (;;) {
+    auto n = opened->reader->read(buf, sizeof buf);
+    ASSERT_TRUE(n) << n.error().message();
+    if (*n == 0) break;
+    read.append(buf, *n);
+  }
+  EXPECT_EQ(read, "report bytes");
+  auto after = (*ws)->openExport("out/report.txt", 1 << 20);
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().code, ErrorCode::kExecutionRejected);
 }
