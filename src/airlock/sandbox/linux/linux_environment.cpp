@@ -73,27 +73,35 @@ bool sendWithFds(int sock, const void* head, std::size_t head_len, const std::st
   return sys::sendWithFds(sock, iov, payload.empty() ? 1 : 2, fds, nfds) >= 0;
 }
 
-// Receives one header (and up to three fds) from init.
+// Receives one header (and up to three fds) from init, without waiting.
 struct InitReply {
   MessageHeader header{};
   std::vector<UniqueFd> fds;
 };
-// Kind of reply failure that means init has gone (its end of the channel closed).
+// What one receive found: nothing yet, a reply, or init's end of the
+// channel closed (init has gone, or is going).
+struct InitReceive {
+  enum class State { kNothing, kReply, kClosed } state = State::kNothing;
+  InitReply reply;
+};
 constexpr const char* kInitExited = "sandbox init exited";
 
-Result<std::optional<InitReply>> receiveReply(int sock) {
-  InitReply r;
-  iovec iov{&r.header, sizeof r.header};
+Result<InitReceive> receiveReply(int sock) {
+  InitReceive got;
+  iovec iov{&got.reply.header, sizeof got.reply.header};
   sys::ReceivedFds passed;
   const ssize_t n = sys::receiveWithFds(sock, &iov, 1, 3, passed, MSG_DONTWAIT);
-  for (int i = 0; i < passed.count; ++i) r.fds.emplace_back(passed.fds[i]);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::optional<InitReply>{};
-  if ((n < 0 && errno == ECONNRESET) || n == 0)
-    return fail(ErrorCode::kExecutionUnavailable, kInitExited);
+  for (int i = 0; i < passed.count; ++i) got.reply.fds.emplace_back(passed.fds[i]);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return got;
+  if ((n < 0 && errno == ECONNRESET) || n == 0) {
+    got.state = InitReceive::State::kClosed;
+    return got;
+  }
   if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "receive from sandbox init", errno);
-  if (static_cast<std::size_t>(n) != sizeof r.header || passed.truncated)
+  if (static_cast<std::size_t>(n) != sizeof got.reply.header || passed.truncated)
     return fail(ErrorCode::kExecutionUnavailable, "malformed message from sandbox init");
-  return std::optional<InitReply>(std::move(r));
+  got.state = InitReceive::State::kReply;
+  return got;
 }
 
 // Says how init ended after its end of the channel closed during set-up:
@@ -336,13 +344,13 @@ Result<void> LinuxEnvironment::startInit(Sandbox& sb) {
     pollfd p{sb.control.get(), POLLIN, 0};
     // EINTR is 0 here too: the loop recomputes what is left and polls again.
     if (sys::pollSome(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    auto reply = receiveReply(sb.control.get());
-    if (!reply && reply.error().context == kInitExited)
+    auto got = receiveReply(sb.control.get());
+    if (!got) return tl::unexpected(got.error());
+    if (got->state == InitReceive::State::kClosed)
       return fail(ErrorCode::kExecutionUnavailable,
                   describeInitExit(sb.pidfd.get(), sb.cgroup.get()));
-    if (!reply) return tl::unexpected(reply.error());
-    if (!*reply) continue;
-    auto& r = **reply;
+    if (got->state == InitReceive::State::kNothing) continue;
+    auto& r = got->reply;
     if (r.header.type == MessageType::kSetupFailed)
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "sandbox setup failed at step '" + stepName(sb.plan, r.header.step) + "'",
@@ -456,13 +464,13 @@ class InitChannel final : public host::CommandChannel {
   bool readEvents(std::vector<host::ChannelEvent>& events) override {
     using Kind = host::ChannelEvent::Kind;
     for (;;) {
-      auto reply = receiveReply(sb_.control.get());
-      if (!reply) {
+      auto got = receiveReply(sb_.control.get());
+      if (!got || got->state == InitReceive::State::kClosed) {
         sb_.init_dead = true;
         return false;
       }
-      if (!*reply) return true;
-      const MessageHeader& h = (*reply)->header;
+      if (got->state == InitReceive::State::kNothing) return true;
+      const MessageHeader& h = got->reply.header;
       if (h.type == MessageType::kMainExited) events.push_back({Kind::kMainExited, h.status});
       if (h.type == MessageType::kExited) events.push_back({Kind::kAllGone, h.status, h.cpu_usec});
       if (h.type == MessageType::kRunFailed)
