@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "airlock/artifacts/storage_key.h"
+#include "airlock/sys/byte_source.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -120,39 +121,11 @@ Result<void> placeObject(TempFile& temp, int tmp_dirfd, int shard_dirfd, const s
   return {};
 }
 
-// Reads a committed object, re-hashing it; the end of the stream is where
-// corruption at rest shows up.
-class VerifyingObjectSource final : public ByteSource {
- public:
-  VerifyingObjectSource(sys::UniqueFd fd, std::int64_t size, std::string sha256)
-      : fd_(std::move(fd)), expected_size_(size), expected_sha256_(std::move(sha256)) {}
-
-  Result<std::size_t> read(char* buffer, std::size_t size) override {
-    if (finished_) return std::size_t{0};
-    const ssize_t n = sys::readSome(fd_.get(), buffer, size);
-    if (n < 0) return storageError("read object", errno);
-    seen_ += n;
-    if (seen_ > expected_size_)
-      return fail(ErrorCode::kArtifactIntegrityError, "stored object is longer than recorded");
-    if (n > 0) {
-      hash_.update(buffer, static_cast<std::size_t>(n));
-      return static_cast<std::size_t>(n);
-    }
-    finished_ = true;
-    if (seen_ != expected_size_ || hash_.finishHex() != expected_sha256_)
-      return fail(ErrorCode::kArtifactIntegrityError,
-                  "stored object no longer matches its recorded SHA-256");
-    return std::size_t{0};
-  }
-
- private:
-  sys::UniqueFd fd_;
-  sys::Sha256 hash_;
-  std::int64_t expected_size_;
-  std::string expected_sha256_;
-  std::int64_t seen_ = 0;
-  bool finished_ = false;
-};
+// A committed object is re-hashed as it is read; the end of the stream is
+// where corruption at rest shows up.
+constexpr sys::DigestCheckWords kObjectChecks{
+    "artifact store: read object", "stored object is longer than recorded",
+    "stored object no longer matches its recorded SHA-256"};
 
 // The object's shard directory, or NotFound.
 Result<sys::UniqueFd> openShard(int objects_dirfd, const StorageKey& key) {
@@ -328,8 +301,8 @@ Result<std::unique_ptr<ByteSource>> FilesystemArtifactStore::open(const Artifact
   if (::fstat(fd->get(), &st) != 0) return storageError("fstat object", errno);
   if (!S_ISREG(st.st_mode))
     return fail(ErrorCode::kArtifactIntegrityError, "stored object is not a regular file");
-  return std::make_unique<VerifyingObjectSource>(std::move(*fd), row->metadata.size_bytes,
-                                                 row->metadata.sha256);
+  return std::make_unique<sys::DigestCheckedFileSource>(std::move(*fd), row->metadata.size_bytes,
+                                                        row->metadata.sha256, kObjectChecks);
 }
 
 Result<bool> FilesystemArtifactStore::remove(const ArtifactId& artifact_id) {

@@ -5,26 +5,13 @@
 namespace airlock::artifacts {
 namespace {
 
-// The port's export reader as the store's ByteSource.
-class ExportReaderSource final : public ByteSource {
- public:
-  explicit ExportReaderSource(std::unique_ptr<WorkspaceFileReader> reader)
-      : reader_(std::move(reader)) {}
-  Result<std::size_t> read(char* buffer, std::size_t size) override {
-    return reader_->read(buffer, size);
-  }
-
- private:
-  std::unique_ptr<WorkspaceFileReader> reader_;
-};
-
 Result<WorkspaceExport> asExport(Result<WorkspaceFileStream> opened) {
   if (!opened) return tl::unexpected(opened.error());
   WorkspaceExport out;
   out.filename = std::move(opened->filename);
   out.stream.size_bytes = opened->size_bytes;
   out.stream.sha256 = std::move(opened->sha256);
-  out.stream.source = std::make_unique<ExportReaderSource>(std::move(opened->reader));
+  out.stream.source = std::move(opened->reader);
   return out;
 }
 

@@ -1,29 +1,11 @@
 #include "airlock/sandbox/workspace_file_stream.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "airlock/core/command_validation.h"
 #include "airlock/sandbox/execution_environment.h"
 #include "airlock/sys/sha256.h"
 
 namespace airlock {
 namespace {
-
-class BytesReader final : public WorkspaceFileReader {
- public:
-  explicit BytesReader(std::string bytes) : bytes_(std::move(bytes)) {}
-  Result<std::size_t> read(char* buffer, std::size_t size) override {
-    const std::size_t n = std::min(size, bytes_.size() - offset_);
-    std::memcpy(buffer, bytes_.data() + offset_, n);
-    offset_ += n;
-    return n;
-  }
-
- private:
-  std::string bytes_;
-  std::size_t offset_ = 0;
-};
 
 std::string quoted(const std::string& relative) {
   return "\"" + relative + "\"";
@@ -49,7 +31,7 @@ WorkspaceFileStream streamOfBytes(std::string bytes, const std::string& relative
   out.sha256 = hash.finishHex();
   const auto slash = relative.find_last_of('/');
   out.filename = slash == std::string::npos ? relative : relative.substr(slash + 1);
-  out.reader = std::make_unique<BytesReader>(std::move(bytes));
+  out.reader = std::make_unique<sys::StringSource>(std::move(bytes));
   return out;
 }
 

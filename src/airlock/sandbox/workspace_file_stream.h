@@ -10,22 +10,17 @@
 #include <string>
 
 #include "airlock/core/error.h"
+#include "airlock/sys/byte_source.h"
 
 namespace airlock {
 
-// The bytes of a workspace file being exported (WorkspaceHandle::openExport),
-// read from the start in chunks. read() returns 0 at the end; a file that
-// changed since it was measured (other bytes, grown or shrunk) ends the
-// stream with ArtifactIntegrityError, so a consumer keeps nothing of it.
-// One thread at a time.
-class WorkspaceFileReader {
- public:
-  virtual ~WorkspaceFileReader() = default;
-  virtual Result<std::size_t> read(char* buffer, std::size_t size) = 0;
-};
-
+// A workspace file being exported (WorkspaceHandle::openExport): `reader`
+// yields its bytes from the start in chunks and returns 0 at the end; a
+// file that changed since it was measured (other bytes, grown or shrunk)
+// ends the stream with ArtifactIntegrityError, so a consumer keeps nothing
+// of it. One thread at a time.
 struct WorkspaceFileStream {
-  std::unique_ptr<WorkspaceFileReader> reader;
+  std::unique_ptr<sys::ByteSource> reader;
   std::int64_t size_bytes = 0;
   std::string sha256;    // lowercase hex, of the bytes measured at open
   std::string filename;  // the path's last component, as metadata

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "airlock/core/command_validation.h"
+#include "airlock/sys/byte_source.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -16,38 +17,9 @@ namespace {
 
 constexpr std::size_t kHashBufferBytes = 64 * 1024;
 
-// Reads the whole file with pread from offset 0 (the fd's offset is never
-// shared with anyone else's view of it), checking it against the first pass.
-class RehashingFileReader final : public WorkspaceFileReader {
- public:
-  RehashingFileReader(sys::UniqueFd fd, std::int64_t size, std::string sha256)
-      : fd_(std::move(fd)), expected_size_(size), expected_sha256_(std::move(sha256)) {}
-
-  Result<std::size_t> read(char* buffer, std::size_t size) override {
-    if (finished_) return std::size_t{0};
-    const ssize_t n = sys::preadSome(fd_.get(), buffer, size, offset_);
-    if (n < 0) return failErrno(ErrorCode::kExecutionUnavailable, "read exported file", errno);
-    offset_ += n;
-    if (offset_ > expected_size_)
-      return fail(ErrorCode::kArtifactIntegrityError, "exported file grew during the export");
-    if (n > 0) {
-      hash_.update(buffer, static_cast<std::size_t>(n));
-      return static_cast<std::size_t>(n);
-    }
-    finished_ = true;
-    if (offset_ != expected_size_ || hash_.finishHex() != expected_sha256_)
-      return fail(ErrorCode::kArtifactIntegrityError, "exported file changed during the export");
-    return std::size_t{0};
-  }
-
- private:
-  sys::UniqueFd fd_;
-  std::int64_t expected_size_;
-  std::string expected_sha256_;
-  off_t offset_ = 0;
-  sys::Sha256 hash_;
-  bool finished_ = false;
-};
+constexpr sys::DigestCheckWords kExportChecks{"read exported file",
+                                              "exported file grew during the export",
+                                              "exported file changed during the export"};
 
 std::string lastComponent(const std::string& path) {
   const auto slash = path.find_last_of('/');
@@ -103,7 +75,8 @@ Result<WorkspaceFileStream> openFileExport(int workspace_root_fd, const std::str
   out.filename = lastComponent(*rel);
   out.size_bytes = total;
   out.sha256 = hash.finishHex();
-  out.reader = std::make_unique<RehashingFileReader>(std::move(*fd), total, out.sha256);
+  out.reader = std::make_unique<sys::DigestCheckedFileSource>(std::move(*fd), total, out.sha256,
+                                                              kExportChecks);
   return out;
 }
 
