@@ -42,26 +42,13 @@ std::string describe(const CodeRunResult& r) {
 
 std::pair<std::string, int> drain(SideProcess& p) {
   std::string out;
-  std::optional<int> status;
-  char buf[4096];
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool out_open = true;
-  while ((out_open || !status) && std::chrono::steady_clock::now() < until) {
-    pollfd fds[2];
-    int n = 0;
-    if (out_open) fds[n++] = {p.stdoutFd(), POLLIN, 0};
-    if (!status) fds[n++] = {p.exitFd(), POLLIN, 0};
-    if (::poll(fds, static_cast<nfds_t>(n), 1000) <= 0) continue;
-    if (out_open && (fds[0].revents & (POLLIN | POLLHUP))) {
-      ssize_t got = ::read(p.stdoutFd(), buf, sizeof buf);
-      if (got > 0)
-        out.append(buf, static_cast<std::size_t>(got));
-      else if (got == 0)
-        out_open = false;
-    }
-    if (!status) status = p.exitStatus();
-  }
-  return {out, status.value_or(-1)};
+  SidePumpHooks hooks;
+  hooks.output = [&out](bool is_stdout, std::string_view chunk) {
+    if (is_stdout) out.append(chunk);
+  };
+  hooks.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const SidePumpOutcome pumped = p.pump(hooks);
+  return {out, pumped.wait_status.value_or(-1)};
 }
 
 void expectSideProcessSeesWhatACommandSees(ExecutionEnvironment& env,
@@ -88,7 +75,9 @@ void expectSideProcessGetsStdinEnvAndWorkingDirectory(ExecutionEnvironment& env,
   side.with_stdin = true;
   auto p = env.startSideProcess(handle, side);
   ASSERT_TRUE(p) << p.error().message();
-  ASSERT_TRUE(sys::writeAll((*p)->stdinFd(), "input\n", 6));
+  ASSERT_EQ(
+      (*p)->writeStdin("input\n", std::chrono::steady_clock::now() + std::chrono::seconds(30), -1),
+      SideInputEnd::kWritten);
   (*p)->closeStdin();
   std::string out;
   std::tie(out, status) = drain(**p);

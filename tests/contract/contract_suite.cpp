@@ -554,26 +554,22 @@ TEST_P(ExecutionEnvironmentContract, ASideProcessOutputArrivesBeforeItExits) {
   SideProcess& process = **started;
   std::string seen;
   std::optional<bool> running_at_first;  // whether it still ran when "first" arrived
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (process.stdoutFd() >= 0 && std::chrono::steady_clock::now() < give_up) {
-    pollfd p{process.stdoutFd(), POLLIN, 0};
-    if (sys::pollSome(&p, 1, 1000) <= 0) continue;
-    char buf[4096];
-    const ssize_t got = sys::readSome(process.stdoutFd(), buf, sizeof buf);
-    if (got < 0 && errno == EAGAIN) continue;
-    if (got <= 0) break;
-    seen.append(buf, static_cast<std::size_t>(got));
+  SidePumpHooks hooks;
+  hooks.output = [&](bool is_stdout, std::string_view chunk) {
+    if (!is_stdout) return;
+    seen.append(chunk);
     if (!running_at_first && seen.find("first\n") != std::string::npos)
       running_at_first = !process.exitStatus().has_value();
-  }
+  };
+  hooks.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const SidePumpOutcome pumped = process.pump(hooks);
+  EXPECT_EQ(pumped.end, SidePumpEnd::kFinished);
   EXPECT_EQ(seen, "first\nsecond\n");
   ASSERT_TRUE(running_at_first.has_value());
-  // The process waits a second after its first line: read as it is
+  // The process waits a second after its first line: streamed as it is
   // written, the line arrives while the process still runs.
   EXPECT_TRUE(*running_at_first);
-  pollfd exited{process.exitFd(), POLLIN, 0};
-  ASSERT_EQ(sys::pollSome(&exited, 1, 30000), 1);
-  EXPECT_EQ(process.exitStatus(), std::optional<int>(0));
+  EXPECT_EQ(pumped.wait_status, std::optional<int>(0));
 }
 
 }  // namespace airlock::contract

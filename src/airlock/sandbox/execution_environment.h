@@ -6,6 +6,7 @@
 // Every adapter passes tests/contract.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,23 +114,85 @@ struct SideCommand {
   bool with_stdin = false;                           // false: stdin is /dev/null
 };
 
-// The service's handle on one side process. The pipe ends are owned by the
-// object (non-blocking, close-on-exec); -1 once closed or when not asked
-// for. The destructor kills the process group and reaps what it must.
-// Thread-safety: killGroup() may be called from any thread; the rest from
-// one thread at a time.
+// How long a side process's output is drained after its main process has
+// exited (SideProcess::pump).
+inline constexpr auto kSideDrain = std::chrono::seconds(2);
+
+// What SideProcess::pump reports to, and when it stops.
+struct SidePumpHooks {
+  using Clock = std::chrono::steady_clock;
+  // Fed to the process's stdin, interleaved with reading its output (so
+  // input larger than a pipe cannot deadlock against output), then stdin is
+  // closed; it is also closed once the process has exited. nullopt: the
+  // pump leaves stdin alone (the caller writes it with writeStdin, or there
+  // is none).
+  std::optional<std::string_view> stdin_data;
+  // Each chunk as it is read (is_stdout false: stderr). Required.
+  std::function<void(bool is_stdout, std::string_view chunk)> output;
+  // A stream's end: end-of-file, or cut when the drain ran out. Optional.
+  std::function<void(bool is_stdout)> output_ended;
+  // The main process's wait status, once it has exited. Optional.
+  std::function<void(int wait_status)> exited;
+  int stop_fd = -1;                           // the caller's: readable means stop now; -1: none
+  std::optional<Clock::time_point> deadline;  // none: no deadline
+  // At the deadline the group is killed; with this set the pump still
+  // collects the killed process's exit and the rest of its output.
+  bool continue_after_deadline = false;
+};
+
+enum class SidePumpEnd {
+  kFinished,    // the process exited and its output is drained
+  kStopped,     // stop_fd became readable (the process group was killed)
+  kDeadline,    // the deadline passed (the process group was killed)
+  kPollFailed,  // waiting failed (the process group was killed)
+};
+
+struct SidePumpOutcome {
+  SidePumpEnd end = SidePumpEnd::kFinished;
+  std::optional<int> wait_status;  // the main process's, when it was seen to exit
+};
+
+// How a writeStdin ended.
+enum class SideInputEnd {
+  kWritten,   // every byte was taken
+  kClosed,    // stdin is closed (never opened, closed, or the reader is gone)
+  kDeadline,  // the deadline passed first (some bytes may have been taken)
+  kStopped,   // stop_fd became readable first
+};
+
+// The service's handle on one side process. Its input and output move as
+// bytes through these methods, never as host fds, so a handle can stand for
+// a process on another machine; the in-process adapters keep their pipes
+// underneath (piped_side_process.h). The destructor kills the process group
+// and reaps what it must.
+// Thread-safety: killGroup() may be called from any thread; writeStdin and
+// closeStdin may run on one thread while pump runs on another (when the
+// pump feeds no stdin_data); otherwise one thread at a time.
 class SideProcess {
  public:
+  using Clock = std::chrono::steady_clock;
   virtual ~SideProcess() = default;
-  virtual int stdinFd() const noexcept = 0;   // write end; -1 without with_stdin
-  virtual void closeStdin() noexcept = 0;     // end of input
-  virtual int stdoutFd() const noexcept = 0;  // read end
-  virtual int stderrFd() const noexcept = 0;  // read end
-  virtual void closeOutput() noexcept = 0;    // closes both read ends
-  // Readable (poll POLLIN) once the process has exited; then exitStatus()
-  // answers without blocking.
-  virtual int exitFd() const noexcept = 0;
-  // The wait status (as waitpid's) once the process has exited, else nullopt.
+
+  // Streams the process's output to `hooks` as it is written, and its exit,
+  // on the calling thread until it is over:
+  // * once the main process has exited, what is left of its process group
+  //   is killed and the output drained for at most kSideDrain (a process
+  //   that escaped the group may hold it open, and is not waited for);
+  // * it ends early when hooks.stop_fd is readable (kStopped) or at
+  //   hooks.deadline (kDeadline), killing the process group first.
+  // Called once per process.
+  virtual SidePumpOutcome pump(const SidePumpHooks& hooks) = 0;
+
+  // Writes all of `bytes` to the process's stdin, waiting for room until
+  // `deadline` or until stop_fd (the caller's; -1: none) is readable. A
+  // reader that has gone closes stdin (kClosed).
+  virtual SideInputEnd writeStdin(std::string_view bytes, Clock::time_point deadline,
+                                  int stop_fd) = 0;
+  virtual void closeStdin() noexcept = 0;  // end of input; idempotent
+  virtual bool stdinOpen() const noexcept = 0;
+
+  // The wait status (as waitpid's) once the process has exited, else
+  // nullopt. Does not wait.
   virtual std::optional<int> exitStatus() = 0;
   // SIGKILL to the process's group: the process and everything it started
   // that stayed in its group. Idempotent; a no-op once the group is gone.

@@ -2,7 +2,7 @@
 // SideProcess and startSideProcess; implemented by linux/side_process.h and
 // oci/gvisor_environment.h; spec 001 "cap/proc", "cap/job"):
 // the service-side check of a SideCommand and the environment it runs with,
-// its three stdio pipes, and the stdio half of the SideProcess interface.
+// its three stdio pipes, and the in-process half of the SideProcess interface.
 // How the process is started, how its exit status arrives and how its group
 // is killed differ per mechanism and stay in the adapters.
 #pragma once
@@ -46,24 +46,31 @@ Result<SidePipes> makeSidePipes(bool with_stdin);
 // side process's status and control pipes); errors as makeSidePipes.
 Result<void> makePipe(sys::UniqueFd& read_end, sys::UniqueFd& write_end);
 
-// The stdio half of SideProcess: owns the service's ends (stdin's write end,
-// stdout's and stderr's read ends), which the constructor makes non-blocking.
-// Adapters add exitFd, exitStatus and killGroup.
+// The in-process half of SideProcess: owns the service's ends of the stdio
+// pipes (stdin's write end, stdout's and stderr's read ends), which the
+// constructor makes non-blocking, and moves bytes through them: pump polls
+// the read ends, the exit fd and the caller's stop fd; writeStdin polls the
+// write end. Adapters add exitFd, exitStatus and killGroup.
 class PipedSideProcess : public SideProcess {
  public:
-  int stdinFd() const noexcept final { return stdin_.get(); }
+  SidePumpOutcome pump(const SidePumpHooks& hooks) final;
+  SideInputEnd writeStdin(std::string_view bytes, Clock::time_point deadline, int stop_fd) final;
   void closeStdin() noexcept final { stdin_.reset(); }
-  int stdoutFd() const noexcept final { return stdout_.get(); }
-  int stderrFd() const noexcept final { return stderr_.get(); }
-  void closeOutput() noexcept final {
-    stdout_.reset();
-    stderr_.reset();
-  }
+  bool stdinOpen() const noexcept final { return stdin_.valid(); }
 
  protected:
   // Any end may be invalid (-1): stdin without with_stdin.
   PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdout_read,
                    sys::UniqueFd stderr_read) noexcept;
+  // Readable (poll POLLIN) once the process has exited; then exitStatus()
+  // answers without blocking.
+  virtual int exitFd() const noexcept = 0;
+  int stdoutFd() const noexcept { return stdout_.get(); }
+  int stderrFd() const noexcept { return stderr_.get(); }
+  void closeOutput() noexcept {
+    stdout_.reset();
+    stderr_.reset();
+  }
   // Closes all three ends (the process then reads end-of-file and gets
   // EPIPE on output).
   void closePipes() noexcept {

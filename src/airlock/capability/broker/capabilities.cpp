@@ -1,7 +1,6 @@
 #include "airlock/capability/broker/capabilities.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +21,6 @@
 #include "airlock/core/thread_annotations.h"
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/resolver.h"
-#include "airlock/sandbox/side_process_pump.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -140,7 +138,7 @@ wire::Answer procRun(const SandboxServices& s, const CallContext& ctx) {
   hooks.deadline = deadline;
   // The call's own timeout is a result (timed_out); the caller's deadline is a refusal.
   hooks.continue_after_deadline = timeout_first;
-  const SidePumpOutcome pumped = pumpSideProcess(p, hooks);
+  const SidePumpOutcome pumped = p.pump(hooks);
   if (pumped.end == SidePumpEnd::kStopped)
     return Refusal{"cancelled", "cancelled"};  // the broker answers for it
   if (pumped.end == SidePumpEnd::kDeadline && !timeout_first)
@@ -524,7 +522,7 @@ class JobTable {
       job.cv.notifyAll();
     };
     hooks.stop_fd = stop_.get();
-    const SidePumpOutcome pumped = pumpSideProcess(*job.proc, hooks);
+    const SidePumpOutcome pumped = job.proc->pump(hooks);
     if (pumped.end != SidePumpEnd::kFinished) {
       // The table is going away (or the poll failed): nobody can ask for a
       // spill any more.
@@ -695,23 +693,15 @@ wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
   if (!data) return data.error();
   Job& j = **job;
   MutexLock lk(j.mu);
-  if (j.proc->stdinFd() < 0) return Refusal{"job_refused", "the job's input is closed"};
-  const std::string bytes = data->value_or("");
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    pollfd p{j.proc->stdinFd(), POLLOUT, 0};
-    const long long left_ms = leftUntil(ctx.deadline).count();
-    int rc = left_ms <= 0 ? 0 : sys::pollSome(&p, 1, static_cast<int>(std::min(left_ms, 60000LL)));
-    if (rc < 0 || ctx.cancel.cancelled() || leftUntil(ctx.deadline).count() <= 0)
-      return Refusal{"deadline_exceeded", "the job did not take its input in time"};
-    if (rc == 0) continue;  // interrupted, or 60 s of a longer wait gone
-    ssize_t w = sys::writeSome(j.proc->stdinFd(), bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EAGAIN) continue;
-    if (w <= 0) {
-      j.proc->closeStdin();
+  if (!j.proc->stdinOpen()) return Refusal{"job_refused", "the job's input is closed"};
+  switch (j.proc->writeStdin(data->value_or(""), ctx.deadline, ctx.cancel.pollFd())) {
+    case SideInputEnd::kWritten:
+      break;
+    case SideInputEnd::kClosed:
       return Refusal{"job_refused", "the job's input is closed"};
-    }
-    off += static_cast<std::size_t>(w);
+    case SideInputEnd::kDeadline:
+    case SideInputEnd::kStopped:
+      return Refusal{"deadline_exceeded", "the job did not take its input in time"};
   }
   if (last) j.proc->closeStdin();
   return Value::nil();

@@ -1,6 +1,7 @@
-// pumpSideProcess (side_process_pump.h) against a real host process: a
-// /bin/sh child with the port's pipes, leading its own process group.
-#include "airlock/sandbox/side_process_pump.h"
+// PipedSideProcess's pump and writeStdin (piped_side_process.h) against a
+// real host process: a /bin/sh child with the port's pipes, leading its own
+// process group.
+#include "airlock/sandbox/piped_side_process.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -13,8 +14,7 @@
 
 #include <chrono>
 #include <string>
-
-#include "airlock/sandbox/piped_side_process.h"
+#include <thread>
 
 extern char** environ;
 
@@ -55,6 +55,7 @@ class HostShellProcess final : public PipedSideProcess {
     killGroup();
     if (!status_) (void)::waitpid(pid_, nullptr, 0);
   }
+  using PipedSideProcess::stdoutFd;
   int exitFd() const noexcept override { return pidfd_.get(); }
   std::optional<int> exitStatus() override {
     if (status_) return status_;
@@ -93,10 +94,10 @@ SidePumpHooks collectInto(Collected& c) {
   return hooks;
 }
 
-TEST(SideProcessPump, CollectsBothStreamsAndTheExitStatus) {
+TEST(PipedSideProcess, CollectsBothStreamsAndTheExitStatus) {
   auto p = HostShellProcess::start("printf out; printf err >&2; exit 3", false);
   Collected c;
-  const auto outcome = pumpSideProcess(*p, collectInto(c));
+  const auto outcome = p->pump(collectInto(c));
   EXPECT_EQ(outcome.end, SidePumpEnd::kFinished);
   ASSERT_TRUE(outcome.wait_status);
   EXPECT_TRUE(WIFEXITED(*outcome.wait_status));
@@ -108,24 +109,24 @@ TEST(SideProcessPump, CollectsBothStreamsAndTheExitStatus) {
   EXPECT_EQ(p->stdoutFd(), -1) << "both read ends are closed at their end";
 }
 
-TEST(SideProcessPump, FeedsStdinDataLargerThanAPipeThenClosesIt) {
+TEST(PipedSideProcess, FeedsStdinDataLargerThanAPipeThenClosesIt) {
   auto p = HostShellProcess::start("wc -c", true);
   const std::string input(300000, 'x');  // more than a pipe holds: fed as it drains
   Collected c;
   SidePumpHooks hooks = collectInto(c);
   hooks.stdin_data = input;
-  const auto outcome = pumpSideProcess(*p, hooks);
+  const auto outcome = p->pump(hooks);
   EXPECT_EQ(outcome.end, SidePumpEnd::kFinished);
   EXPECT_EQ(std::stoul(c.out), input.size());
-  EXPECT_EQ(p->stdinFd(), -1);
+  EXPECT_FALSE(p->stdinOpen());
 }
 
-TEST(SideProcessPump, AProcessThatEscapedTheGroupDoesNotHoldThePumpPastTheDrain) {
+TEST(PipedSideProcess, AProcessThatEscapedTheGroupDoesNotHoldThePumpPastTheDrain) {
   // The escaped sleep keeps stdout open; its pid comes first on stdout.
   auto p = HostShellProcess::start("setsid sleep 60 & echo $!", false);
   Collected c;
   const auto before = Clock::now();
-  const auto outcome = pumpSideProcess(*p, collectInto(c));
+  const auto outcome = p->pump(collectInto(c));
   const auto took = Clock::now() - before;
   const pid_t escaped = static_cast<pid_t>(std::stol(c.out));
   (void)::kill(escaped, SIGKILL);
@@ -135,12 +136,12 @@ TEST(SideProcessPump, AProcessThatEscapedTheGroupDoesNotHoldThePumpPastTheDrain)
   EXPECT_EQ(c.ended, 2);
 }
 
-TEST(SideProcessPump, TheDeadlineKillsTheGroupAndEndsTheCallAtOnce) {
+TEST(PipedSideProcess, TheDeadlineKillsTheGroupAndEndsTheCallAtOnce) {
   auto p = HostShellProcess::start("echo started; sleep 60", false);
   Collected c;
   SidePumpHooks hooks = collectInto(c);
   hooks.deadline = Clock::now() + std::chrono::milliseconds(200);
-  const auto outcome = pumpSideProcess(*p, hooks);
+  const auto outcome = p->pump(hooks);
   EXPECT_EQ(outcome.end, SidePumpEnd::kDeadline);
   EXPECT_FALSE(outcome.wait_status);
   // The group was killed: the process exits by SIGKILL.
@@ -154,13 +155,13 @@ TEST(SideProcessPump, TheDeadlineKillsTheGroupAndEndsTheCallAtOnce) {
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
 }
 
-TEST(SideProcessPump, PastTheDeadlineItCanStillCollectTheKilledProcess) {
+TEST(PipedSideProcess, PastTheDeadlineItCanStillCollectTheKilledProcess) {
   auto p = HostShellProcess::start("echo started; sleep 60", false);
   Collected c;
   SidePumpHooks hooks = collectInto(c);
   hooks.deadline = Clock::now() + std::chrono::milliseconds(200);
   hooks.continue_after_deadline = true;
-  const auto outcome = pumpSideProcess(*p, hooks);
+  const auto outcome = p->pump(hooks);
   EXPECT_EQ(outcome.end, SidePumpEnd::kDeadline);
   ASSERT_TRUE(outcome.wait_status);
   EXPECT_TRUE(WIFSIGNALED(*outcome.wait_status));
@@ -169,17 +170,48 @@ TEST(SideProcessPump, PastTheDeadlineItCanStillCollectTheKilledProcess) {
   EXPECT_EQ(c.ended, 2);
 }
 
-TEST(SideProcessPump, AReadableStopFdEndsItAsStopped) {
+TEST(PipedSideProcess, AReadableStopFdEndsItAsStopped) {
   auto p = HostShellProcess::start("sleep 60", false);
   sys::UniqueFd stop(::eventfd(1, EFD_CLOEXEC));
   ASSERT_TRUE(stop.valid());
   Collected c;
   SidePumpHooks hooks = collectInto(c);
   hooks.stop_fd = stop.get();
-  const auto outcome = pumpSideProcess(*p, hooks);
+  const auto outcome = p->pump(hooks);
   EXPECT_EQ(outcome.end, SidePumpEnd::kStopped);
   pollfd fd{p->exitFd(), POLLIN, 0};
   EXPECT_EQ(::poll(&fd, 1, 20000), 1) << "the stop killed the process group";
+}
+
+TEST(PipedSideProcess, WriteStdinDeliversInputWhileAnotherThreadPumps) {
+  auto p = HostShellProcess::start("head -c 5; echo; cat >/dev/null; echo after", true);
+  Collected c;
+  std::thread pumping([&] {
+    SidePumpHooks hooks = collectInto(c);
+    hooks.deadline = Clock::now() + std::chrono::seconds(60);
+    (void)p->pump(hooks);
+  });
+  EXPECT_EQ(p->writeStdin("hello, more", Clock::now() + std::chrono::seconds(30), -1),
+            SideInputEnd::kWritten);
+  p->closeStdin();
+  EXPECT_FALSE(p->stdinOpen());
+  EXPECT_EQ(p->writeStdin("x", Clock::now() + std::chrono::seconds(30), -1), SideInputEnd::kClosed);
+  pumping.join();
+  EXPECT_EQ(c.out, "hello\nafter\n");
+  ASSERT_TRUE(c.exited);
+  EXPECT_TRUE(WIFEXITED(*c.exited));
+}
+
+TEST(PipedSideProcess, WriteStdinStopsAtTheDeadlineOrTheStopFdWhenNobodyReads) {
+  auto p = HostShellProcess::start("sleep 60", true);
+  const std::string big(1 << 20, 'x');  // more than a pipe holds
+  EXPECT_EQ(p->writeStdin(big, Clock::now() + std::chrono::milliseconds(200), -1),
+            SideInputEnd::kDeadline);
+  sys::UniqueFd stop(::eventfd(1, EFD_CLOEXEC));
+  ASSERT_TRUE(stop.valid());
+  EXPECT_EQ(p->writeStdin(big, Clock::now() + std::chrono::seconds(60), stop.get()),
+            SideInputEnd::kStopped);
+  EXPECT_TRUE(p->stdinOpen()) << "neither closes the input";
 }
 
 }  // namespace
