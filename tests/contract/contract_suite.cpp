@@ -541,6 +541,46 @@ TEST_P(ExecutionEnvironmentContract, ExecuteOnABusyAndOnADestroyedEnvironmentFai
   EXPECT_TRUE(failedWith(gone, ErrorCode::kEnvironmentGone));
 }
 
+TEST_P(ExecutionEnvironmentContract, ACancelByExecutionIdEndsTheRunningCommandAsCancelled) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  ExecutionCommand command = adapter_->command(Scenario::kRunUntilCancelled);
+  command.execution_id = "contract-exec:1";
+  {
+    BackgroundCommand running(*env_, handle, command);
+    ASSERT_TRUE(running.waitStarted());
+    EXPECT_TRUE(failedWith(env_->cancel(handle, "another-id"), ErrorCode::kNotFound));
+    EXPECT_TRUE(failedWith(env_->cancel(handle, ""), ErrorCode::kToolValidationError));
+    EXPECT_TRUE(failedWith(env_->cancel(handle, "no spaces"), ErrorCode::kToolValidationError));
+    EnvironmentHandle foreign = handle;
+    foreign.tenant_id = "another-tenant";
+    EXPECT_TRUE(
+        failedWith(env_->cancel(foreign, command.execution_id), ErrorCode::kExecutionRejected));
+    ASSERT_TRUE(succeeded(env_->cancel(handle, command.execution_id)));
+    const auto& ended = running.join();
+    ASSERT_TRUE(succeeded(ended));
+    EXPECT_EQ(ended->killed_by, KillReason::kCancelled);
+    EXPECT_EQ(ended->stdout_data, "started\n") << "with the output it had written";
+  }
+  EXPECT_TRUE(failedWith(env_->cancel(handle, command.execution_id), ErrorCode::kNotFound))
+      << "a command that is over is not running";
+  EXPECT_TRUE(succeeded(env_->execute(handle, adapter_->command(Scenario::kExitCode))))
+      << "the environment takes the next command";
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  EXPECT_TRUE(failedWith(env_->cancel(handle, command.execution_id), ErrorCode::kEnvironmentGone));
+}
+
+TEST_P(ExecutionEnvironmentContract, AnInvalidExecutionIdIsRefusedBeforeTheCommandRuns) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  ExecutionCommand command = adapter_->command(Scenario::kExitCode);
+  command.execution_id = std::string(129, 'a');
+  EXPECT_TRUE(failedWith(env_->execute(handle, command), ErrorCode::kToolValidationError));
+  command.execution_id = "semi;colon";
+  EXPECT_TRUE(failedWith(env_->execute(handle, command), ErrorCode::kToolValidationError));
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+}
+
 TEST_P(ExecutionEnvironmentContract, ASideProcessOutputArrivesBeforeItExits) {
   const EnvironmentHandle handle = provisionOrFail();
   ASSERT_FALSE(HasFailure());

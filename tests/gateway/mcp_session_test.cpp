@@ -324,6 +324,9 @@ class BlockingEnvironment : public ExecutionEnvironment {
     }
     return inner_.execute(handle, command, cancel);  // cancelled: CANCELLED
   }
+  Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override {
+    return inner_.cancel(handle, execution_id);
+  }
   Result<void> destroy(const EnvironmentHandle& handle) override { return inner_.destroy(handle); }
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     return inner_.workspace(handle);

@@ -8,7 +8,9 @@
 
 #include <cctype>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
@@ -257,6 +259,51 @@ TEST_F(ApiTest, StreamingExecuteEmitsOutputLinesThenTheResult) {
   EXPECT_TRUE(lines.empty());
 }
 
+TEST_F(ApiTest, AnExecutionIsCancelledByItsIdThroughItsOwnRoute) {
+  fake::ScriptedBehaviour forever;
+  forever.stdout_data = "started\n";
+  forever.runs_until_cancelled = true;
+  env_->script({"wait-forever"}, forever);
+  const std::string id = provision();
+  HttpRequest request{"POST", "/v1/environments/" + id + "/execute?stream=1",
+                      std::string("Bearer ") + kToken,
+                      R"({"argv": ["wait-forever"], "execution_id": "exec-7"})"};
+  std::promise<void> started;
+  std::vector<std::string> lines;
+  HttpResponse end;
+  std::thread running([&] {
+    bool said = false;
+    end = api_->handleStreaming(
+        request,
+        [&](std::string line) {
+          lines.push_back(std::move(line));
+          if (!said) started.set_value();
+          said = true;
+        },
+        nullptr);
+  });
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const std::string executions = "/v1/environments/" + id + "/executions/";
+  auto other = call("POST", executions + "exec-8/cancel");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(code(other), "not_found");
+  EXPECT_EQ(call("GET", executions + "exec-7/cancel").status, 405);
+  EXPECT_EQ(call("POST", executions + "exec-7/cancel?tenant_id=t2").status, 404)
+      << "another tenant's environment is not found";
+  auto cancelled = call("POST", executions + "exec-7/cancel");
+  running.join();
+  EXPECT_EQ(cancelled.status, 204) << cancelled.body;
+  EXPECT_EQ(end.status, 200) << end.body;
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(json::parse(lines[1])["result"]["killed_by"], "CANCELLED");
+  EXPECT_EQ(json::parse(lines[1])["result"]["stdout"], "started\n");
+  EXPECT_EQ(call("POST", executions + "exec-7/cancel").status, 404) << "over: not running";
+  auto bad = call("POST", "/v1/environments/" + id + "/execute",
+                  R"({"argv": ["true"], "execution_id": "has space"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(message(bad).find("execution_id"), std::string::npos) << message(bad);
+}
+
 TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
   EXPECT_EQ(queryParam("path=a%2Fb&x=1", "path"), "a/b");
   EXPECT_EQ(queryParam("x=1&path=a+b", "path"), "a b");
@@ -453,8 +500,7 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
   EXPECT_EQ(code(exec), "bad_request");
   EXPECT_EQ(message(exec),
             "unknown key \"timeout\" (known keys: argv, working_directory, timeout_seconds, "
-            "maximum_output_bytes, "
-            "stdin)");
+            "maximum_output_bytes, stdin, execution_id)");
   auto cwd =
       call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "workdir": "."})");
   EXPECT_EQ(code(cwd), "bad_request");

@@ -21,6 +21,8 @@ TEST(RouteLabel, EveryRouteMapsToItsTemplate) {
       {"/v1/environments/0190abc/schedules", "/v1/environments/{id}/schedules"},
       {"/v1/environments/0190abc/schedules/secret%20name",
        "/v1/environments/{id}/schedules/{name}"},
+      {"/v1/environments/0190abc/executions/exec-7/cancel",
+       "/v1/environments/{id}/executions/{execution_id}/cancel"},
       {"/v1/runs/run-7/lease", "/v1/runs/{id}/lease"},
       {"/v1/artifacts", "/v1/artifacts"},
       {"/v1/artifacts/0190-artifact", "/v1/artifacts/{id}"},

@@ -289,6 +289,18 @@ std::vector<Row> rows() {
          EXPECT_FALSE(r.status == 404 && r.body.find("no live environment") != std::string::npos)
              << r.body;
        }});
+  // The owner's cancel reaches the environment (no such command runs);
+  // another tenant's is an unknown environment.
+  t.push_back(
+      {"/v1/environments/{id}/executions/{execution_id}/cancel", "POST",
+       [](const World& w, const std::string& tenant) {
+         return Call{"POST", envPath(w, "executions/none-running/cancel") + "?" + q(tenant)};
+       },
+       404, "not_found",
+       [](World&, const HttpResponse& r) {
+         ASSERT_EQ(r.status, 404) << r.body;
+         EXPECT_NE(r.body.find("no command with execution_id"), std::string::npos) << r.body;
+       }});
   t.push_back({"/v1/environments/{id}/schedules", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "schedules") + "?" + q(tenant)};
@@ -489,6 +501,7 @@ TEST(TenantIsolation, TheTableCoversEveryRoute) {
   };
   for (const std::string& w : vocabulary) known.insert(routeLabel("/" + w));
   probe("/v1", 4);
+  probe("/v1/environments/X", 3);  // the environment's routes nest deeper
   known.erase("other");
   for (const std::string& label : known)
     EXPECT_TRUE(labels.count(label)) << label << " has no isolation row";

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
 
 namespace airlock {
@@ -89,6 +90,18 @@ Result<std::string> checkRelativePath(std::string_view path) {
   return std::string(path);
 }
 
+Result<void> checkExecutionId(std::string_view execution_id) {
+  if (execution_id.empty() || isPlatformIdentifier(execution_id)) return {};
+  return invalidCommand("execution_id " + quoteForMessage(execution_id) + " must be 1-" +
+                        std::to_string(kMaxPlatformIdBytes) + " characters of A-Z a-z 0-9 . _ : -");
+}
+
+Result<void> checkExecutionIdToCancel(std::string_view execution_id) {
+  if (execution_id.empty())
+    return invalidCommand("cancel needs the execution_id of the command to cancel");
+  return checkExecutionId(execution_id);
+}
+
 Result<void> validateCommand(const ExecutionCommand& command) {
   if (command.argv.empty()) {
     return invalidCommand(
@@ -130,6 +143,7 @@ Result<void> validateCommand(const ExecutionCommand& command) {
     return invalidCommand("maximum_output_bytes must be positive, got " +
                           std::to_string(command.maximum_output_bytes));
   }
+  if (auto id = checkExecutionId(command.execution_id); !id) return id;
   return {};
 }
 

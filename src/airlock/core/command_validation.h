@@ -53,6 +53,12 @@ Result<std::string> checkRelativePath(std::string_view path);
 // positive. ToolValidationError naming the problem.
 Result<void> validateCommand(const ExecutionCommand& command);
 
+// ToolValidationError unless `execution_id` is "" or at most 128 bytes of
+// letters, digits and ".", "_", ":", "-" (ExecutionCommand::execution_id).
+Result<void> checkExecutionId(std::string_view execution_id);
+// checkExecutionId for ExecutionEnvironment::cancel, where "" is refused too.
+Result<void> checkExecutionIdToCancel(std::string_view execution_id);
+
 // How a suggested command is written back to the one who typed it.
 enum class ArgvSpelling {
   kCommandLine,  // airlock run -- sh -c 'ls -la'

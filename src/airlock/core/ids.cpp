@@ -40,6 +40,13 @@ std::string newUuidV7(Timestamp now) {
   return out;
 }
 
+bool isPlatformIdentifier(std::string_view text) noexcept {
+  return !text.empty() && text.size() <= kMaxPlatformIdBytes &&
+         text.find_first_not_of(
+             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") ==
+             std::string_view::npos;
+}
+
 bool isUuid(std::string_view text) noexcept {
   if (text.size() != 36) return false;
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -19,4 +19,12 @@ std::string newUuidV7(Timestamp now);
 // (ids become storage-key components).
 bool isUuid(std::string_view text) noexcept;
 
+// The most bytes of a platform identifier.
+inline constexpr std::size_t kMaxPlatformIdBytes = 128;
+
+// A platform identifier (a tenant, a run, an execution the caller names):
+// 1 to kMaxPlatformIdBytes bytes of A-Z a-z 0-9 . _ : - (so that it can
+// stand in a URL path, a log line and a storage key as it is).
+bool isPlatformIdentifier(std::string_view text) noexcept;
+
 }  // namespace airlock

@@ -80,6 +80,10 @@ struct ExecutionCommand {
   std::int64_t timeout_seconds = 0;       // already clamped to the tool's declared timeout
   std::optional<std::string> stdin_data;  // bytes; nullopt means /dev/null
   std::int64_t maximum_output_bytes = 0;  // cap on stdout+stderr together
+  // The caller's name for this execution, by which it can be cancelled
+  // while it runs (ExecutionEnvironment::cancel); "" (default): none. At
+  // most 128 bytes of letters, digits and ".", "_", ":", "-".
+  std::string execution_id;
   bool operator==(const ExecutionCommand&) const = default;
 };
 

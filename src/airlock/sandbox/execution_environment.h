@@ -253,6 +253,17 @@ class ExecutionEnvironment {
     return result;
   }
 
+  // Cancels the running command of this sandbox that was started with
+  // `execution_id` (ExecutionCommand::execution_id): it ends with killed_by
+  // CANCELLED and the output it had written, as with a cancelled token; the
+  // call does not wait for that end. This is how a caller on the other side
+  // of a wire cancels; the CancelToken of execute is the in-process form.
+  // Errors: ToolValidationError (an empty or malformed id); EnvironmentGone
+  // (unknown or destroyed handle); ExecutionRejected (another tenant's
+  // handle); NotFound (no command of that id is running: not started yet,
+  // or already over).
+  virtual Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) = 0;
+
   // Destroys the sandbox and its workspace. Idempotent: a gone handle is OK.
   virtual Result<void> destroy(const EnvironmentHandle& handle) = 0;
 

@@ -7,6 +7,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
+#include "airlock/core/ids.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
@@ -20,7 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 // Largest output a caller may ask for: the result holds all of it.
 constexpr std::int64_t kMaxOutputCeiling = std::int64_t{256} << 20;
-constexpr std::size_t kMaxIdBytes = 128;
 
 HttpResponse jsonResponse(int status, const json& body) {
   HttpResponse r;
@@ -39,9 +39,7 @@ Result<std::string> identifier(const json& body, const char* field) {
   if (it == body.end() || !it->is_string())
     return tl::unexpected(badRequest(std::string(field) + " is required and must be a string"));
   const std::string v = it->get<std::string>();
-  if (v.empty() || v.size() > kMaxIdBytes ||
-      v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") !=
-          std::string::npos)
+  if (!isPlatformIdentifier(v))
     return tl::unexpected(
         badRequest(std::string(field) + " must be 1-128 characters of A-Z a-z 0-9 . _ : -"));
   return v;
@@ -154,6 +152,12 @@ Result<ExecutionCommand> commandFrom(const json& body) {
     auto bytes = bytesFromJson(*in);
     if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
     c.stdin_data = std::move(*bytes);
+  }
+  if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
+    if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
+    c.execution_id = eid->get<std::string>();
+    if (auto valid = checkExecutionId(c.execution_id); !valid)
+      return tl::unexpected(badRequest(valid.error().context));
   }
   return c;
 }
@@ -380,6 +384,10 @@ HttpResponse Api::route(const HttpRequest& request) {
       if (m != "POST") return methodNotAllowed();
       return execute(id, request);
     }
+    if (parts.size() == 6 && parts[3] == "executions" && parts[5] == "cancel") {
+      if (m != "POST") return methodNotAllowed();
+      return cancelExecution(id, parts[4]);
+    }
     if (parts.size() == 4 &&
         (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
       return workspaceCall(id, parts[3], m, query, request);
@@ -571,8 +579,8 @@ tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::
         errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
   auto body = parseBody(request.body);
   if (!body) return tl::unexpected(errorResponse(body.error()));
-  if (auto refused = refuseUnknownKeys(
-          *body, {"argv", "working_directory", "timeout_seconds", "maximum_output_bytes", "stdin"}))
+  if (auto refused = refuseUnknownKeys(*body, {"argv", "working_directory", "timeout_seconds",
+                                               "maximum_output_bytes", "stdin", "execution_id"}))
     return tl::unexpected(std::move(*refused));
   auto command = commandFrom(*body);
   if (!command) return tl::unexpected(errorResponse(command.error()));
@@ -599,6 +607,17 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
                     result->killed_by ? json(*result->killed_by).get<std::string>() : "none");
   if (result->killed_by == KillReason::kExpired) (void)destroyTracked(id, "expired");
   return jsonResponse(200, json(*result));
+}
+
+HttpResponse Api::cancelExecution(const std::string& id, const std::string& execution_id) {
+  auto live = find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  if (auto cancelled = env_.cancel(live->handle, execution_id); !cancelled)
+    return errorResponse(cancelled.error());
+  HttpResponse resp;
+  resp.status = 204;
+  resp.content_type.clear();
+  return resp;
 }
 
 HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {

@@ -18,6 +18,9 @@
 //                                                     "data": bytes} lines as output is produced,
 //                                                     then one {"result": ExecutionResult} (or
 //                                                     error) line
+//   POST   /v1/environments/{id}/executions/{execution_id}/cancel
+//                                                     -> 204: the running command that execute
+//                                                     named so ("execution_id") ends CANCELLED
 //   GET    /v1/environments/{id}/files?path=P         file bytes (octet-stream)
 //   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
 //   GET    /v1/environments/{id}/list?path=P          directory entries
@@ -217,6 +220,9 @@ class Api {
   HttpResponse getEnvironment(const std::string& id);
   HttpResponse destroyEnvironment(const std::string& id);
   HttpResponse execute(const std::string& id, const HttpRequest& request);
+  // POST /v1/environments/{id}/executions/{execution_id}/cancel: 204 once
+  // the running command of that execution_id is told to end (CANCELLED).
+  HttpResponse cancelExecution(const std::string& id, const std::string& execution_id);
   struct PreparedExecute {
     EnvironmentHandle handle;
     ExecutionCommand command;

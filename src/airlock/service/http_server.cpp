@@ -855,6 +855,8 @@ std::string routeLabel(std::string_view path) {
       if (n == 4 && is(3, op)) return "/v1/environments/{id}/" + std::string(op);
     }
     if (n == 5 && is(3, "schedules")) return "/v1/environments/{id}/schedules/{name}";
+    if (n == 6 && is(3, "executions") && is(5, "cancel"))
+      return "/v1/environments/{id}/executions/{execution_id}/cancel";
     return "other";
   }
   if (is(1, "runs") && n == 4 && is(3, "lease")) return "/v1/runs/{id}/lease";

@@ -62,7 +62,9 @@ struct Sandbox {
   // workspace): write -> TOOL_WRITTEN, created or modified by a command ->
   // SANDBOX_WRITTEN, deleted -> dropped, anything else UNKNOWN.
   std::map<std::string, WorkspaceProvenance> provenance;
-  bool running = false;  // a command that runs until cancelled is running
+  bool running = false;              // a command that runs until cancelled is running
+  std::string running_execution_id;  // its execution id ("" : none)
+  bool cancel_requested = false;     // cancel() named it
 };
 
 // Directories that must be created so that `path` can exist (outermost
@@ -544,12 +546,16 @@ void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting
       why = KillReason::kServiceShutdown;
     else if (it == st.sandboxes.end())
       why = KillReason::kCancelled;
-    else if (cancel != nullptr && cancel->cancelled())
+    else if ((cancel != nullptr && cancel->cancelled()) || it->second.cancel_requested)
       why = KillReason::kCancelled;
     else if (now >= deadline)
       why = run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
     if (!why) continue;
-    if (it != st.sandboxes.end()) it->second.running = false;
+    if (it != st.sandboxes.end()) {
+      it->second.running = false;
+      it->second.running_execution_id.clear();
+      it->second.cancel_requested = false;
+    }
     result.killed_by = why;
     result.timed_out = why == KillReason::kTimeout;
     result.duration_ms = std::chrono::duration_cast<milliseconds>(now - started).count();
@@ -593,11 +599,28 @@ Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandl
   if (auto r = applyEffects(*state_, sb, *run, result); !r) return tl::unexpected(r.error());
   if (result.killed_by) return result;
   if (run->behaviour.runs_until_cancelled) {
+    sb.running_execution_id = command.execution_id;
     runUntilEnded(*state_, shutting_down_, lock, handle.environment_id, *run, cancel, result);
   } else if (simulateRun(*run, result)) {
     state_->destroyLocked(handle.environment_id);
   }
   return result;
+}
+
+Result<void> FakeEnvironment::cancel(const EnvironmentHandle& handle,
+                                     std::string_view execution_id) {
+  if (auto valid = checkExecutionIdToCancel(execution_id); !valid) return valid;
+  std::lock_guard lock(state_->mu);
+  auto found = state_->live(handle);
+  if (!found) return tl::unexpected(found.error());
+  Sandbox& sb = **found;
+  if (sb.handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
+  if (!sb.running || sb.running_execution_id != execution_id)
+    return fail(ErrorCode::kNotFound,
+                "no command with execution_id \"" + std::string(execution_id) + "\" is running");
+  sb.cancel_requested = true;
+  return {};
 }
 
 Result<void> FakeEnvironment::destroy(const EnvironmentHandle& handle) {

@@ -61,8 +61,8 @@ struct ScriptedBehaviour {
   std::map<std::string, std::string> writes;  // path -> bytes (create or modify)
   std::vector<std::string> deletes;           // missing paths are ignored
   // Instead of runs_for: after its output and effects, the command runs in
-  // real time (the sandbox is busy) until its cancel token is cancelled or
-  // the sandbox destroyed (CANCELLED), the service shuts down
+  // real time (the sandbox is busy) until its cancel token is cancelled,
+  // cancel() names its execution id or the sandbox is destroyed (CANCELLED), the service shuts down
   // (SERVICE_SHUTDOWN), or its effective timeout (TIMEOUT) or the sandbox's
   // expiry (EXPIRED) passes. Its output reaches a streaming sink before that.
   bool runs_until_cancelled = false;
@@ -120,6 +120,9 @@ class FakeEnvironment : public ExecutionEnvironment {
                                            const ExecutionCommand& command,
                                            const CancelToken* cancel,
                                            const OutputSink& sink) override;
+  // Cancels a command that runs until cancelled; every other command is
+  // over before execute returns (NotFound).
+  Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   // The map-backed workspace. read of a directory and listdir of a file are
   // ToolValidationError; missing paths NotFound; mkdir creates parents and

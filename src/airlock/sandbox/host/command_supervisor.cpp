@@ -337,6 +337,7 @@ PollSet Supervision::pollSet() const {
   set.add(feeder_.fd(), POLLOUT, PollSet::kIn);
   if (life_.acceptsKill()) {
     if (in_.cancel != nullptr) set.add(in_.cancel->pollFd(), POLLIN, PollSet::kCancel);
+    if (in_.cancel_by_id != nullptr) set.add(in_.cancel_by_id->pollFd(), POLLIN, PollSet::kCancel);
     set.add(in_.shutdown_fd, POLLIN, PollSet::kShutdown);
     if (in_.end_request != nullptr) set.add(in_.end_request->pollFd(), POLLIN, PollSet::kEnd);
     for (std::size_t i = 0; i < limits_.size(); ++i)

@@ -178,6 +178,8 @@ struct SupervisionInputs {
   int shutdown_fd = -1;                       // readable: SERVICE_SHUTDOWN; -1: none
   const EndRequest* end_request = nullptr;    // destroy / expiry under the command; may be null
   const ExecutionEnvironment::OutputSink* sink = nullptr;  // may be null or empty
+  const CancelToken* cancel_by_id =
+      nullptr;  // ExecutionEnvironment::cancel: CANCELLED; may be null
 };
 
 // Runs one command through `channel` to its end and builds its result

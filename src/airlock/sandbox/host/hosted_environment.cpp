@@ -29,6 +29,32 @@ Error shuttingDownError() {
   return Error{ErrorCode::kExecutionUnavailable, 0, "the execution service is shutting down"};
 }
 
+Result<void> cancelRunning(SandboxRecord& record, std::string_view execution_id) {
+  MutexLock lk(record.running_mutex);
+  if (record.running_cancel == nullptr || record.running_execution_id != execution_id)
+    return fail(ErrorCode::kNotFound,
+                "no command with execution_id \"" + std::string(execution_id) +
+                    "\" is running in environment " + record.handle.environment_id);
+  record.running_cancel->cancel();
+  return {};
+}
+
+RunningCommand::RunningCommand(SandboxRecord& record, const std::string& execution_id,
+                               const CancelToken* cancel)
+    : record_(cancel != nullptr ? &record : nullptr) {
+  if (record_ == nullptr) return;
+  MutexLock lk(record.running_mutex);
+  record.running_execution_id = execution_id;
+  record.running_cancel = cancel;
+}
+
+RunningCommand::~RunningCommand() {
+  if (record_ == nullptr) return;
+  MutexLock lk(record_->running_mutex);
+  record_->running_execution_id.clear();
+  record_->running_cancel = nullptr;
+}
+
 Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& image_digest,
                             const LimitCeilings& ceilings, bool has_egress_route,
                             const ServiceShutdown& shutdown) {

@@ -22,8 +22,10 @@
 #include <utility>
 #include <vector>
 
+#include "airlock/core/command_validation.h"
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/core/thread_annotations.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/execution_environment.h"
 #include "airlock/sandbox/host/cgroup.h"
@@ -59,6 +61,11 @@ struct SandboxRecord {
   // command's refusal names it. Written and read under exec_mutex.
   std::string lost_because;
   std::mutex exec_mutex;  // one command at a time (command_admission.h)
+  // The running command's execution id and the cancel that ends it, while
+  // a command with an id runs (ExecutionEnvironment::cancel).
+  Mutex running_mutex;
+  std::string running_execution_id GUARDED_BY(running_mutex);
+  const CancelToken* running_cancel GUARDED_BY(running_mutex) = nullptr;
   // Orders side-process starts against teardown closing what they use.
   std::mutex side_mutex;
 };
@@ -79,6 +86,24 @@ class ServiceShutdown {
 
 // ExecutionUnavailable: the service is shutting down.
 Error shuttingDownError();
+
+// cancel's validation and answer for a sandbox's running command (the
+// record's running_execution_id and running_cancel): fires the cancel when
+// `execution_id` names the running command, else NotFound.
+Result<void> cancelRunning(SandboxRecord& record, std::string_view execution_id);
+
+// Names a sandbox's running command for cancel(), from construction to
+// destruction; no-op for a command without an execution id.
+class RunningCommand {
+ public:
+  RunningCommand(SandboxRecord& record, const std::string& execution_id, const CancelToken* cancel);
+  ~RunningCommand();
+  RunningCommand(const RunningCommand&) = delete;
+  RunningCommand& operator=(const RunningCommand&) = delete;
+
+ private:
+  SandboxRecord* record_;
+};
 
 // Provision's checks before anything exists: the service is not shutting
 // down (ExecutionUnavailable); the spec's image is this service's, its
@@ -157,6 +182,14 @@ class HostedEnvironment : public ExecutionEnvironment {
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
                                   const CancelToken* cancel) final {
     return executeStreaming(handle, command, cancel, {});
+  }
+  // The registry's lookup (another tenant's handle refused), then the
+  // running command's cancel when the id is its.
+  Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) final {
+    if (auto valid = checkExecutionIdToCancel(execution_id); !valid) return valid;
+    auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
+    if (!sb) return tl::unexpected(sb.error());
+    return cancelRunning(**sb, execution_id);
   }
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) final {
     auto sb = sandboxes_.live(handle);
@@ -285,10 +318,18 @@ class HostedEnvironment : public ExecutionEnvironment {
     sources.push_back(&cgroup_limits);
     sources.insert(sources.end(), limits.sources.begin(), limits.sources.end());
     sources.push_back(&disk);
-    auto result = superviseCommand(
-        channel, sources,
-        SupervisionInputs{&run.command, admitted.timeout, admitted.expires_in, sb.limits.pids_max,
-                          run.cancel, shutdown_.fd(), &*sb.end_request, &run.sink});
+    std::optional<CancelToken> by_id;  // cancel(handle, execution_id)
+    if (!run.command.execution_id.empty()) {
+      auto token = CancelToken::create();
+      if (!token) return tl::unexpected(token.error());
+      by_id.emplace(std::move(*token));
+    }
+    RunningCommand running(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
+    auto result =
+        superviseCommand(channel, sources,
+                         SupervisionInputs{&run.command, admitted.timeout, admitted.expires_in,
+                                           sb.limits.pids_max, run.cancel, shutdown_.fd(),
+                                           &*sb.end_request, &run.sink, by_id ? &*by_id : nullptr});
     if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
     if (!result) return result;
     if (limits.after_supervision) limits.after_supervision(*result);
