@@ -66,6 +66,24 @@ TEST_F(CopyInTest, MirrorsFilesAndDirectoriesIncludingEmptyOnes) {
   EXPECT_EQ(st.st_gid, 4243u);
 }
 
+TEST_F(CopyInTest, CopyInTakesADirectoryAndNamesTheFlagOnceWhenItRefuses) {
+  ASSERT_TRUE(testing::writeFileAt(src_.fd(), "top.txt", "hi\n"));
+  ASSERT_TRUE(copyIn(src_.path(), *ws_).has_value());
+  EXPECT_EQ(*ws_->read("top.txt"), "hi\n");
+  ASSERT_TRUE(testing::symlinkAt(src_.fd(), "/etc/passwd", "link"));
+  auto refused = copyIn(src_.path(), *ws_);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kToolValidationError);
+  EXPECT_EQ(refused.error().context,
+            "--copy-in: \"link\" is a symlink; only regular files and directories are copied");
+  // Not a directory: read as an archive, and refused as neither.
+  auto not_archive = copyIn(src_.sub("top.txt"), *ws_);
+  ASSERT_FALSE(not_archive.has_value());
+  EXPECT_EQ(not_archive.error().context.rfind("--copy-in: ", 0), 0u) << not_archive.error().context;
+  EXPECT_EQ(not_archive.error().context.find("copy-in: ", 3), std::string::npos)
+      << "the flag is named once: " << not_archive.error().context;
+}
+
 TEST_F(CopyInTest, SymlinkMemberIsRefused) {
   ASSERT_TRUE(testing::mkdirs(src_.fd(), "a"));
   ASSERT_TRUE(testing::writeFileAt(src_.fd(), "a/first", "x"));

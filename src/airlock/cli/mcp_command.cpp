@@ -162,19 +162,11 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
     auto handle = env.provision(plan->spec);
     if (!handle) return handle;
     if (plan->copy_in) {
-      auto seeded = [&]() -> Result<void> {
-        auto ws = env.workspace(*handle);
-        if (!ws) return tl::unexpected(ws.error());
-        struct stat st {};
-        const bool is_dir = ::stat(plan->copy_in->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-        return is_dir ? workspace::copyInDirectory(*plan->copy_in, **ws)
-                      : workspace::copyInArchive(*plan->copy_in, **ws);
-      }();
+      auto ws = env.workspace(*handle);
+      auto seeded = ws ? workspace::copyIn(*plan->copy_in, **ws) : tl::unexpected(ws.error());
       if (!seeded) {
         (void)env.destroy(*handle);
-        Error error = seeded.error();
-        error.context = "--copy-in: " + error.context;
-        return tl::unexpected(std::move(error));
+        return tl::unexpected(seeded.error());
       }
     }
     if (verbose) logLine("provisioned environment " + handle->environment_id);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -155,19 +154,8 @@ int executeRun(RunPlan plan) {
     if (plan.copy_in) {
       auto ws = env.workspace(*handle);
       if (!ws) return tl::unexpected(ws.error());
-      // A directory is copied; any other path is read as a tar or zip
-      // archive (libarchive decides, and says so when it is neither).
-      struct stat st {};
-      const bool is_dir = ::stat(plan.copy_in->c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-      auto copied = is_dir ? workspace::copyInDirectory(*plan.copy_in, **ws)
-                           : workspace::copyInArchive(*plan.copy_in, **ws);
-      if (!copied) {
-        Error error = copied.error();
-        // The workspace layer already says "copy-in: ..."; make it the flag.
-        if (error.context.rfind("copy-in: ", 0) == 0) error.context.erase(0, 9);
-        error.context = "--copy-in: " + error.context;
-        return tl::unexpected(std::move(error));
-      }
+      if (auto copied = workspace::copyIn(*plan.copy_in, **ws); !copied)
+        return tl::unexpected(copied.error());
     }
     if (plan.code_path) {
       // Code mode: the program reaches the world through the capability
@@ -178,36 +166,26 @@ int executeRun(RunPlan plan) {
         error.context = "--code: " + error.context;
         return tl::unexpected(std::move(error));
       }
-      capability::CodeRunOptions options;
-      options.program = std::move(*source);
-      options.limits = plan.command;
-      options.execution_id = handle->environment_id;
-      options.cancel = &*token;
-      // net.fetch decides with the sandbox's own egress policy (deny unless
-      // --network --egress-policy FILE), by the proxy's decide().
-      auto net = capability::productionNetServices(plan.spec.egress);
-      if (!net) return tl::unexpected(net.error());
-      options.net = std::move(*net);
       // schedule.* keeps its schedules beside the artifact metadata; without
-      // a usable state directory schedule.* is refused "unavailable".
+      // a usable state directory schedule.* is refused "unavailable". Each
+      // job's whole output lands in the local artifact store as the tenant
+      // "local" and this run (`airlock artifact get` reads it); net.fetch
+      // decides with the sandbox's own egress policy (deny unless
+      // --network --egress-policy FILE).
+      capability::CodeModeHost host;
       if (auto schedules = openScheduleStore(plan.state_dir)) {
-        options.schedule.store = std::move(*schedules);
+        host.schedules = std::move(*schedules);
       } else if (plan.verbose) {
         writeFd(STDERR_FILENO,
                 "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
       }
-      // Each job's whole output lands in the local artifact store as the
-      // tenant "local" and this run (`airlock artifact get` reads it). The
-      // store outlives runCode, and with it the job table.
-      if (store) {
-        auto tenant = localTenant();
-        if (!tenant) return tl::unexpected(tenant.error());
-        artifacts::ArtifactWriterScope scope{*tenant, handle->run_id,
-                                             artifacts::ArtifactOrigin::kToolOutput,
-                                             artifacts::TrustLevel::kExternalUntrusted};
-        options.job_spill.writer = artifacts::makeArtifactWriter(*store->store, std::move(scope));
-      }
-      auto ran = capability::runCode(env, *handle, options);
+      if (store) host.artifact_store = store->store.get();
+      auto options = capability::codeRunOptionsFor(host, *handle, plan.spec.egress);
+      if (!options) return tl::unexpected(options.error());
+      options->program = std::move(*source);
+      options->limits = plan.command;
+      options->cancel = &*token;
+      auto ran = capability::runCode(env, *handle, *options);
       if (!ran) return tl::unexpected(ran.error());
       code_result = std::move(*ran);
       return code_result->execution;

@@ -124,6 +124,8 @@ Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
   return vars;
 }
 
+Result<void> limitsInto(const json& body, ExecutionCommand& c);
+
 Result<ExecutionCommand> commandFrom(const json& body) {
   ExecutionCommand c;
   auto argv = body.find("argv");
@@ -135,6 +137,24 @@ Result<ExecutionCommand> commandFrom(const json& body) {
   }
   if (auto problem = shellStringProblem(c.argv, ArgvSpelling::kJson))
     return tl::unexpected(badRequest(*problem));
+  if (auto limits = limitsInto(body, c); !limits) return tl::unexpected(limits.error());
+  if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
+    auto bytes = bytesFromJson(*in);
+    if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
+    c.stdin_data = std::move(*bytes);
+  }
+  if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
+    if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
+    c.execution_id = eid->get<std::string>();
+    if (auto valid = checkExecutionId(c.execution_id); !valid)
+      return tl::unexpected(badRequest(valid.error().context));
+  }
+  return c;
+}
+
+// The limits of a command (working_directory, timeout_seconds,
+// maximum_output_bytes) into `c`, with the execute route's defaults and caps.
+Result<void> limitsInto(const json& body, ExecutionCommand& c) {
   if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
     if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
     c.working_directory = wd->get<std::string>();
@@ -148,18 +168,7 @@ Result<ExecutionCommand> commandFrom(const json& body) {
     return tl::unexpected(badRequest("maximum_output_bytes must be between 1 and " +
                                      std::to_string(kMaxOutputCeiling)));
   c.maximum_output_bytes = *cap;
-  if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
-    auto bytes = bytesFromJson(*in);
-    if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
-    c.stdin_data = std::move(*bytes);
-  }
-  if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
-    if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
-    c.execution_id = eid->get<std::string>();
-    if (auto valid = checkExecutionId(c.execution_id); !valid)
-      return tl::unexpected(badRequest(valid.error().context));
-  }
-  return c;
+  return {};
 }
 
 const char* provenanceName(WorkspaceProvenance p) {
@@ -588,7 +597,7 @@ tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::
 }
 
 HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
-                                const Result<ExecutionResult>& result) {
+                                const Result<ExecutionResult>& result, json* result_json) {
   {
     std::lock_guard lk(mu_);
     if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
@@ -606,7 +615,10 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
   metrics_.executed(std::chrono::duration<double>(busy).count(),
                     result->killed_by ? json(*result->killed_by).get<std::string>() : "none");
   if (result->killed_by == KillReason::kExpired) (void)destroyTracked(id, "expired");
-  return jsonResponse(200, json(*result));
+  json object = *result;
+  HttpResponse response = jsonResponse(200, object);
+  if (result_json != nullptr) *result_json = std::move(object);
+  return response;
 }
 
 HttpResponse Api::cancelExecution(const std::string& id, const std::string& execution_id) {
@@ -678,9 +690,10 @@ HttpResponse Api::handleStreaming(const HttpRequest& request,
                     {"data", bytesToJson(bytes)}}
                    .dump());
         });
-    HttpResponse final = finishExecute(id, Clock::now() - started, result);
+    json object;
+    HttpResponse final = finishExecute(id, Clock::now() - started, result, &object);
     // The last line: the result, or the error that ended the execution.
-    emit(result ? json{{"result", json::parse(final.body)}}.dump() : final.body);
+    emit(result && final.status == 200 ? json{{"result", std::move(object)}}.dump() : final.body);
     return final;
   } catch (const std::exception&) {
     return errorResponse(500, "internal", "internal error");
@@ -791,8 +804,10 @@ namespace body {
 Result<nlohmann::json> parse(const std::string& text) {
   return parseBody(text);
 }
-Result<ExecutionCommand> command(const nlohmann::json& object) {
-  return commandFrom(object);
+Result<ExecutionCommand> commandLimits(const nlohmann::json& object) {
+  ExecutionCommand c;
+  if (auto limits = limitsInto(object, c); !limits) return tl::unexpected(limits.error());
+  return c;
 }
 Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field,
                                  std::optional<std::int64_t> fallback) {

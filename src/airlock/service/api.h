@@ -79,6 +79,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -231,7 +232,8 @@ class Api {
   tl::expected<PreparedExecute, HttpResponse> prepareExecute(const std::string& id,
                                                              const HttpRequest& request);
   HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
-                             const Result<ExecutionResult>& result);
+                             const Result<ExecutionResult>& result,
+                             nlohmann::json* result_json = nullptr);
   HttpResponse workspaceCall(const std::string& id, const std::string& op,
                              const std::string& method, const std::string& query,
                              const HttpRequest& request);

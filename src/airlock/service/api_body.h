@@ -16,9 +16,10 @@ namespace airlock::service::body {
 
 // The body as a JSON object; an empty body is {}.
 Result<nlohmann::json> parse(const std::string& text);
-// An ExecutionCommand from {argv, working_directory?, timeout_seconds?,
-// maximum_output_bytes?, stdin?}, with the execute route's defaults and caps.
-Result<ExecutionCommand> command(const nlohmann::json& object);
+// An ExecutionCommand with only the limits of {working_directory?,
+// timeout_seconds?, maximum_output_bytes?} set (no argv), with the execute
+// route's defaults and caps; other keys are not looked at.
+Result<ExecutionCommand> commandLimits(const nlohmann::json& object);
 // An integer field; `fallback` when absent or null, else an error naming it.
 Result<std::int64_t> wholeNumber(const nlohmann::json& object, const char* field,
                                  std::optional<std::int64_t> fallback);

@@ -225,51 +225,39 @@ HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
   if (!policy) return errorResponse(policy.error());
   // The command's limits come from the execute route's rules; argv is the
   // interpreter's (runCode replaces it) and stdin is the channel's.
-  json limits = {{"argv", json::array({"python3"})}};
-  for (const char* field : {"timeout_seconds", "maximum_output_bytes", "working_directory"})
-    if (auto it = object->find(field); it != object->end()) limits[field] = *it;
-  auto command = body::command(limits);
+  auto command = body::commandLimits(*object);
   if (!command) return errorResponse(command.error());
 
-  capability::CodeRunOptions options;
-  options.program = program->get<std::string>();
-  options.limits = std::move(*command);
-  options.policy = std::move(*policy);
-  options.execution_id = id;
-  auto net = capability::productionNetServices(live->egress);
-  if (!net) return errorResponse(net.error());
-  options.net = std::move(*net);
-  options.schedule.store = schedules_;
-  options.schedule.ceilings = schedule_ceilings_;
-  options.schedule.now_s = [clock = clock_] { return unixSeconds(clock()); };
-  // Each job's whole output becomes artifacts of the environment's tenant
-  // and run (EXTERNAL_UNTRUSTED: sandbox bytes). Without an artifact store a
-  // job's result says its output was not kept.
+  capability::CodeModeHost host;
+  host.schedules = schedules_;
+  host.schedule_ceilings = schedule_ceilings_;
+  host.clock = clock_;
   if (artifacts_) {
-    auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
-    if (!tenant) return errorResponse(tenant.error());
-    artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id,
-                                         artifacts::ArtifactOrigin::kToolOutput,
-                                         artifacts::TrustLevel::kExternalUntrusted};
-    options.job_spill.writer = artifacts::makeArtifactWriter(*artifacts_->store, std::move(scope),
-                                                             artifacts_->retention, clock_);
-    options.job_spill.max_stream_bytes = static_cast<std::uint64_t>(artifacts_->max_bytes);
+    host.artifact_store = artifacts_->store;
+    host.retention = artifacts_->retention;
+    host.max_artifact_bytes = artifacts_->max_bytes;
   }
+  auto options = capability::codeRunOptionsFor(host, live->handle, live->egress);
+  if (!options) return errorResponse(options.error());
+  options->program = program->get<std::string>();
+  options->limits = std::move(*command);
+  options->policy = std::move(*policy);
 
   // Nothing else may run: a second program would replace the first's
   // program file and broker socket in /run/airlock, and a running command
   // could read this program's source as it is written.
   if (auto refused = claimRun(id, true)) return *refused;
   const auto started = Clock::now();
-  auto ran = capability::runCode(env_, live->handle, options);
+  auto ran = capability::runCode(env_, live->handle, *options);
   releaseRun(id, true);
   Result<ExecutionResult> execution =
       ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
-  HttpResponse finished = finishExecute(id, Clock::now() - started, execution);
+  json result_json;
+  HttpResponse finished = finishExecute(id, Clock::now() - started, execution, &result_json);
   if (!ran || finished.status != 200) return finished;
   json audit = json::array();
   for (const auto& line : ran->audit_lines) audit.push_back(json::parse(line, nullptr, false));
-  return body::reply(200, json{{"result", json::parse(finished.body)},
+  return body::reply(200, json{{"result", std::move(result_json)},
                                {"outcome", capability::outcomeToJson(ran->outcome)},
                                {"audit", std::move(audit)},
                                {"audit_dropped", ran->audit_lines_dropped}});

@@ -745,4 +745,15 @@ Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& wor
   return archivePass(fd.get(), archive_path, &workspace);
 }
 
+Result<void> copyIn(const std::string& source, WorkspaceHandle& workspace) {
+  struct stat st {};
+  const bool is_dir = ::stat(source.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  auto copied = is_dir ? copyInDirectory(source, workspace) : copyInArchive(source, workspace);
+  if (copied) return copied;
+  Error error = copied.error();
+  if (error.context.rfind("copy-in: ", 0) == 0) error.context.erase(0, 9);
+  error.context = "--copy-in: " + error.context;
+  return tl::unexpected(std::move(error));
+}
+
 }  // namespace airlock::workspace

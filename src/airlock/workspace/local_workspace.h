@@ -103,4 +103,11 @@ Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& wor
 // ToolValidationError naming archive_path.
 Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& workspace);
 
+// `--copy-in SOURCE` of every front end: a directory is copied
+// (copyInDirectory); any other path is read as a tar or zip archive
+// (copyInArchive: libarchive decides, and says so when it is neither).
+// Errors as theirs, the context starting "--copy-in: " in place of their
+// "copy-in: ".
+Result<void> copyIn(const std::string& source, WorkspaceHandle& workspace);
+
 }  // namespace airlock::workspace

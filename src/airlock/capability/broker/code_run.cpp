@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "airlock/artifacts/retention.h"
 #include "airlock/capability/broker/guest_files.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
@@ -118,6 +119,32 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   result.audit_lines = std::move(log->lines);
   result.audit_lines_dropped = log->dropped;
   return result;
+}
+
+Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const EnvironmentHandle& handle,
+                                         const EgressPolicy& egress) {
+  CodeRunOptions options;
+  options.execution_id = handle.environment_id;
+  auto net = productionNetServices(egress);
+  if (!net) return tl::unexpected(net.error());
+  options.net = std::move(*net);
+  options.schedule.store = host.schedules;
+  options.schedule.ceilings = host.schedule_ceilings;
+  if (host.clock)
+    options.schedule.now_s = [clock = host.clock] {
+      return std::chrono::duration_cast<std::chrono::seconds>(clock().time_since_epoch()).count();
+    };
+  if (host.artifact_store != nullptr) {
+    auto tenant = artifacts::TenantId::parse(handle.tenant_id);
+    if (!tenant) return tl::unexpected(tenant.error());
+    artifacts::ArtifactWriterScope scope{*tenant, handle.run_id,
+                                         artifacts::ArtifactOrigin::kToolOutput,
+                                         artifacts::TrustLevel::kExternalUntrusted};
+    options.job_spill.writer = artifacts::makeArtifactWriter(*host.artifact_store, std::move(scope),
+                                                             host.retention, host.clock);
+    options.job_spill.max_stream_bytes = static_cast<std::uint64_t>(host.max_artifact_bytes);
+  }
+  return options;
 }
 
 }  // namespace airlock::capability

@@ -1,15 +1,18 @@
 // Code mode's single-shot boot shape, end to end (spec 001 "cap/runtime.run";
 // docs/capabilities.md): a Python program runs once in a live sandbox, reaches the world only
-// through the capability channel, and ends with one outcome frame. Used by `airlock run --code` and
-// the tests.
+// through the capability channel, and ends with one outcome frame. Used by `airlock run --code`,
+// the service's code route and the tests; codeRunOptionsFor is the one composition of what a
+// program's capabilities reach (net, schedules, job spill) that both front ends share.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "airlock/artifacts/retention.h"
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/capabilities.h"
 #include "airlock/core/types.h"
@@ -58,6 +61,29 @@ struct CodeRunResult {
 // ExecutionUnavailable when the adapter has no capability directory.
 Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle& handle,
                               const CodeRunOptions& options);
+
+// What a front end holds for code mode that outlives one program. Every
+// member may be empty: no schedule store refuses schedule.* ("unavailable"),
+// no artifact store keeps no job output.
+struct CodeModeHost {
+  std::shared_ptr<schedule::ScheduleStore> schedules;
+  schedule::ScheduleCeilings schedule_ceilings;
+  artifacts::ArtifactStore* artifact_store = nullptr;  // borrowed; outlives every run
+  artifacts::RetentionSettings retention;
+  std::int64_t max_artifact_bytes = artifacts::kDefaultMaxArtifactBytes;
+  std::function<Timestamp()> clock;  // empty: the system clock
+};
+
+// The options of one program in `handle`'s sandbox, everything but the
+// program, its limits, policy and cancel: net.fetch decided by the
+// sandbox's own egress policy (productionNetServices), schedule.* over
+// host.schedules, and each job's whole output spilled as artifacts of the
+// handle's tenant and run (EXTERNAL_UNTRUSTED: sandbox bytes); the
+// execution id is the environment's. Errors: those of
+// productionNetServices; ToolValidationError for a tenant id the artifact
+// store cannot key.
+Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const EnvironmentHandle& handle,
+                                         const EgressPolicy& egress);
 
 // A wire value as JSON: bytes become {"base64": "..."} (the API's form for
 // bytes, core/json.h), always, so a value stays bytes; a float that JSON
