@@ -85,4 +85,26 @@ Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options
               "the " + name + " mechanism is not built into this airlock yet");
 }
 
+Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOptions options,
+                                          std::optional<DevelopmentMechanismsAllowed> development) {
+  LocalExecution out;
+  auto logError = [&](Error error) {
+    if (!options.egress_log.empty()) error.context = "--egress-log: " + error.context;
+    return tl::unexpected(std::move(error));
+  };
+  if (egressEnabled(options.egress)) {
+    auto started = startEgressRuntime(options.egress_log, std::move(options.on_refusal));
+    if (!started) return logError(started.error());
+    out.egress = std::move(*started);
+  } else if (options.touch_egress_log) {
+    if (auto touched = touchEgressLog(options.egress_log); !touched)
+      return logError(touched.error());
+  }
+  options.adapter.egress_route = out.egress.route;
+  auto adapter = createAdapter(mechanism, options.adapter, development);
+  if (!adapter) return tl::unexpected(adapter.error());
+  out.adapter = std::move(*adapter);
+  return out;
+}
+
 }  // namespace airlock::cli

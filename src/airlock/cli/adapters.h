@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "airlock/cli/egress_runtime.h"
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/mechanism.h"
@@ -47,5 +48,32 @@ struct DevelopmentMechanismsAllowed {
 // start here.
 Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options,
                               std::optional<DevelopmentMechanismsAllowed> development);
+
+// One process's execution side, the composition every front end shares:
+// the egress proxy (running only when `egress` allows something) and the
+// adapter whose sandboxes reach it. Members are destroyed in reverse order,
+// so the proxy outlives every sandbox attached to it.
+struct LocalExecution {
+  EgressRuntime egress;
+  Adapter adapter;
+};
+
+struct LocalExecutionOptions {
+  AdapterOptions adapter;  // its egress_route is set here
+  // The policy that decides whether the proxy runs: the sandbox's own
+  // (`airlock run`) or the operator's (`airlock serve`).
+  EgressPolicy egress;
+  // The proxy's decision log ("": standard error). `airlock run` names
+  // --egress-log, which is created even when no proxy runs.
+  std::string egress_log;
+  bool touch_egress_log = false;
+  RefusalObserver on_refusal;  // every refusal's reason code; may be empty
+};
+
+// The proxy (when the policy enables egress), then the adapter (createAdapter).
+// Errors: those of startEgressRuntime and touchEgressLog, their context
+// starting "--egress-log: " when a log was named; then createAdapter's.
+Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOptions options,
+                                          std::optional<DevelopmentMechanismsAllowed> development);
 
 }  // namespace airlock::cli

@@ -13,7 +13,6 @@
 #include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
-#include "airlock/cli/egress_runtime.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
@@ -79,141 +78,89 @@ bool needsNewlineBeforeSummary(const ExecutionResult& result) {
          result.stdout_data.back() != '\n';
 }
 
-}  // namespace
-
-int executeRun(RunPlan plan) {
-  if (plan.read_stdin) {
-    auto data = readAllStdin();
-    if (!data) return reportError(data.error());
-    plan.command.stdin_data = std::move(*data);
-  }
-
-  auto token = CancelToken::create();
-  if (!token) return reportError(token.error());
-  installCancelHandlers(*token);
-
-  // The artifact store is opened before any sandbox exists, so that a
-  // store that cannot open leaves nothing behind.
-  // Code mode opens it too, for its jobs' spilled output; there a store
-  // that cannot open only leaves the jobs without a spill.
+// The artifact store of --export and of code mode's job spill, opened
+// before any sandbox exists so that a store that cannot open leaves nothing
+// behind. For --export its failure is the run's; for code mode alone it only
+// leaves the jobs without a spill (nullopt).
+Result<std::optional<LocalArtifactStore>> openRunStore(const RunPlan& plan) {
   std::optional<LocalArtifactStore> store;
-  if (!plan.exports.empty() || plan.code_path) {
-    auto opened = openLocalArtifactStore(plan.state_dir);
-    if (opened) {
-      store = std::move(*opened);
-    } else if (!plan.exports.empty()) {
-      Error error = opened.error();
-      error.context = "--export: " + error.context;
-      return reportError(error);
+  if (plan.exports.empty() && !plan.code_path) return store;
+  auto opened = openLocalArtifactStore(plan.state_dir);
+  if (opened) {
+    store = std::move(*opened);
+  } else if (!plan.exports.empty()) {
+    Error error = opened.error();
+    error.context = "--export: " + error.context;
+    return tl::unexpected(std::move(error));
+  } else if (plan.verbose) {
+    writeFd(STDERR_FILENO,
+            "airlock: job output is not spilled: " + opened.error().message() + "\n");
+  }
+  return store;
+}
+
+// What ran in the sandbox: the command's (or the program's) result, and in
+// code mode the program's outcome and audit.
+struct RunOutput {
+  Result<ExecutionResult> result = fail(ErrorCode::kExecutionUnavailable, "nothing ran");
+  std::optional<capability::CodeRunResult> code;
+};
+
+// --copy-in, then the command, or in code mode the program (whose outcome
+// and audit land in out.code); the command's or the program's result.
+Result<ExecutionResult> runInSandbox(const RunPlan& plan, ExecutionEnvironment& env,
+                                     const EnvironmentHandle& handle,
+                                     const std::optional<LocalArtifactStore>& store,
+                                     const CancelToken& cancel, RunOutput& out) {
+  if (plan.copy_in) {
+    auto ws = env.workspace(handle);
+    if (!ws) return tl::unexpected(ws.error());
+    if (auto copied = workspace::copyIn(*plan.copy_in, **ws); !copied)
+      return tl::unexpected(copied.error());
+  }
+  if (plan.code_path) {
+    // Code mode: the program reaches the world through the capability
+    // channel only and ends with one outcome (docs/capabilities.md).
+    auto source = sys::readFile(AT_FDCWD, plan.code_path->c_str(), std::size_t{16} << 20);
+    if (!source) {
+      Error error = source.error();
+      error.context = "--code: " + error.context;
+      return tl::unexpected(std::move(error));
+    }
+    // schedule.* keeps its schedules beside the artifact metadata; without
+    // a usable state directory schedule.* is refused "unavailable". Each
+    // job's whole output lands in the local artifact store as the tenant
+    // "local" and this run (`airlock artifact get` reads it); net.fetch
+    // decides with the sandbox's own egress policy (deny unless
+    // --network --egress-policy FILE).
+    capability::CodeModeHost host;
+    if (auto schedules = openScheduleStore(plan.state_dir)) {
+      host.schedules = std::move(*schedules);
     } else if (plan.verbose) {
       writeFd(STDERR_FILENO,
-              "airlock: job output is not spilled: " + opened.error().message() + "\n");
+              "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
     }
+    if (store) host.artifact_store = store->store.get();
+    auto options = capability::codeRunOptionsFor(host, handle, plan.spec.egress);
+    if (!options) return tl::unexpected(options.error());
+    options->program = std::move(*source);
+    options->limits = plan.command;
+    options->cancel = &cancel;
+    auto ran = capability::runCode(env, handle, *options);
+    if (!ran) return tl::unexpected(ran.error());
+    out.code = std::move(*ran);
+    return out.code->execution;
   }
+  return env.execute(handle, plan.command, &cancel);
+}
 
-  if (plan.egress_policy_without_network)
-    writeFd(STDERR_FILENO,
-            "airlock: note: the egress policy is valid, but without --network the command has no "
-            "network\n");
-  // The egress proxy, only for a sandbox with egress; declared before the
-  // adapter so that it outlives every sandbox attached to it.
-  EgressRuntime egress;
-  if (egressEnabled(plan.spec.egress)) {
-    auto started = startEgressRuntime(plan.egress_log);
-    if (!started) {
-      Error error = started.error();
-      error.context = "--egress-log: " + error.context;
-      return reportError(error);
-    }
-    egress = std::move(*started);
-  } else if (auto touched = touchEgressLog(plan.egress_log); !touched) {
-    Error error = touched.error();
-    error.context = "--egress-log: " + error.context;
-    return reportError(error);
-  }
-
-  AdapterOptions adapter_options;
-  adapter_options.state_dir = plan.state_dir;
-  adapter_options.egress_route = egress.route;
-  auto adapter = createAdapter(plan.mechanism, adapter_options, DevelopmentMechanismsAllowed{});
-  if (!adapter) return reportError(adapter.error());
-  ExecutionEnvironment& env = *adapter->env;
-  plan.spec.image_digest = adapter->image_digest;
-
-  if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
-                               ", image " + adapter->image_digest + "\n");
-  auto handle = env.provision(plan.spec);
-  if (!handle) return reportError(handle.error());
-  if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
-
-  // From here on the sandbox exists and every path destroys it.
-  std::optional<capability::CodeRunResult> code_result;
-  auto run = [&]() -> Result<ExecutionResult> {
-    if (plan.copy_in) {
-      auto ws = env.workspace(*handle);
-      if (!ws) return tl::unexpected(ws.error());
-      if (auto copied = workspace::copyIn(*plan.copy_in, **ws); !copied)
-        return tl::unexpected(copied.error());
-    }
-    if (plan.code_path) {
-      // Code mode: the program reaches the world through the capability
-      // channel only and ends with one outcome (docs/capabilities.md).
-      auto source = sys::readFile(AT_FDCWD, plan.code_path->c_str(), std::size_t{16} << 20);
-      if (!source) {
-        Error error = source.error();
-        error.context = "--code: " + error.context;
-        return tl::unexpected(std::move(error));
-      }
-      // schedule.* keeps its schedules beside the artifact metadata; without
-      // a usable state directory schedule.* is refused "unavailable". Each
-      // job's whole output lands in the local artifact store as the tenant
-      // "local" and this run (`airlock artifact get` reads it); net.fetch
-      // decides with the sandbox's own egress policy (deny unless
-      // --network --egress-policy FILE).
-      capability::CodeModeHost host;
-      if (auto schedules = openScheduleStore(plan.state_dir)) {
-        host.schedules = std::move(*schedules);
-      } else if (plan.verbose) {
-        writeFd(STDERR_FILENO,
-                "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
-      }
-      if (store) host.artifact_store = store->store.get();
-      auto options = capability::codeRunOptionsFor(host, *handle, plan.spec.egress);
-      if (!options) return tl::unexpected(options.error());
-      options->program = std::move(*source);
-      options->limits = plan.command;
-      options->cancel = &*token;
-      auto ran = capability::runCode(env, *handle, *options);
-      if (!ran) return tl::unexpected(ran.error());
-      code_result = std::move(*ran);
-      return code_result->execution;
-    }
-    return env.execute(*handle, plan.command, &*token);
-  };
-  auto result = run();
-
-  // --export: while the sandbox still exists, after the command. A failed
-  // export is reported (after the result) and makes the status 125.
-  std::vector<std::pair<std::string, artifacts::ArtifactRef>> exported;
-  std::vector<Error> export_errors;
-  if (result && store) {
-    for (const auto& path : plan.exports) {
-      auto ref = exportWorkspacePath(env, *handle, *store->store, path);
-      if (ref) {
-        exported.emplace_back(path, std::move(*ref));
-      } else {
-        export_errors.push_back(ref.error());
-      }
-    }
-  }
-
-  // The sandbox's processes were started with default dispositions; from
-  // now on a closed stdout must be an error value, not a fatal signal that
-  // would skip destroy.
-  (void)::signal(SIGPIPE, SIG_IGN);
-
+// Writes what the run produced (the result, the outcome, the exports) to
+// stdout and stderr; the process's exit status.
+int reportRun(const RunPlan& plan, const RunOutput& run,
+              const std::vector<std::pair<std::string, artifacts::ArtifactRef>>& exported,
+              const std::vector<Error>& export_errors, bool exports_kept) {
+  const auto& result = run.result;
+  const auto& code_result = run.code;
   int status = kExitAirlockError;
   if (result) {
     if (plan.json) {
@@ -227,7 +174,7 @@ int executeRun(RunPlan plan) {
         if (code_result->audit_lines_dropped > 0)
           object["capability_audit_dropped"] = code_result->audit_lines_dropped;
       }
-      if (store && !plan.exports.empty()) {
+      if (exports_kept && !plan.exports.empty()) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& [path, ref] : exported) {
           list.push_back({{"path", path},
@@ -263,6 +210,74 @@ int executeRun(RunPlan plan) {
   } else {
     status = reportError(result.error());
   }
+
+  return status;
+}
+
+}  // namespace
+
+int executeRun(RunPlan plan) {
+  if (plan.read_stdin) {
+    auto data = readAllStdin();
+    if (!data) return reportError(data.error());
+    plan.command.stdin_data = std::move(*data);
+  }
+
+  auto token = CancelToken::create();
+  if (!token) return reportError(token.error());
+  installCancelHandlers(*token);
+
+  auto store = openRunStore(plan);
+  if (!store) return reportError(store.error());
+
+  if (plan.egress_policy_without_network)
+    writeFd(STDERR_FILENO,
+            "airlock: note: the egress policy is valid, but without --network the command has no "
+            "network\n");
+  LocalExecutionOptions execution_options;
+  execution_options.adapter.state_dir = plan.state_dir;
+  execution_options.egress = plan.spec.egress;
+  execution_options.egress_log = plan.egress_log;
+  execution_options.touch_egress_log = true;
+  auto execution = openLocalExecution(plan.mechanism, std::move(execution_options),
+                                      DevelopmentMechanismsAllowed{});
+  if (!execution) return reportError(execution.error());
+  Adapter* adapter = &execution->adapter;
+  ExecutionEnvironment& env = *adapter->env;
+  plan.spec.image_digest = adapter->image_digest;
+
+  if (plan.verbose)
+    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
+                               ", image " + adapter->image_digest + "\n");
+  auto handle = env.provision(plan.spec);
+  if (!handle) return reportError(handle.error());
+  if (plan.verbose)
+    writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
+
+  // From here on the sandbox exists and every path destroys it.
+  RunOutput run;
+  run.result = runInSandbox(plan, env, *handle, *store, *token, run);
+
+  // --export: while the sandbox still exists, after the command. A failed
+  // export is reported (after the result) and makes the status 125.
+  std::vector<std::pair<std::string, artifacts::ArtifactRef>> exported;
+  std::vector<Error> export_errors;
+  if (run.result && *store) {
+    for (const auto& path : plan.exports) {
+      auto ref = exportWorkspacePath(env, *handle, *(*store)->store, path);
+      if (ref) {
+        exported.emplace_back(path, std::move(*ref));
+      } else {
+        export_errors.push_back(ref.error());
+      }
+    }
+  }
+
+  // The sandbox's processes were started with default dispositions; from
+  // now on a closed stdout must be an error value, not a fatal signal that
+  // would skip destroy.
+  (void)::signal(SIGPIPE, SIG_IGN);
+  const int status = reportRun(plan, run, exported, export_errors, store->has_value());
 
   if (auto destroyed = env.destroy(*handle); !destroyed) {
     Error error = destroyed.error();

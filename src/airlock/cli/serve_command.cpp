@@ -7,7 +7,6 @@
 
 #include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_store_open.h"
-#include "airlock/cli/egress_runtime.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/egress/policy.h"
@@ -74,28 +73,25 @@ int executeServe(const std::optional<std::string>& config_path) {
   // stderr with the service's log, and its refusals to the metrics. It is
   // declared before the adapter so that it outlives every sandbox.
   EgressPolicy operator_egress;
-  EgressRuntime egress;
   if (!settings->egress_policy_path.empty()) {
     auto policy = egress::loadEgressPolicyFile(settings->egress_policy_path);
     if (!policy) return refuse(policy.error());
     operator_egress = (*policy)->toValue();
   }
-  if (egressEnabled(operator_egress)) {
-    auto started = startEgressRuntime(
-        "", [&metrics](std::string_view reason) { metrics.egressRefused(std::string(reason)); });
-    if (!started) return refuse(started.error());
-    egress = std::move(*started);
-  }
-  AdapterOptions options;
-  options.state_dir = settings->state_dir;
-  options.egress_route = egress.route;
-  options.ceilings = settings->limit_ceilings;
-  auto adapter = createAdapter(
-      settings->sandbox, options,
+  LocalExecutionOptions execution_options;
+  execution_options.adapter.state_dir = settings->state_dir;
+  execution_options.adapter.ceilings = settings->limit_ceilings;
+  execution_options.egress = operator_egress;
+  execution_options.on_refusal = [&metrics](std::string_view reason) {
+    metrics.egressRefused(std::string(reason));
+  };
+  auto execution = openLocalExecution(
+      settings->sandbox, std::move(execution_options),
       settings->deployment_mode == service::DeploymentMode::kDevelopment
           ? std::optional<DevelopmentMechanismsAllowed>(DevelopmentMechanismsAllowed{})
           : std::nullopt);
-  if (!adapter) return refuse(adapter.error());
+  if (!execution) return refuse(execution.error());
+  Adapter* adapter = &execution->adapter;
   service::Api api(*settings, *adapter->env, adapter->image_digest, metrics);
   api.allowEgress(operator_egress);
 
