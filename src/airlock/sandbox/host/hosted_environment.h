@@ -53,6 +53,13 @@ struct SandboxRecord {
   workspace::Snapshot last_snapshot;
   sys::UniqueFd workspace_fd;  // the workspace root
   sys::UniqueFd tmp_fd;        // /tmp, watched for DISK
+  // The channel commands go through, to the sandbox's first process (linux:
+  // init's control socket; gvisor: the shim's connection), and whether it
+  // was lost. channel_lost is set by a command's channel (under exec_mutex)
+  // and read by side-process starts (under side_mutex): atomic, as no one
+  // mutex orders the two.
+  sys::UniqueFd control;
+  std::atomic<bool> channel_lost{false};
   // Code mode: the host directory seen read-only at /run/airlock.
   std::string capability_dir;
   // Set by destroy before it kills: the running command's kill reason.
@@ -148,8 +155,9 @@ class UndoUnlessDismissed {
 
 // The adapter base. A mechanism supplies setUp and teardown (provision is
 // here), destroyTaken (destroy is here), launchSideProcess, and for execute
-// commandChannelUp and runCommand (usually one superviseAdmitted with its
-// channel and limit sources).
+// runCommand (usually one superviseAdmitted with its channel and limit
+// sources); its record's `control` and `channel_lost` say whether a command
+// can be taken.
 template <class Sandbox>
 class HostedEnvironment : public ExecutionEnvironment {
  public:
@@ -251,8 +259,11 @@ class HostedEnvironment : public ExecutionEnvironment {
   // Undoes whatever setUp or a later call made of the sandbox, in any
   // state (called for a failed provision and by destroy).
   virtual void teardown(Sandbox& sandbox) = 0;
-  // Whether the sandbox can take a command (its init or shim is there).
-  virtual bool commandChannelUp(const Sandbox& sandbox) const noexcept = 0;
+  // Whether the sandbox can take a command: its channel is open and was
+  // not lost.
+  static bool commandChannelUp(const Sandbox& sandbox) noexcept {
+    return !sandbox.channel_lost && sandbox.control.valid();
+  }
   // The mechanism's part of an execute, once admitted.
   virtual Result<ExecutionResult> runCommand(const CommandRun& run) = 0;
   // The mechanism's part of destroy, for a sandbox already out of the
@@ -286,7 +297,7 @@ class HostedEnvironment : public ExecutionEnvironment {
     if (!cwd) return tl::unexpected(cwd.error());
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
     return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap,
-                        [this](const Sandbox& sb) { return commandChannelUp(sb); });
+                        [](const Sandbox& sb) { return commandChannelUp(sb); });
   }
 
   // What a mechanism's command runs under besides its channel.

@@ -133,15 +133,11 @@ struct Sandbox : host::SandboxRecord {
   uid_t host_uid_base = 0;
   UniqueFd pidfd;
   pid_t init_pid = -1;
-  UniqueFd control;
   UniqueFd shm_fd;  // /dev/shm, watched for DISK with tmp_fd
   // Egress (egress_route.h): init's end of the handoff channel until init
   // holds it, then the attachment that serves the service end.
   UniqueFd egress_child_end;
   std::unique_ptr<EgressAttachment> egress;
-  // Set by a command's channel (under exec_mutex) and read by side-process
-  // starts (under side_mutex): atomic, as no one mutex orders the two.
-  std::atomic<bool> init_dead{false};
   // Preallocated for init (it must not allocate after clone).
   std::vector<SetupStep> plan;
   std::vector<char> recv_buffer;
@@ -167,9 +163,6 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
   void sweepOrphans();
 
  private:
-  bool commandChannelUp(const Sandbox& sb) const noexcept override {
-    return !sb.init_dead && sb.control.valid();
-  }
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
   void teardown(Sandbox& sb) override;
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
@@ -455,7 +448,7 @@ class InitChannel final : public host::CommandChannel {
     if (!sendWithFds(sb_.control.get(), &request_.header, sizeof request_.header, request_.payload,
                      fds, nfds)) {
       const int e = errno;
-      sb_.init_dead = true;
+      sb_.channel_lost = true;
       return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", e);
     }
     return {};
@@ -466,7 +459,7 @@ class InitChannel final : public host::CommandChannel {
     for (;;) {
       auto got = receiveReply(sb_.control.get());
       if (!got || got->state == InitReceive::State::kClosed) {
-        sb_.init_dead = true;
+        sb_.channel_lost = true;
         return false;
       }
       if (got->state == InitReceive::State::kNothing) return true;
@@ -481,15 +474,15 @@ class InitChannel final : public host::CommandChannel {
     MessageHeader end{};
     end.type = MessageType::kEnd;
     if (sendWithFds(sb_.control.get(), &end, sizeof end, {}, nullptr, 0)) return true;
-    sb_.init_dead = true;
+    sb_.channel_lost = true;
     return false;
   }
   void abandon() noexcept override {
     // Init did not answer: the whole sandbox goes.
     ::syscall(SYS_pidfd_send_signal, sb_.pidfd.get(), SIGKILL, nullptr, 0);
-    sb_.init_dead = true;
+    sb_.channel_lost = true;
   }
-  bool lost() const noexcept override { return sb_.init_dead; }
+  bool lost() const noexcept override { return sb_.channel_lost; }
 
  private:
   Sandbox& sb_;
@@ -518,7 +511,7 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
-  if (sb->init_dead || !sb->pidfd.valid() || !sb->cgroup)
+  if (sb->channel_lost || !sb->pidfd.valid() || !sb->cgroup)
     return fail(ErrorCode::kExecutionUnavailable,
                 "the sandbox's init has died; destroy it and provision again");
   if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)

@@ -163,7 +163,6 @@ struct Sandbox : host::SandboxRecord {
   bool stubs_adopted = false;  // adoptApplication has moved the first stub (under exec_mutex)
   Child runsc;                 // `runsc run`, our child for the sandbox's life
   UniqueFd listen_fd;
-  UniqueFd control;  // the shim's connection
   // Code mode: the side-process channel (shim_protocol.h); side_mutex
   // orders requests on it and keeps destroy from closing it under a start.
   // The capability directory is <dir>/cap, owned by uid 1000.
@@ -173,7 +172,6 @@ struct Sandbox : host::SandboxRecord {
   // for a sandbox without egress.
   std::unique_ptr<EgressAttachment> egress;
   std::string control_buffer;
-  std::atomic<bool> dead{false};
 };
 
 // Starts argv with stdin /dev/null and stdout+stderr to out_fd, already a
@@ -361,9 +359,6 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
   void sweepOrphans();
 
  private:
-  bool commandChannelUp(const Sandbox& sb) const noexcept override {
-    return !sb.dead && sb.control.valid();
-  }
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
   void teardown(Sandbox& sb) override;
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
@@ -805,7 +800,7 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
     lose();  // the shim did not answer: the sandbox is unusable
     if (sb_.cgroup) (void)sb_.cgroup->killAll();
   }
-  bool lost() const noexcept override { return sb_.dead; }
+  bool lost() const noexcept override { return sb_.channel_lost; }
 
   std::optional<KillReason> hit() override {
     if (shim_pids_) return KillReason::kPids;
@@ -817,7 +812,7 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   // way (the shim silent, its stream closed, a send refused: the sentry
   // waited or died at the limit), the next call says so.
   void lose() noexcept {
-    sb_.dead = true;
+    sb_.channel_lost = true;
     if (sb_.memory.killPending() && sb_.lost_because.empty())
       sb_.lost_because = kLostAtTheMemoryLimit;
   }
