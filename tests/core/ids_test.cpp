@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -60,6 +61,36 @@ TEST(IsUuid, AcceptsOnlyTheCanonicalLowercaseForm) {
   EXPECT_FALSE(isUuid("0190163g-8694-739b-aea5-966c26f8ad91"));
   EXPECT_FALSE(isUuid("../../etc/passwd-aaaa-bbbb-cccc-dddd"));
   EXPECT_FALSE(isUuid(""));
+}
+
+TEST(EnvironmentId, NamesItsNodeOrIsABareUuid) {
+  const Timestamp now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  const std::string bare = newEnvironmentId("", now);
+  EXPECT_TRUE(isUuid(bare)) << bare;
+  EXPECT_EQ(environmentIdNode(bare), std::optional<std::string_view>(""));
+  const std::string named = newEnvironmentId("node-7", now);
+  ASSERT_EQ(named.rfind("node-7.", 0), 0u) << named;
+  EXPECT_TRUE(isUuid(std::string_view(named).substr(7))) << named;
+  EXPECT_EQ(environmentIdNode(named), std::optional<std::string_view>("node-7"));
+  EXPECT_TRUE(isPlatformIdentifier(named)) << "it stands in a URL path and a storage key as it is";
+}
+
+TEST(EnvironmentId, ANodeIsReadOnlyFromAWellFormedId) {
+  const std::string uuid = "0190163d-8694-739b-aea5-966c26f8ad91";
+  EXPECT_EQ(environmentIdNode("n1." + uuid), std::optional<std::string_view>("n1"));
+  EXPECT_EQ(environmentIdNode("N1." + uuid), std::nullopt) << "node names are lowercase";
+  EXPECT_EQ(environmentIdNode("-n." + uuid), std::nullopt);
+  EXPECT_EQ(environmentIdNode("." + uuid), std::nullopt);
+  EXPECT_EQ(environmentIdNode("n1.n2." + uuid), std::nullopt);
+  EXPECT_EQ(environmentIdNode("n1.not-a-uuid"), std::nullopt);
+  EXPECT_EQ(environmentIdNode("../" + uuid), std::nullopt);
+  EXPECT_EQ(environmentIdNode(""), std::nullopt);
+  EXPECT_TRUE(isNodeName(std::string(63, 'a')));
+  EXPECT_FALSE(isNodeName(std::string(64, 'a')));
+  EXPECT_FALSE(isNodeName("a_b"));
+  EXPECT_FALSE(isNodeName("a-"));
+  EXPECT_FALSE(isNodeName(""));
 }
 
 }  // namespace

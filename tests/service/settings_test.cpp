@@ -30,6 +30,7 @@ std::string errorOf(std::string_view yaml) {
 TEST(Settings, EmptyDocumentGivesTheDefaults) {
   auto s = parseSettings("", "settings.yaml");
   ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->node_name, "") << "one node: environment ids are bare UUIDv7s";
   EXPECT_EQ(s->deployment_mode, DeploymentMode::kDevelopment);
   EXPECT_EQ(s->auth_mode, AuthMode::kDev);
   EXPECT_EQ(s->sandbox, Mechanism::kLinux);
@@ -98,6 +99,8 @@ TEST(Settings, ErrorsNameTheSettingTheValueAndTheLine) {
                 .find("state_dir \"relative/dir\" must be an absolute path"),
             std::string::npos);
   EXPECT_NE(errorOf("reaper_interval: 500ms\n").find("reaper_interval"), std::string::npos);
+  EXPECT_NE(errorOf("node_name: Node_1\n").find("node_name \"Node_1\" must be 1-63 characters"),
+            std::string::npos);
   EXPECT_NE(errorOf("sandbox: [linux]\n").find("must be a single value"), std::string::npos);
   EXPECT_NE(errorOf("a: b: c\n").find("not valid YAML"), std::string::npos);
   EXPECT_NE(errorOf("- just\n- a list\n").find("must be a mapping"), std::string::npos);

@@ -20,6 +20,7 @@ MechanismOptions hostedOptions(const AdapterOptions& options, const std::string&
   out.state_dir = state_dir;
   out.egress_route = options.egress_route;
   out.ceilings = options.ceilings;
+  out.node_name = options.node_name;
   return out;
 }
 

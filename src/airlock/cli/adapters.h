@@ -31,6 +31,9 @@ struct AdapterOptions {
   // The highest limits a sandbox may have (serve: the limits.ceilings
   // settings); the mechanism refuses a spec above them.
   LimitCeilings ceilings = defaultCeilings();
+  // The execution node's name, carried by every environment id (serve: the
+  // node_name setting); "": ids are bare UUIDv7s.
+  std::string node_name;
 };
 
 // The permission to build a development-only mechanism (linux, fake: see

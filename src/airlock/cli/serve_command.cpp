@@ -81,6 +81,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   LocalExecutionOptions execution_options;
   execution_options.adapter.state_dir = settings->state_dir;
   execution_options.adapter.ceilings = settings->limit_ceilings;
+  execution_options.adapter.node_name = settings->node_name;
   execution_options.egress = operator_egress;
   execution_options.on_refusal = [&metrics](std::string_view reason) {
     metrics.egressRefused(std::string(reason));

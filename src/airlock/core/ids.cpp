@@ -40,6 +40,28 @@ std::string newUuidV7(Timestamp now) {
   return out;
 }
 
+bool isNodeName(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 63 || name.front() == '-' || name.back() == '-') return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
+std::string newEnvironmentId(std::string_view node, Timestamp now) {
+  std::string uuid = newUuidV7(now);
+  if (node.empty()) return uuid;
+  return std::string(node) + "." + uuid;
+}
+
+std::optional<std::string_view> environmentIdNode(std::string_view id) noexcept {
+  const std::size_t dot = id.find('.');
+  if (dot == std::string_view::npos)
+    return isUuid(id) ? std::optional<std::string_view>(std::string_view()) : std::nullopt;
+  const std::string_view node = id.substr(0, dot);
+  if (!isNodeName(node) || !isUuid(id.substr(dot + 1))) return std::nullopt;
+  return node;
+}
+
 bool isPlatformIdentifier(std::string_view text) noexcept {
   return !text.empty() && text.size() <= kMaxPlatformIdBytes &&
          text.find_first_not_of(

@@ -1,6 +1,7 @@
 // Platform-generated identifiers.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,18 @@ std::string newUuidV7(Timestamp now);
 // version and variant; uppercase is refused so that one id has one spelling
 // (ids become storage-key components).
 bool isUuid(std::string_view text) noexcept;
+
+// An environment id (EnvironmentHandle::environment_id) that names the
+// execution node holding it, so that a gateway can route a call to it:
+// "<node>.<UUIDv7>", or the bare UUIDv7 when `node` is empty (one node). The
+// id stays opaque to everyone else.
+std::string newEnvironmentId(std::string_view node, Timestamp now);
+// The node an environment id names ("" for a bare UUIDv7); nullopt when
+// `id` is not an environment id of either form.
+std::optional<std::string_view> environmentIdNode(std::string_view id) noexcept;
+// A node name: 1-63 bytes of a-z 0-9 and "-", not starting or ending with
+// "-" (a DNS label, so a node can be named by its host).
+bool isNodeName(std::string_view name) noexcept;
 
 // The most bytes of a platform identifier.
 inline constexpr std::size_t kMaxPlatformIdBytes = 128;

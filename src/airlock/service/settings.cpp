@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/ids.h"
 #include "airlock/core/units.h"
 #include "airlock/egress/policy.h"
 
@@ -128,6 +129,12 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
       return tl::unexpected(configError(prefix + "state_dir " + quoteForMessage(value) +
                                         " must be an absolute path"));
     s.state_dir = value;
+  } else if (key == "node_name") {
+    if (!value.empty() && !isNodeName(value))
+      return tl::unexpected(configError(prefix + "node_name " + quoteForMessage(value) +
+                                        " must be 1-63 characters of a-z 0-9 and -, not starting "
+                                        "or ending with -"));
+    s.node_name = value;
   } else if (key == "listen") {
     if (auto r = checkListen(value, prefix); !r) return r;
     s.listen = value;
@@ -320,11 +327,12 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
 }
 
 Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kVars = {{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kVars = {{
       {"AIRLOCK_DEPLOYMENT_MODE", "deployment_mode"},
       {"AIRLOCK_AUTH_MODE", "auth_mode"},
       {"AIRLOCK_SANDBOX", "sandbox"},
       {"AIRLOCK_STATE_DIR", "state_dir"},
+      {"AIRLOCK_NODE_NAME", "node_name"},
       {"AIRLOCK_LISTEN", "listen"},
       {"AIRLOCK_SERVICE_TOKEN", "service_token"},
       {"AIRLOCK_REAPER_INTERVAL", "reaper_interval"},

@@ -52,6 +52,10 @@ struct Settings {
   AuthMode auth_mode = AuthMode::kDev;
   Mechanism sandbox = Mechanism::kLinux;
   std::string state_dir = "/run/airlock";
+  // This execution node's name, carried by every environment id it hands
+  // out ("<node>.<UUIDv7>", core/ids.h) so that a gateway can route to it;
+  // empty (the default, one node): ids are bare UUIDv7s.
+  std::string node_name;
   // "host:port"; host is an IPv4 literal, a bracketed IPv6 literal or
   // "localhost". Port 0 lets the kernel choose (tests).
   std::string listen = "127.0.0.1:8420";

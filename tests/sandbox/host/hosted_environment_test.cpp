@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "airlock/core/ids.h"
+
 namespace airlock::host {
 namespace {
 
@@ -82,8 +84,8 @@ TEST(ServiceShutdown, RaisingSetsTheFlagAndWakesItsFd) {
 TEST(InitRecord, NamesTheSandboxAndCopiesTheSpec) {
   SandboxRecord record;
   auto spec = specOf();
-  ASSERT_TRUE(initRecord(record, spec, true, std::chrono::seconds(60), "airlock-t-"));
-  EXPECT_FALSE(record.handle.environment_id.empty());
+  ASSERT_TRUE(initRecord(record, spec, true, std::chrono::seconds(60), "airlock-t-", ""));
+  EXPECT_TRUE(isUuid(record.handle.environment_id)) << record.handle.environment_id;
   EXPECT_EQ(record.handle.tenant_id, "tenant-a");
   EXPECT_EQ(record.handle.run_id, "run-1");
   EXPECT_EQ(record.handle.lease_epoch, 2);
@@ -96,9 +98,12 @@ TEST(InitRecord, NamesTheSandboxAndCopiesTheSpec) {
   EXPECT_FALSE(record.end_request->reason().has_value());
 
   SandboxRecord second;
-  ASSERT_TRUE(initRecord(second, spec, false, std::chrono::seconds(60), "airlock-t-"));
+  ASSERT_TRUE(initRecord(second, spec, false, std::chrono::seconds(60), "airlock-t-", "n2"));
   EXPECT_NE(second.handle.environment_id, record.handle.environment_id);
   EXPECT_FALSE(second.environment.count("HTTPS_PROXY"));
+  EXPECT_EQ(environmentIdNode(second.handle.environment_id), std::optional<std::string_view>("n2"))
+      << "a named node's ids carry its name";
+  EXPECT_EQ(second.cgroup_name, "airlock-t-" + second.handle.environment_id);
 }
 
 TEST(CgroupPrefixFor, IsStablePerStateDirectory) {

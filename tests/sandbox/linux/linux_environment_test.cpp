@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../../support/sandbox_cgroups.h"
+#include "airlock/core/ids.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/sys/unique_fd.h"
 #include "linux_test_support.h"
@@ -26,6 +27,28 @@ namespace airlock::testing {
 namespace {
 
 class LinuxEnvironmentTest : public SandboxTest {};
+
+TEST_F(LinuxEnvironmentTest, ANamedNodesEnvironmentIdsCarryItsName) {
+  EXPECT_EQ(environmentIdNode(handle_.environment_id), std::optional<std::string_view>(""))
+      << handle_.environment_id;
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  options.node_name = "exec-3";
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env) << env.error().message();
+  auto handle = (*env)->provision(linuxSpec(options));
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_EQ(environmentIdNode(handle->environment_id), std::optional<std::string_view>("exec-3"))
+      << handle->environment_id;
+  ExecutionCommand command;
+  command.argv = {"true"};
+  command.timeout_seconds = 30;
+  command.maximum_output_bytes = 1024;
+  auto ran = (*env)->execute(*handle, command);
+  ASSERT_TRUE(ran) << ran.error().message();
+  EXPECT_EQ(ran->exit_code, 0) << "the sandbox of a named node works as any other";
+  EXPECT_TRUE((*env)->destroy(*handle));
+}
 
 TEST_F(LinuxEnvironmentTest, CommandRunsAsNonRootUser) {
   auto r = run(shell("id -u; id -g"));

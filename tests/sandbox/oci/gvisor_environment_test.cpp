@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "airlock/core/ids.h"
 #include "airlock/sandbox/oci/gvisor_memory.h"
 #include "gvisor_fixture.h"
 #include "gvisor_test_support.h"
@@ -52,6 +53,27 @@ class GvisorSandboxTest : public GvisorFixture {
     return r ? *r : ExecutionResult{};
   }
 };
+
+// A node name in every environment id (core/ids.h), through runsc's
+// container id, the state directory and the cgroup names.
+class GvisorNamedNodeTest : public GvisorSandboxTest {
+ protected:
+  void tweakOptions(gvisor::GvisorEnvironmentOptions& options) override {
+    options.node_name = "exec-3";
+  }
+};
+
+TEST_F(GvisorNamedNodeTest, ANamedNodesEnvironmentIdsCarryItsName) {
+  EXPECT_EQ(environmentIdNode(handle_.environment_id), std::optional<std::string_view>("exec-3"))
+      << handle_.environment_id;
+  ExecutionCommand c;
+  c.argv = {"sh", "-c", "echo hi > f; cat f"};
+  c.timeout_seconds = 60;
+  c.maximum_output_bytes = 1024;
+  const ExecutionResult r = run(c);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_data, "hi\n") << "the sandbox of a named node works as any other";
+}
 
 TEST_F(GvisorSandboxTest, RunsAsTheSandboxUserWithNoCapabilitiesAndTheTier2Environment) {
   auto r = run(shell("id -u; id -g; grep CapEff /proc/self/status; echo \"$HOME $PWD\""));

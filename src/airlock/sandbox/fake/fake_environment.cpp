@@ -379,7 +379,7 @@ Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec
   }
   Sandbox sb;
   const Timestamp now = state_->now();
-  sb.handle.environment_id = newUuidV7(now);
+  sb.handle.environment_id = newEnvironmentId(state_->options.node_name, now);
   sb.handle.tenant_id = spec.tenant_id;
   sb.handle.run_id = spec.run_id;
   sb.handle.lease_epoch = spec.lease_epoch;

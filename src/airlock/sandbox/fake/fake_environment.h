@@ -87,6 +87,7 @@ struct FakeOptions {
   // Wall clock for created_at / expires_at and the expiry check. Simulated
   // run time does not advance it.
   std::function<Timestamp()> clock;  // empty: system_clock
+  std::string node_name;             // named by every environment id (core/ids.h); "": none
 };
 
 // Thread-safe: every method takes one internal mutex. Workspace handles keep

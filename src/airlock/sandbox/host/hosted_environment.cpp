@@ -71,11 +71,16 @@ Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& imag
 }
 
 Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
-                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix) {
+                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix,
+                        const std::string& node_name) {
   const Timestamp created =
       std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-  record.handle = EnvironmentHandle{newUuidV7(created), spec.tenant_id, spec.run_id,
-                                    spec.lease_epoch,   created,        created + service_hard_cap};
+  record.handle = EnvironmentHandle{newEnvironmentId(node_name, created),
+                                    spec.tenant_id,
+                                    spec.run_id,
+                                    spec.lease_epoch,
+                                    created,
+                                    created + service_hard_cap};
   record.cgroup_name = cgroup_prefix + record.handle.environment_id;
   record.limits = spec.limits;
   record.environment = spec.environment;

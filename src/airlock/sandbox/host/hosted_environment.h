@@ -120,12 +120,14 @@ Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& imag
                             const LimitCeilings& ceilings, bool has_egress_route,
                             const ServiceShutdown& shutdown);
 
-// A new sandbox's record: a fresh environment id (UUIDv7), created now,
+// A new sandbox's record: a fresh environment id naming `node_name`
+// (newEnvironmentId), created now,
 // expiring `service_hard_cap` later; the spec's limits and environment (with
 // the egress proxy variables when `egress`); cgroup `cgroup_prefix` + id;
 // its end request. ExecutionUnavailable when the end request cannot be made.
 Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
-                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix);
+                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix,
+                        const std::string& node_name);
 
 // "<tag><FNV-1a of state_dir, 8 hex>-": the name prefix of the cgroups of a
 // service with this state directory (each sweeps only its own).
@@ -169,7 +171,8 @@ class HostedEnvironment : public ExecutionEnvironment {
                                  policy_.has_egress_route, shutdown_);
     if (!egress) return tl::unexpected(egress.error());
     auto sb = std::make_shared<Sandbox>();
-    if (auto r = initRecord(*sb, spec, *egress, policy_.service_hard_cap, policy_.cgroup_prefix);
+    if (auto r = initRecord(*sb, spec, *egress, policy_.service_hard_cap, policy_.cgroup_prefix,
+                            policy_.node_name);
         !r)
       return tl::unexpected(r.error());
     UndoUnlessDismissed undo([&] { teardown(*sb); });
@@ -242,6 +245,7 @@ class HostedEnvironment : public ExecutionEnvironment {
     LimitCeilings ceilings;
     bool has_egress_route = false;  // egress may be asked for
     std::string cgroup_prefix;      // cgroup names: prefix + environment id
+    std::string node_name;          // named by every environment id; "": none
   };
   explicit HostedEnvironment(HostPolicy policy) : policy_(std::move(policy)) {}
 

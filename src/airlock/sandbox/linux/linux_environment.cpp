@@ -150,7 +150,8 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
   LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<host::CgroupDriver> cgroups,
                    SeccompProgram seccomp, std::string image_digest)
       : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
-                           options.egress_route != nullptr, cgroupNamePrefix(options.state_dir)}),
+                           options.egress_route != nullptr, cgroupNamePrefix(options.state_dir),
+                           options.node_name}),
         cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),

@@ -43,6 +43,9 @@ struct LinuxEnvironmentOptions {
   std::chrono::seconds service_hard_cap{1800};
   std::chrono::seconds start_budget{30};
   LimitCeilings ceilings = defaultCeilings();
+  // The execution node's name, carried by every environment id
+  // (core/ids.h newEnvironmentId); "": ids are bare UUIDv7s.
+  std::string node_name;
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
   // Where the connections of sandboxes with egress go (the egress proxy).
   // Null: a spec with egress enabled is refused (ExecutionRejected); a spec

@@ -339,7 +339,8 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
                     std::string image_digest)
       : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
                            options.egress_route != nullptr,
-                           host::cgroupPrefixFor("airlock-gv-", options.state_dir)}),
+                           host::cgroupPrefixFor("airlock-gv-", options.state_dir),
+                           options.node_name}),
         cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
