@@ -364,6 +364,25 @@ TEST_F(JobSpillTest, AStreamIsTextOnlyWhenAllOfItIsUtf8) {
   }
 }
 
+// A job that echoes its input while it reads it (`cat`): a send larger than
+// the pipes hold completes, because the pump keeps reading the job's output
+// while the send waits for room in its input.
+TEST_F(JobSpillTest, ASendLargerThanThePipesReachesAJobThatEchoesIt) {
+  openStore();
+  makeTable();
+  const std::string id = start("cat");
+  const std::string input(2 << 20, 'y');  // 2 MiB: far past stdin's and stdout's pipes
+  auto sent = call("job.send_last",
+                   Value::map({{"job_id", Value::string(id)}, {"data", Value::string(input)}}),
+                   std::chrono::seconds(30));
+  ASSERT_TRUE(std::holds_alternative<Value>(sent))
+      << "refused: " << std::get<Refusal>(sent).code << " " << std::get<Refusal>(sent).message;
+  auto st = waitTerminal(id);
+  ASSERT_FALSE(st.isNil());
+  EXPECT_EQ(uint(st.find("exit_code")), 0u);
+  EXPECT_EQ(uint(st.find("stdout")->find("cursor")), input.size()) << "every byte came back";
+}
+
 // A store that refuses the spill (here: larger than its per-artifact cap)
 // costs that stream its artifact and nothing else: state, exit code and
 // tail are the job's.

@@ -11,6 +11,7 @@
 #include "airlock/cli/run_plan.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/command_validation.h"
+#include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
 
 namespace airlock::cli {
@@ -76,6 +77,22 @@ TEST(Mechanisms, ADevelopmentMechanismNeedsThePermission) {
   auto microvm = createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
   ASSERT_FALSE(microvm);
   EXPECT_EQ(microvm.error().code, ErrorCode::kExecutionUnavailable);
+}
+
+TEST(Mechanisms, TheAdaptersEnvironmentIdsNameTheConfiguredNode) {
+  AdapterOptions options;
+  options.node_name = "node-9";
+  auto fake = createAdapter(Mechanism::kFake, options, DevelopmentMechanismsAllowed{});
+  ASSERT_TRUE(fake) << fake.error().message();
+  EnvironmentSpec spec;
+  spec.tenant_id = "t";
+  spec.run_id = "r";
+  spec.image_digest = fake->image_digest;
+  spec.limits = defaultLimits();
+  auto handle = fake->env->provision(spec);
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_EQ(environmentIdNode(handle->environment_id), std::optional<std::string_view>("node-9"))
+      << handle->environment_id;
 }
 
 TEST(PlanRun, DefaultsComeFromTheConfiguredLimits) {

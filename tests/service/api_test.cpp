@@ -290,7 +290,7 @@ TEST_F(ApiTest, AnExecutionIsCancelledByItsIdThroughItsOwnRoute) {
   EXPECT_EQ(call("GET", executions + "exec-7/cancel").status, 405);
   EXPECT_EQ(call("POST", executions + "exec-7/cancel?tenant_id=t2").status, 404)
       << "another tenant's environment is not found";
-  auto cancelled = call("POST", executions + "exec-7/cancel");
+  auto cancelled = call("POST", executions + "exec%2D7/cancel");  // percent-encoded "exec-7"
   running.join();
   EXPECT_EQ(cancelled.status, 204) << cancelled.body;
   EXPECT_EQ(end.status, 200) << end.body;
@@ -298,10 +298,23 @@ TEST_F(ApiTest, AnExecutionIsCancelledByItsIdThroughItsOwnRoute) {
   EXPECT_EQ(json::parse(lines[1])["result"]["killed_by"], "CANCELLED");
   EXPECT_EQ(json::parse(lines[1])["result"]["stdout"], "started\n");
   EXPECT_EQ(call("POST", executions + "exec-7/cancel").status, 404) << "over: not running";
+  EXPECT_EQ(call("POST", executions + "exec%2/cancel").status, 400) << "malformed encoding";
+  auto empty = call("POST", "/v1/environments/" + id + "/execute",
+                    R"({"argv": ["true"], "execution_id": ""})");
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_NE(message(empty).find("execution_id must not be empty"), std::string::npos);
   auto bad = call("POST", "/v1/environments/" + id + "/execute",
                   R"({"argv": ["true"], "execution_id": "has space"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(message(bad).find("execution_id"), std::string::npos) << message(bad);
+}
+
+TEST(PercentDecoded, DecodesAPathSegmentWherePlusIsAPlus) {
+  EXPECT_EQ(percentDecoded("job%3A1", false), "job:1");
+  EXPECT_EQ(percentDecoded("a+b", false), "a+b");
+  EXPECT_EQ(percentDecoded("a+b", true), "a b");
+  EXPECT_EQ(percentDecoded("%4", false), std::nullopt);
+  EXPECT_EQ(percentDecoded("%zz", false), std::nullopt);
 }
 
 TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {

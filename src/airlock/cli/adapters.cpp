@@ -24,8 +24,11 @@ MechanismOptions hostedOptions(const AdapterOptions& options, const std::string&
   return out;
 }
 
-Result<Adapter> fakeAdapter() {
-  auto env = std::make_unique<fake::FakeEnvironment>();
+Result<Adapter> fakeAdapter(const AdapterOptions& options) {
+  fake::FakeOptions fake_options;
+  fake_options.ceilings = options.ceilings;
+  fake_options.node_name = options.node_name;
+  auto env = std::make_unique<fake::FakeEnvironment>(std::move(fake_options));
   env->setFallback(fake::basicCommands);
   return Adapter{std::move(env), fake::kFakeImageDigest};
 }
@@ -70,7 +73,7 @@ Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options
                     "for production (use gvisor or microvm)");
   switch (mechanism) {
     case Mechanism::kFake:
-      return fakeAdapter();
+      return fakeAdapter(options);
     case Mechanism::kLinux:
       return linuxAdapter(options);
     case Mechanism::kGvisor:

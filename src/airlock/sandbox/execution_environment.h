@@ -256,7 +256,9 @@ class ExecutionEnvironment {
   // Cancels the running command of this sandbox that was started with
   // `execution_id` (ExecutionCommand::execution_id): it ends with killed_by
   // CANCELLED and the output it had written, as with a cancelled token; the
-  // call does not wait for that end. This is how a caller on the other side
+  // call does not wait for that end. A command that had already reached its
+  // end when the cancel arrived (its main process gone, its output read)
+  // reports that end instead. This is how a caller on the other side
   // of a wire cancels; the CancelToken of execute is the in-process form.
   // Errors: ToolValidationError (an empty or malformed id); EnvironmentGone
   // (unknown or destroyed handle); ExecutionRejected (another tenant's

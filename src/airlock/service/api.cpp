@@ -146,6 +146,10 @@ Result<ExecutionCommand> commandFrom(const json& body) {
   if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
     if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
     c.execution_id = eid->get<std::string>();
+    if (c.execution_id.empty())
+      return tl::unexpected(
+          badRequest("execution_id must not be empty: leave it out for an execution that is not "
+                     "cancelled by name"));
     if (auto valid = checkExecutionId(c.execution_id); !valid)
       return tl::unexpected(badRequest(valid.error().context));
   }
@@ -239,6 +243,24 @@ HttpResponse errorResponse(const Error& error) {
   return errorResponse(httpStatusFor(error.code), errorCodeName(error.code), error.message());
 }
 
+std::optional<std::string> percentDecoded(std::string_view raw, bool plus_is_space) {
+  std::string out;
+  for (std::size_t k = 0; k < raw.size(); ++k) {
+    if (raw[k] == '%') {
+      if (k + 2 >= raw.size()) return std::nullopt;
+      const int hi = hexValue(raw[k + 1]), lo = hexValue(raw[k + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      k += 2;
+    } else if (raw[k] == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(raw[k]);
+    }
+  }
+  return out;
+}
+
 std::optional<std::string> queryParam(const std::string& query, const std::string& name) {
   std::size_t i = 0;
   while (i <= query.size()) {
@@ -247,23 +269,8 @@ std::optional<std::string> queryParam(const std::string& query, const std::strin
     const std::string_view item(query.data() + i, amp - i);
     const std::size_t eq = item.find('=');
     if (item.substr(0, eq) == name) {
-      const std::string_view raw =
-          eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
-      std::string out;
-      for (std::size_t k = 0; k < raw.size(); ++k) {
-        if (raw[k] == '%') {
-          if (k + 2 >= raw.size()) return std::nullopt;
-          const int hi = hexValue(raw[k + 1]), lo = hexValue(raw[k + 2]);
-          if (hi < 0 || lo < 0) return std::nullopt;
-          out.push_back(static_cast<char>(hi * 16 + lo));
-          k += 2;
-        } else if (raw[k] == '+') {
-          out.push_back(' ');
-        } else {
-          out.push_back(raw[k]);
-        }
-      }
-      return out;
+      return percentDecoded(eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1),
+                            true);
     }
     i = amp + 1;
   }
@@ -395,7 +402,11 @@ HttpResponse Api::route(const HttpRequest& request) {
     }
     if (parts.size() == 6 && parts[3] == "executions" && parts[5] == "cancel") {
       if (m != "POST") return methodNotAllowed();
-      return cancelExecution(id, parts[4]);
+      auto execution_id = percentDecoded(parts[4], false);
+      if (!execution_id)
+        return errorResponse(
+            badRequest("the execution_id in the path is not valid percent-encoding"));
+      return cancelExecution(id, *execution_id);
     }
     if (parts.size() == 4 &&
         (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
@@ -624,8 +635,11 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
 HttpResponse Api::cancelExecution(const std::string& id, const std::string& execution_id) {
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  if (auto cancelled = env_.cancel(live->handle, execution_id); !cancelled)
+  if (auto cancelled = env_.cancel(live->handle, execution_id); !cancelled) {
+    // Gone from the adapter (expired or reaped): forget it too, as execute does.
+    if (cancelled.error().code == ErrorCode::kEnvironmentGone) (void)destroyTracked(id, nullptr);
     return errorResponse(cancelled.error());
+  }
   HttpResponse resp;
   resp.status = 204;
   resp.content_type.clear();

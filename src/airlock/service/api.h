@@ -288,5 +288,8 @@ class Api {
 
 // Percent-decodes a query parameter's value; nullopt when malformed.
 std::optional<std::string> queryParam(const std::string& query, const std::string& name);
+// Percent-decodes `raw` (a path segment; a query value with plus_is_space,
+// where "+" is a space); nullopt when a "%" is not followed by two hex digits.
+std::optional<std::string> percentDecoded(std::string_view raw, bool plus_is_space);
 
 }  // namespace airlock::service

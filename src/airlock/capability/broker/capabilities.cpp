@@ -435,7 +435,12 @@ struct Job {
   std::string id;
   std::vector<std::string> argv;
   std::unique_ptr<SideProcess> proc;
-  Mutex mu;  // guards the members below and writes to proc's stdin
+  // Orders job.send calls (one write to proc's stdin at a time). Never held
+  // with `mu`: the pump takes `mu` for every chunk of output, and a send that
+  // waited for room in stdin under `mu` would stop the very reads that let
+  // the job take its input.
+  Mutex send_mu;
+  Mutex mu;  // guards the members below
   CondVar cv;
   struct Stream {
     std::string tail;
@@ -692,7 +697,7 @@ wire::Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
   auto data = optionalData(ctx.args, "data");
   if (!data) return data.error();
   Job& j = **job;
-  MutexLock lk(j.mu);
+  MutexLock lk(j.send_mu);
   if (!j.proc->stdinOpen()) return Refusal{"job_refused", "the job's input is closed"};
   switch (j.proc->writeStdin(data->value_or(""), ctx.deadline, ctx.cancel.pollFd())) {
     case SideInputEnd::kWritten:

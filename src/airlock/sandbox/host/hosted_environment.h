@@ -339,12 +339,16 @@ class HostedEnvironment : public ExecutionEnvironment {
       if (!token) return tl::unexpected(token.error());
       by_id.emplace(std::move(*token));
     }
-    RunningCommand running(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
+    // Named for cancel() while the supervisor can act on it, not during the
+    // workspace scan after it.
+    std::optional<RunningCommand> running;
+    running.emplace(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
     auto result =
         superviseCommand(channel, sources,
                          SupervisionInputs{&run.command, admitted.timeout, admitted.expires_in,
                                            sb.limits.pids_max, run.cancel, shutdown_.fd(),
                                            &*sb.end_request, &run.sink, by_id ? &*by_id : nullptr});
+    running.reset();
     if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
     if (!result) return result;
     if (limits.after_supervision) limits.after_supervision(*result);
