@@ -107,11 +107,12 @@ struct RunOutput {
 };
 
 // --copy-in, then the command, or in code mode the program (whose outcome
-// and audit land in out.code); the command's or the program's result.
+// and audit land in `code`); the command's or the program's result.
 Result<ExecutionResult> runInSandbox(const RunPlan& plan, ExecutionEnvironment& env,
                                      const EnvironmentHandle& handle,
                                      const std::optional<LocalArtifactStore>& store,
-                                     const CancelToken& cancel, RunOutput& out) {
+                                     const CancelToken& cancel,
+                                     std::optional<capability::CodeRunResult>& code) {
   if (plan.copy_in) {
     auto ws = env.workspace(handle);
     if (!ws) return tl::unexpected(ws.error());
@@ -148,8 +149,8 @@ Result<ExecutionResult> runInSandbox(const RunPlan& plan, ExecutionEnvironment& 
     options->cancel = &cancel;
     auto ran = capability::runCode(env, handle, *options);
     if (!ran) return tl::unexpected(ran.error());
-    out.code = std::move(*ran);
-    return out.code->execution;
+    code = std::move(*ran);
+    return code->execution;
   }
   return env.execute(handle, plan.command, &cancel);
 }
@@ -256,7 +257,7 @@ int executeRun(RunPlan plan) {
 
   // From here on the sandbox exists and every path destroys it.
   RunOutput run;
-  run.result = runInSandbox(plan, env, *handle, *store, *token, run);
+  run.result = runInSandbox(plan, env, *handle, *store, *token, run.code);
 
   // --export: while the sandbox still exists, after the command. A failed
   // export is reported (after the result) and makes the status 125.
