@@ -85,9 +85,8 @@ PipedSideProcess::PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdo
 }
 
 SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
-  PipedSideProcess& p = *this;
   SidePumpOutcome outcome;
-  bool out_eof = p.stdoutFd() < 0, err_eof = p.stderrFd() < 0;
+  bool out_eof = stdoutFd() < 0, err_eof = stderrFd() < 0;
   bool deadline_passed = false;
   std::optional<Clock::time_point> drain_until;
   std::size_t stdin_off = 0;
@@ -98,13 +97,13 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
     if (eof) return;
     eof = true;
     if (hooks.output_ended) hooks.output_ended(is_out);
-    if (out_eof && err_eof) p.closeOutput();
+    if (out_eof && err_eof) closeOutput();
   };
   for (;;) {
     if (outcome.wait_status && out_eof && err_eof) return outcome;
     const auto now = Clock::now();
     if (!deadline_passed && hooks.deadline && now >= *hooks.deadline) {
-      p.killGroup();
+      killGroup();
       deadline_passed = true;
       outcome.end = SidePumpEnd::kDeadline;
       if (!hooks.continue_after_deadline) return outcome;
@@ -112,7 +111,7 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
     if (outcome.wait_status && !drain_until) {
       // Nothing left in the main process's group outlives it; what escaped
       // the group may still hold the pipes: they are drained briefly.
-      p.killGroup();
+      killGroup();
       drain_until = now + kSideDrain;
     }
     if (drain_until && now >= *drain_until) {
@@ -127,27 +126,27 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
       fds[n] = {fd, events, 0};
       index = static_cast<int>(n++);
     };
-    if (!out_eof) watch(p.stdoutFd(), POLLIN, i_out);
-    if (!err_eof) watch(p.stderrFd(), POLLIN, i_err);
-    if (feeds_stdin && p.stdin_.get() >= 0) watch(p.stdin_.get(), POLLOUT, i_in);
-    if (!outcome.wait_status) watch(p.exitFd(), POLLIN, i_exit);
+    if (!out_eof) watch(stdoutFd(), POLLIN, i_out);
+    if (!err_eof) watch(stderrFd(), POLLIN, i_err);
+    if (feeds_stdin && stdin_.get() >= 0) watch(stdin_.get(), POLLOUT, i_in);
+    if (!outcome.wait_status) watch(exitFd(), POLLIN, i_exit);
     if (hooks.stop_fd >= 0) watch(hooks.stop_fd, POLLIN, i_stop);
     const int rc = sys::pollSome(
         fds, n, waitMs(earliest(drain_until, deadline_passed ? std::nullopt : hooks.deadline)));
     if (rc < 0) {
-      p.killGroup();
+      killGroup();
       outcome.end = SidePumpEnd::kPollFailed;
       return outcome;
     }
     if (rc == 0) continue;  // a timeout or EINTR: look at the clock again
     if (i_stop >= 0 && (fds[i_stop].revents & POLLIN)) {
-      p.killGroup();
+      killGroup();
       outcome.end = SidePumpEnd::kStopped;
       return outcome;
     }
     for (auto [index, is_out] : {std::pair{i_out, true}, std::pair{i_err, false}}) {
       if (index < 0 || !(fds[index].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t got = sys::readSome(is_out ? p.stdoutFd() : p.stderrFd(), buf, sizeof buf);
+      const ssize_t got = sys::readSome(is_out ? stdoutFd() : stderrFd(), buf, sizeof buf);
       if (got < 0 && errno == EAGAIN) continue;
       if (got <= 0) {
         endStream(is_out);
@@ -158,20 +157,20 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
     if (i_in >= 0 && (fds[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const std::string_view data = *hooks.stdin_data;
       if (stdin_off < data.size()) {
-        const ssize_t w = sys::writeSome(p.stdin_.get(), data.data() + stdin_off,
+        const ssize_t w = sys::writeSome(stdin_.get(), data.data() + stdin_off,
                                          std::min<std::size_t>(data.size() - stdin_off, 65536));
         if (w > 0)
           stdin_off += static_cast<std::size_t>(w);
         else if (w < 0 && errno != EAGAIN)
-          p.closeStdin();
+          closeStdin();
       }
-      if (p.stdin_.get() >= 0 && stdin_off >= data.size()) p.closeStdin();
+      if (stdin_.get() >= 0 && stdin_off >= data.size()) closeStdin();
     }
     if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
-      if (auto status = p.exitStatus()) {
+      if (auto status = exitStatus()) {
         outcome.wait_status = status;
         if (hooks.exited) hooks.exited(*status);
-        if (feeds_stdin) p.closeStdin();
+        if (feeds_stdin) closeStdin();
       }
     }
   }
