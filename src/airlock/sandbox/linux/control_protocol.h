@@ -1,27 +1,7 @@
 // Messages between the execution service and a sandbox's init over one
 // SOCK_SEQPACKET socketpair (one message per packet). Internal to linux/.
 //
-// Service -> init:
-//   kGo        after uid/gid maps and cgroup membership are in place.
-//   kRun       header + payload "cwd\0argv0\0...envp0\0..." and SCM_RIGHTS
-//              [stdin read end (only if has_stdin), stdout write, stderr write].
-//   kEnd       end the command: kill every process in the sandbox except init
-//              (kill(-1) from the pid namespace's init: one whole-unit kill,
-//              a fork cannot slip past it), reap them all, answer kExited.
-//              Sent at a limit, a timeout or a cancel, and in the normal case
-//              once the main process has exited and stdout and stderr have
-//              reached end-of-file (every holder closed them).
-// Init -> service:
-//   kReady     setup done; SCM_RIGHTS [/workspace, /tmp, /dev/shm directory fds]
-//              (the service watches them fill up: DISK).
-//   kSetupFailed  step index + errno; init exits.
-//   kMainExited  wait status of the command's main process; the processes it
-//              started keep running until the service sends kEnd.
-//   kExited    answer to kEnd, once every process but init is gone: the main
-//              process's wait status (reaped in the kill if it was still
-//              running) and the CPU of everything the command ran.
-//   kRunFailed the command could not be started (status = errno: fork
-//              refused at the pids limit, or a malformed request).
+// Each message type says what it carries and when it is sent.
 #pragma once
 
 #include <cstdint>
@@ -29,15 +9,40 @@
 namespace airlock::linux_jail {
 
 enum class MessageType : std::uint32_t {
+  // Service -> init, from 1.
+  // After the uid/gid maps and cgroup membership are in place.
   kGo = 1,
-  kRun = 2,
-  kEnd = 3,
+  // Header + payload "cwd\0argv0\0...envp0\0..." and SCM_RIGHTS [stdin read
+  // end (only if has_stdin), stdout write, stderr write].
+  kRun,
+  // End the command: kill every process in the sandbox except init (kill(-1)
+  // from the pid namespace's init: one whole-unit kill, a fork cannot slip
+  // past it), reap them all, answer kExited. Sent at a limit, a timeout or a
+  // cancel, and in the normal case once the main process has exited and
+  // stdout and stderr have reached end-of-file (every holder closed them).
+  kEnd,
+
+  // Init -> service, from 10.
+  // Setup done; SCM_RIGHTS [/workspace, /tmp, /dev/shm directory fds] (the
+  // service watches them fill up: DISK).
   kReady = 10,
-  kSetupFailed = 11,
-  kExited = 12,
-  kRunFailed = 13,
-  kMainExited = 14,
+  // Step index + errno; init exits.
+  kSetupFailed,
+  // The answer to kEnd, once every process but init is gone: the main
+  // process's wait status (reaped in the kill if it was still running) and
+  // the CPU of everything the command ran.
+  kExited,
+  // The command could not be started (status = errno: fork refused at the
+  // pids limit, or a malformed request).
+  kRunFailed,
+  // The wait status of the command's main process; the processes it started
+  // keep running until the service sends kEnd.
+  kMainExited,
 };
+// The values on the wire: kGo..kEnd are 1..3, kReady..kMainExited 10..14
+// (each enumerator after the first of its direction counts up by one).
+static_assert(static_cast<std::uint32_t>(MessageType::kEnd) == 3 &&
+              static_cast<std::uint32_t>(MessageType::kMainExited) == 14);
 
 struct MessageHeader {
   MessageType type;

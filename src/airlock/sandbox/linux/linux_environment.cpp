@@ -164,11 +164,16 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
   void sweepOrphans();
 
  private:
+  // The state file, a host uid range, the cgroup and the capability
+  // directory, then init cloned into its namespaces (startInit).
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
+  // Init's pid namespace killed, the cgroup removed, the state dropped.
   void teardown(Sandbox& sb) override;
+  // kRun over init's control socket, supervised until kExited.
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
+  // Init killed at once, teardown once a running command has returned.
   void destroyTaken(std::shared_ptr<Sandbox> sb) override;
-  // Code mode (side_process.h).
+  // Code mode: a process entered into init's namespaces (side_process.h).
   Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<Sandbox>& sb,
                                                          const SideCommand& command) override;
   Result<void> startInit(Sandbox& sb);

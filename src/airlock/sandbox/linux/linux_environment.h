@@ -27,31 +27,15 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
-#include "airlock/sandbox/sandbox_baseline.h"
+#include "airlock/sandbox/mechanism_options.h"
 
 namespace airlock::linux_jail {
 
-struct LinuxEnvironmentOptions {
+// The shared settings (image, caps, node name, egress route) are
+// MechanismOptions'.
+struct LinuxEnvironmentOptions : MechanismOptions {
   // Lock files of live sandboxes (crash recovery) live here.
   std::string state_dir = "/run/airlock";
-  // The image: host directories bound read-only at the same path inside.
-  std::vector<std::string> image_dirs = {"/usr"};
-  // Host /etc entries that are part of the image (not secrets), bound
-  // read-only when present: the loader cache, Debian's alternatives, netbase's
-  // tables and the CA store (sandbox_baseline.h).
-  std::vector<std::string> image_etc = defaultImageEtc();
-  std::chrono::seconds service_hard_cap{1800};
-  std::chrono::seconds start_budget{30};
-  LimitCeilings ceilings = defaultCeilings();
-  // The execution node's name, carried by every environment id
-  // (core/ids.h newEnvironmentId); "": ids are bare UUIDv7s.
-  std::string node_name;
-  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
-  // Where the connections of sandboxes with egress go (the egress proxy).
-  // Null: a spec with egress enabled is refused (ExecutionRejected); a spec
-  // whose egress is deny, or allowlist with no destination, gets no network
-  // either way.
-  std::shared_ptr<EgressRoute> egress_route;
 };
 
 // Creates the adapter: detects the cgroup version, computes the image digest,

@@ -360,17 +360,29 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
   void sweepOrphans();
 
  private:
+  // Each hook of HostedEnvironment with the helpers it uses.
+
+  // The sandbox directory, the shim's sockets, the bundle, then runsc create
+  // and start, waiting for the shim's connection.
   Result<void> setUp(Sandbox& sb, const EnvironmentSpec& spec, bool egress) override;
-  void teardown(Sandbox& sb) override;
-  Result<ExecutionResult> runCommand(const CommandRun& run) override;
-  void destroyTaken(std::shared_ptr<Sandbox> sb) override;
-  Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<Sandbox>& sb,
-                                                         const SideCommand& command) override;
+  Result<void> start(Sandbox& sb);
   std::vector<std::string> runscArgs() const {
     return {options_.runsc_path, "--platform=" + options_.platform, "--network=none",
             "--host-uds=open", "--ignore-cgroups"};
   }
-  Result<void> start(Sandbox& sb);
+
+  // One request to the shim, supervised until kDone (ShimChannel).
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
+  // Code mode: a request on the shim's side channel, kept by a keeper.
+  Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<Sandbox>& sb,
+                                                         const SideCommand& command) override;
+
+  // The cgroup killed, runsc reaped, the mounts and directory removed.
+  void teardown(Sandbox& sb) override;
+  // Removes what a sandbox directory holds, whoever created it.
+  void eraseSandboxDir(const std::string& dir);
+  // Killed at once; the slow teardown goes to the teardown worker.
+  void destroyTaken(std::shared_ptr<Sandbox> sb) override;
   // Hands a killed sandbox to the teardown worker (started on first use).
   void enqueueTeardown(std::shared_ptr<Sandbox> sb) {
     std::lock_guard lk(teardown_mu_);
@@ -391,8 +403,6 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
       lk.lock();
     }
   }
-  // Removes what a sandbox directory holds, whoever created it.
-  void eraseSandboxDir(const std::string& dir);
 
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;

@@ -162,7 +162,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/execution_environment.h"
-#include "airlock/sandbox/sandbox_baseline.h"
+#include "airlock/sandbox/mechanism_options.h"
 
 namespace airlock::gvisor {
 
@@ -178,7 +178,9 @@ inline constexpr std::int64_t kSentryMemoryAllowance = 24ll << 20;
 // passed memory_bytes and none stalled the sandbox for good.
 inline constexpr std::int64_t kOomKillHeadroom = 16ll << 20;
 
-struct GvisorEnvironmentOptions {
+// The shared settings (image, caps, node name, egress route: attachListener
+// connects to it) are MechanismOptions'.
+struct GvisorEnvironmentOptions : MechanismOptions {
   // Lock files, bundles, runsc state and workspace mounts live here.
   std::string state_dir = "/run/airlock-gvisor";
   std::string runsc_path = "/usr/bin/runsc";
@@ -187,20 +189,6 @@ struct GvisorEnvironmentOptions {
   // airlock-gvisor-shim; empty: next to the running executable, then the
   // build tree's copy.
   std::string shim_path;
-  std::vector<std::string> image_dirs = {"/usr"};
-  std::vector<std::string> image_etc = defaultImageEtc();  // sandbox_baseline.h
-  std::chrono::seconds service_hard_cap{1800};
-  std::chrono::seconds start_budget{30};
-  LimitCeilings ceilings = defaultCeilings();
-  // The execution node's name, carried by every environment id
-  // (core/ids.h newEnvironmentId); "": ids are bare UUIDv7s.
-  std::string node_name;
-  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
-  // Where the connections of sandboxes with egress go (the egress proxy;
-  // attachListener). Null: a spec with egress enabled is refused
-  // (ExecutionRejected); a spec whose egress is deny, or allowlist with no
-  // destination, gets no network either way.
-  std::shared_ptr<EgressRoute> egress_route;
 };
 
 // Why this machine cannot run the mechanism (not root, runsc or the shim

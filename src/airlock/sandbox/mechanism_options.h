@@ -1,0 +1,45 @@
+// What every hosted mechanism (linux, gvisor) is configured with beyond its
+// own runtime: the image it binds, the service's caps and ceilings, the node
+// name its environment ids carry, and the egress route. A mechanism's
+// options struct derives from it and adds its state directory and runtime
+// settings (linux/linux_environment.h, oci/gvisor_environment.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "airlock/core/limits_defaults.h"
+#include "airlock/sandbox/egress_route.h"
+#include "airlock/sandbox/sandbox_baseline.h"
+
+namespace airlock {
+
+struct MechanismOptions {
+  // The image: host directories bound read-only at the same path inside.
+  std::vector<std::string> image_dirs = {"/usr"};
+  // Host /etc entries that are part of the image (not secrets), bound
+  // read-only when present: the loader cache, Debian's alternatives, netbase's
+  // tables and the CA store (sandbox_baseline.h).
+  std::vector<std::string> image_etc = defaultImageEtc();
+  // No environment lives longer than this, whatever its spec asks.
+  std::chrono::seconds service_hard_cap{1800};
+  // Longest a provision may take to bring a sandbox up.
+  std::chrono::seconds start_budget{30};
+  // The largest limits a spec or command may ask for (checkLimits).
+  LimitCeilings ceilings = defaultCeilings();
+  // The execution node's name, carried by every environment id
+  // (core/ids.h newEnvironmentId); "": ids are bare UUIDv7s.
+  std::string node_name;
+  // At most this many paths in an ExecutionResult's files_changed.
+  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
+  // Where the connections of sandboxes with egress go (the egress proxy).
+  // Null: a spec with egress enabled is refused (ExecutionRejected); a spec
+  // whose egress is deny, or allowlist with no destination, gets no network
+  // either way.
+  std::shared_ptr<EgressRoute> egress_route;
+};
+
+}  // namespace airlock
