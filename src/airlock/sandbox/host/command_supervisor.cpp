@@ -190,7 +190,8 @@ Overloaded(F...) -> Overloaded<F...>;
 
 class Lifecycle {
  public:
-  explicit Lifecycle(CommandChannel& channel) : channel_(channel) {}
+  Lifecycle(CommandChannel& channel, std::chrono::milliseconds kill_grace)
+      : channel_(channel), kill_grace_(kill_grace) {}
   void on(const Event& event) { state_ = next(event); }
   const State& state() const noexcept { return state_; }
   bool terminal() const noexcept {
@@ -213,6 +214,7 @@ class Lifecycle {
   State next(const Event& event);
 
   CommandChannel& channel_;
+  std::chrono::milliseconds kill_grace_;
   State state_ = Running{};
 };
 
@@ -259,11 +261,11 @@ State Lifecycle::next(const Event& event) {
             return state_;
           },
           [&](const TickEvent& e) -> State {
-            if (auto* s = std::get_if<Stopping>(&state_); s && e.now >= s->since + kKillGrace) {
+            if (auto* s = std::get_if<Stopping>(&state_); s && e.now >= s->since + kill_grace_) {
               channel_.abandon();  // no answer to the stop: nothing may keep running
               return Lost{s->reason};
             }
-            if (auto* d = std::get_if<Draining>(&state_); d && e.now >= d->since + kKillGrace)
+            if (auto* d = std::get_if<Draining>(&state_); d && e.now >= d->since + kill_grace_)
               return Finished{d->reason, d->status, d->cpu_usec};  // pipes held open: stop waiting
             return state_;
           },
@@ -310,7 +312,12 @@ class Supervision {
  public:
   Supervision(CommandChannel& channel, std::span<LimitSource* const> limits,
               const SupervisionInputs& in, OutputPump& pump, StdinFeeder& feeder)
-      : channel_(channel), limits_(limits), in_(in), pump_(pump), feeder_(feeder), life_(channel) {}
+      : channel_(channel),
+        limits_(limits),
+        in_(in),
+        pump_(pump),
+        feeder_(feeder),
+        life_(channel, in.kill_grace) {}
 
   Result<void> run(Clock::time_point started);
   const Lifecycle& life() const noexcept { return life_; }
@@ -411,22 +418,19 @@ Result<void> Supervision::run(Clock::time_point started) {
   const auto deadline = started + std::min(in_.timeout, in_.until_expiry);
   auto next_watch = started + kWatchInterval;
   while (!life_.terminal()) {
+    // Time is read before the poll and acted on after it: what the poll
+    // found (an answer to the stop, the pipes' end) counts first, so a
+    // supervisor starved of CPU past a deadline or the kill grace does not
+    // miss what arrived in time.
     const auto now = Clock::now();
-    if (life_.acceptsKill() && now >= deadline)
-      life_.on(KillEvent{expiry_first ? KillReason::kExpired : KillReason::kTimeout});
-    if (life_.acceptsKill() && now >= next_watch) {
-      if (auto hit = limitHit(limits_)) life_.on(KillEvent{*hit});
-      next_watch = now + kWatchInterval;
-    }
-    life_.on(TickEvent{now});
     if (!life_.mainRunning()) feeder_.close();
     if (!pump_.open()) life_.on(OutputClosedEvent{});
     if (life_.terminal()) break;
 
     const State& s = life_.state();
     Clock::time_point wake = std::min(deadline, next_watch);
-    if (auto* st = std::get_if<Stopping>(&s)) wake = st->since + kKillGrace;
-    if (auto* d = std::get_if<Draining>(&s)) wake = d->since + kKillGrace;
+    if (auto* st = std::get_if<Stopping>(&s)) wake = st->since + in_.kill_grace;
+    if (auto* d = std::get_if<Draining>(&s)) wake = d->since + in_.kill_grace;
     const auto wait_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     PollSet set = pollSet();
@@ -438,6 +442,15 @@ Result<void> Supervision::run(Clock::time_point started) {
       return failErrno(ErrorCode::kExecutionUnavailable, "poll", e);
     }
     if (rc > 0) dispatch(set);
+    if (life_.terminal()) break;
+
+    if (life_.acceptsKill() && now >= deadline)
+      life_.on(KillEvent{expiry_first ? KillReason::kExpired : KillReason::kTimeout});
+    if (life_.acceptsKill() && now >= next_watch) {
+      if (auto hit = limitHit(limits_)) life_.on(KillEvent{*hit});
+      next_watch = now + kWatchInterval;
+    }
+    life_.on(TickEvent{now});
   }
   return {};
 }

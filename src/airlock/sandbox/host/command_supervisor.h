@@ -22,7 +22,10 @@
 // * the end of a command: it ends when its main process has exited and
 //   stdout and stderr reached end-of-file, or at a kill; then the channel is
 //   told to stop (exactly once), and the supervisor waits, at most
-//   kKillGrace, for the channel to report that every process is gone;
+//   kKillGrace, for the channel to report that every process is gone (what
+//   the channel said is read before the grace is judged: a supervisor that
+//   was not scheduled for a while does not abandon an answer that came in
+//   time);
 // * the ExecutionResult: output, truncation flags, killed_by / timed_out or
 //   exit_code (128 + signal for a signalled main process), duration_ms,
 //   cpu_time_ms (the channel's report) and peak_memory_bytes (the limit
@@ -56,8 +59,11 @@
 namespace airlock::host {
 
 // How long a stopped command's channel has to report that every process is
-// gone, and how long the pipes may stay open after that.
-inline constexpr auto kKillGrace = std::chrono::seconds(5);
+// gone, and how long the pipes may stay open after that. Only a wedged
+// sandbox uses it up, so it is generous: on a loaded machine (two cores,
+// load average 60) linux inits took up to 2.5 s to kill and reap a command
+// and some more than 5 s, which a shorter grace turned into lost sandboxes.
+inline constexpr auto kKillGrace = std::chrono::seconds(20);
 // How often the limit sources are asked while a command runs.
 inline constexpr auto kWatchInterval = std::chrono::milliseconds(10);
 
@@ -180,6 +186,8 @@ struct SupervisionInputs {
   const ExecutionEnvironment::OutputSink* sink = nullptr;  // may be null or empty
   const CancelToken* cancel_by_id =
       nullptr;  // ExecutionEnvironment::cancel: CANCELLED; may be null
+  // How long the channel has to answer a stop (kKillGrace; tests shorten it).
+  std::chrono::milliseconds kill_grace = kKillGrace;
 };
 
 // Runs one command through `channel` to its end and builds its result

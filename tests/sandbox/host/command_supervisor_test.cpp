@@ -1,0 +1,133 @@
+// The command supervisor with a scripted channel: how it judges the kill
+// grace when the supervising thread itself was late.
+#include "airlock/sandbox/host/command_supervisor.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/sandbox/cancel_token.h"
+#include "airlock/sys/unique_fd.h"
+
+namespace airlock::host {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A channel whose command has started and runs until stop(); stop() makes
+// the "process" write its last bytes to stdout and close its pipes. The
+// answer to the stop (every process gone) is given by the test, through
+// answer(). Counts abandon().
+class ScriptedChannel final : public CommandChannel {
+ public:
+  ScriptedChannel() : event_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  Result<void> start(SandboxPipeEnds ends) override {
+    ends_ = std::move(ends);
+    return {};
+  }
+  int eventFd() const noexcept override { return event_.get(); }
+  bool readEvents(std::vector<ChannelEvent>& events) override {
+    std::uint64_t n = 0;
+    if (::read(event_.get(), &n, sizeof n) != sizeof n) return true;
+    for (auto& e : pending_) events.push_back(e);
+    pending_.clear();
+    return true;
+  }
+  bool stop() override {
+    ++stops;
+    const std::string_view tail = "last words\n";
+    EXPECT_EQ(::write(ends_.stdout_write.get(), tail.data(), tail.size()),
+              static_cast<ssize_t>(tail.size()));
+    ends_ = {};
+    return true;
+  }
+  void abandon() noexcept override { ++abandons; }
+  bool lost() const noexcept override { return false; }
+
+  // Every process is gone: the answer is there to read from now on.
+  void answer() {
+    pending_.push_back({ChannelEvent::Kind::kAllGone, 9, 4000});
+    const std::uint64_t one = 1;
+    EXPECT_EQ(::write(event_.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  }
+
+  int stops = 0;
+  int abandons = 0;
+
+ private:
+  sys::UniqueFd event_;
+  SandboxPipeEnds ends_;
+  std::vector<ChannelEvent> pending_;
+};
+
+// The channel answers the stop in time, but the supervising thread is held
+// up (here by its output sink; on a loaded machine by the scheduler) until
+// the grace has long passed. The answer was there before the grace ran out:
+// the supervisor reads it, reports the command's end with its CPU, and does
+// not abandon the sandbox. (The sink's busy wait stands for the thread not
+// being scheduled; nothing waits on it for synchronization.)
+TEST(CommandSupervisor, AnAnswerThatCameInTimeCountsWhenTheSupervisorIsLate) {
+  ScriptedChannel channel;
+  auto cancel = CancelToken::create();
+  ASSERT_TRUE(cancel) << cancel.error().message();
+  cancel->cancel();  // the command is cancelled at once: the stop follows
+  ExecutionCommand command;
+  command.argv = {"x"};
+  command.maximum_output_bytes = 1 << 20;
+  constexpr auto kGrace = 500ms;
+  ExecutionEnvironment::OutputSink sink = [&](ExecutionEnvironment::OutputStream,
+                                              std::string_view) {
+    channel.answer();
+    const auto until = std::chrono::steady_clock::now() + 3 * kGrace;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  SupervisionInputs in;
+  in.command = &command;
+  in.timeout = 60s;
+  in.until_expiry = 60s;
+  in.cancel = &*cancel;
+  in.sink = &sink;
+  in.kill_grace = kGrace;
+  auto r = superviseCommand(channel, {}, in);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(channel.stops, 1);
+  EXPECT_EQ(channel.abandons, 0) << "an answer that came in time was taken for none";
+  EXPECT_EQ(r->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(r->stdout_data, "last words\n");
+  EXPECT_EQ(r->cpu_time_ms, 4) << "the answer's CPU figure is reported";
+}
+
+// No answer at all: after the grace the sandbox is abandoned, and the
+// command still reports why it ended and what it wrote.
+TEST(CommandSupervisor, NoAnswerWithinTheGraceAbandonsTheSandbox) {
+  ScriptedChannel channel;
+  auto cancel = CancelToken::create();
+  ASSERT_TRUE(cancel) << cancel.error().message();
+  cancel->cancel();
+  ExecutionCommand command;
+  command.argv = {"x"};
+  command.maximum_output_bytes = 1 << 20;
+  SupervisionInputs in;
+  in.command = &command;
+  in.timeout = 60s;
+  in.until_expiry = 60s;
+  in.cancel = &*cancel;
+  in.kill_grace = 50ms;
+  auto r = superviseCommand(channel, {}, in);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(channel.abandons, 1);
+  EXPECT_EQ(r->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(r->stdout_data, "last words\n");
+  EXPECT_FALSE(r->cpu_time_ms);
+}
+
+}  // namespace
+}  // namespace airlock::host
