@@ -56,6 +56,21 @@ TEST(ParseSize, RejectsNegativesFractionsGarbageAndOverflow) {
   EXPECT_NE(parseSize("8388608T").error().context.find("too large"), std::string::npos);
 }
 
+// `--memory -- true` hands the option separator over as the value: the
+// error says the value is missing, not that "--" is negative.
+TEST(ParseUnits, AnOptionWhereTheValueShouldBeIsNamedAsAMissingValue) {
+  for (const char* bad : {"--", "-x", "--cpus"}) {
+    EXPECT_NE(parseSize(bad).error().context.find("the value is missing"), std::string::npos)
+        << bad;
+    EXPECT_NE(parseDuration(bad).error().context.find("the value is missing"), std::string::npos)
+        << bad;
+    EXPECT_NE(parseCpus(bad).error().context.find("the value is missing"), std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(parseCpus("-1").error().context.find("negative"), std::string::npos);
+  EXPECT_NE(parseDuration("-.5s").error().context.find("negative"), std::string::npos);
+}
+
 TEST(ParseSize, TheLargestValuesJustFit) {
   EXPECT_EQ(parseSize("9223372036854775807").value(), kMax);
   EXPECT_EQ(parseSize("8388607T").value(), 8388607LL << 40);

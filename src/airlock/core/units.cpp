@@ -110,6 +110,13 @@ constexpr std::string_view kDurationShape =
 constexpr std::string_view kCpuShape =
     "expected a number of CPUs like 1, 0.5 or 2.25, or millicores like 500m";
 
+// "-5" is a negative number; "--" or "-x" is an option where the value
+// should be (`--memory -- true`: the value is missing).
+bool startsNumber(std::string_view rest) noexcept {
+  return !rest.empty() && ((rest.front() >= '0' && rest.front() <= '9') || rest.front() == '.');
+}
+constexpr std::string_view kNotAValue = "is not a value (the value is missing?); ";
+
 // Shared shape of sizes and durations: digits, optional spaces, unit.
 template <class FactorFn>
 Result<std::int64_t> parseWithUnit(std::string_view what, std::string_view text,
@@ -118,6 +125,8 @@ Result<std::int64_t> parseWithUnit(std::string_view what, std::string_view text,
   std::string_view rest = trim(text);
   if (rest.empty()) return invalid(what, text, "empty; " + std::string(shape));
   if (rest.front() == '-') {
+    if (!startsNumber(rest.substr(1)))
+      return invalid(what, text, std::string(kNotAValue) + std::string(shape));
     return invalid(what, text, "must not be negative; " + std::string(shape));
   }
   std::int64_t number = 0;
@@ -164,6 +173,8 @@ Result<std::int64_t> parseCpus(std::string_view text) {
   std::string_view rest = trim(text);
   if (rest.empty()) return invalid("CPU count", text, "empty; " + std::string(kCpuShape));
   if (rest.front() == '-') {
+    if (!startsNumber(rest.substr(1)))
+      return invalid("CPU count", text, std::string(kNotAValue) + std::string(kCpuShape));
     return invalid("CPU count", text, "must not be negative; " + std::string(kCpuShape));
   }
   std::int64_t whole = 0;
