@@ -50,6 +50,7 @@
 
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/wire/frame.h"
+#include "airlock/sandbox/capability_channel.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace {
@@ -323,7 +324,12 @@ int main(int argc, char** argv) {
     l.push_back('\n');
     [[maybe_unused]] ssize_t n = ::write(null_fd, l.data(), l.size());
   };
-  auto session = cap::BrokerSession::open(dirfd.get(), std::move(opts), table);
+  auto channel = airlock::openDirectoryCapabilityChannel(std::move(dirfd));
+  if (!channel) {
+    std::fprintf(stderr, "capability channel: %s\n", channel.error().message().c_str());
+    return 1;
+  }
+  auto session = cap::BrokerSession::open(std::move(*channel), std::move(opts), table);
   if (!session) {
     std::fprintf(stderr, "BrokerSession::open: %s\n", session.error().message().c_str());
     return 1;

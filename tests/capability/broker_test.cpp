@@ -79,7 +79,7 @@ class BrokerTest : public ::testing::Test {
     o.shape = shape;
     o.policy.allowed = {"test.*", "proc.run", "notes.*"};
     o.audit = audit_.sink();
-    auto s = BrokerSession::open((dir ? dir : &dir_)->fd(), std::move(o),
+    auto s = BrokerSession::open((dir ? dir : &dir_)->channel(), std::move(o),
                                  table ? table : testTable(probe_));
     EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message());
     return s ? std::move(*s) : nullptr;
@@ -204,7 +204,7 @@ TEST_F(BrokerTest, PolicyRefusesACapabilityNotAllowed) {
 TEST_F(BrokerTest, UnknownCapabilityAndUnroutedPlatformModulesAreRefusedByName) {
   SessionOptions o;
   o.policy.allowed = {"*"};
-  auto s = BrokerSession::open(dir_.fd(), std::move(o), testTable(probe_));
+  auto s = BrokerSession::open(dir_.channel(), std::move(o), testTable(probe_));
   ASSERT_TRUE(s);
   WireClient c(socketPath());
   c.call((*s)->token(), "test.nope", Value::nil());
@@ -225,7 +225,7 @@ TEST_F(BrokerTest, PlatformRouteServesItsModule) {
   });
   SessionOptions o;
   o.policy.allowed = {"strand.*"};
-  auto s = BrokerSession::open(dir_.fd(), std::move(o), t);
+  auto s = BrokerSession::open(dir_.channel(), std::move(o), t);
   ASSERT_TRUE(s);
   WireClient c(socketPath());
   c.call((*s)->token(), "strand.roster", Value::nil());
@@ -513,7 +513,7 @@ TEST_F(BrokerTest, AuditLineEscapesItsStringsAndCountsTheFrame) {
   o.execution_id = "exec \"quoted\" \\ tab\t nl\n bad\xff utf8 \xc3\xa9";
   o.policy.allowed = {"test.*"};
   o.audit = audit_.sink();
-  auto opened = BrokerSession::open(dir_.fd(), std::move(o), testTable(probe_));
+  auto opened = BrokerSession::open(dir_.channel(), std::move(o), testTable(probe_));
   ASSERT_TRUE(opened);
   auto& s = *opened;
   WireClient c(socketPath());
@@ -536,6 +536,65 @@ TEST_F(BrokerTest, AuditLineEscapesItsStringsAndCountsTheFrame) {
   EXPECT_GT(lines[0]["ts_ms"].get<std::int64_t>(), 1700000000000);
   std::lock_guard lk(audit_.mu);
   EXPECT_EQ(audit_.lines[0].find('\n'), std::string::npos);
+}
+
+// What a channel was asked to do (RecordingChannel), kept by the test.
+struct ChannelLog {
+  std::vector<std::string> written;
+  std::vector<std::string> removed;
+  unsigned token_mode = 0;
+  bool token_for_sandbox_user = false;
+  std::string token;
+};
+
+// A channel that records its file writes and cannot listen.
+class RecordingChannel final : public CapabilityChannel {
+ public:
+  explicit RecordingChannel(std::shared_ptr<ChannelLog> log) : log_(std::move(log)) {}
+  Result<void> writeFile(std::string_view path, std::string_view contents, unsigned mode,
+                         CapabilityFileOwner owner) override {
+    log_->written.emplace_back(path);
+    if (path == capability::kTokenFileName) {
+      log_->token = std::string(contents);
+      log_->token_mode = mode;
+      log_->token_for_sandbox_user = owner == CapabilityFileOwner::kSandboxUser;
+    }
+    return {};
+  }
+  Result<void> removeFile(std::string_view path) override {
+    log_->removed.emplace_back(path);
+    return {};
+  }
+  Result<void> listen() override {
+    return fail(ErrorCode::kExecutionUnavailable, "this channel has no socket");
+  }
+  CapabilityWait waitForConnection(const CancelToken& /*stop*/) override {
+    return CapabilityWait::kClosed;
+  }
+  std::unique_ptr<CapabilityConnection> accept() override { return nullptr; }
+  bool connectionQueued() override { return false; }
+  void close() noexcept override {}
+
+ private:
+  std::shared_ptr<ChannelLog> log_;
+};
+
+TEST(BrokerOpenTest, WritesTheTokenThroughTheChannelAndTakesItBackWhenItCannotListen) {
+  auto log = std::make_shared<ChannelLog>();
+  auto s = BrokerSession::open(std::make_unique<RecordingChannel>(log), SessionOptions{}, nullptr);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().code, ErrorCode::kExecutionUnavailable);
+  EXPECT_NE(s.error().message().find("this channel has no socket"), std::string::npos)
+      << s.error().message();
+  EXPECT_EQ(log->written, std::vector<std::string>{"token"});
+  EXPECT_EQ(log->token.size(), 64u);
+  EXPECT_EQ(log->token_mode, 0400u);
+  EXPECT_TRUE(log->token_for_sandbox_user);
+  EXPECT_EQ(log->removed, std::vector<std::string>{"token"}) << "no token left behind";
+
+  auto none = BrokerSession::open(nullptr, SessionOptions{}, nullptr);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ErrorCode::kExecutionUnavailable);
 }
 
 TEST(PolicyTest, ExactNamesModuleWildcardsAndStar) {

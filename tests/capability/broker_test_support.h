@@ -13,15 +13,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "airlock/capability/wire/frame.h"
+#include "airlock/sandbox/capability_channel.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::testing {
 
-// A temporary directory used as a capability directory, with an O_PATH fd.
+// A temporary directory used as a capability directory, with an O_PATH fd,
+// and channels over it (the in-process channel the mechanisms hand out).
 class TempCapDir {
  public:
   TempCapDir() {
@@ -35,6 +38,13 @@ class TempCapDir {
   }
   const std::string& path() const { return path_; }
   int fd() const { return fd_.get(); }
+  // A new channel over the directory (a BrokerSession takes it); null, and
+  // the test failed, when it cannot be made.
+  std::unique_ptr<CapabilityChannel> channel() const {
+    auto c = openDirectoryCapabilityChannel(sys::UniqueFd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 3)));
+    EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+    return c ? std::move(*c) : nullptr;
+  }
 
  private:
   std::string path_;

@@ -281,7 +281,7 @@ TEST_F(CodeModeGvisorTest, DestroyEndsSideProcessesAndLeavesNothingBehind) {
   auto [out, status] = drain(**p);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   EXPECT_FALSE(env_->startSideProcess(handle_, side)) << "no side process in a destroyed sandbox";
-  EXPECT_FALSE(env_->openCapabilityDirectory(handle_));
+  EXPECT_FALSE(env_->openCapabilityChannel(handle_));
   p->reset();
   env_.reset();  // waits for the teardown worker
   EXPECT_EQ(processesNaming(state_.path()), 0);
@@ -298,7 +298,7 @@ TEST_F(CodeModeGvisorTest, AnotherTenantCannotReachTheChannelOrStartProcesses) {
   auto p = env_->startSideProcess(other, side);
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().code, ErrorCode::kExecutionRejected);
-  auto d = env_->openCapabilityDirectory(other);
+  auto d = env_->openCapabilityChannel(other);
   ASSERT_FALSE(d);
   EXPECT_EQ(d.error().code, ErrorCode::kExecutionRejected);
 }

@@ -181,6 +181,33 @@ def main():
   EXPECT_EQ(j["completed"]["writable"], false);
 }
 
+// The port's channel (openCapabilityChannel) reaches this sandbox's
+// /run/airlock, for the sandbox's tenant only and only while it lives.
+TEST_F(CodeModeLinuxTest, TheChannelWritesWhatTheSandboxSeesAndOnlyForItsTenant) {
+  EnvironmentHandle other = handle_;
+  other.tenant_id = "tenant-b";
+  auto refused = env_->openCapabilityChannel(other);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
+
+  auto channel = env_->openCapabilityChannel(handle_);
+  ASSERT_TRUE(channel) << channel.error().message();
+  ASSERT_TRUE((*channel)->writeFile("probe/seen.txt", "through the channel", 0400,
+                                    CapabilityFileOwner::kSandboxUser));
+  auto seen =
+      run(shell("cat /run/airlock/probe/seen.txt; stat -c ' %u %a' /run/airlock/probe/seen.txt"));
+  ASSERT_EQ(seen.exit_code, 0) << seen.stderr_data;
+  EXPECT_EQ(seen.stdout_data, "through the channel 1000 400\n");
+  ASSERT_TRUE((*channel)->removeFile("probe/seen.txt"));
+  EXPECT_NE(run(shell("test -e /run/airlock/probe/seen.txt")).exit_code, 0);
+
+  ASSERT_TRUE(env_->destroy(handle_));
+  EXPECT_FALSE(env_->openCapabilityChannel(handle_)) << "no channel of a destroyed sandbox";
+  auto h = env_->provision(linuxSpec(options_));  // TearDown destroys this one
+  ASSERT_TRUE(h);
+  handle_ = *h;
+}
+
 TEST_F(CodeModeLinuxTest, DestroyLeavesNoCapabilityDirectory) {
   auto r = runProgram("def main():\n    return 1\n");
   ASSERT_TRUE(outcome(r).contains("completed")) << describe(r);

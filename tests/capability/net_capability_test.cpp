@@ -187,7 +187,7 @@ TEST(NetCapability, TheRefusalCodeCrossesTheWireUnchanged) {
   s.net = net.services;
   capability::SessionOptions o;
   o.policy = capability::defaultCodeModePolicy();
-  auto session = capability::BrokerSession::open(dir.fd(), std::move(o),
+  auto session = capability::BrokerSession::open(dir.channel(), std::move(o),
                                                  capability::makeSandboxCapabilities(s));
   ASSERT_TRUE(session);
   testing::WireClient c(dir.path() + "/cap.sock");

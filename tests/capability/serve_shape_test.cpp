@@ -73,7 +73,7 @@ class ServeShapeTest : public ::testing::Test {
     capability::SessionOptions o;
     o.shape = BootShape::kServe;
     o.policy.allowed = {"test.*"};
-    auto s = BrokerSession::open(dir_.fd(), std::move(o), table);
+    auto s = BrokerSession::open(dir_.channel(), std::move(o), table);
     ASSERT_TRUE(s) << s.error().message();
     session_ = std::move(*s);
 

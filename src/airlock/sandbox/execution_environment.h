@@ -18,8 +18,8 @@
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/sandbox/cancel_token.h"
+#include "airlock/sandbox/capability_channel.h"
 #include "airlock/sandbox/workspace_file_stream.h"
-#include "airlock/sys/unique_fd.h"
 
 namespace airlock {
 
@@ -286,13 +286,16 @@ class ExecutionEnvironment {
     return fail(ErrorCode::kExecutionUnavailable, "this mechanism cannot start side processes");
   }
 
-  // The capability directory of a live sandbox: a new O_PATH directory fd,
-  // owned by the caller, of a directory that the sandbox sees read-only at
-  // kCapabilityDirInSandbox ("/run/airlock"). The broker creates the channel
-  // socket and the token file in it (through /proc/self/fd/N/...), owned by
-  // the directory's owner, which is the host uid of the sandbox user. No
-  // host path crosses the port. Errors as startSideProcess.
-  virtual Result<sys::UniqueFd> openCapabilityDirectory(const EnvironmentHandle& /*handle*/) {
+  // The capability channel of a live sandbox (capability_channel.h): the
+  // files the sandbox sees read-only at kCapabilityDirInSandbox
+  // ("/run/airlock") and the socket there its programs connect to. A new
+  // channel per call, owned by the caller (the broker writes the guest
+  // library, the program and the token file through it, and listens on
+  // it); files written by an earlier channel of the same sandbox are still
+  // there. No host fd or host path crosses the port. Errors as
+  // startSideProcess.
+  virtual Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
+      const EnvironmentHandle& /*handle*/) {
     return fail(ErrorCode::kExecutionUnavailable, "this mechanism has no capability channel");
   }
 

@@ -1,16 +1,8 @@
 #include "airlock/capability/broker/broker.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <cstring>
 #include <deque>
 #include <functional>
 #include <list>
@@ -21,13 +13,10 @@
 #include <vector>
 
 #include "airlock/core/thread_annotations.h"
-#include "airlock/sys/io.h"
 #include "airlock/sys/random.h"
-#include "airlock/sys/unique_fd.h"
 
 namespace airlock::capability {
 
-using sys::UniqueFd;
 using wire::Value;
 
 std::string_view ceilingClassName(CeilingClass c) noexcept {
@@ -164,7 +153,7 @@ struct Call {
 }  // namespace
 
 struct Connection {
-  UniqueFd fd;
+  std::unique_ptr<CapabilityConnection> stream;
   Mutex write_mu;
   bool write_broken GUARDED_BY(write_mu) = false;
   Mutex mu;
@@ -203,7 +192,7 @@ struct Connection {
     if (encoded.empty()) return false;
     MutexLock lk(write_mu);
     if (write_broken) return false;
-    if (!sys::sendAll(fd.get(), encoded.data(), encoded.size())) {
+    if (!stream->send(encoded)) {
       write_broken = true;
       return false;
     }
@@ -221,8 +210,8 @@ struct BrokerSession::Impl {
   std::shared_ptr<const CapabilityTable> table;
   std::string token;
   std::atomic<bool> token_revoked{false};
-  UniqueFd dir;  // O_PATH capability directory (for removal at finish)
-  UniqueFd listener;
+  // Set by open(), closed by finish(); the object lives as long as the session.
+  std::unique_ptr<CapabilityChannel> channel;
   std::optional<CancelToken> stop;
   std::thread acceptor;
   std::atomic<bool> finished{false};
@@ -399,21 +388,16 @@ struct BrokerSession::Impl {
 
 void BrokerSession::Impl::acceptLoop() {
   for (;;) {
-    pollfd p[2] = {{listener.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-    int rc = sys::pollSome(p, 2, -1);
-    if (rc == 0) continue;  // interrupted
-    if (rc < 0 || (p[1].revents & POLLIN)) return;
-    if (!(p[0].revents & POLLIN)) continue;
-    // Counted from before accept4 until the connection is in `connections`
+    if (channel->waitForConnection(*stop) != CapabilityWait::kConnection) return;
+    // Counted from before accept until the connection is in `connections`
     // (or dropped), in one critical section with that: a connection that
     // has left the listen queue is never missed by waitForConnectionsClosed.
     {
       MutexLock lk(mu);
       ++accepting;
     }
-    UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     auto conn = std::make_shared<Connection>();
-    conn->fd = std::move(fd);
+    conn->stream = channel->accept();
     MutexLock lk(mu);
     const bool stop_accepting = finished.load();
     if (!stop_accepting) admitConnection(conn);
@@ -423,18 +407,15 @@ void BrokerSession::Impl::acceptLoop() {
   }
 }
 
-// A connection just accepted (fd possibly invalid): served, or closed
-// unread.
+// A connection just accepted (its stream null when accept failed): served,
+// or closed unread.
 void BrokerSession::Impl::admitConnection(const std::shared_ptr<Connection>& conn) {
-  if (!conn->fd.valid()) return;
+  if (!conn->stream) return;
   // At most max_connections open at once: each holds a thread and may
   // buffer a whole frame. The rest are closed unread (the peer sees EOF).
   std::size_t open_now = 0;
   for (const auto& c : connections) open_now += c->closed.load() ? 0 : 1;
   if (open_now >= options.max_connections) return;
-  // A peer that stops reading must not stall a writer forever.
-  timeval tv{5, 0};
-  ::setsockopt(conn->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   try {
     conn->reader = std::thread([this, conn] { serveConnection(conn); });
   } catch (const std::system_error&) {
@@ -468,25 +449,23 @@ void BrokerSession::Impl::serveConnection(const std::shared_ptr<Connection>& con
           timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
       }
     }
-    ssize_t n = 0;
+    CapabilityRead got;
     if (calls_running) {
-      pollfd p[2] = {{conn->fd.get(), POLLIN, 0}, {stop->pollFd(), POLLIN, 0}};
-      int rc = sys::pollSome(p, 2, timeout_ms);
-      if (rc < 0 || (p[1].revents & POLLIN)) break;
-      if (rc == 0) continue;
-      if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+      // timeout_ms -1 is kNoTimeout.
+      got = conn->stream->read(buf, &*stop, std::chrono::milliseconds(timeout_ms));
+      if (got.status == CapabilityReadStatus::kStopped) break;
+      if (got.status == CapabilityReadStatus::kTimedOut) continue;
     } else {
       // No call of this connection in flight, so no deadline to watch and
       // nothing that can add one but this thread: block in read (one
       // syscall per frame instead of poll and read). finish() shuts the
       // read side down to wake it, after setting `finished`.
-      n = sys::readSome(conn->fd.get(), buf, sizeof buf);
+      got = conn->stream->read(buf);
       if (finished.load()) break;
     }
-    if (n <= 0) break;
+    if (got.status != CapabilityReadStatus::kData) break;
     const auto read_at = BrokerClock::now();
-    decoder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+    decoder.feed(std::string_view(buf, got.bytes));
     for (;;) {
       auto ev = decoder.next();
       if (std::holds_alternative<wire::FrameDecoder::NeedMore>(ev)) break;
@@ -568,7 +547,7 @@ void BrokerSession::Impl::serveConnection(const std::shared_ptr<Connection>& con
     while (conn->workers != 0) conn->workers_done.wait(conn->mu);
   }
   conn->closed.store(true);
-  ::shutdown(conn->fd.get(), SHUT_RDWR);
+  conn->stream->shutdown();
   MutexLock lk(mu);
   closed_cv.notifyAll();
   for (auto& [id, pending] : pending_hooks) {
@@ -768,7 +747,9 @@ OutcomeReport BrokerSession::outcome() const {
 }
 
 Result<std::unique_ptr<BrokerSession>> BrokerSession::open(
-    int capability_dir, SessionOptions options, std::shared_ptr<const CapabilityTable> table) {
+    std::unique_ptr<CapabilityChannel> channel, SessionOptions options,
+    std::shared_ptr<const CapabilityTable> table) {
+  if (!channel) return fail(ErrorCode::kExecutionUnavailable, "no capability channel");
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->audit_execution.clear();
@@ -780,46 +761,18 @@ Result<std::unique_ptr<BrokerSession>> BrokerSession::open(
   auto stop = CancelToken::create();
   if (!stop) return tl::unexpected(stop.error());
   impl->stop.emplace(std::move(*stop));
-  impl->dir.reset(::fcntl(capability_dir, F_DUPFD_CLOEXEC, 3));
-  if (!impl->dir.valid())
-    return failErrno(ErrorCode::kExecutionUnavailable, "dup capability directory", errno);
-  const int dir = impl->dir.get();
-  struct stat st {};
-  if (::fstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return fail(ErrorCode::kExecutionUnavailable, "the capability directory is not a directory");
-
-  // The token file: written under a temporary name, then renamed, so the
-  // program never reads half a token.
-  {
-    const std::string tmp = std::string(kTokenFileName) + ".new";
-    ::unlinkat(dir, tmp.c_str(), 0);
-    UniqueFd fd(
-        ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400));
-    if (!fd.valid())
-      return failErrno(ErrorCode::kExecutionUnavailable, "create the token file", errno);
-    if (!sys::writeAll(fd.get(), impl->token.data(), impl->token.size()) ||
-        ::fchown(fd.get(), st.st_uid, st.st_gid) != 0 || ::fchmod(fd.get(), 0400) != 0 ||
-        ::renameat(dir, tmp.c_str(), dir, std::string(kTokenFileName).c_str()) != 0)
-      return failErrno(ErrorCode::kExecutionUnavailable, "write the token file", errno);
+  impl->channel = std::move(channel);
+  // The token file is replaced atomically (writeFile), so the program never
+  // reads half a token.
+  if (auto r = impl->channel->writeFile(kTokenFileName, impl->token, 0400,
+                                        CapabilityFileOwner::kSandboxUser);
+      !r)
+    return tl::unexpected(
+        Error{r.error().code, r.error().sys_errno, "write the token file: " + r.error().context});
+  if (auto r = impl->channel->listen(); !r) {
+    (void)impl->channel->removeFile(kTokenFileName);
+    return tl::unexpected(r.error());
   }
-  // The socket, bound through the directory fd: no host path is needed.
-  impl->listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!impl->listener.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "socket", errno);
-  const std::string name(kSocketName);
-  ::unlinkat(dir, name.c_str(), 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string path = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
-  if (path.size() >= sizeof addr.sun_path)
-    return fail(ErrorCode::kExecutionUnavailable, "socket path too long");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  if (::bind(impl->listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "bind the capability socket", errno);
-  if (::fchownat(dir, name.c_str(), st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) != 0 ||
-      ::fchmodat(dir, name.c_str(), 0600, 0) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "set the capability socket's owner", errno);
-  if (::listen(impl->listener.get(), 64) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "listen on the capability socket", errno);
   Impl* raw = impl.get();
   impl->acceptor = std::thread([raw] { raw->acceptLoop(); });
   return std::unique_ptr<BrokerSession>(new BrokerSession(std::move(impl)));
@@ -838,15 +791,14 @@ void BrokerSession::finish() {
     s.working_tokens.clear();
   }
   // A reader with no call in flight waits in read(), not on `stop`.
-  for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RD);
+  for (auto& c : conns) c->stream->shutdownRead();
   for (auto& c : conns)
     if (c->reader.joinable()) c->reader.join();
   // Every call has answered (each reader waited for its connection's).
   s.stopPool();
-  ::unlinkat(s.dir.get(), std::string(kSocketName).c_str(), 0);
-  ::unlinkat(s.dir.get(), std::string(kTokenFileName).c_str(), 0);
+  s.channel->close();  // the acceptor is joined: nothing waits on the channel
+  (void)s.channel->removeFile(kTokenFileName);
   MutexLock lk(s.mu);
-  s.listener.reset();  // under mu: waitForConnectionsClosed polls it
   s.hooks_cv.notifyAll();
 }
 
@@ -854,14 +806,10 @@ bool BrokerSession::waitForConnectionsClosed(std::chrono::milliseconds timeout) 
   Impl& s = *impl_;
   const auto until = BrokerClock::now() + timeout;
   // Connections still in the listen queue count too: wait for the acceptor
-  // to take them.
+  // to take them (connectionQueued may run while the acceptor waits or
+  // accepts; it is false once finish() has closed the channel).
   while (BrokerClock::now() < until) {
-    {
-      MutexLock lk(s.mu);
-      if (s.finished.load() || !s.listener.valid()) break;
-      pollfd p{s.listener.get(), POLLIN, 0};
-      if (sys::pollSome(&p, 1, 0) <= 0) break;
-    }
+    if (s.finished.load() || !s.channel->connectionQueued()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   MutexLock lk(s.mu);

@@ -2,12 +2,12 @@
 // channel (spec 001, "Wire", "Invariants"; docs/capabilities.md;
 // the frames are docs/wire.md).
 //
-// One BrokerSession per execution. It owns a listening UNIX stream socket
-// ("cap.sock") and a token file ("token", 64 hex characters, mode 0400)
-// created in the sandbox's capability directory (an O_PATH directory fd from
-// ExecutionEnvironment::openCapabilityDirectory; both files get the
-// directory's owner, the sandbox user). The program connects (any number of
-// connections) and sends frames; for each `cap_call` the broker checks, in
+// One BrokerSession per execution. It owns the sandbox's capability channel
+// (sandbox/capability_channel.h, from
+// ExecutionEnvironment::openCapabilityChannel): it writes the token file
+// ("token", 64 hex characters, mode 0400, the sandbox user's) through it and
+// listens on its socket ("cap.sock", the sandbox user's, 0600). The program
+// connects (any number of connections) and sends frames; for each `cap_call` the broker checks, in
 // this order, and answers a refusal named by its code:
 //   1. the token, compared in constant time; a token of a finished session
 //      or of another execution is refused            -> "bad_token"
@@ -60,13 +60,14 @@
 #include "airlock/capability/wire/value.h"
 #include "airlock/core/error.h"
 #include "airlock/sandbox/cancel_token.h"
+#include "airlock/sandbox/capability_channel.h"
 
 namespace airlock::capability {
 
 using BrokerClock = std::chrono::steady_clock;
 
 // Names of the files the broker creates in the capability directory.
-inline constexpr std::string_view kSocketName = "cap.sock";
+inline constexpr std::string_view kSocketName = kCapabilitySocketName;
 inline constexpr std::string_view kTokenFileName = "token";
 
 enum class BootShape { kRun, kServe };
@@ -172,10 +173,12 @@ struct OutcomeReport {
 
 class BrokerSession {
  public:
-  // Creates the socket and the token file in `capability_dir` (an O_PATH
-  // directory fd; not kept) and starts accepting. Errors:
-  // ExecutionUnavailable (socket, bind or file creation failed).
-  static Result<std::unique_ptr<BrokerSession>> open(int capability_dir, SessionOptions options,
+  // Writes the token file through `channel` (kept until the session is
+  // destroyed), listens on it and starts accepting. Errors:
+  // ExecutionUnavailable (the token file or the socket could not be made;
+  // a token file already written is removed again).
+  static Result<std::unique_ptr<BrokerSession>> open(std::unique_ptr<CapabilityChannel> channel,
+                                                     SessionOptions options,
                                                      std::shared_ptr<const CapabilityTable> table);
 
   // finish().
@@ -184,7 +187,8 @@ class BrokerSession {
   // Ends the session: the token is revoked (any later call with it is
   // refused, even on a new session in the same directory), every call in
   // flight is cancelled and its thread joined, every connection is closed,
-  // and the socket and token file are removed. Idempotent.
+  // and the channel stops listening; the socket and token file are removed
+  // through it. Idempotent.
   void finish();
 
   // The token's bytes (as written to the token file), for tests and for a

@@ -59,10 +59,12 @@ nlohmann::json outcomeToJson(const OutcomeReport& report) {
 
 Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle& handle,
                               const CodeRunOptions& options) {
-  auto dir = env.openCapabilityDirectory(handle);
-  if (!dir) return tl::unexpected(dir.error());
-  if (auto r = installGuestFiles(dir->get()); !r) return tl::unexpected(r.error());
-  if (auto r = writeCapabilityFile(dir->get(), "program/main.py", options.program, 0644); !r)
+  auto channel = env.openCapabilityChannel(handle);
+  if (!channel) return tl::unexpected(channel.error());
+  if (auto r = installGuestFiles(**channel); !r) return tl::unexpected(r.error());
+  if (auto r = (*channel)->writeFile("program/main.py", options.program, 0644,
+                                     CapabilityFileOwner::kService);
+      !r)
     return tl::unexpected(r.error());
 
   // Written by the session's threads until it is reset.
@@ -93,7 +95,7 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   services.schedule = options.schedule;
   services.job_spill = options.job_spill;
   auto table = makeSandboxCapabilities(services);
-  auto session = BrokerSession::open(dir->get(), std::move(so), std::move(table));
+  auto session = BrokerSession::open(std::move(*channel), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());
 
   ExecutionCommand command = options.limits;

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
+#include "airlock/sandbox/capability_channel.h"
 
 namespace airlock::capability {
 
@@ -29,14 +30,9 @@ inline constexpr std::string_view kGuestCapCommand = "/run/airlock/bin/cap";
 inline constexpr std::string_view kSocketInSandbox = "/run/airlock/cap.sock";
 inline constexpr std::string_view kTokenFileInSandbox = "/run/airlock/token";
 
-// Writes a file into the capability directory (an O_PATH directory fd),
-// creating missing parent directories (0755); the file is replaced
-// atomically (temporary name, then rename) with `mode`. Paths are relative
-// and must not contain "..". Errors: ExecutionUnavailable.
-Result<void> writeCapabilityFile(int capability_dir, std::string_view path,
-                                 std::string_view contents, unsigned mode);
-
-// Writes every guest file (0644; 0755 for executables).
-Result<void> installGuestFiles(int capability_dir);
+// Writes every guest file through the sandbox's capability channel
+// (CapabilityChannel::writeFile: the service's, 0644; 0755 for
+// executables). Errors: ExecutionUnavailable.
+Result<void> installGuestFiles(CapabilityChannel& channel);
 
 }  // namespace airlock::capability

@@ -3,7 +3,7 @@
 // the checks and bookkeeping of provision (spec 000, "The three methods and
 // what may fail"), the service's shutdown signal, and the port methods that
 // only look a sandbox up (execute's non-streaming form, workspace, the
-// capability directory). A mechanism derives its adapter from
+// capability channel). A mechanism derives its adapter from
 // HostedEnvironment<its record> and its record from SandboxRecord, and
 // writes only provision, executeStreaming, destroy and side processes.
 #pragma once
@@ -27,6 +27,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/thread_annotations.h"
 #include "airlock/core/types.h"
+#include "airlock/sandbox/capability_channel.h"
 #include "airlock/sandbox/execution_environment.h"
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
@@ -208,14 +209,17 @@ class HostedEnvironment : public ExecutionEnvironment {
     return std::shared_ptr<WorkspaceHandle>(
         std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
   }
-  Result<sys::UniqueFd> openCapabilityDirectory(const EnvironmentHandle& handle) final {
+  // The registry's lookup (another tenant's handle refused), then the
+  // in-process channel over the record's capability directory.
+  Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
+      const EnvironmentHandle& handle) final {
     auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
     sys::UniqueFd fd(
         ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid())
       return failErrno(ErrorCode::kExecutionUnavailable, "open the capability directory", errno);
-    return fd;
+    return openDirectoryCapabilityChannel(std::move(fd));
   }
   // The sandbox leaves the registry and its running command is told why it
   // ends (beginDestroy), then the mechanism's destroyTaken. Idempotent: a

@@ -13,7 +13,7 @@
 //     tenant (SandboxEscapeSuspected, "environment does not belong to this
 //     tenant"); HandleMatch::kTenantRefused too, refusing with
 //     ExecutionRejected (code mode's side processes and capability
-//     directory); HandleMatch::kOwner the tenant, run and lease epoch
+//     channel); HandleMatch::kOwner the tenant, run and lease epoch
 //     (SandboxEscapeSuspected, command_admission.h ownerMismatch; the caller
 //     then destroys the sandbox).
 //
@@ -42,7 +42,7 @@ namespace airlock::host {
 // Which fields of a handle must be the sandbox record's.
 enum class HandleMatch {
   kTenant,         // workspace
-  kTenantRefused,  // side processes, the capability directory
+  kTenantRefused,  // side processes, the capability channel
   kOwner,          // execute: tenant, run and lease epoch
 };
 

@@ -49,7 +49,7 @@ struct JailPlanInputs {
   std::vector<std::string> image_etc;
   // Host directory bound read-only at /run/airlock (code mode: the
   // capability socket and token file, execution_environment.h
-  // openCapabilityDirectory); empty: none.
+  // openCapabilityChannel); empty: none.
   std::string capability_dir;
   ResourceLimits limits;
   uid_t sandbox_uid = 1000;  // inside the user namespace

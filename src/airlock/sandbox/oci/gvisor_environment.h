@@ -103,12 +103,12 @@
 // returns; the directory goes with the sandbox directory.
 //
 // Code mode (spec 001; docs/capabilities.md; the port's
-// openCapabilityDirectory and startSideProcess):
+// openCapabilityChannel and startSideProcess):
 // * The capability directory: <state>/sandboxes/<id>/cap, created at
 //   provision (0755, owned by uid/gid 1000: no user namespace here, so the
 //   broker's token file, 0400 and given the directory's owner, is readable by
 //   the sandbox user inside and by no other), bound read-only at
-//   /run/airlock. The broker binds its socket there on the host; a program
+//   /run/airlock. The broker's channel binds its socket there on the host; a program
 //   connects to it through runsc's --host-uds=open (the gofer connects on
 //   its behalf; bind mounts are revalidated, file-access-mounts=shared, so
 //   files the broker creates after the start are seen). It goes with the
