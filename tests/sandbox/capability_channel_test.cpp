@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "test_tree.h"
+
 namespace airlock {
 namespace {
 
@@ -45,18 +47,8 @@ bool exists(const std::string& path) {
 // <root>/cap is the capability directory; <root> is outside it.
 class CapabilityChannelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/airlock-capchan-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/cap";
-    ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0);
-  }
-  void TearDown() override {
-    channel_.reset();
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
+  void SetUp() override { ASSERT_EQ(::mkdir(dir_.c_str(), 0755), 0); }
+  void TearDown() override { channel_.reset(); }  // before the tree goes
 
   // The channel over dir_, opened now (after any chown of the test).
   CapabilityChannel& channel() {
@@ -101,8 +93,9 @@ class CapabilityChannelTest : public ::testing::Test {
     return *token_;
   }
 
-  std::string root_;
-  std::string dir_;
+  workspace::testing::TempDir tree_;  // removed after the channel (TearDown)
+  std::string root_ = tree_.path();
+  std::string dir_ = root_ + "/cap";
   std::unique_ptr<CapabilityChannel> channel_;
   UniqueFd client_;
   std::optional<CancelToken> token_;
