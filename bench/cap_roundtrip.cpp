@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
   EchoServer echo(dir + "/echo.sock");
   ThreadEchoServer thread_echo(dir + "/thread-echo.sock");
 
-  Client broker_client(connectTo(dir + "/" + std::string(cap::kSocketName)), token);
+  Client broker_client(connectTo(dir + "/" + std::string(airlock::kCapabilitySocketName)), token);
   Client echo_client(connectTo(echo.path()), token);
   Client thread_client(connectTo(thread_echo.path()), token);
 

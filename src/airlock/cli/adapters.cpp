@@ -12,15 +12,16 @@ namespace airlock::cli {
 
 namespace {
 
-// What every hosted mechanism's options take from the front end's. The
-// state directory is the mechanism's own.
-template <class MechanismOptions>
-MechanismOptions hostedOptions(const AdapterOptions& options, const std::string& state_dir) {
-  MechanismOptions out;
+// A hosted mechanism's options (derived from MechanismOptions): the shared
+// part from the front end's, and the mechanism's own state directory.
+template <class Options>
+Options hostedOptions(const AdapterOptions& options, const std::string& state_dir) {
+  Options out;
+  MechanismOptions& shared = out;
+  shared.egress_route = options.egress_route;
+  shared.ceilings = options.ceilings;
+  shared.node_name = options.node_name;
   out.state_dir = state_dir;
-  out.egress_route = options.egress_route;
-  out.ceilings = options.ceilings;
-  out.node_name = options.node_name;
   return out;
 }
 

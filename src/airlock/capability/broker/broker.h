@@ -66,8 +66,8 @@ namespace airlock::capability {
 
 using BrokerClock = std::chrono::steady_clock;
 
-// Names of the files the broker creates in the capability directory.
-inline constexpr std::string_view kSocketName = kCapabilitySocketName;
+// The token file the broker writes in the capability directory (the socket
+// beside it is the channel's, kCapabilitySocketName).
 inline constexpr std::string_view kTokenFileName = "token";
 
 enum class BootShape { kRun, kServe };
