@@ -4,7 +4,7 @@
 // and every directory below a v1 hierarchy's sandbox parent
 // (<hierarchy>/airlock/<name>; see kSandboxCgroupParent in
 // src/airlock/sandbox/host/cgroup.h). The sandbox parent itself is listed
-// too: it goes with the last sandbox.
+// too: it goes with the last driver that holds it.
 #pragma once
 
 #include <dirent.h>

@@ -61,6 +61,23 @@ std::string leftBehind(const FakeCgroupFs& fs) {
   return out;
 }
 
+// Drops one holder of the sandboxes' parent: a driver or a cgroup.
+void release(std::unique_ptr<Cgroup>& cgroup) {
+  cgroup.reset();
+}
+template <typename T>
+void release(Result<std::unique_ptr<T>>& held) {
+  if (held) held->reset();
+}
+
+// The directories still there once every holder of the sandboxes' parent
+// (the driver and its cgroups) is gone, or "".
+template <typename... Held>
+std::string leftBehindOnceReleased(const FakeCgroupFs& fs, Held&... held) {
+  (release(held), ...);
+  return leftBehind(fs);
+}
+
 // A v2 hierarchy at /cg with the three controllers.
 CgroupMounts v2Mounts() {
   CgroupMounts m;
@@ -135,9 +152,11 @@ TEST(CgroupV2, CreateWritesEveryLimit) {
   EXPECT_FALSE(fs->dirs.count("/cg/airlock/airlock-x"));
 }
 
-// Every sandbox sits below one parent with the controllers delegated to it;
-// the parent stays while any sandbox is in it and goes with the last.
-TEST(CgroupV2, SandboxesShareOneParentThatGoesWithTheLast) {
+// Every sandbox sits below one parent with the controllers delegated to it.
+// The parent stays while the driver or any of its cgroups lives, so a cycle
+// of sandboxes does not make it again each time, and goes with the last of
+// them.
+TEST(CgroupV2, SandboxesShareOneParentThatStaysWhileItsDriverLives) {
   auto fs = std::make_shared<FakeCgroupFs>();
   auto driver = makeCgroupDriver(v2Mounts(), fs);
   ASSERT_TRUE(driver);
@@ -148,9 +167,35 @@ TEST(CgroupV2, SandboxesShareOneParentThatGoesWithTheLast) {
   EXPECT_EQ((*driver)->list("airlock-p"), (std::vector<std::string>{"airlock-p1", "airlock-p2"}));
   EXPECT_EQ((*a)->memoryDirectory(), "/cg/airlock/airlock-p1");
   ASSERT_TRUE((*a)->remove());
-  EXPECT_TRUE(fs->dirs.count("/cg/airlock"));
   ASSERT_TRUE((*b)->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehind(*fs), "/cg/airlock ");
+  auto again = (*driver)->create("airlock-p3", limits());
+  ASSERT_TRUE(again) << again.error().message();
+  ASSERT_TRUE((*again)->remove());
+  release(driver);
+  EXPECT_EQ(leftBehind(*fs), "/cg/airlock ") << "a cgroup of the driver still holds the parent";
+  release(a);
+  release(b);
+  EXPECT_EQ(leftBehindOnceReleased(*fs, again), "");
+}
+
+// Two services on one machine share the parent: the one that goes first
+// leaves it to the other's sandbox, and the last one removes it.
+TEST(CgroupV1, TheParentOutlivesADriverWhileAnotherServicesSandboxIsInIt) {
+  auto fs = std::make_shared<FakeCgroupFs>();
+  auto first = makeCgroupDriver(v1Mounts(), fs);
+  auto second = makeCgroupDriver(v1Mounts(), fs);
+  ASSERT_TRUE(first && second);
+  auto mine = (*first)->create("airlock-s1", limits());
+  auto theirs = (*second)->create("airlock-s2", limits());
+  ASSERT_TRUE(mine && theirs);
+  ASSERT_TRUE((*mine)->remove());
+  release(mine);
+  release(first);
+  for (const char* ctl : {"memory", "pids", "cpu"})
+    EXPECT_TRUE(fs->dirs.count(std::string("/v1/") + ctl + "/airlock/airlock-s2")) << ctl;
+  ASSERT_TRUE((*theirs)->remove());
+  EXPECT_EQ(leftBehindOnceReleased(*fs, theirs, second), "");
 }
 
 // A fake whose sandboxes' parent another service removes, and a third makes
@@ -182,7 +227,7 @@ TEST(CgroupV1, ACreateThatLosesTheParentToAnotherServiceMakesItAgain) {
   EXPECT_TRUE(fs->dirs.count("/v1/memory/airlock/airlock-race/commands"));
   EXPECT_EQ((*cg)->commandsMemoryDirectory(), "/v1/memory/airlock/airlock-race/commands");
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, cg, driver), "");
 }
 
 // A sandbox an earlier release created at the top of the hierarchy is still
@@ -197,7 +242,7 @@ TEST(CgroupV2, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
   auto old = (*driver)->attach("airlock-old");
   EXPECT_EQ(old->memoryDirectory(), "/cg/airlock-old");
   ASSERT_TRUE(old->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, old, driver), "");
 }
 
 TEST(CgroupV1, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
@@ -214,7 +259,7 @@ TEST(CgroupV1, ASandboxAtTheTopFromAnEarlierReleaseIsStillSwept) {
   EXPECT_EQ(old->memoryDirectory(), "/v1/memory/airlock-old");
   ASSERT_TRUE(old->remove());
   ASSERT_TRUE((*fresh)->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, old, fresh, driver), "");
 }
 
 TEST(CgroupV2, CountersParseEventFiles) {
@@ -254,7 +299,7 @@ TEST(CgroupV1, CreateWritesEveryControllerAndRemovesAll) {
   (*cg)->beginExecution();
   EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-z/memory.max_usage_in_bytes"], "0");
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, cg, driver), "");
 }
 
 // kCommandsApart on v2: init and the commands are two leaves of the
@@ -290,7 +335,7 @@ TEST(CgroupV2, CommandsApartPutsTheLimitOnTheCommandsLeaf) {
   // A crashed service's sweep attaches by name and removes every level.
   auto attached = (*driver)->attach("airlock-a");
   ASSERT_TRUE(attached->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, cg, attached, driver), "");
 }
 
 // kCommandsApart on v1: only the memory hierarchy has the commands child;
@@ -324,7 +369,7 @@ TEST(CgroupV1, CommandsApartSplitsOnlyTheMemoryHierarchy) {
   (*cg)->beginExecution();
   EXPECT_EQ(fs->files["/v1/memory/airlock/airlock-b/commands/memory.max_usage_in_bytes"], "0");
   ASSERT_TRUE((*cg)->remove());
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, cg, driver), "");
 }
 
 // A failed limit write leaves no directory behind, at any level.
@@ -343,7 +388,7 @@ TEST(CgroupV2, CommandsApartFailureLeavesNothing) {
   ASSERT_FALSE(cg);
   EXPECT_NE(cg.error().message().find("commands/memory.max"), std::string::npos)
       << cg.error().message();
-  EXPECT_EQ(leftBehind(*fs), "");
+  EXPECT_EQ(leftBehindOnceReleased(*fs, cg, driver), "");
 }
 
 TEST(CgroupCounters, KeyedCounterIgnoresOtherKeysAndGarbage) {

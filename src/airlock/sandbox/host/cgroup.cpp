@@ -110,11 +110,32 @@ std::string locateIn(CgroupFs& fs, const std::string& mount, const std::string& 
   return mount + "/" + name;
 }
 
-// Creates `dir` below the parent `parent`, creating the parent first. The
-// parent goes when its last sandbox does (removeWithParent), so another
-// service may remove it between the two mkdirs (the second then fails with
-// NotFound, even should a third have made the parent again since): then
-// both are made again.
+// The sandboxes' parents of one driver, one per hierarchy. A parent stays
+// while the driver or any cgroup it made or attached lives, so a cycle of
+// sandboxes does not make and remove it each time (each costs the kernel a
+// cgroup per controller); when the last holder goes, each parent is removed
+// if it is empty (rmdir refuses one that still holds a sandbox, another
+// service's included).
+class SandboxParents {
+ public:
+  SandboxParents(std::shared_ptr<CgroupFs> fs, std::vector<std::string> dirs)
+      : fs_(std::move(fs)), dirs_(std::move(dirs)) {}
+  SandboxParents(const SandboxParents&) = delete;
+  SandboxParents& operator=(const SandboxParents&) = delete;
+  ~SandboxParents() {
+    for (const auto& dir : dirs_) (void)fs_->removeDir(dir);
+  }
+
+ private:
+  std::shared_ptr<CgroupFs> fs_;
+  std::vector<std::string> dirs_;
+};
+
+// Creates `dir` below the parent `parent`, creating the parent first (an
+// existing one is kept). Another service may remove the parent between the
+// two mkdirs, when its last sandbox and driver are gone (the second then
+// fails with NotFound, even should a third have made the parent again
+// since): then both are made again.
 Result<void> makeBelowParent(CgroupFs& fs, const std::string& parent, const std::string& dir,
                              const std::function<void()>& configure_parent) {
   Result<void> made{};
@@ -125,16 +146,6 @@ Result<void> makeBelowParent(CgroupFs& fs, const std::string& parent, const std:
     if (made || made.error().code != ErrorCode::kNotFound) return made;
   }
   return made;
-}
-
-// Removes a sandbox's directory tree and then its parent, if that is the
-// sandboxes' parent and now empty (rmdir refuses a parent that still has
-// a sandbox, so a concurrent service's sandbox keeps it).
-Result<void> removeWithParent(CgroupFs& fs, const std::string& dir) {
-  auto r = removeTree(fs, dir);
-  const std::string parent = dir.substr(0, dir.rfind('/'));
-  if (r && parent.substr(parent.rfind('/') + 1) == kSandboxCgroupParent) (void)fs.removeDir(parent);
-  return r;
 }
 
 // Names starting with `prefix`, below the parent or at the top of any of
@@ -156,8 +167,9 @@ std::vector<std::string> listUnder(CgroupFs& fs, const std::vector<std::string>&
 // dir_/init and dir_/commands (kCommandsApart).
 class CgroupV2 final : public Cgroup {
  public:
-  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string dir, MemoryLayout layout)
-      : fs_(std::move(fs)), dir_(std::move(dir)), layout_(layout) {}
+  CgroupV2(std::shared_ptr<CgroupFs> fs, std::shared_ptr<const SandboxParents> parents,
+           std::string dir, MemoryLayout layout)
+      : fs_(std::move(fs)), parents_(std::move(parents)), dir_(std::move(dir)), layout_(layout) {}
   Result<void> addProcess(pid_t pid) override {
     return fs_->write(leaf(kInitChild) + "/cgroup.procs", std::to_string(pid));
   }
@@ -220,7 +232,7 @@ class CgroupV2 final : public Cgroup {
   Result<void> remove() override {
     peak_fd_.reset();
     events_.reset();
-    return removeWithParent(*fs_, dir_);
+    return removeTree(*fs_, dir_);
   }
 
  private:
@@ -241,6 +253,7 @@ class CgroupV2 final : public Cgroup {
   }
 
   std::shared_ptr<CgroupFs> fs_;
+  std::shared_ptr<const SandboxParents> parents_;
   std::string dir_;
   MemoryLayout layout_;
   sys::UniqueFd events_;
@@ -251,7 +264,10 @@ class CgroupV2 final : public Cgroup {
 class DriverV2 final : public CgroupDriver {
  public:
   DriverV2(std::shared_ptr<CgroupFs> fs, std::string root, std::vector<std::string> controllers)
-      : fs_(std::move(fs)), root_(std::move(root)), controllers_(std::move(controllers)) {}
+      : fs_(std::move(fs)),
+        parents_(std::make_shared<const SandboxParents>(fs_, std::vector{parentIn(root)})),
+        root_(std::move(root)),
+        controllers_(std::move(controllers)) {}
   std::string version() const override { return "v2"; }
   std::vector<std::string> controllers() const override { return controllers_; }
   Result<std::unique_ptr<Cgroup>> create(const std::string& name, const ResourceLimits& limits,
@@ -266,7 +282,7 @@ class DriverV2 final : public CgroupDriver {
             [&] { (void)fs_->write(parent + "/cgroup.subtree_control", "+memory +pids +cpu"); });
         !r)
       return tl::unexpected(r.error());
-    auto cg = std::make_unique<CgroupV2>(fs_, dir, layout);
+    auto cg = std::make_unique<CgroupV2>(fs_, parents_, dir, layout);
     if (auto r = applyLimits(dir, limits, layout); !r) {
       (void)cg->remove();
       return tl::unexpected(r.error());
@@ -277,7 +293,7 @@ class DriverV2 final : public CgroupDriver {
     const std::string dir = locateIn(*fs_, root_, name);
     const bool apart = fs_->exists(dir + "/" + kCommandsChild);
     return std::make_unique<CgroupV2>(
-        fs_, dir, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
+        fs_, parents_, dir, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
     return listUnder(*fs_, {root_}, prefix);
@@ -308,6 +324,7 @@ class DriverV2 final : public CgroupDriver {
   }
 
   std::shared_ptr<CgroupFs> fs_;
+  std::shared_ptr<const SandboxParents> parents_;
   std::string root_;
   std::vector<std::string> controllers_;
 };
@@ -318,9 +335,9 @@ class DriverV2 final : public CgroupDriver {
 // commands apart, only the memory hierarchy has the "commands" child.
 class CgroupV1 final : public Cgroup {
  public:
-  CgroupV1(std::shared_ptr<CgroupFs> fs, std::map<std::string, std::string> dirs,
-           MemoryLayout layout)
-      : fs_(std::move(fs)), dirs_(std::move(dirs)), layout_(layout) {}
+  CgroupV1(std::shared_ptr<CgroupFs> fs, std::shared_ptr<const SandboxParents> parents,
+           std::map<std::string, std::string> dirs, MemoryLayout layout)
+      : fs_(std::move(fs)), parents_(std::move(parents)), dirs_(std::move(dirs)), layout_(layout) {}
   Result<void> addProcess(pid_t pid) override {
     for (const auto& [ctl, dir] : dirs_) {
       if (auto r = fs_->write(dir + "/cgroup.procs", std::to_string(pid)); !r) return r;
@@ -395,7 +412,7 @@ class CgroupV1 final : public Cgroup {
     oom_event_.reset();
     Result<void> first{};
     for (const auto& [ctl, dir] : dirs_) {
-      auto r = removeWithParent(*fs_, dir);
+      auto r = removeTree(*fs_, dir);
       if (!r && first) first = r;
     }
     return first;
@@ -422,6 +439,7 @@ class CgroupV1 final : public Cgroup {
   }
 
   std::shared_ptr<CgroupFs> fs_;
+  std::shared_ptr<const SandboxParents> parents_;
   std::map<std::string, std::string> dirs_;  // controller -> directory
   MemoryLayout layout_;
   sys::UniqueFd oom_event_;
@@ -430,7 +448,9 @@ class CgroupV1 final : public Cgroup {
 class DriverV1 final : public CgroupDriver {
  public:
   DriverV1(std::shared_ptr<CgroupFs> fs, std::map<std::string, std::string> mounts)
-      : fs_(std::move(fs)), mounts_(std::move(mounts)) {}
+      : fs_(std::move(fs)),
+        parents_(std::make_shared<const SandboxParents>(fs_, parentsIn(mounts))),
+        mounts_(std::move(mounts)) {}
   std::string version() const override { return "v1"; }
   std::vector<std::string> controllers() const override {
     std::vector<std::string> out;
@@ -441,7 +461,7 @@ class DriverV1 final : public CgroupDriver {
                                          MemoryLayout layout) override {
     std::map<std::string, std::string> dirs;
     for (const auto& [ctl, mount] : mounts_) dirs[ctl] = parentIn(mount) + "/" + name;
-    auto cg = std::make_unique<CgroupV1>(fs_, dirs, layout);
+    auto cg = std::make_unique<CgroupV1>(fs_, parents_, dirs, layout);
     if (auto r = applyLimits(dirs, limits, layout); !r) {
       (void)cg->remove();
       return tl::unexpected(r.error());
@@ -453,7 +473,7 @@ class DriverV1 final : public CgroupDriver {
     for (const auto& [ctl, mount] : mounts_) dirs[ctl] = locateIn(*fs_, mount, name);
     const bool apart = fs_->exists(dirs["memory"] + "/" + kCommandsChild);
     return std::make_unique<CgroupV1>(
-        fs_, dirs, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
+        fs_, parents_, dirs, apart ? MemoryLayout::kCommandsApart : MemoryLayout::kOneGroup);
   }
   std::vector<std::string> list(const std::string& prefix) override {
     std::vector<std::string> mounts;
@@ -494,7 +514,15 @@ class DriverV1 final : public CgroupDriver {
     return writeAll(*fs_, writes);
   }
 
+  static std::vector<std::string> parentsIn(const std::map<std::string, std::string>& mounts) {
+    std::vector<std::string> out;
+    out.reserve(mounts.size());
+    for (const auto& [ctl, mount] : mounts) out.push_back(parentIn(mount));
+    return out;
+  }
+
   std::shared_ptr<CgroupFs> fs_;
+  std::shared_ptr<const SandboxParents> parents_;
   std::map<std::string, std::string> mounts_;
 };
 

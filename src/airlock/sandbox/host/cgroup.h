@@ -13,8 +13,9 @@
 // Every sandbox's cgroup sits below one parent, "airlock", at the top of
 // each hierarchy (v2: <root>/airlock/<name>; v1: <mount>/airlock/<name> in
 // each controller's hierarchy). The parent is created with the first sandbox
-// and removed with the last (rmdir refuses it while another service's
-// sandbox is in it), and has no limits of its own: it holds all
+// and stays while its driver or any cgroup of that driver lives; then it is
+// removed if empty (rmdir refuses it while another service's sandbox is in
+// it). It has no limits of its own: it holds all
 // sandboxes together at the CPU weight of one ordinary cgroup (v1
 // cpu.shares 1024, v2 cpu.weight 100), so however many sandboxes are busy,
 // the service's threads outside it keep their share of the machine.
@@ -125,7 +126,8 @@ class Cgroup {
   // with kCommandsApart, else memoryDirectory().
   virtual std::string commandsMemoryDirectory() const { return memoryDirectory(); }
   // rmdir of the sandbox's directories, children first (whatever layout an
-  // attached cgroup was created with); the cgroup must be empty.
+  // attached cgroup was created with); the cgroup must be empty. The parent
+  // stays (see above).
   virtual Result<void> remove() = 0;
 };
 
