@@ -141,10 +141,9 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(raw + "/tmp");
   std::filesystem::create_directories(raw + "/ctl");
   oci::BundleInputs in;
-  in.rootfs_dir = state + "/rootfs";
-  in.image_dirs = options.image_dirs;
-  for (const auto& e : options.image_etc)
-    if (::access(e.c_str(), F_OK) == 0) in.image_etc.push_back(e);
+  in.rootfs_dir = state + "/rootfs/" + spec.image_digest.substr(7);
+  in.image = std::make_shared<const SandboxImage>(
+      hostImage(spec.image_digest, options.image_dirs, options.image_etc).value());
   in.workspace_dir = raw + "/ws";
   in.tmp_dir = raw + "/tmp";
   in.shim_path = gvisor::defaultShimPath();

@@ -170,4 +170,20 @@ BuiltEnvironment buildEnvironment(
   return built;
 }
 
+void addImageEnvironment(std::map<std::string, std::string>& variables,
+                         std::span<const std::string> image_env) {
+  for (const auto& entry : image_env) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos || entry.find('\0') != std::string::npos) continue;
+    const std::string name = entry.substr(0, eq);
+    if (!isValidEnvName(name) || isTier0Name(name)) continue;
+    if (name == "PATH") {
+      variables[name] = entry.substr(eq + 1);
+      continue;
+    }
+    if (isTier2Name(name)) continue;
+    variables.emplace(name, entry.substr(eq + 1));
+  }
+}
+
 }  // namespace airlock

@@ -75,4 +75,15 @@ BuiltEnvironment buildEnvironment(
     const std::function<std::optional<std::string>(std::string_view)>& host_lookup,
     std::string_view working_directory, const std::optional<BridgeEndpoint>& bridge);
 
+// Adds an image config's Env ("NAME=value" entries, spec 000 "The
+// environment a sandbox sees": the image's variables are platform ones) to
+// a built environment: the image's PATH replaces the fixed one (argv[0] is
+// then found on the image's PATH), other names are added where the
+// environment has no value for them. Never added: a tier-0 name, any other
+// tier-2 name (HOME, PWD, TMPDIR, LANG, the bridge and proxy names keep the
+// platform's values), an invalid name, an entry without "=", a value with a
+// NUL byte.
+void addImageEnvironment(std::map<std::string, std::string>& variables,
+                         std::span<const std::string> image_env);
+
 }  // namespace airlock

@@ -14,6 +14,7 @@
 #include "airlock/core/limits_defaults.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sandbox/sandbox_baseline.h"
+#include "airlock/sandbox/sandbox_image.h"
 
 namespace airlock {
 
@@ -24,6 +25,10 @@ struct MechanismOptions {
   // read-only when present: the loader cache, Debian's alternatives, netbase's
   // tables and the CA store (sandbox_baseline.h).
   std::vector<std::string> image_etc = defaultImageEtc();
+  // Images besides the host's (sandbox_image.h unpackedImage), each named by
+  // its digest. Their roots must stay in place for the mechanism's life (the
+  // image store holds them: images/image_store.h ImageStore::use).
+  std::vector<SandboxImage> images;
   // No environment lives longer than this, whatever its spec asks.
   std::chrono::seconds service_hard_cap{1800};
   // Longest a provision may take to bring a sandbox up.

@@ -25,6 +25,13 @@ EnvironmentSpec specOf() {
   return spec;
 }
 
+using Images = std::vector<std::shared_ptr<const SandboxImage>>;
+
+std::shared_ptr<const SandboxImage> imageNamed(const std::string& digest,
+                                               std::vector<std::string> env = {}) {
+  return std::make_shared<const SandboxImage>(SandboxImage{digest, {}, std::move(env)});
+}
+
 EgressPolicy allowOne() {
   EgressPolicy egress;
   egress.mode = EgressMode::kAllowlist;
@@ -35,37 +42,43 @@ EgressPolicy allowOne() {
 TEST(CheckProvision, AcceptsThisServicesImageWithinItsCeilings) {
   ServiceShutdown shutdown;
   ASSERT_TRUE(shutdown.init());
-  auto egress = checkProvision(specOf(), "sha256:image", defaultCeilings(), false, shutdown);
-  ASSERT_TRUE(egress) << egress.error().message();
-  EXPECT_FALSE(*egress);
+  const Images images = {imageNamed("sha256:host"), imageNamed("sha256:image")};
+  auto checks = checkProvision(specOf(), images, defaultCeilings(), false, shutdown);
+  ASSERT_TRUE(checks) << checks.error().message();
+  EXPECT_FALSE(checks->egress);
+  EXPECT_EQ(checks->image, images[1]) << "the spec's image, of the service's several";
 }
 
 TEST(CheckProvision, RefusesEachWayAProvisionCannotStart) {
   ServiceShutdown shutdown;
   ASSERT_TRUE(shutdown.init());
-  auto other_image = checkProvision(specOf(), "sha256:other", defaultCeilings(), false, shutdown);
+  const Images images = {imageNamed("sha256:image")};
+  auto other_image = checkProvision(specOf(), {imageNamed("sha256:other"), imageNamed("sha256:x")},
+                                    defaultCeilings(), false, shutdown);
   ASSERT_FALSE(other_image);
   EXPECT_EQ(other_image.error().code, ErrorCode::kExecutionRejected);
-  EXPECT_NE(other_image.error().context.find("unknown image digest sha256:image"),
-            std::string::npos);
+  EXPECT_NE(other_image.error().context.find(
+                "unknown image digest sha256:image (this service runs sha256:other, sha256:x)"),
+            std::string::npos)
+      << other_image.error().context;
 
   auto big = specOf();
   big.limits.pids_max = defaultCeilings().pids_max + 1;
-  auto over = checkProvision(big, "sha256:image", defaultCeilings(), false, shutdown);
+  auto over = checkProvision(big, images, defaultCeilings(), false, shutdown);
   ASSERT_FALSE(over);
   EXPECT_EQ(over.error().code, ErrorCode::kExecutionRejected);
 
   auto with_egress = specOf();
   with_egress.egress = allowOne();
-  auto no_proxy = checkProvision(with_egress, "sha256:image", defaultCeilings(), false, shutdown);
+  auto no_proxy = checkProvision(with_egress, images, defaultCeilings(), false, shutdown);
   ASSERT_FALSE(no_proxy);
   EXPECT_EQ(no_proxy.error().code, ErrorCode::kExecutionRejected);
-  auto proxied = checkProvision(with_egress, "sha256:image", defaultCeilings(), true, shutdown);
+  auto proxied = checkProvision(with_egress, images, defaultCeilings(), true, shutdown);
   ASSERT_TRUE(proxied);
-  EXPECT_TRUE(*proxied);
+  EXPECT_TRUE(proxied->egress);
 
   shutdown.raise();
-  auto stopping = checkProvision(specOf(), "sha256:image", defaultCeilings(), false, shutdown);
+  auto stopping = checkProvision(specOf(), images, defaultCeilings(), false, shutdown);
   ASSERT_FALSE(stopping);
   EXPECT_EQ(stopping.error().code, ErrorCode::kExecutionUnavailable);
 }
@@ -84,7 +97,8 @@ TEST(ServiceShutdown, RaisingSetsTheFlagAndWakesItsFd) {
 TEST(InitRecord, NamesTheSandboxAndCopiesTheSpec) {
   SandboxRecord record;
   auto spec = specOf();
-  ASSERT_TRUE(initRecord(record, spec, true, std::chrono::seconds(60), "airlock-t-", ""));
+  const ProvisionChecks with_egress{imageNamed("sha256:image"), true};
+  ASSERT_TRUE(initRecord(record, spec, with_egress, std::chrono::seconds(60), "airlock-t-", ""));
   EXPECT_TRUE(isUuid(record.handle.environment_id)) << record.handle.environment_id;
   EXPECT_EQ(record.handle.tenant_id, "tenant-a");
   EXPECT_EQ(record.handle.run_id, "run-1");
@@ -98,12 +112,37 @@ TEST(InitRecord, NamesTheSandboxAndCopiesTheSpec) {
   EXPECT_FALSE(record.end_request->reason().has_value());
 
   SandboxRecord second;
-  ASSERT_TRUE(initRecord(second, spec, false, std::chrono::seconds(60), "airlock-t-", "n2"));
+  const ProvisionChecks without{imageNamed("sha256:image"), false};
+  ASSERT_TRUE(initRecord(second, spec, without, std::chrono::seconds(60), "airlock-t-", "n2"));
   EXPECT_NE(second.handle.environment_id, record.handle.environment_id);
   EXPECT_FALSE(second.environment.count("HTTPS_PROXY"));
   EXPECT_EQ(environmentIdNode(second.handle.environment_id), std::optional<std::string_view>("n2"))
       << "a named node's ids carry its name";
   EXPECT_EQ(second.cgroup_name, "airlock-t-" + second.handle.environment_id);
+}
+
+// The image's Env joins the environment: its PATH replaces the platform's,
+// its other names fill what is unset, and nothing of tier 0 or tier 2 but
+// PATH comes from it.
+TEST(InitRecord, TheImagesEnvironmentJoinsThePlatformTier) {
+  SandboxRecord record;
+  auto spec = specOf();
+  spec.environment["HOME"] = "/workspace";
+  spec.environment["KEPT"] = "from-the-spec";
+  const ProvisionChecks checks{
+      imageNamed("sha256:image", {"PATH=/opt/py/bin:/usr/bin", "PYTHON_VERSION=3.12.1",
+                                  "HOME=/root", "KEPT=from-the-image", "AWS_SECRET_ACCESS_KEY=x",
+                                  "no-equals", "1BAD=x", "HTTPS_PROXY=http://elsewhere"}),
+      false};
+  ASSERT_TRUE(initRecord(record, spec, checks, std::chrono::seconds(60), "airlock-t-", ""));
+  EXPECT_EQ(record.image, checks.image);
+  EXPECT_EQ(record.environment.at("PATH"), "/opt/py/bin:/usr/bin");
+  EXPECT_EQ(record.environment.at("PYTHON_VERSION"), "3.12.1");
+  EXPECT_EQ(record.environment.at("HOME"), "/workspace");
+  EXPECT_EQ(record.environment.at("KEPT"), "from-the-spec");
+  EXPECT_FALSE(record.environment.count("AWS_SECRET_ACCESS_KEY"));
+  EXPECT_FALSE(record.environment.count("1BAD"));
+  EXPECT_FALSE(record.environment.count("HTTPS_PROXY"));
 }
 
 TEST(CgroupPrefixFor, IsStablePerStateDirectory) {

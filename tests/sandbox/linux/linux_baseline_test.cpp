@@ -19,8 +19,10 @@ namespace {
 TEST(LinuxJailPlan, TheBaselineStepsAreNamedOrderedAndBindOnlyTheImage) {
   linux_jail::JailPlanInputs in;
   in.staging_root = "/stage";
-  in.image_dirs = {"/usr"};
-  in.image_etc = defaultImageEtc();
+  auto image =
+      hostImage(std::string("sha256:") + std::string(64, '0'), {"/usr"}, defaultImageEtc());
+  ASSERT_TRUE(image) << image.error().message();
+  in.image = std::make_shared<const SandboxImage>(*image);
   in.limits = defaultLimits();
   auto plan = linux_jail::buildJailPlan(in);
   ASSERT_TRUE(plan) << plan.error().message();

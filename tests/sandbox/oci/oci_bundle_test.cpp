@@ -17,11 +17,25 @@ namespace {
 
 using nlohmann::json;
 
+const std::string kDigest = std::string("sha256:") + std::string(64, 'a');
+
+// The host image of `dirs` and `etc` (the entries of `etc` the host lacks
+// are left out).
+SandboxImage imageOf(const std::vector<std::string>& dirs, const std::vector<std::string>& etc) {
+  auto image = hostImage(kDigest, dirs, etc);
+  EXPECT_TRUE(image) << image.error().message();
+  return image ? *image : SandboxImage{};
+}
+
 BundleInputs inputs() {
   BundleInputs in;
   in.rootfs_dir = "/state/rootfs";
-  in.image_dirs = {"/usr"};
-  in.image_etc = {"/etc/ld.so.cache"};
+  in.image = std::make_shared<const SandboxImage>(
+      SandboxImage{kDigest,
+                   {{ImageEntry::Kind::kDirectory, "/usr", "/usr"},
+                    {ImageEntry::Kind::kSymlink, "/bin", "usr/bin"},
+                    {ImageEntry::Kind::kFile, "/etc/ld.so.cache", "/etc/ld.so.cache"}},
+                   {}});
   in.workspace_dir = "/state/sandboxes/x/workspace";
   in.tmp_dir = "/state/sandboxes/x/tmp";
   in.shim_path = "/opt/airlock/airlock-gvisor-shim";
@@ -203,7 +217,13 @@ TEST(OciConfig, RelativeOrDotDotPathsAreRejected) {
     EXPECT_EQ(c.error().code, ErrorCode::kExecutionRejected);
   }
   auto in = inputs();
-  in.image_dirs = {"usr"};
+  in.image = std::make_shared<const SandboxImage>(
+      SandboxImage{kDigest, {{ImageEntry::Kind::kDirectory, "usr", "/usr"}}, {}});
+  EXPECT_FALSE(makeConfig(in));
+  in.image = std::make_shared<const SandboxImage>(
+      SandboxImage{kDigest, {{ImageEntry::Kind::kFile, "/etc/x", "../etc/x"}}, {}});
+  EXPECT_FALSE(makeConfig(in));
+  in.image = nullptr;
   EXPECT_FALSE(makeConfig(in));
 }
 
@@ -217,9 +237,9 @@ TEST(OciRootfs, PreparesMountPointsSymlinksAndGeneratedEtc) {
   char tmpl[] = "/tmp/airlock-rootfs-test-XXXXXX";
   const std::string base = ::mkdtemp(tmpl);
   const std::string dir = base + "/rootfs";
-  ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ld.so.cache"}));
+  ASSERT_TRUE(prepareRootfs(dir, imageOf({"/usr"}, {"/etc/ld.so.cache"})));
   // Twice: idempotent.
-  ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ld.so.cache"}));
+  ASSERT_TRUE(prepareRootfs(dir, imageOf({"/usr"}, {"/etc/ld.so.cache"})));
   struct stat st {};
   for (const char* d : {"/usr", "/proc", "/dev", "/tmp", "/workspace", "/.airlock/ctl",
                         "/.airlock/egress", "/run/airlock"}) {
@@ -238,7 +258,7 @@ TEST(OciRootfs, PreparesMountPointsSymlinksAndGeneratedEtc) {
     EXPECT_STREQ(host, mine);
   }
   // A nested image entry gets its parents; the time zone is a fixed link.
-  ASSERT_TRUE(prepareRootfs(dir, {"/usr"}, {"/etc/ssl/certs"}));
+  ASSERT_TRUE(prepareRootfs(dir, imageOf({"/usr"}, {"/etc/ssl/certs"})));
   if (::access("/etc/ssl/certs", F_OK) == 0) {
     ASSERT_EQ(::stat((dir + "/etc/ssl/certs").c_str(), &st), 0);
     EXPECT_TRUE(S_ISDIR(st.st_mode));

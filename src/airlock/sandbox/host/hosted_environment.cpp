@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
 #include "airlock/sandbox/egress_route.h"
 #include "airlock/sys/io.h"
@@ -55,24 +56,30 @@ RunningCommand::~RunningCommand() {
   record_->running_cancel = nullptr;
 }
 
-Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& image_digest,
-                            const LimitCeilings& ceilings, bool has_egress_route,
-                            const ServiceShutdown& shutdown) {
+Result<ProvisionChecks> checkProvision(
+    const EnvironmentSpec& spec, const std::vector<std::shared_ptr<const SandboxImage>>& images,
+    const LimitCeilings& ceilings, bool has_egress_route, const ServiceShutdown& shutdown) {
   if (shutdown.raised()) return tl::unexpected(shuttingDownError());
-  if (spec.image_digest != image_digest)
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest " + spec.image_digest +
-                                                   " (this service runs " + image_digest + ")");
+  ProvisionChecks checks;
+  std::string known;
+  for (const auto& image : images) {
+    if (image->digest == spec.image_digest) checks.image = image;
+    known += (known.empty() ? "" : ", ") + image->digest;
+  }
+  if (!checks.image)
+    return fail(ErrorCode::kExecutionRejected,
+                "unknown image digest " + spec.image_digest + " (this service runs " + known + ")");
   if (auto r = checkLimits(spec.limits, ceilings); !r) return tl::unexpected(r.error());
-  const bool egress = egressEnabled(spec.egress);
-  if (egress && !has_egress_route)
+  checks.egress = egressEnabled(spec.egress);
+  if (checks.egress && !has_egress_route)
     return fail(ErrorCode::kExecutionRejected,
                 "egress was requested, but this execution service has no egress proxy");
-  return egress;
+  return checks;
 }
 
-Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
-                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix,
-                        const std::string& node_name) {
+Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec,
+                        const ProvisionChecks& checks, std::chrono::seconds service_hard_cap,
+                        const std::string& cgroup_prefix, const std::string& node_name) {
   const Timestamp created =
       std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   record.handle = EnvironmentHandle{newEnvironmentId(node_name, created),
@@ -83,8 +90,10 @@ Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool
                                     created + service_hard_cap};
   record.cgroup_name = cgroup_prefix + record.handle.environment_id;
   record.limits = spec.limits;
+  record.image = checks.image;
   record.environment = spec.environment;
-  if (egress) addEgressProxyVariables(record.environment);
+  addImageEnvironment(record.environment, checks.image->env);
+  if (checks.egress) addEgressProxyVariables(record.environment);
   auto end_request = EndRequest::create();
   if (!end_request) return tl::unexpected(end_request.error());
   record.end_request = std::move(*end_request);

@@ -35,6 +35,7 @@
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
+#include "airlock/sandbox/sandbox_image.h"
 #include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/unique_fd.h"
 #include "airlock/workspace/local_workspace.h"
@@ -46,8 +47,10 @@ namespace airlock::host {
 struct SandboxRecord {
   EnvironmentHandle handle;
   ResourceLimits limits;
-  std::map<std::string, std::string> environment;  // the spec's, plus the egress proxy's
-  std::string cgroup_name;                         // cgroup prefix + environment id
+  // The spec's, with the image's Env and the egress proxy's (initRecord).
+  std::map<std::string, std::string> environment;
+  std::shared_ptr<const SandboxImage> image;  // the one spec.image_digest names
+  std::string cgroup_name;                    // cgroup prefix + environment id
   std::unique_ptr<Cgroup> cgroup;
   SandboxStateFile state;  // held for the sandbox's life; removed last
   std::shared_ptr<workspace::LocalWorkspaceHandle> workspace;  // holds the provenance record
@@ -113,22 +116,30 @@ class RunningCommand {
   SandboxRecord* record_;
 };
 
+// What provision's checks found: the spec's image and whether the sandbox
+// gets egress.
+struct ProvisionChecks {
+  std::shared_ptr<const SandboxImage> image;
+  bool egress = false;
+};
+
 // Provision's checks before anything exists: the service is not shutting
-// down (ExecutionUnavailable); the spec's image is this service's, its
-// limits are within `ceilings`, and egress is asked only of a service with
-// an egress proxy (ExecutionRejected). True when the sandbox gets egress.
-Result<bool> checkProvision(const EnvironmentSpec& spec, const std::string& image_digest,
-                            const LimitCeilings& ceilings, bool has_egress_route,
-                            const ServiceShutdown& shutdown);
+// down (ExecutionUnavailable); the spec's image digest is one of `images`,
+// its limits are within `ceilings`, and egress is asked only of a service
+// with an egress proxy (ExecutionRejected).
+Result<ProvisionChecks> checkProvision(
+    const EnvironmentSpec& spec, const std::vector<std::shared_ptr<const SandboxImage>>& images,
+    const LimitCeilings& ceilings, bool has_egress_route, const ServiceShutdown& shutdown);
 
 // A new sandbox's record: a fresh environment id naming `node_name`
-// (newEnvironmentId), created now,
-// expiring `service_hard_cap` later; the spec's limits and environment (with
-// the egress proxy variables when `egress`); cgroup `cgroup_prefix` + id;
-// its end request. ExecutionUnavailable when the end request cannot be made.
-Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec, bool egress,
-                        std::chrono::seconds service_hard_cap, const std::string& cgroup_prefix,
-                        const std::string& node_name);
+// (newEnvironmentId), created now, expiring `service_hard_cap` later; the
+// spec's limits; its image, and the spec's environment with the image's Env
+// (addImageEnvironment) and, when `egress`, the egress proxy variables;
+// cgroup `cgroup_prefix` + id; its end request. ExecutionUnavailable when
+// the end request cannot be made.
+Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec,
+                        const ProvisionChecks& checks, std::chrono::seconds service_hard_cap,
+                        const std::string& cgroup_prefix, const std::string& node_name);
 
 // "<tag><FNV-1a of state_dir, 8 hex>-": the name prefix of the cgroups of a
 // service with this state directory (each sweeps only its own).
@@ -168,16 +179,16 @@ class HostedEnvironment : public ExecutionEnvironment {
   // made is torn down when it fails. The sandbox is live once setUp
   // returns.
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) final {
-    auto egress = checkProvision(spec, policy_.image_digest, policy_.ceilings,
-                                 policy_.has_egress_route, shutdown_);
-    if (!egress) return tl::unexpected(egress.error());
+    auto checks =
+        checkProvision(spec, policy_.images, policy_.ceilings, policy_.has_egress_route, shutdown_);
+    if (!checks) return tl::unexpected(checks.error());
     auto sb = std::make_shared<Sandbox>();
-    if (auto r = initRecord(*sb, spec, *egress, policy_.service_hard_cap, policy_.cgroup_prefix,
+    if (auto r = initRecord(*sb, spec, *checks, policy_.service_hard_cap, policy_.cgroup_prefix,
                             policy_.node_name);
         !r)
       return tl::unexpected(r.error());
     UndoUnlessDismissed undo([&] { teardown(*sb); });
-    if (auto r = setUp(*sb, spec, *egress); !r) return tl::unexpected(r.error());
+    if (auto r = setUp(*sb, spec, checks->egress); !r) return tl::unexpected(r.error());
     undo.dismiss();
     sandboxes_.add(sb);
     return sb->handle;
@@ -245,7 +256,8 @@ class HostedEnvironment : public ExecutionEnvironment {
   // What provision checks and names a new sandbox by.
   struct HostPolicy {
     std::chrono::seconds service_hard_cap;
-    std::string image_digest;  // the only image this service runs
+    // The images this service runs; a spec names one by its digest.
+    std::vector<std::shared_ptr<const SandboxImage>> images;
     LimitCeilings ceilings;
     bool has_egress_route = false;  // egress may be asked for
     std::string cgroup_prefix;      // cgroup names: prefix + environment id

@@ -42,26 +42,27 @@ unsigned long readOnlyFlagsFor(const std::string& path) {
   return flags;
 }
 
+// A read-only bind of host `source` at `path` inside the new root.
 void addReadOnlyBind(std::vector<SetupStep>& plan, const std::string& root,
-                     const std::string& host_path, bool is_dir) {
-  const std::string target = root + host_path;
+                     const std::string& source, const std::string& path, bool is_dir) {
+  const std::string target = root + path;
   if (is_dir) {
-    auto mk = step(Kind::kMkdir, "create " + host_path);
+    auto mk = step(Kind::kMkdir, "create " + path);
     mk.target = target;
     mk.mode = 0755;
     plan.push_back(std::move(mk));
   } else {
-    auto touch = step(Kind::kTouch, "create " + host_path);
+    auto touch = step(Kind::kTouch, "create " + path);
     touch.target = target;
     plan.push_back(std::move(touch));
   }
-  auto bind = step(Kind::kBind, "bind " + host_path);
-  bind.source = host_path;
+  auto bind = step(Kind::kBind, "bind " + path);
+  bind.source = source;
   bind.target = target;
   plan.push_back(std::move(bind));
-  auto ro = step(Kind::kRemountBind, "make " + host_path + " read-only");
+  auto ro = step(Kind::kRemountBind, "make " + path + " read-only");
   ro.target = target;
-  ro.flags = readOnlyFlagsFor(host_path);
+  ro.flags = readOnlyFlagsFor(source);
   plan.push_back(std::move(ro));
 }
 
@@ -113,54 +114,50 @@ void addNewRoot(std::vector<SetupStep>& plan, const std::string& root) {
   plan.push_back(std::move(fs));
 }
 
-// The image: read-only binds of host directories, and the usr-merge
-// symlinks (/bin -> usr/bin ...) mirrored as they are on the host.
+// One entry of the image (sandbox_image.h), its parents made first (each
+// once: `made` holds what exists).
+void addImageEntry(std::vector<SetupStep>& plan, const std::string& root, const ImageEntry& e,
+                   std::set<std::string>& made) {
+  for (std::size_t slash = e.path.find('/', 1); slash != std::string::npos;
+       slash = e.path.find('/', slash + 1)) {
+    const std::string parent = e.path.substr(0, slash);
+    if (made.insert(parent).second) addMkdir(plan, root, parent, 0755);
+  }
+  made.insert(e.path);
+  if (e.kind == ImageEntry::Kind::kSymlink)
+    addSymlink(plan, root, e.path, e.source);
+  else
+    addReadOnlyBind(plan, root, e.source, e.path, e.kind == ImageEntry::Kind::kDirectory);
+}
+
+bool underEtc(const ImageEntry& e) {
+  return e.path.rfind("/etc/", 0) == 0;
+}
+
+// The image: its entries outside /etc.
 Result<void> addImage(std::vector<SetupStep>& plan, const std::string& root,
                       const JailPlanInputs& in) {
-  for (const auto& dir : in.image_dirs) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      return fail(ErrorCode::kExecutionUnavailable, "image directory " + dir + " is missing");
-    addReadOnlyBind(plan, root, dir, true);
-  }
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    struct stat st {};
-    if (::lstat(top, &st) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      char link[256];
-      ssize_t n = ::readlink(top, link, sizeof link - 1);
-      if (n <= 0) continue;
-      addSymlink(plan, root, top, std::string(link, static_cast<std::size_t>(n)));
-    } else if (S_ISDIR(st.st_mode)) {
-      addReadOnlyBind(plan, root, top, true);
-    }
-  }
+  if (!in.image) return fail(ErrorCode::kExecutionUnavailable, "the jail plan has no image");
+  std::set<std::string> made;
+  for (const auto& e : in.image->entries)
+    if (!underEtc(e)) addImageEntry(plan, root, e, made);
   return {};
 }
 
-// /etc: the generated entries and the image's own, bound read-only
-// (sandbox_baseline.h); the whole root becomes read-only after the pivot.
+// /etc: the generated entries, then the image's own (sandbox_baseline.h);
+// the whole root becomes read-only after the pivot.
 void addEtc(std::vector<SetupStep>& plan, const std::string& root, const JailPlanInputs& in) {
   addMkdir(plan, root, "/etc", 0755);
+  std::set<std::string> made = {"/etc"};
   for (const auto& e : generatedEtcEntries(in.sandbox_uid, in.sandbox_gid)) {
+    made.insert(e.path);
     if (e.symlink)
       addSymlink(plan, root, e.path, e.contents);
     else
       addFile(plan, root, e.path, e.contents);
   }
-  std::set<std::string> made = {"/etc"};
-  for (const auto& entry : in.image_etc) {
-    struct stat st {};
-    if (::lstat(entry.c_str(), &st) != 0) continue;
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
-    // Parents inside /etc (/etc/ssl for /etc/ssl/certs), each created once.
-    for (std::size_t slash = entry.find('/', 1); slash != std::string::npos;
-         slash = entry.find('/', slash + 1)) {
-      const std::string parent = entry.substr(0, slash);
-      if (made.insert(parent).second) addMkdir(plan, root, parent, 0755);
-    }
-    addReadOnlyBind(plan, root, entry, S_ISDIR(st.st_mode));
-  }
+  for (const auto& e : in.image->entries)
+    if (underEtc(e) && !made.count(e.path)) addImageEntry(plan, root, e, made);
 }
 
 // /dev: a small tmpfs with the harmless character devices bound from the

@@ -7,11 +7,13 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/sandbox/sandbox_image.h"
 
 namespace airlock::linux_jail {
 
@@ -41,12 +43,10 @@ struct SetupStep {
 };
 
 struct JailPlanInputs {
-  std::string staging_root;             // empty host directory; mount point of the new root
-  std::vector<std::string> image_dirs;  // host dirs bound read-only (e.g. /usr)
-  // Host /etc entries bound read-only if present (directories and regular
-  // files; parents such as /etc/ssl are created); sandbox_baseline.h
-  // defaultImageEtc() is the usual list.
-  std::vector<std::string> image_etc;
+  std::string staging_root;  // empty host directory; mount point of the new root
+  // The image, its entries bound read-only or linked in order
+  // (sandbox_image.h); the generated /etc entries win over the image's.
+  std::shared_ptr<const SandboxImage> image;
   // Host directory bound read-only at /run/airlock (code mode: the
   // capability socket and token file, execution_environment.h
   // openCapabilityChannel); empty: none.
@@ -56,8 +56,8 @@ struct JailPlanInputs {
   gid_t sandbox_gid = 1000;
 };
 
-// Builds the plan. Reads the host (statvfs flags of bind sources, which of
-// /bin, /lib... are symlinks) but changes nothing.
+// Builds the plan. Reads the host (statvfs flags of bind sources) but
+// changes nothing. ExecutionUnavailable without an image.
 Result<std::vector<SetupStep>> buildJailPlan(const JailPlanInputs& in);
 
 // Runs one step; returns 0 or an errno. Async-signal-safe: no allocation.

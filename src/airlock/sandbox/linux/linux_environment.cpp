@@ -148,15 +148,14 @@ struct Sandbox : host::SandboxRecord {
 class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   LinuxEnvironment(LinuxEnvironmentOptions options, std::unique_ptr<host::CgroupDriver> cgroups,
-                   SeccompProgram seccomp, std::string image_digest)
-      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                   SeccompProgram seccomp, std::vector<std::shared_ptr<const SandboxImage>> images)
+      : HostedEnvironment({options.service_hard_cap, std::move(images), options.ceilings,
                            options.egress_route != nullptr, cgroupNamePrefix(options.state_dir),
                            options.node_name}),
         cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),
-        seccomp_(std::move(seccomp)),
-        image_digest_(std::move(image_digest)) {}
+        seccomp_(std::move(seccomp)) {}
 
   ~LinuxEnvironment() override { destroyAll(); }
 
@@ -182,7 +181,6 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
   LinuxEnvironmentOptions options_;
   std::unique_ptr<host::CgroupDriver> cgroups_;
   SeccompProgram seccomp_;
-  std::string image_digest_;
 };
 
 std::string stepName(const std::vector<SetupStep>& plan, int step) {
@@ -238,8 +236,7 @@ Result<void> LinuxEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, b
   JailPlanInputs in;
   in.staging_root = options_.state_dir + "/root";
   in.capability_dir = sb.capability_dir;
-  in.image_dirs = options_.image_dirs;
-  in.image_etc = options_.image_etc;
+  in.image = sb.image;
   in.limits = spec.limits;
   in.sandbox_uid = kSandboxUid;
   in.sandbox_gid = kSandboxUid;
@@ -637,8 +634,11 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   if (!seccomp) return tl::unexpected(seccomp.error());
   auto digest = computeImageDigest(options);
   if (!digest) return tl::unexpected(digest.error());
+  auto images =
+      mechanismImages(std::move(*digest), options.image_dirs, options.image_etc, options.images);
+  if (!images) return tl::unexpected(images.error());
   auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
-                                                std::move(*digest));
+                                                std::move(*images));
   if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return std::unique_ptr<ExecutionEnvironment>(std::move(env));

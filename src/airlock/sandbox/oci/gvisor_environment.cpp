@@ -62,6 +62,12 @@ using sys::UniqueFd;
 
 constexpr std::size_t kMaxRequestBytes = 8u << 20;  // the shim's bound
 
+// The rootfs of one image, shared by its sandboxes: rootfs/<digest's hex>
+// under the state directory.
+std::string rootfsDirectory(const std::string& state_dir, const SandboxImage& image) {
+  return state_dir + "/rootfs/" + image.digest.substr(image.digest.find(':') + 1);
+}
+
 // The host's cgroup limits for a sandbox: the command's memory plus the
 // sentry's allowance; a pids backstop for the sandbox's host threads. The
 // command's processes (at most pids_max plus the refusal spare, gVisor's
@@ -336,15 +342,14 @@ class GvisorSideProcess final : public PipedSideProcess {
 class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
  public:
   GvisorEnvironment(GvisorEnvironmentOptions options, std::unique_ptr<CgroupDriver> cgroups,
-                    std::string image_digest)
-      : HostedEnvironment({options.service_hard_cap, image_digest, options.ceilings,
+                    std::vector<std::shared_ptr<const SandboxImage>> images)
+      : HostedEnvironment({options.service_hard_cap, std::move(images), options.ceilings,
                            options.egress_route != nullptr,
                            host::cgroupPrefixFor("airlock-gv-", options.state_dir),
                            options.node_name}),
         cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
-        cgroups_(std::move(cgroups)),
-        image_digest_(std::move(image_digest)) {}
+        cgroups_(std::move(cgroups)) {}
 
   ~GvisorEnvironment() override {
     destroyAll();
@@ -407,7 +412,6 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
   std::string cgroup_prefix_;
   GvisorEnvironmentOptions options_;
   std::unique_ptr<CgroupDriver> cgroups_;
-  std::string image_digest_;
   // Destroyed sandboxes (already killed) waiting for the rest of teardown.
   std::mutex teardown_mu_;
   std::condition_variable teardown_cv_;
@@ -509,10 +513,8 @@ Result<void> GvisorEnvironment::setUp(Sandbox& sb, const EnvironmentSpec& spec, 
   }
 
   oci::BundleInputs in;
-  in.rootfs_dir = options_.state_dir + "/rootfs";
-  in.image_dirs = options_.image_dirs;
-  for (const auto& e : options_.image_etc)
-    if (::access(e.c_str(), F_OK) == 0) in.image_etc.push_back(e);
+  in.rootfs_dir = rootfsDirectory(options_.state_dir, *sb.image);
+  in.image = sb.image;
   in.workspace_dir = sb.dir + "/workspace";
   in.tmp_dir = sb.dir + "/tmp";
   in.shim_path = options_.shim_path.empty() ? defaultShimPath() : options_.shim_path;
@@ -943,10 +945,6 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   for (auto [sub, mode] : {std::pair{"", 0711}, {"/sandboxes", 0700}})
     if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
-  if (auto r =
-          oci::prepareRootfs(options.state_dir + "/rootfs", options.image_dirs, options.image_etc);
-      !r)
-    return tl::unexpected(r.error());
   std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
@@ -955,7 +953,15 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   if (!driver) return tl::unexpected(driver.error());
   auto digest = gvisorImageDigest(options);
   if (!digest) return tl::unexpected(digest.error());
-  auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(*digest));
+  auto images =
+      mechanismImages(std::move(*digest), options.image_dirs, options.image_etc, options.images);
+  if (!images) return tl::unexpected(images.error());
+  if (auto r = host::makeDirectories(options.state_dir + "/rootfs", 0755); !r)
+    return tl::unexpected(r.error());
+  for (const auto& image : *images)
+    if (auto r = oci::prepareRootfs(rootfsDirectory(options.state_dir, *image), *image); !r)
+      return tl::unexpected(r.error());
+  auto env = std::make_unique<GvisorEnvironment>(options, std::move(*driver), std::move(*images));
   if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
   env->sweepOrphans();
   return env;

@@ -96,11 +96,14 @@ Result<json> makeConfig(const BundleInputs& in) {
     if (!p->empty() && !cleanAbsolute(*p))
       return fail(ErrorCode::kExecutionRejected,
                   "bundle path \"" + *p + "\" is not a clean absolute path");
-  for (const auto& v : {in.image_dirs, in.image_etc})
-    for (const auto& p : v)
-      if (!cleanAbsolute(p))
+  if (!in.image) return fail(ErrorCode::kExecutionRejected, "the bundle has no image");
+  for (const auto& e : in.image->entries) {
+    const bool bound = e.kind != ImageEntry::Kind::kSymlink;
+    for (const std::string* p : {&e.path, bound ? &e.source : &e.path})
+      if (!cleanAbsolute(*p))
         return fail(ErrorCode::kExecutionRejected,
-                    "image path \"" + p + "\" is not a clean absolute path");
+                    "image path \"" + *p + "\" is not a clean absolute path");
+  }
   const auto& l = in.limits;
   if (l.cpu_millicores <= 0 || l.memory_bytes <= 0 || l.pids_max <= 0 || l.workspace_bytes <= 0 ||
       l.inodes_max <= 0)
@@ -120,8 +123,8 @@ Result<json> makeConfig(const BundleInputs& in) {
                     {"type", "tmpfs"},
                     {"source", "shm"},
                     {"options", json::array({"nosuid", "noexec", "nodev", "mode=1777"})}});
-  for (const auto& d : in.image_dirs) mounts.push_back(bindMount(d, d, true));
-  for (const auto& e : in.image_etc) mounts.push_back(bindMount(e, e, true));
+  for (const auto& e : in.image->entries)
+    if (e.kind != ImageEntry::Kind::kSymlink) mounts.push_back(bindMount(e.path, e.source, true));
   mounts.push_back(bindMount("/workspace", in.workspace_dir, false));
   mounts.push_back(bindMount("/tmp", in.tmp_dir, false));
   mounts.push_back(bindMount(kShimPathInSandbox, in.shim_path, true));
@@ -180,8 +183,7 @@ Result<json> makeConfig(const BundleInputs& in) {
   return config;
 }
 
-Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
-                           const std::vector<std::string>& image_etc) {
+Result<void> prepareRootfs(const std::string& dir, const SandboxImage& image) {
   if (auto r = makeDir(dir, 0755); !r) return r;
   for (const char* sub :
        {"/proc", "/dev", "/tmp", "/workspace", "/etc", "/root", "/.airlock", "/run"})
@@ -190,41 +192,25 @@ Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string
   if (auto r = makeDir(dir + kControlDirInSandbox, 0700); !r) return r;
   if (auto r = makeDir(dir + kEgressDirInSandbox, 0700); !r) return r;
   if (auto r = makeFile(dir + kShimPathInSandbox, "", 0555); !r) return r;
-  for (const auto& d : image_dirs) {
-    // Mount points for nested image dirs too (/usr/local under /usr exists
-    // in the bind; a top-level one needs a directory here).
-    std::string cur = dir;
-    std::size_t start = 1;
-    while (start <= d.size()) {
-      std::size_t end = d.find('/', start);
-      if (end == std::string::npos) end = d.size();
-      cur += "/" + d.substr(start, end - start);
-      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        return failErrno(ErrorCode::kExecutionUnavailable, "mkdir " + cur, errno);
-      start = end + 1;
+  for (const auto& e : image.entries) {
+    // Parents first (/etc/ssl for /etc/ssl/certs, /opt for /opt/tool).
+    for (std::size_t slash = e.path.find('/', 1); slash != std::string::npos;
+         slash = e.path.find('/', slash + 1))
+      if (auto r = makeDir(dir + e.path.substr(0, slash), 0755); !r) return r;
+    const std::string path = dir + e.path;
+    Result<void> r{};
+    switch (e.kind) {
+      case ImageEntry::Kind::kDirectory:
+        r = makeDir(path, 0755);
+        break;
+      case ImageEntry::Kind::kFile:
+        if (::access(path.c_str(), F_OK) != 0) r = makeFile(path, "", 0444);
+        break;
+      case ImageEntry::Kind::kSymlink:
+        r = makeLink(path, e.source);
+        break;
     }
-  }
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    struct stat st {};
-    if (::lstat(top, &st) != 0 || !S_ISLNK(st.st_mode)) continue;
-    char link[256];
-    ssize_t n = ::readlink(top, link, sizeof link - 1);
-    if (n <= 0) continue;
-    if (auto r = makeLink(dir + top, std::string(link, static_cast<std::size_t>(n))); !r) return r;
-  }
-  for (const auto& e : image_etc) {
-    struct stat st {};
-    if (::stat(e.c_str(), &st) != 0) continue;
-    // Parents first (/etc/ssl for /etc/ssl/certs).
-    for (std::size_t slash = e.find('/', 1); slash != std::string::npos;
-         slash = e.find('/', slash + 1))
-      if (auto r = makeDir(dir + e.substr(0, slash), 0755); !r) return r;
-    const std::string path = dir + e;
-    if (S_ISDIR(st.st_mode)) {
-      if (auto r = makeDir(path, 0755); !r) return r;
-    } else if (::access(path.c_str(), F_OK) != 0) {
-      if (auto r = makeFile(path, "", 0444); !r) return r;
-    }
+    if (!r) return r;
   }
   for (const auto& e : generatedEtcEntries(kSandboxUid, kSandboxGid)) {
     auto r =

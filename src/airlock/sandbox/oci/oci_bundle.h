@@ -5,14 +5,14 @@
 //
 // What the sandbox sees (the same shape as the linux mechanism's root,
 // sandbox/linux/jail_plan.h):
-//   /                 the shared rootfs directory, read-only: empty mount
-//                     points, the usr-merge symlinks (/bin -> usr/bin ...)
-//                     mirrored from the host, and the generated /etc entries
-//                     of sandbox_baseline.h (passwd, group, hosts, hostname,
+//   /                 the image's rootfs directory (one per image, shared
+//                     by its sandboxes), read-only: empty mount points, the
+//                     image's symbolic links (the usr-merge /bin -> usr/bin
+//                     ...), and the generated /etc entries of
+//                     sandbox_baseline.h (passwd, group, hosts, hostname,
 //                     nsswitch.conf, localtime, timezone)
-//   /usr ...          image directories, host paths bound read-only
-//   /etc/ssl/certs ...  image /etc entries (sandbox_baseline.h
-//                     defaultImageEtc()), bound read-only when present
+//   /usr ...          the image's directories and files (sandbox_image.h),
+//                     host paths bound read-only, /etc's entries among them
 //   /workspace        the sandbox's workspace: a host tmpfs the adapter
 //                     mounted (size= workspace_bytes, nr_inodes=
 //                     inodes_max), read-write
@@ -44,12 +44,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/sandbox/sandbox_image.h"
 
 namespace airlock::oci {
 
@@ -82,15 +84,14 @@ inline constexpr std::uint64_t kNofileLimit = 4096;
 inline constexpr long kPidsRefusalSpare = 96;
 
 struct BundleInputs {
-  std::string rootfs_dir;               // absolute host path of the shared rootfs
-  std::vector<std::string> image_dirs;  // absolute host dirs, bound read-only at the same path
-  std::vector<std::string> image_etc;   // absolute host /etc entries present on the host
-  std::string workspace_dir;            // host tmpfs mount point -> /workspace
-  std::string tmp_dir;                  // host tmpfs mount point -> /tmp
-  std::string shim_path;                // host path of airlock-gvisor-shim
-  std::string control_dir;              // host control directory -> /.airlock/ctl
-  std::string egress_dir;               // host egress directory -> /.airlock/egress; empty: none
-  std::string capability_dir;           // host capability dir -> /run/airlock (ro); empty: none
+  std::string rootfs_dir;  // absolute host path of the image's rootfs (prepareRootfs)
+  std::shared_ptr<const SandboxImage> image;  // its directories and files are bound read-only
+  std::string workspace_dir;                  // host tmpfs mount point -> /workspace
+  std::string tmp_dir;                        // host tmpfs mount point -> /tmp
+  std::string shim_path;                      // host path of airlock-gvisor-shim
+  std::string control_dir;                    // host control directory -> /.airlock/ctl
+  std::string egress_dir;      // host egress directory -> /.airlock/egress; empty: none
+  std::string capability_dir;  // host capability dir -> /run/airlock (ro); empty: none
   ResourceLimits limits;
 };
 
@@ -98,11 +99,9 @@ struct BundleInputs {
 // or contains "..", or a limit is not positive.
 Result<nlohmann::json> makeConfig(const BundleInputs& in);
 
-// Creates (idempotently) the shared rootfs directory at `dir`: mount points
-// for everything above, the symlinks /bin, /sbin, /lib* mirrored from the
-// host's, and the generated /etc files. ExecutionUnavailable on a failed
-// syscall.
-Result<void> prepareRootfs(const std::string& dir, const std::vector<std::string>& image_dirs,
-                           const std::vector<std::string>& image_etc);
+// Creates (idempotently) the rootfs directory of `image` at `dir`: mount
+// points for everything above, the image's symbolic links, and the
+// generated /etc files. ExecutionUnavailable on a failed syscall.
+Result<void> prepareRootfs(const std::string& dir, const SandboxImage& image);
 
 }  // namespace airlock::oci

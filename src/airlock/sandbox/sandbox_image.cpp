@@ -1,0 +1,139 @@
+#include "airlock/sandbox/sandbox_image.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "airlock/sandbox/sandbox_baseline.h"
+
+namespace airlock {
+namespace {
+
+// The link text of `path`, or nullopt.
+std::optional<std::string> linkText(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+  if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) return std::nullopt;
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// The entry for host path `host` at sandbox path `path`, by what it is
+// (not following a final link); nullopt for anything else or an absent one.
+std::optional<ImageEntry> entryFor(const std::string& host, const std::string& path) {
+  struct stat st {};
+  if (::lstat(host.c_str(), &st) != 0) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return ImageEntry{ImageEntry::Kind::kDirectory, path, host};
+  if (S_ISREG(st.st_mode)) return ImageEntry{ImageEntry::Kind::kFile, path, host};
+  if (S_ISLNK(st.st_mode)) {
+    auto text = linkText(host);
+    if (text) return ImageEntry{ImageEntry::Kind::kSymlink, path, *text};
+  }
+  return std::nullopt;
+}
+
+// The names in a directory, sorted; ExecutionUnavailable when it cannot be
+// read.
+Result<std::vector<std::string>> namesIn(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return failErrno(ErrorCode::kExecutionUnavailable, "read image " + dir, errno);
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+const std::vector<std::string>& sandboxOwnedPaths() {
+  static const std::vector<std::string> kOwned = {"/proc",      "/dev", "/sys", "/tmp",
+                                                  "/workspace", "/run", "/etc", "/.airlock"};
+  return kOwned;
+}
+
+Result<SandboxImage> hostImage(std::string digest, const std::vector<std::string>& image_dirs,
+                               const std::vector<std::string>& image_etc) {
+  SandboxImage image;
+  image.digest = std::move(digest);
+  for (const auto& dir : image_dirs) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return fail(ErrorCode::kExecutionUnavailable, "image directory " + dir + " is missing");
+    image.entries.push_back({ImageEntry::Kind::kDirectory, dir, dir});
+  }
+  // The usr-merge links (/bin -> usr/bin ...) as the host has them, or the
+  // directories where it has not merged.
+  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
+    if (auto e = entryFor(top, top); e && e->kind != ImageEntry::Kind::kFile)
+      image.entries.push_back(std::move(*e));
+  for (const auto& path : image_etc) {
+    // A link is followed here (the host's /etc/ssl/certs may be one): what
+    // is bound is what it names.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode))
+      image.entries.push_back({ImageEntry::Kind::kDirectory, path, path});
+    else if (S_ISREG(st.st_mode))
+      image.entries.push_back({ImageEntry::Kind::kFile, path, path});
+  }
+  return image;
+}
+
+Result<SandboxImage> unpackedImage(std::string digest, const std::string& root_dir,
+                                   std::vector<std::string> env) {
+  SandboxImage image;
+  image.digest = std::move(digest);
+  image.env = std::move(env);
+  auto top = namesIn(root_dir);
+  if (!top) return tl::unexpected(top.error());
+  const auto& owned = sandboxOwnedPaths();
+  for (const auto& name : *top) {
+    const std::string path = "/" + name;
+    if (std::find(owned.begin(), owned.end(), path) != owned.end()) continue;
+    if (auto e = entryFor(root_dir + path, path)) image.entries.push_back(std::move(*e));
+  }
+  std::set<std::string> generated;
+  for (const auto& g : generatedEtcEntries(0, 0)) generated.insert(g.path);
+  struct stat st {};
+  if (::lstat((root_dir + "/etc").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    auto etc = namesIn(root_dir + "/etc");
+    if (!etc) return tl::unexpected(etc.error());
+    for (const auto& name : *etc) {
+      const std::string path = "/etc/" + name;
+      if (generated.count(path)) continue;
+      if (auto e = entryFor(root_dir + path, path)) image.entries.push_back(std::move(*e));
+    }
+  }
+  return image;
+}
+
+Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(
+    std::string host_digest, const std::vector<std::string>& image_dirs,
+    const std::vector<std::string>& image_etc, const std::vector<SandboxImage>& others) {
+  auto host = hostImage(std::move(host_digest), image_dirs, image_etc);
+  if (!host) return tl::unexpected(host.error());
+  std::vector<std::shared_ptr<const SandboxImage>> out;
+  out.push_back(std::make_shared<const SandboxImage>(std::move(*host)));
+  for (const auto& image : others) {
+    const bool digest = image.digest.size() == 71 && image.digest.rfind("sha256:", 0) == 0 &&
+                        image.digest.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+    if (!digest)
+      return fail(ErrorCode::kConfigurationError,
+                  "image '" + image.digest + "' is not named by a sha256 digest");
+    for (const auto& seen : out)
+      if (seen->digest == image.digest)
+        return fail(ErrorCode::kConfigurationError, "image " + image.digest + " is there twice");
+    out.push_back(std::make_shared<const SandboxImage>(image));
+  }
+  return out;
+}
+
+}  // namespace airlock
