@@ -510,6 +510,47 @@ TEST(RegistryClientScripted, ManifestDigestsAreVerified) {
   EXPECT_TRUE(mentions(m.error(), "is neither a tag nor a sha256 digest"));
 }
 
+TEST(RegistryClientScripted, AnIndexEntryMustMatchTheManifestItNames) {
+  const Served s = servedManifest();
+  // An inner index posing as the linux/amd64 manifest.
+  const std::string inner =
+      json({{"schemaVersion", 2}, {"mediaType", kOciIndexType}, {"manifests", json::array()}})
+          .dump();
+  const auto indexOf = [](const std::string& digest, std::size_t size) {
+    return json({{"schemaVersion", 2},
+                 {"mediaType", kOciIndexType},
+                 {"manifests",
+                  {{{"mediaType", kOciManifestType},
+                    {"digest", digest},
+                    {"size", size},
+                    {"platform", {{"os", "linux"}, {"architecture", "amd64"}}}}}}})
+        .dump();
+  };
+  const std::string wrong_size = indexOf(s.digest, s.manifest.size() + 1);
+  const std::string nested = indexOf(sha256Digest(inner), inner.size());
+  HttpTestServer registry("127.0.0.1", [&](const HttpRequest& req) -> HttpResponse {
+    const std::string index_type(kOciIndexType);
+    if (req.path == "/v2/test/img/manifests/wrongsize")
+      return {200, {{"Content-Type", index_type}}, wrong_size};
+    if (req.path == "/v2/test/img/manifests/nested")
+      return {200, {{"Content-Type", index_type}}, nested};
+    if (req.path == "/v2/test/img/manifests/" + s.digest) return manifestResponse(s);
+    if (req.path == "/v2/test/img/manifests/" + sha256Digest(inner))
+      return {200, {{"Content-Type", index_type}}, inner};
+    return {404, {}, ""};
+  });
+  ASSERT_TRUE(registry.ok());
+  RegistryClient client;
+  auto m = client.resolve(refOf(registry.authority() + "/test/img:wrongsize"));
+  ASSERT_FALSE(m);
+  EXPECT_EQ(m.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_TRUE(mentions(m.error(), "bytes, the index says " + std::to_string(s.manifest.size() + 1)))
+      << m.error().context;
+  m = client.resolve(refOf(registry.authority() + "/test/img:nested"));
+  ASSERT_FALSE(m);
+  EXPECT_TRUE(mentions(m.error(), "is an index inside an index")) << m.error().context;
+}
+
 TEST(RegistryClientScripted, BodiesOverTheirCapsAndShortOrWrongBlobsAreRefused) {
   const std::string blob(1000, 'b');
   HttpTestServer registry("127.0.0.1", [&](const HttpRequest& req) -> HttpResponse {
