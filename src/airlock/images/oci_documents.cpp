@@ -1,0 +1,458 @@
+#include "airlock/images/oci_documents.h"
+
+#include <limits>
+#include <new>
+#include <nlohmann/json.hpp>
+
+#include "airlock/core/encoding.h"
+#include "airlock/core/json.h"
+#include "airlock/images/image_reference.h"
+
+namespace airlock::images {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxMediaTypeBytes = 255;
+constexpr std::size_t kMaxPlatformFieldBytes = 128;
+// execve's limit on one argument or environment string (MAX_ARG_STRLEN).
+constexpr std::size_t kMaxEnvEntryBytes = 128 * 1024;
+constexpr std::size_t kMaxConfigStringBytes = 4096;
+
+constexpr std::string_view kSchema1Hint =
+    "Docker schema 1 manifests are not supported (a format deprecated since 2017; push the image "
+    "again with a current client)";
+
+std::string inQuotes(std::string_view text) {
+  std::string q = quoteForMessage(text, 100);
+  if (q.size() >= 2) q = q.substr(1, q.size() - 2);
+  return "'" + q + "'";
+}
+
+tl::unexpected<Error> refuse(std::string_view what, const std::string& problem) {
+  return fail(ErrorCode::kExecutionRejected, std::string(what) + ": " + problem);
+}
+
+bool isSchema1Type(std::string_view t) {
+  return t == "application/vnd.docker.distribution.manifest.v1+json" ||
+         t == "application/vnd.docker.distribution.manifest.v1+prettyjws";
+}
+bool isIndexType(std::string_view t) {
+  return t == kOciIndexType || t == kDockerManifestListType;
+}
+bool isManifestType(std::string_view t) {
+  return t == kOciManifestType || t == kDockerManifestType;
+}
+bool isGenericType(std::string_view t) {
+  return t.empty() || t == "application/json" || t == "text/plain" ||
+         t == "application/octet-stream";
+}
+
+// Refuses nesting deeper than kMaxJsonDepth by scanning the bytes (strings
+// skipped), so that no parser recursion or allocation sees a deep document.
+bool tooDeep(std::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+Result<json> parseObject(std::string_view what, std::string_view text) {
+  if (text.size() > kMaxDocumentBytes)
+    return refuse(what, "is " + std::to_string(text.size()) + " bytes, more than the limit of " +
+                            std::to_string(kMaxDocumentBytes));
+  if (tooDeep(text))
+    return refuse(what,
+                  "nests arrays or objects more than " + std::to_string(kMaxJsonDepth) + " deep");
+  auto parsed = parseUntrustedJson(text);
+  if (!parsed) return refuse(what, "is not valid JSON: " + parsed.error().context);
+  if (!parsed->is_object()) return refuse(what, "is not a JSON object");
+  return std::move(*parsed);
+}
+
+// An optional string member: nullopt when absent or null.
+Result<std::optional<std::string>> optionalString(std::string_view what, const json& obj,
+                                                  const char* key, const std::string& path,
+                                                  std::size_t max_bytes) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<std::string>();
+  if (!it->is_string()) return refuse(what, path + " is not a string");
+  const auto& s = it->get_ref<const std::string&>();
+  if (s.size() > max_bytes)
+    return refuse(what, path + " is longer than " + std::to_string(max_bytes) + " bytes");
+  if (s.find('\0') != std::string::npos) return refuse(what, path + " contains a NUL byte");
+  return std::optional<std::string>(s);
+}
+
+Result<std::string> requiredString(std::string_view what, const json& obj, const char* key,
+                                   const std::string& path, std::size_t max_bytes) {
+  auto s = optionalString(what, obj, key, path, max_bytes);
+  if (!s) return tl::unexpected(s.error());
+  if (!*s) return refuse(what, path + " is missing");
+  return std::move(**s);
+}
+
+// "schemaVersion": must be 2; 1 is Docker schema 1.
+Result<void> checkSchemaVersion(std::string_view what, const json& doc) {
+  const auto it = doc.find("schemaVersion");
+  if (it == doc.end()) return refuse(what, "schemaVersion is missing");
+  if (!it->is_number_integer()) return refuse(what, "schemaVersion is not an integer");
+  if (*it == 1) return refuse(what, std::string(kSchema1Hint));
+  if (*it != 2) return refuse(what, "schemaVersion is " + it->dump() + ", not 2");
+  return {};
+}
+
+Result<Platform> parsePlatform(std::string_view what, const json& j, const std::string& path) {
+  if (!j.is_object()) return refuse(what, path + " is not an object");
+  Platform p;
+  auto os = requiredString(what, j, "os", path + ".os", kMaxPlatformFieldBytes);
+  if (!os) return tl::unexpected(os.error());
+  auto arch =
+      requiredString(what, j, "architecture", path + ".architecture", kMaxPlatformFieldBytes);
+  if (!arch) return tl::unexpected(arch.error());
+  auto variant = optionalString(what, j, "variant", path + ".variant", kMaxPlatformFieldBytes);
+  if (!variant) return tl::unexpected(variant.error());
+  p.os = std::move(*os);
+  p.architecture = std::move(*arch);
+  if (*variant) p.variant = std::move(**variant);
+  return p;
+}
+
+// OCI "Descriptors": mediaType, digest and size are required.
+Result<Descriptor> parseDescriptor(std::string_view what, const json& j, const std::string& path,
+                                   bool with_platform) {
+  if (!j.is_object()) return refuse(what, path + " is not an object");
+  Descriptor d;
+  auto media = requiredString(what, j, "mediaType", path + ".mediaType", kMaxMediaTypeBytes);
+  if (!media) return tl::unexpected(media.error());
+  d.media_type = std::move(*media);
+  auto digest = requiredString(what, j, "digest", path + ".digest", 1024);
+  if (!digest) return tl::unexpected(digest.error());
+  if (!isDigest(*digest))
+    return refuse(what, path + ".digest " + inQuotes(*digest) +
+                            " is not sha256: and 64 lowercase hex digits");
+  d.digest = std::move(*digest);
+  const auto size = j.find("size");
+  if (size == j.end()) return refuse(what, path + ".size is missing");
+  auto n = int64FromJson(*size);
+  if (!n) return refuse(what, path + ".size " + n.error().context);
+  if (*n < 0) return refuse(what, path + ".size is negative");
+  d.size = *n;
+  if (with_platform) {
+    const auto p = j.find("platform");
+    if (p != j.end() && !p->is_null()) {
+      auto platform = parsePlatform(what, *p, path + ".platform");
+      if (!platform) return tl::unexpected(platform.error());
+      d.platform = std::move(*platform);
+    }
+  }
+  return d;
+}
+
+// The document's own "mediaType", "" when absent.
+Result<std::string> documentMediaType(std::string_view what, const json& doc) {
+  auto t = optionalString(what, doc, "mediaType", "mediaType", kMaxMediaTypeBytes);
+  if (!t) return tl::unexpected(t.error());
+  return t->value_or("");
+}
+
+Result<ImageIndex> indexFrom(const json& doc) {
+  constexpr std::string_view what = "image index";
+  auto t = documentMediaType(what, doc);
+  if (!t) return tl::unexpected(t.error());
+  if (isSchema1Type(*t)) return refuse(what, std::string(kSchema1Hint));
+  if (isManifestType(*t)) return refuse(what, "is an image manifest (" + *t + "), not an index");
+  if (!t->empty() && !isIndexType(*t))
+    return refuse(what, "mediaType " + inQuotes(*t) + " is not an image index type");
+  if (auto v = checkSchemaVersion(what, doc); !v) return tl::unexpected(v.error());
+  const auto m = doc.find("manifests");
+  if (m == doc.end()) return refuse(what, "manifests is missing");
+  if (!m->is_array()) return refuse(what, "manifests is not an array");
+  if (m->size() > kMaxIndexEntries)
+    return refuse(what, "has " + std::to_string(m->size()) + " manifests, more than the limit of " +
+                            std::to_string(kMaxIndexEntries));
+  ImageIndex index;
+  index.manifests.reserve(m->size());
+  for (std::size_t i = 0; i < m->size(); ++i) {
+    auto d = parseDescriptor(what, (*m)[i], "manifests[" + std::to_string(i) + "]", true);
+    if (!d) return tl::unexpected(d.error());
+    index.manifests.push_back(std::move(*d));
+  }
+  return index;
+}
+
+Result<void> checkLayerType(std::string_view what, const Descriptor& d, const std::string& path) {
+  const std::string_view t = d.media_type;
+  if (t == kOciLayerTarType || t == kOciLayerGzipType || t == kOciLayerZstdType ||
+      t == kDockerLayerGzipType)
+    return {};
+  if (t == "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip" ||
+      t.starts_with("application/vnd.oci.image.layer.nondistributable."))
+    return refuse(what, path + " is a foreign (non-distributable) layer (" + std::string(t) +
+                            "), which is fetched from outside the registry; such images (Windows "
+                            "base layers) are not supported");
+  return refuse(what, path + " has media type " + inQuotes(t) +
+                          ", not a container image layer (tar, tar+gzip or tar+zstd)");
+}
+
+Result<ImageManifest> manifestFrom(const json& doc) {
+  constexpr std::string_view what = "image manifest";
+  auto t = documentMediaType(what, doc);
+  if (!t) return tl::unexpected(t.error());
+  if (isSchema1Type(*t)) return refuse(what, std::string(kSchema1Hint));
+  if (isIndexType(*t)) return refuse(what, "is an image index (" + *t + "), not a manifest");
+  if (!t->empty() && !isManifestType(*t))
+    return refuse(what, "mediaType " + inQuotes(*t) + " is not an image manifest type");
+  if (auto v = checkSchemaVersion(what, doc); !v) return tl::unexpected(v.error());
+  ImageManifest manifest;
+  const auto c = doc.find("config");
+  if (c == doc.end()) return refuse(what, "config is missing");
+  auto config = parseDescriptor(what, *c, "config", false);
+  if (!config) return tl::unexpected(config.error());
+  if (config->media_type != kOciConfigType && config->media_type != kDockerConfigType)
+    return refuse(what, "config has media type " + inQuotes(config->media_type) +
+                            ", not an image config: the artifact is not a container image");
+  if (config->size > static_cast<std::int64_t>(kMaxDocumentBytes))
+    return refuse(what, "config is " + std::to_string(config->size) +
+                            " bytes, more than the limit of " + std::to_string(kMaxDocumentBytes));
+  manifest.config = std::move(*config);
+  const auto l = doc.find("layers");
+  if (l == doc.end()) return refuse(what, "layers is missing");
+  if (!l->is_array()) return refuse(what, "layers is not an array");
+  if (l->size() > kMaxLayers)
+    return refuse(what, "has " + std::to_string(l->size()) + " layers, more than the limit of " +
+                            std::to_string(kMaxLayers));
+  manifest.layers.reserve(l->size());
+  for (std::size_t i = 0; i < l->size(); ++i) {
+    const std::string path = "layers[" + std::to_string(i) + "]";
+    auto d = parseDescriptor(what, (*l)[i], path, false);
+    if (!d) return tl::unexpected(d.error());
+    if (auto ok = checkLayerType(what, *d, path); !ok) return tl::unexpected(ok.error());
+    manifest.layers.push_back(std::move(*d));
+  }
+  return manifest;
+}
+
+Result<ImageConfig> configFrom(const json& doc) {
+  constexpr std::string_view what = "image config";
+  ImageConfig out;
+  auto os = requiredString(what, doc, "os", "os", kMaxPlatformFieldBytes);
+  if (!os) return tl::unexpected(os.error());
+  auto arch = requiredString(what, doc, "architecture", "architecture", kMaxPlatformFieldBytes);
+  if (!arch) return tl::unexpected(arch.error());
+  out.os = std::move(*os);
+  out.architecture = std::move(*arch);
+
+  const auto c = doc.find("config");
+  if (c != doc.end() && !c->is_null()) {
+    if (!c->is_object()) return refuse(what, "config is not an object");
+    const auto env = c->find("Env");
+    if (env != c->end() && !env->is_null()) {
+      if (!env->is_array()) return refuse(what, "config.Env is not an array");
+      if (env->size() > kMaxEnvEntries)
+        return refuse(what,
+                      "config.Env has more than " + std::to_string(kMaxEnvEntries) + " entries");
+      for (std::size_t i = 0; i < env->size(); ++i) {
+        const std::string path = "config.Env[" + std::to_string(i) + "]";
+        const json& e = (*env)[i];
+        if (!e.is_string()) return refuse(what, path + " is not a string");
+        const auto& s = e.get_ref<const std::string&>();
+        if (s.size() > kMaxEnvEntryBytes)
+          return refuse(what,
+                        path + " is longer than " + std::to_string(kMaxEnvEntryBytes) + " bytes");
+        if (s.find('\0') != std::string::npos) return refuse(what, path + " contains a NUL byte");
+        const std::size_t eq = s.find('=');
+        if (eq == std::string::npos || eq == 0)
+          return refuse(what, path + " " + inQuotes(s) + " is not NAME=value");
+        out.env.push_back(s);
+      }
+    }
+    auto user = optionalString(what, *c, "User", "config.User", kMaxConfigStringBytes);
+    if (!user) return tl::unexpected(user.error());
+    if (*user) out.user = std::move(**user);
+    auto wd = optionalString(what, *c, "WorkingDir", "config.WorkingDir", kMaxConfigStringBytes);
+    if (!wd) return tl::unexpected(wd.error());
+    if (*wd) out.working_dir = std::move(**wd);
+  }
+
+  const auto r = doc.find("rootfs");
+  if (r != doc.end() && !r->is_null()) {
+    if (!r->is_object()) return refuse(what, "rootfs is not an object");
+    const auto ids = r->find("diff_ids");
+    if (ids != r->end() && !ids->is_null()) {
+      if (!ids->is_array()) return refuse(what, "rootfs.diff_ids is not an array");
+      if (ids->size() > kMaxLayers)
+        return refuse(what,
+                      "rootfs.diff_ids has more than " + std::to_string(kMaxLayers) + " entries");
+      for (std::size_t i = 0; i < ids->size(); ++i) {
+        const std::string path = "rootfs.diff_ids[" + std::to_string(i) + "]";
+        const json& d = (*ids)[i];
+        if (!d.is_string()) return refuse(what, path + " is not a string");
+        const auto& s = d.get_ref<const std::string&>();
+        if (!isDigest(s))
+          return refuse(what,
+                        path + " " + inQuotes(s) + " is not sha256: and 64 lowercase hex digits");
+        out.diff_ids.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+// Runs a parse step with the module's promise: nothing escapes as an
+// exception (nlohmann's accessors and allocation can throw).
+template <class T, class F>
+Result<T> guarded(std::string_view what, F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return refuse(what, "out of memory while parsing");
+  } catch (const std::exception& e) {
+    return refuse(what, std::string("could not be parsed: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string mediaTypeOf(std::string_view content_type) {
+  const std::size_t semi = content_type.find(';');
+  std::string_view t = content_type.substr(0, semi);
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  std::string out(t);
+  for (char& ch : out)
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  return out;
+}
+
+std::string toString(const Platform& platform) {
+  std::string out = platform.os + "/" + platform.architecture;
+  if (!platform.variant.empty()) out += "/" + platform.variant;
+  return out;
+}
+
+Result<DocumentKind> classifyDocument(std::string_view media_type, std::string_view json_text) {
+  constexpr std::string_view what = "registry document";
+  return guarded<DocumentKind>(what, [&]() -> Result<DocumentKind> {
+    const std::string header = mediaTypeOf(media_type);
+    std::optional<DocumentKind> header_kind;
+    if (isIndexType(header)) {
+      header_kind = DocumentKind::kIndex;
+    } else if (isManifestType(header)) {
+      header_kind = DocumentKind::kManifest;
+    } else if (isSchema1Type(header)) {
+      return refuse(what, std::string(kSchema1Hint));
+    } else if (!isGenericType(header)) {
+      return refuse(
+          what, "media type " + inQuotes(header) + " is not an image index or image manifest type");
+    }
+    auto doc = parseObject(what, json_text);
+    if (!doc) return tl::unexpected(doc.error());
+    const auto version = doc->find("schemaVersion");
+    if (version != doc->end() && *version == 1) return refuse(what, std::string(kSchema1Hint));
+    auto t = documentMediaType(what, *doc);
+    if (!t) return tl::unexpected(t.error());
+    if (!t->empty()) {
+      std::optional<DocumentKind> json_kind;
+      if (isIndexType(*t)) {
+        json_kind = DocumentKind::kIndex;
+      } else if (isManifestType(*t)) {
+        json_kind = DocumentKind::kManifest;
+      } else if (isSchema1Type(*t)) {
+        return refuse(what, std::string(kSchema1Hint));
+      } else {
+        return refuse(
+            what, "mediaType " + inQuotes(*t) + " is not an image index or image manifest type");
+      }
+      if (header_kind && *header_kind != *json_kind)
+        return refuse(what, "the registry's Content-Type " + inQuotes(header) +
+                                " and the document's mediaType " + inQuotes(*t) + " disagree");
+      return *json_kind;
+    }
+    if (header_kind) return *header_kind;
+    const auto m = doc->find("manifests");
+    if (m != doc->end() && m->is_array()) return DocumentKind::kIndex;
+    const auto c = doc->find("config");
+    const auto l = doc->find("layers");
+    if (c != doc->end() && c->is_object() && l != doc->end() && l->is_array())
+      return DocumentKind::kManifest;
+    return refuse(what,
+                  "has no media type and is shaped like neither an image index nor a manifest");
+  });
+}
+
+Result<ImageIndex> parseImageIndex(std::string_view json_text) {
+  return guarded<ImageIndex>("image index", [&]() -> Result<ImageIndex> {
+    auto doc = parseObject("image index", json_text);
+    if (!doc) return tl::unexpected(doc.error());
+    return indexFrom(*doc);
+  });
+}
+
+Result<ImageManifest> parseImageManifest(std::string_view json_text) {
+  return guarded<ImageManifest>("image manifest", [&]() -> Result<ImageManifest> {
+    auto doc = parseObject("image manifest", json_text);
+    if (!doc) return tl::unexpected(doc.error());
+    return manifestFrom(*doc);
+  });
+}
+
+Result<ImageConfig> parseImageConfig(std::string_view json_text) {
+  return guarded<ImageConfig>("image config", [&]() -> Result<ImageConfig> {
+    auto doc = parseObject("image config", json_text);
+    if (!doc) return tl::unexpected(doc.error());
+    return configFrom(*doc);
+  });
+}
+
+Result<Descriptor> selectPlatform(const ImageIndex& index, std::string_view os,
+                                  std::string_view arch) {
+  return guarded<Descriptor>("image index", [&]() -> Result<Descriptor> {
+    const Descriptor* with_variant = nullptr;
+    for (const auto& d : index.manifests) {
+      if (!isManifestType(d.media_type) || !d.platform) continue;
+      if (d.platform->os != os || d.platform->architecture != arch) continue;
+      if (d.platform->variant.empty()) return d;
+      if (with_variant == nullptr) with_variant = &d;
+    }
+    if (with_variant != nullptr) return *with_variant;
+    std::string there;
+    for (const auto& d : index.manifests) {
+      if (!there.empty()) there += ", ";
+      if (d.platform) {
+        there += quoteForMessage(toString(*d.platform), 64);
+      } else {
+        there += "(no platform)";
+      }
+      if (!isManifestType(d.media_type)) there += " (" + quoteForMessage(d.media_type, 64) + ")";
+      if (there.size() > 2000) {
+        there += ", ...";
+        break;
+      }
+    }
+    if (there.empty()) there = "no entries at all";
+    return refuse("image index", "has no " + std::string(os) + "/" + std::string(arch) +
+                                     " image; it has " + there);
+  });
+}
+
+}  // namespace airlock::images
