@@ -602,3 +602,34 @@ RC_GTEST_PROP(OciDocuments, MutatedSamplesNeverCrashAnyParser, ()) {
 
 }  // namespace
 }  // namespace airlock::images
+
+namespace airlock::images {
+namespace {
+
+// An image layout's index names its image with the ref.name annotation; the
+// name is kept, other annotations are not, and a name that is not a short
+// string is refused.
+TEST(OciDocuments, AnIndexEntryKeepsItsRefNameAnnotationOnly) {
+  const std::string digest = "sha256:" + std::string(64, 'e');
+  json entry = {
+      {"mediaType", kOciManifestType},
+      {"digest", digest},
+      {"size", 10},
+      {"annotations", {{std::string(kRefNameAnnotation), "v1"}, {"org.example.other", "dropped"}}}};
+  json index = {{"schemaVersion", 2}, {"mediaType", kOciIndexType}, {"manifests", {entry}}};
+  auto parsed = parseImageIndex(index.dump());
+  ASSERT_TRUE(parsed) << parsed.error().message();
+  ASSERT_EQ(parsed->manifests.size(), 1u);
+  EXPECT_EQ(parsed->manifests[0].annotations,
+            (std::map<std::string, std::string>{{kRefNameAnnotation, "v1"}}));
+
+  index["manifests"][0]["annotations"][kRefNameAnnotation] = 7;
+  EXPECT_FALSE(parseImageIndex(index.dump()));
+  index["manifests"][0]["annotations"][kRefNameAnnotation] = std::string(kMaxRefNameBytes + 1, 'x');
+  EXPECT_FALSE(parseImageIndex(index.dump()));
+  index["manifests"][0]["annotations"] = "not an object";
+  EXPECT_FALSE(parseImageIndex(index.dump()));
+}
+
+}  // namespace
+}  // namespace airlock::images

@@ -164,6 +164,20 @@ Result<Descriptor> parseDescriptor(std::string_view what, const json& j, const s
       if (!platform) return tl::unexpected(platform.error());
       d.platform = std::move(*platform);
     }
+    // OCI "Annotations": string to string; only the ones this code reads
+    // are kept, so an index cannot make the store hold more than a name.
+    const auto a = j.find("annotations");
+    if (a != j.end() && !a->is_null()) {
+      if (!a->is_object()) return refuse(what, path + ".annotations is not an object");
+      const auto ref = a->find(kRefNameAnnotation);
+      if (ref != a->end()) {
+        if (!ref->is_string() || ref->get_ref<const std::string&>().size() > kMaxRefNameBytes)
+          return refuse(what, path + ".annotations." + kRefNameAnnotation +
+                                  " is not a string of at most " +
+                                  std::to_string(kMaxRefNameBytes) + " bytes");
+        d.annotations[kRefNameAnnotation] = ref->get<std::string>();
+      }
+    }
   }
   return d;
 }

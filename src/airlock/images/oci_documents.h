@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,11 +64,19 @@ struct Platform {
 };
 
 // OCI "Descriptors". digest is always isDigest(); size is in bytes, >= 0.
+// The annotation an image layout's index.json names an image by (OCI image
+// spec, "Pre-Defined Annotation Keys").
+inline constexpr const char* kRefNameAnnotation = "org.opencontainers.image.ref.name";
+inline constexpr std::size_t kMaxRefNameBytes = 512;
+
 struct Descriptor {
   std::string media_type;
   std::string digest;
   std::int64_t size = 0;
   std::optional<Platform> platform;  // only in an index's entries
+  // Only in an index's entries, and only kRefNameAnnotation (at most
+  // kMaxRefNameBytes): the name an image layout gives the image.
+  std::map<std::string, std::string> annotations;
   bool operator==(const Descriptor&) const = default;
 };
 
