@@ -87,12 +87,21 @@ std::string OciLayout::addBlob(const std::string& bytes) {
 }
 
 BuiltImage OciLayout::addImage(const std::string& architecture, const std::string& marker) {
+  return addImageOf(
+      architecture,
+      {
+          {{"etc/marker", marker + "\n"}, {"bin/tool", "#!/bin/sh\necho " + architecture + "\n"}},
+          {{"srv/data.txt", std::string(3000, 'd') + architecture}},
+      },
+      {"PATH=/usr/bin:/bin", "GREETING=" + marker});
+}
+
+BuiltImage OciLayout::addImageOf(
+    const std::string& architecture,
+    const std::vector<std::vector<std::pair<std::string, std::string>>>& layer_files,
+    const std::vector<std::string>& env) {
   BuiltImage img;
   img.architecture = architecture;
-  const std::vector<std::vector<std::pair<std::string, std::string>>> layer_files = {
-      {{"etc/marker", marker + "\n"}, {"bin/tool", "#!/bin/sh\necho " + architecture + "\n"}},
-      {{"srv/data.txt", std::string(3000, 'd') + architecture}},
-  };
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& files : layer_files) {
     const std::string tar = tarOf(files);
@@ -108,10 +117,7 @@ BuiltImage OciLayout::addImage(const std::string& architecture, const std::strin
   nlohmann::json config = {
       {"architecture", architecture},
       {"os", "linux"},
-      {"config",
-       {{"Env", {"PATH=/usr/bin:/bin", "GREETING=" + marker}},
-        {"User", "1000:1000"},
-        {"WorkingDir", "/srv"}}},
+      {"config", {{"Env", env}, {"User", "1000:1000"}, {"WorkingDir", "/srv"}}},
       {"rootfs", {{"type", "layers"}, {"diff_ids", img.diff_ids}}},
   };
   img.config = config.dump();

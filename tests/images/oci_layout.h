@@ -38,6 +38,12 @@ class OciLayout {
   // A linux image for `architecture` with two gzip layers (a file naming
   // `marker`, then a second small file), Env, User and WorkingDir set.
   BuiltImage addImage(const std::string& architecture, const std::string& marker);
+  // A linux image of gzip layers holding these files (tarOf), in order, with
+  // this Env and the same User and WorkingDir.
+  BuiltImage addImageOf(
+      const std::string& architecture,
+      const std::vector<std::vector<std::pair<std::string, std::string>>>& layer_files,
+      const std::vector<std::string>& env);
   // An image index blob over the entries; returns {bytes, digest}.
   std::pair<std::string, std::string> addIndex(const nlohmann::json& entries);
   // index.json with these entries.
