@@ -240,6 +240,40 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"NoSubcommand", {}, "subcommand is required"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
 
+// `airlock image` and `run --image`: bad names and paths are refused with
+// one line that names them, against a store in a fresh state directory.
+TEST(CliImage, BadNamesAndPathsAreRefusedWithOneLine) {
+  char tmpl[] = "/tmp/airlock-cli-image-XXXXXX";
+  const std::string state = ::mkdtemp(tmpl);
+  const std::string digest = "sha256:" + std::string(64, 'e');
+  for (const auto& [args, phrase] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"image", "pull", "--state-dir", state, "Team/Py:1"}, "upper-case"},
+           {{"image", "import", "--state-dir", state, "/nonexistent/layout"},
+            "/nonexistent/layout"},
+           {{"image", "import", "--state-dir", state, "/proc/version"}, "/proc/version"},
+           {{"image", "rm", "--state-dir", state, digest}, "is not in the store"},
+           {{"run", "--state-dir", state, "--mechanism", "fake", "--image", digest, "--", "true"},
+            "airlock image pull"},
+           {{"run", "--state-dir", state, "--mechanism", "fake", "--image", "not a ref", "--",
+             "true"},
+            "neither a digest"},
+           {{"run", "--mechanism", "fake", "--image", "", "--", "true"},
+            "--image: the name is empty"},
+       }) {
+    Outcome outcome = runAirlock(args);
+    EXPECT_EQ(outcome.status, 125) << args[1] << ": " << outcome.err;
+    EXPECT_EQ(outcome.out, "");
+    auto err_lines = lines(outcome.err);
+    ASSERT_EQ(err_lines.size(), 1u) << outcome.err;
+    EXPECT_THAT(err_lines[0], StartsWith("airlock: error: "));
+    EXPECT_THAT(err_lines[0], HasSubstr(phrase));
+  }
+  Outcome listed = runAirlock({"image", "ls", "--json", "--state-dir", state});
+  EXPECT_EQ(listed.status, 0) << listed.err;
+  EXPECT_EQ(listed.out, "{\"images\":[]}\n");
+  EXPECT_EQ(std::filesystem::remove_all(state) > 0, true);
+}
+
 // --- results -----------------------------------------------------------------
 
 TEST(CliRun, JsonPrintsOnlyAParseableExecutionResult) {

@@ -33,8 +33,10 @@ class ApiCodeLinuxTest : public SandboxTest {
     settings_.service_token = kToken;
     now_ =
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-    api_ = std::make_unique<Api>(settings_, *env_, linux_jail::computeImageDigest(options_).value(),
-                                 metrics_, [this] { return now_.load(); });
+    api_ = std::make_unique<Api>(
+        settings_, *env_,
+        service::ServiceImages::hostOnly(linux_jail::computeImageDigest(options_).value()),
+        metrics_, [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
     api_->attachSchedules(*store);
@@ -324,7 +326,7 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
 }
 
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
-  Api bare(settings_, *env_, "digest", metrics_);
+  Api bare(settings_, *env_, service::ServiceImages::hostOnly("digest"), metrics_);
   auto r =
       bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
   EXPECT_EQ(r.status, 503) << r.body;

@@ -34,8 +34,8 @@ class ApiTest : public ::testing::Test {
     options.clock = [this] { return now_; };
     env_ = std::make_unique<fake::FakeEnvironment>(options);
     env_->setFallback(fake::basicCommands);
-    api_ = std::make_unique<Api>(settings_, *env_, fake::kFakeImageDigest, metrics_,
-                                 [this] { return now_; });
+    api_ = std::make_unique<Api>(settings_, *env_, ServiceImages::hostOnly(fake::kFakeImageDigest),
+                                 metrics_, [this] { return now_; });
   }
   HttpResponse call(std::string method, std::string target, std::string body = "",
                     std::string auth = std::string("Bearer ") + kToken) {
@@ -83,6 +83,35 @@ TEST_F(ApiTest, HealthNeedsNoTokenAndEverythingElseDoes) {
 // token is not. Only "<scheme> SP <token>" authenticates: a value with a
 // line break, a tab or extra spaces in it (what a folded or padded header
 // leaves) does not.
+// GET /v1/images lists what the service runs, the default first; a
+// provision's `image` picks one by name; an unknown name is refused naming
+// the images there are, and a digest the service does not run reaches the
+// mechanism, which refuses it as every unknown digest.
+TEST_F(ApiTest, AnEnvironmentPicksItsImageByNameAndAnUnknownOneIsRefused) {
+  auto listed = call("GET", "/v1/images");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(json::parse(listed.body),
+            json::parse(R"({"images": [{"name": "host", "reference": null, "digest": ")" +
+                        std::string(fake::kFakeImageDigest) + R"(", "default": true}]})"));
+  EXPECT_EQ(call("POST", "/v1/images").status, 405);
+
+  const std::string id = provision({{"tenant_id", "t1"}, {"run_id", "r1"}, {"image", "host"}});
+  EXPECT_FALSE(id.empty());
+  auto unknown = call("POST", "/v1/environments",
+                      json{{"tenant_id", "t1"}, {"run_id", "r2"}, {"image", "python"}}.dump());
+  EXPECT_EQ(unknown.status, 409) << unknown.body;
+  EXPECT_EQ(message(unknown), "unknown image \"python\" (this service runs host)");
+  auto digest =
+      call("POST", "/v1/environments",
+           json{{"tenant_id", "t1"}, {"run_id", "r2"}, {"image", "sha256:" + std::string(64, 'b')}}
+               .dump());
+  EXPECT_EQ(digest.status, 409) << digest.body;
+  EXPECT_EQ(code(digest), "execution_rejected") << digest.body;
+  auto not_text = call("POST", "/v1/environments",
+                       json{{"tenant_id", "t1"}, {"run_id", "r2"}, {"image", 7}}.dump());
+  EXPECT_EQ(not_text.status, 400) << not_text.body;
+}
+
 TEST_F(ApiTest, TheBearerSchemeIsCaseInsensitiveAndNothingElseIsLoose) {
   const std::string token = kToken;
   for (const std::string scheme : {"Bearer", "bearer", "BEARER", "bEaReR"}) {

@@ -28,6 +28,8 @@ TEST(RouteLabel, EveryRouteMapsToItsTemplate) {
       {"/v1/artifacts/0190-artifact", "/v1/artifacts/{id}"},
       {"/v1/artifacts/0190-artifact/content", "/v1/artifacts/{id}/content"},
       {"/v1/tools", "/v1/tools"},
+      {"/v1/images", "/v1/images"},
+      {"/v1/images/x", "other"},
       {"/v1/tools/sandbox.run_command", "/v1/tools/{name}"},
       {"/v1/schedule-fires", "/v1/schedule-fires"},
       {"/v1/schedule-fires/ack", "/v1/schedule-fires/ack"},

@@ -78,6 +78,45 @@ artifacts:
   EXPECT_TRUE(checkStartup(*s)) << checkStartup(*s).error().message();
 }
 
+// images: references or {name, reference}; default_image names one of
+// them or host; a bad entry is refused naming it.
+TEST(Settings, ImagesAreReferencesWithOptionalNamesAndTheDefaultIsOneOfThem) {
+  auto s = parseSettings(
+      "images:\n  - 127.0.0.1:5000/team/py:3.12\n  - name: node\n    reference: "
+      "r.example/node@sha256:" +
+          std::string(64, 'c') + "\ndefault_image: node\n",
+      "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  ASSERT_EQ(s->images.size(), 2u);
+  EXPECT_EQ(s->images[0].name, "127.0.0.1:5000/team/py:3.12");
+  EXPECT_EQ(s->images[0].reference, "127.0.0.1:5000/team/py:3.12");
+  EXPECT_EQ(s->images[1].name, "node");
+  EXPECT_EQ(s->default_image, "node");
+  EXPECT_TRUE(checkStartup(*s));
+  EXPECT_EQ(parseSettings("", "s")->default_image, "host");
+
+  for (auto [yaml, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"images: r/x:1\n", "images must be a list"},
+           {"images:\n  - name: a\n", "has no reference"},
+           {"images:\n  - {name: A B, reference: r/x:1}\n", "must be 1-63 characters"},
+           {"images:\n  - {name: host, reference: r/x:1}\n", "is the host image's"},
+           {"images:\n  - {name: a, reference: r/x:1}\n  - {name: a, reference: r/y:1}\n",
+            "is there twice"},
+           {"images:\n  - {name: a, ref: r/x:1}\n", "unknown setting \"images.ref\""},
+       }) {
+    auto bad = parseSettings(yaml, "settings.yaml");
+    ASSERT_FALSE(bad) << yaml;
+    EXPECT_NE(bad.error().message().find(expected), std::string::npos) << bad.error().message();
+  }
+  auto no_such = parseSettings("default_image: ruby\n", "s");
+  ASSERT_TRUE(no_such);
+  auto refused = checkStartup(*no_such);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("default_image \"ruby\" is not host nor the name"),
+            std::string::npos)
+      << refused.error().message();
+}
+
 TEST(Settings, ErrorsNameTheSettingTheValueAndTheLine) {
   EXPECT_EQ(errorOf("deployment_mode: development\nsandbox: dockr\n"),
             "settings.yaml line 2, column 10: sandbox \"dockr\" is not one of linux, gvisor, "

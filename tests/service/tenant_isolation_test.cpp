@@ -49,8 +49,8 @@ struct World {
     options.clock = [this] { return now; };
     env = std::make_unique<fake::FakeEnvironment>(options);
     env->setFallback(fake::basicCommands);
-    api = std::make_unique<Api>(settings, *env, fake::kFakeImageDigest, metrics,
-                                [this] { return now; });
+    api = std::make_unique<Api>(settings, *env, ServiceImages::hostOnly(fake::kFakeImageDigest),
+                                metrics, [this] { return now; });
     repository = std::make_shared<artifacts::MemoryArtifactRepository>();
     std::filesystem::create_directory(dir + "/artifacts");
     auto created = artifacts::FilesystemArtifactStore::create(
@@ -358,6 +358,12 @@ std::vector<Row> rows() {
                  ASSERT_EQ(r.status, 200) << r.body;
                  EXPECT_EQ(r.body, "a's secret");
                }});
+  // Nor does the image list.
+  t.push_back({"/v1/images", "GET",
+               [](const World&, const std::string&) {
+                 return Call{"GET", "/v1/images"};
+               },
+               200, "", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
   // The tool list holds no tenant's state.
   t.push_back({"/v1/tools", "GET",
                [](const World&, const std::string&) {

@@ -21,11 +21,16 @@ Options hostedOptions(const AdapterOptions& options, const std::string& state_di
   shared.egress_route = options.egress_route;
   shared.ceilings = options.ceilings;
   shared.node_name = options.node_name;
+  shared.images = options.images;
   out.state_dir = state_dir;
   return out;
 }
 
 Result<Adapter> fakeAdapter(const AdapterOptions& options) {
+  if (!options.images.empty())
+    return fail(ErrorCode::kExecutionRejected, "the fake mechanism runs no images (image " +
+                                                   options.images.front().digest +
+                                                   "); use linux or gvisor");
   fake::FakeOptions fake_options;
   fake_options.ceilings = options.ceilings;
   fake_options.node_name = options.node_name;
@@ -104,6 +109,14 @@ Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOpt
   } else if (options.touch_egress_log) {
     if (auto touched = touchEgressLog(options.egress_log); !touched)
       return logError(touched.error());
+  }
+  if (!options.image_digests.empty()) {
+    if (!options.image_store)
+      return fail(ErrorCode::kConfigurationError, "images were named without an image store");
+    auto held = holdImages(*options.image_store, options.image_digests);
+    if (!held) return tl::unexpected(held.error());
+    out.images = std::move(*held);
+    options.adapter.images = out.images.images;
   }
   options.adapter.egress_route = out.egress.route;
   auto adapter = createAdapter(mechanism, options.adapter, development);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "airlock/cli/egress_runtime.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/mechanism.h"
@@ -34,6 +35,10 @@ struct AdapterOptions {
   // The execution node's name, carried by every environment id (serve: the
   // node_name setting); "": ids are bare UUIDv7s.
   std::string node_name;
+  // Images the mechanism runs besides the host's (cli/image_command.h
+  // holdImages); their roots must stay in place while the adapter lives.
+  // The fake mechanism runs none.
+  std::vector<SandboxImage> images;
 };
 
 // The permission to build a development-only mechanism (linux, fake: see
@@ -58,6 +63,7 @@ Result<Adapter> createAdapter(Mechanism mechanism, const AdapterOptions& options
 // so the proxy outlives every sandbox attached to it.
 struct LocalExecution {
   EgressRuntime egress;
+  HeldImages images;  // held until every sandbox of the adapter is gone
   Adapter adapter;
 };
 
@@ -71,9 +77,14 @@ struct LocalExecutionOptions {
   std::string egress_log;
   bool touch_egress_log = false;
   RefusalObserver on_refusal;  // every refusal's reason code; may be empty
+  // The stored images the adapter runs besides the host's, by digest
+  // (resolveImage gives them), from `image_store`; may be empty.
+  std::shared_ptr<images::ImageStore> image_store;
+  std::vector<std::string> image_digests;
 };
 
-// The proxy (when the policy enables egress), then the adapter (createAdapter).
+// The proxy (when the policy enables egress), the images (holdImages), then
+// the adapter (createAdapter).
 // Errors: those of startEgressRuntime and touchEgressLog, their context
 // starting "--egress-log: " when a log was named; then createAdapter's.
 Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOptions options,

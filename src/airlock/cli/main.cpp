@@ -1,4 +1,4 @@
-// The `airlock` command: `run`, `artifact`, `serve`, `mcp`, `egress`, `doctor`,
+// The `airlock` command: `run`, `image`, `artifact`, `serve`, `mcp`, `egress`, `doctor`,
 // `version`.
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/egress_command.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/cli/mcp_command.h"
 #include "airlock/cli/run_command.h"
 #include "airlock/cli/run_plan.h"
@@ -130,6 +131,9 @@ int main(int argc, char** argv) {
        "The egress allowlist (YAML, docs/egress.md); without --network it is only checked");
   text("--egress-log", flags.egress_log, "FILE",
        "Append the proxy's decisions here, one JSON line each (default: stderr)");
+  text("--image", flags.image, "REF|DIGEST",
+       "Run in this image: a reference (pulled the first time, then the stored digest is used), "
+       "a stored digest, or host (the default: this machine's /usr; docs/images.md)");
   text("--code", flags.code, "FILE.py",
        "Code mode: run this Python program with the capability channel (import airlock_cap) "
        "and print its structured outcome as JSON (docs/capabilities.md)");
@@ -175,6 +179,38 @@ int main(int argc, char** argv) {
     sub->add_option("--state-dir", artifact_state_dir,
                     "Where the artifact store lives (default /run/airlock)")
         ->type_name("DIR");
+
+  // `airlock image pull|import|ls|rm` on the local store (cli/image_command.h).
+  std::string image_state_dir = cli::kDefaultStateDir;
+  std::string image_name;
+  bool image_json = false;
+  CLI::App* image = app.add_subcommand(
+      "image", "Pull, import, list or remove the images airlock run --image uses.");
+  image->require_subcommand(1);
+  CLI::App* image_pull = image->add_subcommand(
+      "pull", "Resolve a reference at its registry to a digest and store that image.");
+  image_pull->add_option("reference", image_name, "REGISTRY/NAME:TAG or REGISTRY/NAME@DIGEST")
+      ->required()
+      ->type_name("REF");
+  CLI::App* image_import = image->add_subcommand(
+      "import",
+      "Store the image of an OCI image layout directory, or an OCI or docker save archive.");
+  image_import->add_option("path", image_name, "The layout directory or the archive")
+      ->required()
+      ->type_name("PATH");
+  CLI::App* image_ls =
+      image->add_subcommand("ls", "One line per stored image: digest, size, references.");
+  CLI::App* image_rm = image->add_subcommand(
+      "rm", "Drop a reference, or an image by digest, and collect what nothing uses.");
+  image_rm->add_option("name", image_name, "A reference or a digest")
+      ->required()
+      ->type_name("NAME");
+  for (CLI::App* sub : {image_pull, image_import, image_ls, image_rm})
+    sub->add_option("--state-dir", image_state_dir,
+                    "Where the image store lives, under images/ (default /run/airlock)")
+        ->type_name("DIR");
+  for (CLI::App* sub : {image_pull, image_import, image_ls})
+    sub->add_flag("--json", image_json, "Print JSON");
 
   // `airlock egress check` (cli/egress_command.h).
   cli::EgressCheckFlags egress_flags;
@@ -273,6 +309,14 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("doctor")) return cli::runDoctor();
   if (app.got_subcommand("egress")) return cli::runEgressCheck(egress_flags);
+  if (app.got_subcommand("image")) {
+    if (image->got_subcommand("pull"))
+      return cli::runImagePull(image_state_dir, image_name, image_json);
+    if (image->got_subcommand("import"))
+      return cli::runImageImport(image_state_dir, image_name, image_json);
+    if (image->got_subcommand("ls")) return cli::runImageList(image_state_dir, image_json);
+    return cli::runImageRemove(image_state_dir, image_name);
+  }
   if (app.got_subcommand("artifact")) {
     if (artifact_state_dir.empty()) return usageError("--state-dir: the directory is empty");
     if (artifact->got_subcommand("list"))

@@ -236,6 +236,20 @@ int executeRun(RunPlan plan) {
             "airlock: note: the egress policy is valid, but without --network the command has no "
             "network\n");
   LocalExecutionOptions execution_options;
+  std::string image_digest;
+  if (!plan.image.empty()) {
+    auto image_store = openImageStore(plan.state_dir);
+    if (!image_store) return reportError(image_store.error());
+    auto resolved = resolveImage(**image_store, plan.image, terminalPullProgress(plan.image));
+    endTerminalPullProgress();
+    if (!resolved) return reportError(resolved.error());
+    image_digest = resolved->stored.digest;
+    if (resolved->pulled || plan.verbose)
+      writeFd(STDERR_FILENO, "airlock: image " + escapeForTerminal(plan.image) + " is " +
+                                 image_digest + (resolved->pulled ? " (pulled)" : "") + "\n");
+    execution_options.image_store = std::move(*image_store);
+    execution_options.image_digests = {image_digest};
+  }
   execution_options.adapter.state_dir = plan.state_dir;
   execution_options.egress = plan.spec.egress;
   execution_options.egress_log = plan.egress_log;
@@ -245,11 +259,11 @@ int executeRun(RunPlan plan) {
   if (!execution) return reportError(execution.error());
   Adapter* adapter = &execution->adapter;
   ExecutionEnvironment& env = *adapter->env;
-  plan.spec.image_digest = adapter->image_digest;
+  plan.spec.image_digest = image_digest.empty() ? adapter->image_digest : image_digest;
 
   if (plan.verbose)
     writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
-                               ", image " + adapter->image_digest + "\n");
+                               ", image " + plan.spec.image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
   if (plan.verbose)

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "airlock/cli/artifact_command.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
@@ -181,6 +182,12 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     if (flags.state_dir->empty())
       return fail(ErrorCode::kToolValidationError, "--state-dir: the directory is empty");
     plan.state_dir = *flags.state_dir;
+  }
+  if (flags.image) {
+    if (flags.image->empty())
+      return fail(ErrorCode::kToolValidationError,
+                  "--image: the name is empty (an image reference, a digest, or host)");
+    if (*flags.image != kHostImageName) plan.image = *flags.image;
   }
 
   plan.command.argv = code_mode ? std::vector<std::string>{"/usr/bin/python3"} : flags.argv;

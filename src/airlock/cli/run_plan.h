@@ -30,6 +30,7 @@ struct RunFlags {
   std::vector<std::string> exports;       // --export: workspace paths kept as artifacts
   std::optional<std::string> state_dir;   // --state-dir: where the artifact store lives
   std::optional<std::string> code;        // --code FILE.py: code mode (docs/capabilities.md)
+  std::optional<std::string> image;       // --image REF|DIGEST (cli/image_command.h)
   // Egress (docs/egress.md): --network is the call's yes, --egress-policy
   // the operator's allowlist; both are needed. --egress-log: decision lines.
   bool network = false;
@@ -52,6 +53,9 @@ struct RunPlan {
   // adapter's state live under state_dir.
   std::vector<std::string> exports;
   std::string state_dir = "/run/airlock";
+  // --image: what names the image (cli/image_command.h resolveImage); ""
+  // is the host image, the embedded default.
+  std::string image;
   // --code: the host path of the Python program run in code mode; the
   // command is then the guest runtime (capability/broker/code_run.h).
   std::optional<std::string> code_path;

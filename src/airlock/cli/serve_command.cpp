@@ -8,7 +8,9 @@
 #include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
+#include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
@@ -79,6 +81,27 @@ int executeServe(const std::optional<std::string>& config_path) {
     operator_egress = (*policy)->toValue();
   }
   LocalExecutionOptions execution_options;
+  // Images: each configured reference resolved to a digest now (spec 000,
+  // "EnvironmentSpec"); only the digest is used after this.
+  std::vector<service::ServiceImage> configured;
+  if (!settings->images.empty()) {
+    auto store = openImageStore(settings->state_dir);
+    if (!store) return refuse(store.error());
+    for (const auto& image : settings->images) {
+      auto resolved = resolveImage(**store, image.reference, {});
+      if (!resolved) {
+        Error error = resolved.error();
+        error.context = "refusing to start: images entry " + quoteForMessage(image.name) +
+                        ": the image " + quoteForMessage(image.reference) +
+                        " cannot be resolved: " + error.context;
+        return refuse(error);
+      }
+      configured.push_back(
+          service::ServiceImage{image.name, image.reference, resolved->stored.digest});
+      execution_options.image_digests.push_back(resolved->stored.digest);
+    }
+    execution_options.image_store = std::move(*store);
+  }
   execution_options.adapter.state_dir = settings->state_dir;
   execution_options.adapter.ceilings = settings->limit_ceilings;
   execution_options.adapter.node_name = settings->node_name;
@@ -93,7 +116,24 @@ int executeServe(const std::optional<std::string>& config_path) {
           : std::nullopt);
   if (!execution) return refuse(execution.error());
   Adapter* adapter = &execution->adapter;
-  service::Api api(*settings, *adapter->env, adapter->image_digest, metrics);
+  // The default image first; every image named in the log with its digest.
+  service::ServiceImages images;
+  images.images.push_back(service::ServiceImage{kHostImageName, "", adapter->image_digest});
+  for (auto& image : configured) {
+    auto& list = images.images;
+    if (image.name == settings->default_image)
+      list.insert(list.begin(), image);
+    else
+      list.push_back(image);
+  }
+  for (const auto& image : images.images) {
+    const std::string line =
+        "airlock: image " + image.name +
+        (image.reference.empty() ? " (this host's /usr)" : " " + image.reference) + " is " +
+        image.digest + (&image == &images.images.front() ? " (the default)" : "") + "\n";
+    (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+  }
+  service::Api api(*settings, *adapter->env, std::move(images), metrics);
   api.allowEgress(operator_egress);
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;

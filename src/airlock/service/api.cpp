@@ -302,11 +302,11 @@ std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id,
   return it->second;
 }
 
-Api::Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest,
+Api::Api(const Settings& settings, ExecutionEnvironment& env, ServiceImages images,
          Metrics& metrics, std::function<Timestamp()> clock)
     : settings_(settings),
       env_(env),
-      image_digest_(std::move(image_digest)),
+      images_(std::move(images)),
       metrics_(metrics),
       clock_(std::move(clock)) {
   if (!clock_)
@@ -368,6 +368,10 @@ HttpResponse Api::route(const HttpRequest& request) {
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics_.render();
     return r;
+  }
+  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "images") {
+    if (m != "GET") return methodNotAllowed();
+    return listImages();
   }
   if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "environments") {
     if (parts.size() == 2) {
@@ -469,8 +473,8 @@ HttpResponse Api::route(const HttpRequest& request) {
 HttpResponse Api::provision(const HttpRequest& request) {
   auto body = parseBody(request.body);
   if (!body) return errorResponse(body.error());
-  if (auto refused = refuseUnknownKeys(
-          *body, {"tenant_id", "run_id", "lease_epoch", "limits", "environment", "network"}))
+  if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "run_id", "lease_epoch", "limits",
+                                               "environment", "network", "image"}))
     return *refused;
   EnvironmentSpec spec;
   auto tenant = identifier(*body, "tenant_id");
@@ -484,6 +488,8 @@ HttpResponse Api::provision(const HttpRequest& request) {
   if (!limits) return errorResponse(limits.error());
   auto vars = environmentFrom(*body);
   if (!vars) return errorResponse(vars.error());
+  auto image = imageFrom(*body);
+  if (!image) return errorResponse(image.error());
   bool network = false;
   if (auto it = body->find("network"); it != body->end() && !it->is_null()) {
     if (!it->is_boolean()) return errorResponse(badRequest("network must be true or false"));
@@ -505,7 +511,7 @@ HttpResponse Api::provision(const HttpRequest& request) {
   spec.tenant_id = *tenant;
   spec.run_id = *run;
   spec.lease_epoch = *epoch;
-  spec.image_digest = image_digest_;
+  spec.image_digest = *image;
   spec.limits = *limits;
   spec.environment = std::move(*vars);
   if (network) spec.egress = egress_;
@@ -521,6 +527,38 @@ HttpResponse Api::provision(const HttpRequest& request) {
     metrics_.liveSandboxes(static_cast<double>(live_.size()));
   }
   return jsonResponse(201, json(*handle));
+}
+
+Result<std::string> Api::imageFrom(const json& body) const {
+  auto it = body.find("image");
+  if (it == body.end() || it->is_null()) return images_.images.front().digest;
+  if (!it->is_string())
+    return tl::unexpected(
+        badRequest("image must be a string: the name of an image this service runs, or a digest"));
+  const std::string named = it->get<std::string>();
+  for (const auto& i : images_.images)
+    if (i.name == named || i.digest == named || (!i.reference.empty() && i.reference == named))
+      return i.digest;
+  // A digest this service does not run goes to the mechanism, which refuses
+  // it as every unknown digest is refused (ExecutionRejected).
+  if (named.rfind("sha256:", 0) == 0) return named;
+  std::string names;
+  for (const auto& i : images_.images) names += (names.empty() ? "" : ", ") + i.name;
+  return fail(ErrorCode::kExecutionRejected,
+              "unknown image " + quoteForMessage(named) + " (this service runs " + names + ")");
+}
+
+HttpResponse Api::listImages() const {
+  json out = json::array();
+  for (std::size_t i = 0; i < images_.images.size(); ++i) {
+    const auto& image = images_.images[i];
+    out.push_back(
+        json{{"name", image.name},
+             {"reference", image.reference.empty() ? json(nullptr) : json(image.reference)},
+             {"digest", image.digest},
+             {"default", i == 0}});
+  }
+  return jsonResponse(200, json{{"images", out}});
 }
 
 HttpResponse Api::listEnvironments(const std::string& query) {

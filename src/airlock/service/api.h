@@ -8,6 +8,7 @@
 // "not_found", "method_not_allowed", "bad_request", "payload_too_large"):
 //   GET    /healthz                                   no authentication
 //   GET    /metrics                                   Prometheus text
+//   GET    /v1/images                                 the images this service runs, default first
 //   POST   /v1/environments                           provision -> 201 handle
 //   GET    /v1/environments                           live environments (?tenant_id=T: T's only)
 //   GET    /v1/environments/{id}                      handle
@@ -158,6 +159,23 @@ struct ArtifactBackend {
   std::int64_t max_bytes = artifacts::kDefaultMaxArtifactBytes;
 };
 
+// One image the service runs (GET /v1/images; docs/images.md).
+struct ServiceImage {
+  std::string name;       // what POST /v1/environments `image` may say: "host", a setting's name
+  std::string reference;  // as configured; "" for the host image
+  std::string digest;     // "sha256:<hex>", what the EnvironmentSpec carries
+};
+
+// The images of a service: the first is the default of an environment that
+// names none.
+struct ServiceImages {
+  std::vector<ServiceImage> images;
+  // Only the host image (tests, and a service with no `images` setting).
+  static ServiceImages hostOnly(std::string digest) {
+    return ServiceImages{{ServiceImage{"host", "", std::move(digest)}}};
+  }
+};
+
 // Owns the registry of environments it provisioned, the lease book and the
 // metrics; borrows the port. Thread-safe: handle() is called concurrently
 // from the server's worker threads; execute on one environment at a time is
@@ -166,8 +184,9 @@ class Api {
  public:
   // `clock` is the wall clock the reaper compares expires_at with (the
   // adapter's; empty: system_clock).
-  Api(const Settings& settings, ExecutionEnvironment& env, std::string image_digest,
-      Metrics& metrics, std::function<Timestamp()> clock = {});
+  // `images` must hold at least one image, the default first.
+  Api(const Settings& settings, ExecutionEnvironment& env, ServiceImages images, Metrics& metrics,
+      std::function<Timestamp()> clock = {});
 
   HttpResponse handle(const HttpRequest& request);
 
@@ -218,6 +237,10 @@ class Api {
   HttpResponse route(const HttpRequest& request);
   HttpResponse provision(const HttpRequest& request);
   HttpResponse listEnvironments(const std::string& query);
+  HttpResponse listImages() const;
+  // The digest a provision body's `image` names (a name, reference or
+  // digest; absent: the default). ExecutionRejected for an unknown name.
+  Result<std::string> imageFrom(const nlohmann::json& body) const;
   HttpResponse getEnvironment(const std::string& id);
   HttpResponse destroyEnvironment(const std::string& id);
   HttpResponse execute(const std::string& id, const HttpRequest& request);
@@ -264,7 +287,7 @@ class Api {
 
   const Settings& settings_;
   ExecutionEnvironment& env_;
-  const std::string image_digest_;
+  const ServiceImages images_;
   Metrics& metrics_;
   std::function<Timestamp()> clock_;
   LeaseBook leases_;

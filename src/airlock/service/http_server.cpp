@@ -866,6 +866,7 @@ std::string routeLabel(std::string_view path) {
     if (n == 4 && is(3, "content")) return "/v1/artifacts/{id}/content";
     return "other";
   }
+  if (is(1, "images") && n == 2) return "/v1/images";
   if (is(1, "tools")) {
     if (n == 2) return "/v1/tools";
     if (n == 3) return "/v1/tools/{name}";

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
@@ -143,6 +144,11 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
       return tl::unexpected(
           configError(prefix + "service_token must be at least 16 characters without spaces"));
     s.service_token = value;
+  } else if (key == "default_image") {
+    if (value.empty())
+      return tl::unexpected(configError(prefix + "default_image must name an image (host, or the "
+                                                 "name of an images entry)"));
+    s.default_image = value;
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
   } else if (key == "reaper_interval") {
@@ -230,6 +236,62 @@ Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view sour
   return {};
 }
 
+bool isImageName(std::string_view name) {
+  return !name.empty() && name.size() <= 63 &&
+         name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789._-") ==
+             std::string_view::npos;
+}
+
+// images: a list whose entries are a reference (or digest), or a mapping
+// {name, reference}. The reference's grammar is checked where it is
+// resolved; here only its shape and the names.
+Result<void> applyImages(Settings& s, const YAML::Node& list, std::string_view source) {
+  if (!list.IsSequence())
+    return tl::unexpected(configError(where(source, list) +
+                                      "images must be a list of image references, or of "
+                                      "{name, reference} mappings"));
+  for (const auto& item : list) {
+    const std::string prefix = where(source, item);
+    ImageSetting image;
+    if (item.IsScalar()) {
+      image.reference = item.Scalar();
+    } else if (item.IsMap()) {
+      for (const auto& kv : item) {
+        const std::string k = kv.first.as<std::string>();
+        if (!kv.second.IsScalar())
+          return tl::unexpected(configError(prefix + "images." + k + " must be a single value"));
+        if (k == "name") {
+          image.name = kv.second.Scalar();
+        } else if (k == "reference") {
+          image.reference = kv.second.Scalar();
+        } else {
+          return tl::unexpected(configError(prefix + "unknown setting " +
+                                            quoteForMessage("images." + k) +
+                                            " (name or reference)"));
+        }
+      }
+    } else {
+      return tl::unexpected(configError(prefix + "an images entry must be a reference or a "
+                                                 "{name, reference} mapping"));
+    }
+    if (image.reference.empty())
+      return tl::unexpected(configError(prefix + "an images entry has no reference"));
+    if (image.name.empty())
+      image.name = image.reference;
+    else if (!isImageName(image.name))
+      return tl::unexpected(configError(prefix + "images name " + quoteForMessage(image.name) +
+                                        " must be 1-63 characters of a-z 0-9 . _ -"));
+    if (image.name == "host")
+      return tl::unexpected(configError(prefix + "images name \"host\" is the host image's"));
+    for (const auto& other : s.images)
+      if (other.name == image.name)
+        return tl::unexpected(
+            configError(prefix + "images name " + quoteForMessage(image.name) + " is there twice"));
+    s.images.push_back(std::move(image));
+  }
+  return {};
+}
+
 Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) {
   Settings s;
   if (root.IsNull()) return s;
@@ -255,6 +317,9 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
         }
         if (!r) return tl::unexpected(r.error());
       }
+    } else if (key == "images") {
+      auto r = applyImages(s, kv.second, source);
+      if (!r) return tl::unexpected(r.error());
     } else if (key == "artifacts") {
       if (!kv.second.IsMap())
         return tl::unexpected(configError(prefix + "artifacts must be a mapping"));
@@ -415,6 +480,15 @@ Result<void> checkStartup(const Settings& s) {
   }
   if (auto r = checkLimits(s.limit_defaults, s.limit_ceilings); !r)
     return tl::unexpected(configError("limits.defaults: " + r.error().context));
+  if (s.default_image != "host" &&
+      std::none_of(s.images.begin(), s.images.end(),
+                   [&](const ImageSetting& i) { return i.name == s.default_image; })) {
+    std::string names = "host";
+    for (const auto& i : s.images) names += ", " + i.name;
+    return tl::unexpected(configError("default_image " + quoteForMessage(s.default_image) +
+                                      " is not host nor the name of an images entry (" + names +
+                                      ")"));
+  }
   return {};
 }
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
@@ -47,6 +48,13 @@ struct ArtifactSettings {
   std::int64_t max_artifact_bytes = std::int64_t{512} << 20;
 };
 
+// One entry of the `images` setting (docs/images.md): an image the service
+// runs besides the host's, named by `name` in POST /v1/environments.
+struct ImageSetting {
+  std::string name;       // 1-63 of a-z 0-9 . _ -; defaults to the reference
+  std::string reference;  // an image reference or a digest, as written
+};
+
 struct Settings {
   DeploymentMode deployment_mode = DeploymentMode::kDevelopment;
   AuthMode auth_mode = AuthMode::kDev;
@@ -64,6 +72,12 @@ struct Settings {
   // it to <state_dir>/service-token (0600). Never logged.
   std::string service_token;
   std::string egress_policy_path;  // empty: no egress (deny)
+  // Images besides the host's, each resolved to a digest at start
+  // (cli/image_command.h resolveImage) and logged with it.
+  std::vector<ImageSetting> images;
+  // The image of an environment that names none: "host" (the default) or
+  // the name of an `images` entry.
+  std::string default_image = "host";
   ResourceLimits limit_defaults = defaultLimits();
   LimitCeilings limit_ceilings = defaultCeilings();
   ArtifactSettings artifacts;

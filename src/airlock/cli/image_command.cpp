@@ -1,0 +1,211 @@
+#include "airlock/cli/image_command.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "airlock/cli/exit_codes.h"
+#include "airlock/cli/summary.h"
+#include "airlock/core/encoding.h"
+#include "airlock/images/registry_client.h"
+#include "airlock/sys/io.h"
+
+namespace airlock::cli {
+namespace {
+
+void writeFd(int fd, std::string_view bytes) {
+  (void)sys::writeAll(fd, bytes.data(), bytes.size());
+}
+
+int reportError(const std::string& message) {
+  writeFd(STDERR_FILENO, formatErrorLine(message));
+  return kExitAirlockError;
+}
+
+// For people: "812 B", "14.2 KiB", "2.1 MiB", "1.4 GiB".
+std::string humanSize(std::int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) value /= 1024, ++unit;
+  char text[32];
+  (void)std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+// Whether terminalPullProgress wrote a line that is still showing.
+std::atomic<bool> g_progress_shown{false};
+
+nlohmann::json imageJson(const images::StoredImage& image) {
+  return nlohmann::json{
+      {"digest", image.digest},         {"references", image.references},
+      {"size_bytes", image.size_bytes}, {"layers", image.layer_digests.size()},
+      {"os", image.config.os},          {"architecture", image.config.architecture},
+      {"env", image.config.env}};
+}
+
+std::string shown(const std::vector<std::string>& references) {
+  if (references.empty()) return "-";
+  std::string out;
+  for (const auto& r : references) out += (out.empty() ? "" : ",") + escapeForTerminal(r);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::pair<images::StoredImage, std::string>> findNamed(images::ImageStore& store,
+                                                                     const std::string& name) {
+  if (auto found = store.find(name)) return std::pair{std::move(*found), name};
+  auto ref = images::parseImageReference(name);
+  if (!ref) return std::nullopt;
+  const std::string normalized = images::toString(*ref);
+  if (auto found = store.find(normalized)) return std::pair{std::move(*found), normalized};
+  return std::nullopt;
+}
+
+std::string imageStoreDirectory(const std::string& state_dir) {
+  return state_dir + "/images";
+}
+
+Result<std::shared_ptr<images::ImageStore>> openImageStore(const std::string& state_dir) {
+  // The state directory itself, as the other stores under it make it.
+  if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
+    return fail(ErrorCode::kExecutionUnavailable,
+                "cannot make the state directory " + state_dir + ": " + std::strerror(errno));
+  auto store = images::ImageStore::open(imageStoreDirectory(state_dir));
+  if (!store) return tl::unexpected(store.error());
+  return std::shared_ptr<images::ImageStore>(std::move(*store));
+}
+
+Result<ResolvedImage> resolveImage(images::ImageStore& store, const std::string& name,
+                                   const PullProgress& progress) {
+  if (images::isDigest(name)) {
+    auto found = store.find(name);
+    if (!found) {
+      if (found.error().code != ErrorCode::kNotFound) return tl::unexpected(found.error());
+      return fail(ErrorCode::kNotFound, "image " + name +
+                                            " is not in the image store (airlock image pull "
+                                            "REGISTRY/NAME@" +
+                                            name + ", or airlock image import PATH)");
+    }
+    return ResolvedImage{std::move(*found), false};
+  }
+  if (auto found = findNamed(store, name)) return ResolvedImage{std::move(found->first), false};
+  auto ref = images::parseImageReference(name);
+  if (!ref)
+    return fail(ErrorCode::kExecutionRejected,
+                "image " + quoteForMessage(name) +
+                    " is neither a digest (sha256:<64 hex>) nor an image reference (" +
+                    ref.error().context + ")");
+  if (!ref->digest.empty())
+    if (auto found = store.find(ref->digest)) return ResolvedImage{std::move(*found), false};
+  images::RegistryClientOptions options;
+  options.progress = progress;
+  images::RegistryClient registry(std::move(options));
+  auto pulled = store.pull(*ref, registry);
+  if (!pulled) return tl::unexpected(pulled.error());
+  return ResolvedImage{std::move(*pulled), true};
+}
+
+Result<HeldImages> holdImages(images::ImageStore& store, const std::vector<std::string>& digests) {
+  HeldImages out;
+  for (const auto& digest : digests) {
+    if (std::any_of(out.images.begin(), out.images.end(),
+                    [&](const SandboxImage& i) { return i.digest == digest; }))
+      continue;
+    auto root = store.use(digest);
+    if (!root) return tl::unexpected(root.error());
+    auto image = unpackedImage(root->digest, root->root_dir, root->env);
+    if (!image) return tl::unexpected(image.error());
+    out.images.push_back(std::move(*image));
+    out.roots.push_back(std::move(*root));
+  }
+  return out;
+}
+
+PullProgress terminalPullProgress(const std::string& reference) {
+  if (::isatty(STDERR_FILENO) != 1) return {};
+  const std::string shown_ref = escapeForTerminal(reference);
+  return [shown_ref](std::int64_t done, std::int64_t total) {
+    writeFd(STDERR_FILENO, "\r\x1b[Kairlock: pulling " + shown_ref + ": " + humanSize(done) +
+                               " of " + humanSize(total));
+    g_progress_shown = true;
+  };
+}
+
+void endTerminalPullProgress() {
+  if (g_progress_shown.exchange(false)) writeFd(STDERR_FILENO, "\r\x1b[K");
+}
+
+int runImagePull(const std::string& state_dir, const std::string& reference, bool json) {
+  auto store = openImageStore(state_dir);
+  if (!store) return reportError(store.error().message());
+  auto ref = images::parseImageReference(reference);
+  if (!ref) return reportError(ref.error().message());
+  images::RegistryClientOptions options;
+  options.progress = terminalPullProgress(reference);
+  images::RegistryClient registry(std::move(options));
+  auto pulled = (*store)->pull(*ref, registry);
+  endTerminalPullProgress();
+  if (!pulled) return reportError(pulled.error().message());
+  if (json)
+    writeFd(STDOUT_FILENO, imageJson(*pulled).dump() + "\n");
+  else
+    writeFd(STDOUT_FILENO, pulled->digest + " " + escapeForTerminal(images::toString(*ref)) + "\n");
+  return 0;
+}
+
+int runImageImport(const std::string& state_dir, const std::string& path, bool json) {
+  auto store = openImageStore(state_dir);
+  if (!store) return reportError(store.error().message());
+  auto imported = (*store)->importPath(path);
+  if (!imported) return reportError(imported.error().message());
+  if (json)
+    writeFd(STDOUT_FILENO, imageJson(*imported).dump() + "\n");
+  else
+    writeFd(STDOUT_FILENO, imported->digest + " " + shown(imported->references) + "\n");
+  return 0;
+}
+
+int runImageList(const std::string& state_dir, bool json) {
+  auto store = openImageStore(state_dir);
+  if (!store) return reportError(store.error().message());
+  const auto all = (*store)->list();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& image : all) out.push_back(imageJson(image));
+    writeFd(STDOUT_FILENO, nlohmann::json{{"images", out}}.dump() + "\n");
+    return 0;
+  }
+  std::string text = "DIGEST" + std::string(71, ' ') + "SIZE  REFERENCES\n";
+  for (const auto& image : all) {
+    std::string size = humanSize(image.size_bytes);
+    if (size.size() < 10) size.insert(0, 10 - size.size(), ' ');
+    text += image.digest + size + "  " + shown(image.references) + "\n";
+  }
+  writeFd(STDOUT_FILENO, text);
+  return 0;
+}
+
+int runImageRemove(const std::string& state_dir, const std::string& name) {
+  auto store = openImageStore(state_dir);
+  if (!store) return reportError(store.error().message());
+  auto named = findNamed(**store, name);
+  auto removed = (*store)->remove(named ? named->second : name);
+  if (!removed) return reportError(removed.error().message());
+  auto after = (*store)->find(removed->digest);
+  if (after)
+    writeFd(STDOUT_FILENO, "untagged " + escapeForTerminal(name) + " (" + removed->digest +
+                               " keeps " + shown(after->references) + ")\n");
+  else
+    writeFd(STDOUT_FILENO, "removed " + removed->digest + "\n");
+  return 0;
+}
+
+}  // namespace airlock::cli
