@@ -96,6 +96,26 @@ TEST(UnpackedImage, AMissingRootIsAnError) {
   EXPECT_EQ(image.error().code, ErrorCode::kExecutionUnavailable);
 }
 
+// A root under a directory others cannot search is named with its mode;
+// made searchable, the same image is fine.
+TEST(UnpackedImage, ARootTheSandboxsUserCannotReachIsNamed) {
+  TempDir tree;  // mode 0700, as mkdtemp makes it
+  const std::string root = tree.sub("store/root");
+  ASSERT_EQ(::mkdir(tree.sub("store").c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((root + "/usr").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(tree.path().c_str(), 0700), 0);
+  auto image = unpackedImage(kDigest, root, {});
+  ASSERT_TRUE(image) << image.error().message();
+  auto refused = checkReachableByAnyUser(*image);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kExecutionUnavailable);
+  EXPECT_NE(refused.error().message().find(tree.path() + " is mode 0700"), std::string::npos)
+      << refused.error().message();
+  ASSERT_EQ(::chmod(tree.path().c_str(), 0711), 0);
+  EXPECT_TRUE(checkReachableByAnyUser(*image));
+}
+
 TEST(MechanismImages, TheHostImageFirstThenTheOthersEachOnce) {
   const std::string other = std::string("sha256:") + std::string(64, 'c');
   auto images = mechanismImages(kDigest, {"/usr"}, {}, {SandboxImage{other, {}, {}}});

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -113,6 +114,28 @@ Result<SandboxImage> unpackedImage(std::string digest, const std::string& root_d
     }
   }
   return image;
+}
+
+Result<void> checkReachableByAnyUser(const SandboxImage& image) {
+  std::set<std::string> checked;
+  for (const auto& e : image.entries) {
+    if (e.kind == ImageEntry::Kind::kSymlink) continue;
+    for (std::string dir = e.source.substr(0, e.source.rfind('/')); !dir.empty();
+         dir = dir.substr(0, dir.rfind('/'))) {
+      if (!checked.insert(dir).second) break;
+      struct stat st {};
+      if (::stat(dir.c_str(), &st) != 0) continue;
+      if ((st.st_mode & S_IXOTH) == 0) {
+        char mode[8];
+        (void)std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return fail(ErrorCode::kExecutionUnavailable,
+                    "image " + image.digest + ": " + e.source +
+                        " cannot be reached by the sandbox's user: " + dir + " is mode " + mode +
+                        " (every directory above an image store must be searchable by all, o+x)");
+      }
+    }
+  }
+  return {};
 }
 
 Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(

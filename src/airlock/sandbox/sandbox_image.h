@@ -63,6 +63,13 @@ Result<SandboxImage> hostImage(std::string digest, const std::vector<std::string
 Result<SandboxImage> unpackedImage(std::string digest, const std::string& root_dir,
                                    std::vector<std::string> env);
 
+// Whether a process of any uid can look up every bound source of `image`:
+// each directory above an entry's source must be searchable by others
+// (o+x). The linux jail binds as the sandbox's own user, which is nobody's
+// owner on the host. ExecutionUnavailable naming the image, the directory
+// and its mode otherwise.
+Result<void> checkReachableByAnyUser(const SandboxImage& image);
+
 // A mechanism's images: the host image (hostImage) first, then `others`.
 // ExecutionUnavailable as hostImage; ConfigurationError naming a digest that
 // is there twice or is not a digest.

@@ -637,6 +637,8 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   auto images =
       mechanismImages(std::move(*digest), options.image_dirs, options.image_etc, options.images);
   if (!images) return tl::unexpected(images.error());
+  for (const auto& image : options.images)
+    if (auto r = checkReachableByAnyUser(image); !r) return tl::unexpected(r.error());
   auto env = std::make_unique<LinuxEnvironment>(options, std::move(*driver), std::move(*seccomp),
                                                 std::move(*images));
   if (auto r = env->initHost(); !r) return tl::unexpected(r.error());
