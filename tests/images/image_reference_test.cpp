@@ -87,6 +87,11 @@ TEST(ImageReference, BadReferencesAreRefusedNamingTheProblem) {
       {"r.io/x\n", "does not start and end"},
       {std::string(2000, 'a'), "is longer than 1024 bytes"},
       {"r.io/" + std::string(300, 'a'), "longer than 255 bytes"},
+      {"http://127.0.0.1:5000/x:1",
+       "has a scheme: a reference is written without one, as '127.0.0.1:5000/x:1'"},
+      {"sha256:0e2c", "is not a whole digest"},
+      {std::string(64, 'e'),
+       "is a digest without its algorithm: write sha256:" + std::string(64, 'e')},
   };
   for (const auto& c : cases) {
     auto r = parseImageReference(c.text);
@@ -170,7 +175,11 @@ rc::Gen<std::string> genReference() {
     std::string text = *genRegistry();
     if (!text.empty()) text += "/";
     const int n = *rc::gen::inRange(1, 4);
-    for (int i = 0; i < n; ++i) text += (i ? "/" : "") + *genComponent();
+    // Without a registry the first component must not read as one (a '.'
+    // in it would make it a host name).
+    for (int i = 0; i < n; ++i)
+      text += (i ? "/" : "") +
+              (i == 0 && text.empty() ? *rc::gen::resize(8, genAlnum()) : *genComponent());
     if (*rc::gen::arbitrary<bool>()) {
       std::string tag = *rc::gen::element<std::string>("_", "a", "Z", "9");
       tag += *rc::gen::resize(

@@ -282,10 +282,11 @@ TEST_F(ImageRun, ServeRunsTwoConfiguredImagesSideBySide) {
       AIRLOCK_BINARY, {"--config", config});
   ASSERT_GT(serve.port(), 0) << serve.log();
   const std::string log = serve.log();
-  EXPECT_NE(log.find("image lua " + f().lua_ref + " is " + f().lua_digest + " (the default)"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("image lua " + f().lua_ref + " is " + f().lua_digest + " (pulled) (the default)"),
+      std::string::npos)
       << log;
-  EXPECT_NE(log.find("image " + f().second_ref + " " + f().second_ref + " is " + f().second_digest),
+  EXPECT_NE(log.find("image " + f().second_ref + " is " + f().second_digest + " (pulled)\n"),
             std::string::npos)
       << log;
 

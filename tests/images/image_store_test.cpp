@@ -202,7 +202,8 @@ TEST_F(ImageStoreTest, ABlobWhoseBytesLieAboutTheirDigestIsRefusedAndNothingIsRe
   EXPECT_NE(stored.error().context.find(img.layer_digests[1]), std::string::npos)
       << stored.error().context;
   EXPECT_TRUE(store_->list().empty());
-  EXPECT_FALSE(fs::exists(store_->directory() + "/blobs/sha256/" + img.layer_digests[1].substr(7)));
+  EXPECT_EQ(entriesIn(store_->directory() + "/blobs/sha256"), 0u)
+      << "the blobs the refused import had copied in are gone again";
   expectNothingInFlight();
 }
 
@@ -219,6 +220,8 @@ TEST_F(ImageStoreTest, ALayerThatClimbsOutIsRefusedNamingTheEntryAndLeavesNoRoot
   EXPECT_NE(stored.error().context.find("layer 2"), std::string::npos) << stored.error().context;
   EXPECT_TRUE(store_->list().empty());
   EXPECT_FALSE(fs::exists(store_->directory() + "/roots/" + img.manifest_digest.substr(7)));
+  EXPECT_EQ(entriesIn(store_->directory() + "/roots"), 0u) << "no root, no lock file";
+  EXPECT_EQ(entriesIn(store_->directory() + "/blobs/sha256"), 0u);
   EXPECT_FALSE(fs::exists(tmp_.sub("escaped.txt")));
   EXPECT_FALSE(fs::exists(store_->directory() + "/escaped.txt"));
   expectNothingInFlight();

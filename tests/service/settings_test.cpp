@@ -103,11 +103,18 @@ TEST(Settings, ImagesAreReferencesWithOptionalNamesAndTheDefaultIsOneOfThem) {
            {"images:\n  - {name: a, reference: r/x:1}\n  - {name: a, reference: r/y:1}\n",
             "is there twice"},
            {"images:\n  - {name: a, ref: r/x:1}\n", "unknown setting \"images.ref\""},
+           {"images:\n  - r.io/Team/py:1\n",
+            "settings.yaml line 2, column 5: images: image reference"},
        }) {
     auto bad = parseSettings(yaml, "settings.yaml");
     ASSERT_FALSE(bad) << yaml;
     EXPECT_NE(bad.error().message().find(expected), std::string::npos) << bad.error().message();
   }
+  auto fake = parseSettings("sandbox: fake\nimages:\n  - r.io/x:1\n", "s");
+  ASSERT_TRUE(fake);
+  ASSERT_FALSE(checkStartup(*fake));
+  EXPECT_NE(checkStartup(*fake).error().message().find("sandbox=fake runs no images"),
+            std::string::npos);
   auto no_such = parseSettings("default_image: ruby\n", "s");
   ASSERT_TRUE(no_such);
   auto refused = checkStartup(*no_such);

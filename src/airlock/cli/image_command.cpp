@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "airlock/cli/exit_codes.h"
@@ -132,7 +134,12 @@ Result<HeldImages> holdImages(images::ImageStore& store, const std::vector<std::
 PullProgress terminalPullProgress(const std::string& reference) {
   if (::isatty(STDERR_FILENO) != 1) return {};
   const std::string shown_ref = escapeForTerminal(reference);
-  return [shown_ref](std::int64_t done, std::int64_t total) {
+  // Redrawn at most every 100 ms, and when a blob is complete.
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [shown_ref, last](std::int64_t done, std::int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (done != total && now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
     writeFd(STDERR_FILENO, "\r\x1b[Kairlock: pulling " + shown_ref + ": " + humanSize(done) +
                                " of " + humanSize(total));
     g_progress_shown = true;

@@ -188,6 +188,9 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
       return fail(ErrorCode::kToolValidationError,
                   "--image: the name is empty (an image reference, a digest, or host)");
     if (*flags.image != kHostImageName) plan.image = *flags.image;
+    if (!plan.image.empty() && plan.mechanism == Mechanism::kFake)
+      return fail(ErrorCode::kToolValidationError,
+                  "--image: the fake mechanism runs no images; use --mechanism linux or gvisor");
   }
 
   plan.command.argv = code_mode ? std::vector<std::string>{"/usr/bin/python3"} : flags.argv;

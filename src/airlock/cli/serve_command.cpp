@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
@@ -84,6 +86,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   // Images: each configured reference resolved to a digest now (spec 000,
   // "EnvironmentSpec"); only the digest is used after this.
   std::vector<service::ServiceImage> configured;
+  std::set<std::string> pulled;  // names of the entries fetched now
   if (!settings->images.empty()) {
     auto store = openImageStore(settings->state_dir);
     if (!store) return refuse(store.error());
@@ -92,13 +95,14 @@ int executeServe(const std::optional<std::string>& config_path) {
       if (!resolved) {
         Error error = resolved.error();
         error.context = "refusing to start: images entry " + quoteForMessage(image.name) +
-                        ": the image " + quoteForMessage(image.reference) +
-                        " cannot be resolved: " + error.context;
+                        (image.name == image.reference ? "" : " (" + image.reference + ")") + ": " +
+                        error.context;
         return refuse(error);
       }
       configured.push_back(
           service::ServiceImage{image.name, image.reference, resolved->stored.digest});
       execution_options.image_digests.push_back(resolved->stored.digest);
+      if (resolved->pulled) pulled.insert(image.name);
     }
     execution_options.image_store = std::move(*store);
   }
@@ -127,10 +131,14 @@ int executeServe(const std::optional<std::string>& config_path) {
       list.push_back(image);
   }
   for (const auto& image : images.images) {
-    const std::string line =
-        "airlock: image " + image.name +
-        (image.reference.empty() ? " (this host's /usr)" : " " + image.reference) + " is " +
-        image.digest + (&image == &images.images.front() ? " (the default)" : "") + "\n";
+    std::string notes;
+    if (pulled.count(image.name)) notes += " (pulled)";
+    if (&image == &images.images.front()) notes += " (the default)";
+    const std::string line = "airlock: image " + image.name +
+                             (image.reference.empty()         ? " (this host's /usr)"
+                              : image.reference == image.name ? ""
+                                                              : " " + image.reference) +
+                             " is " + image.digest + notes + "\n";
     (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
   }
   service::Api api(*settings, *adapter->env, std::move(images), metrics);

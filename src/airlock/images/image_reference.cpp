@@ -150,6 +150,16 @@ Result<ImageReference> parseImageReference(std::string_view text) {
     if (text.empty()) return refuse(text, "is empty");
     if (text.size() > kMaxReferenceBytes)
       return refuse(text, "is longer than " + std::to_string(kMaxReferenceBytes) + " bytes");
+    // Common slips, each named with its fix: a URL, a digest alone (short
+    // or without its algorithm), which would otherwise read as a Docker Hub
+    // repository and be looked up there.
+    if (const std::size_t scheme = text.find("://"); scheme != std::string_view::npos)
+      return refuse(text, "has a scheme: a reference is written without one, as " +
+                              inQuotes(text.substr(scheme + 3)));
+    if (text.rfind("sha256:", 0) == 0 && !isDigest(text))
+      return refuse(text, "is not a whole digest (sha256: and 64 lowercase hex digits)");
+    if (text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos)
+      return refuse(text, "is a digest without its algorithm: write sha256:" + std::string(text));
     ImageReference ref;
     std::string_view rest = text;
 

@@ -185,6 +185,9 @@ struct ArchiveFree {
 
 class ImageStoreImpl;
 
+// The blobs the import running on this thread has added (importPath).
+thread_local std::vector<std::string>* t_added = nullptr;
+
 // Where the blobs of an import come from: a layout directory, or the blobs
 // an archive's stream has already put in the store.
 struct ImportSource {
@@ -253,6 +256,28 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<StoredImage> importPath(const std::string& path) override {
+    // The blobs this import adds: removed again when it fails (those of a
+    // record written meanwhile excepted), so that a refused archive leaves
+    // nothing behind.
+    std::vector<std::string> added;
+    t_added = &added;
+    auto imported = importOnce(path);
+    t_added = nullptr;
+    if (!imported) {
+      auto lock = lockFile(dir_ + "/lock", LOCK_EX);
+      std::set<std::string> live;
+      for (const auto& image : list()) {
+        live.insert(image.digest);
+        live.insert(image.config_digest);
+        live.insert(image.layer_digests.begin(), image.layer_digests.end());
+      }
+      for (const auto& digest : added)
+        if (!live.count(digest)) (void)::unlink(blobPath(digest).c_str());
+    }
+    return imported;
+  }
+
+  Result<StoredImage> importOnce(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
       return tl::unexpected(rejected("image import: " + path + ": " + std::strerror(errno)));
@@ -319,7 +344,10 @@ class ImageStoreImpl final : public ImageStore {
       hold = holdRoot(root, LOCK_EX);
       if (!hold) return tl::unexpected(hold.error());
       if (!exists(root)) {
-        if (auto r = unpack(*image, root); !r) return tl::unexpected(r.error());
+        if (auto r = unpack(*image, root); !r) {
+          (void)::unlink((root + ".lock").c_str());
+          return tl::unexpected(r.error());
+        }
       }
       // Downgraded to shared: other users may hold it too, GC may not.
       if (sys::flockWait(hold->get(), LOCK_SH) != 0)
@@ -456,11 +484,13 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<void> commitBlob(const std::string& tmp, const std::string& digest) {
+    const bool existed = hasBlob(digest);
     if (::rename(tmp.c_str(), blobPath(digest).c_str()) != 0) {
       const int err = errno;
       (void)::unlink(tmp.c_str());
       return tl::unexpected(storeError("store blob " + digest, err));
     }
+    if (!existed && t_added != nullptr) t_added->push_back(digest);
     return {};
   }
 
@@ -586,8 +616,13 @@ class ImageStoreImpl final : public ImageStore {
       int rc = archive_read_next_header(a.get(), &entry);
       if (rc == ARCHIVE_EOF) break;
       if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-        return tl::unexpected(
-            rejected("image import: " + path + ": " + archive_error_string(a.get())));
+        return tl::unexpected(rejected(
+            "image import: " + path +
+            (source.named_blobs.empty() && !source.index_json && !source.docker_manifest_json
+                 ? " is not an OCI image layout directory, nor a tar archive of one or of docker "
+                   "save ("
+                 : " is a damaged archive (") +
+            archive_error_string(a.get()) + ")"));
       const char* raw = archive_entry_pathname(entry);
       const std::string name = normalizedName(raw ? raw : "");
       const auto type = archive_entry_filetype(entry);

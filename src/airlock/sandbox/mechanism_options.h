@@ -47,4 +47,10 @@ struct MechanismOptions {
   std::shared_ptr<EgressRoute> egress_route;
 };
 
+// The images a mechanism built with `options` runs: the host image, named
+// `host_digest` (the mechanism's own digest of it, or the error computing
+// it), then options.images (sandbox_image.h mechanismImages).
+Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(
+    Result<std::string> host_digest, const MechanismOptions& options);
+
 }  // namespace airlock

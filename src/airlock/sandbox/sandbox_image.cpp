@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "airlock/sandbox/mechanism_options.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock {
@@ -116,23 +117,32 @@ Result<SandboxImage> unpackedImage(std::string digest, const std::string& root_d
   return image;
 }
 
+Result<void> checkSearchableByAll(const std::string& path, std::set<std::string>* checked) {
+  std::set<std::string> local;
+  if (checked == nullptr) checked = &local;
+  for (std::string dir = path; !dir.empty(); dir = dir.substr(0, dir.rfind('/'))) {
+    if (!checked->insert(dir).second) break;
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if ((st.st_mode & S_IXOTH) == 0) {
+      char mode[8];
+      (void)std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return fail(ErrorCode::kExecutionUnavailable,
+                  path + " cannot be reached by the sandbox's user: " + dir + " is mode " + mode +
+                      " (every directory above it must be searchable by all, o+x)");
+    }
+  }
+  return {};
+}
+
 Result<void> checkReachableByAnyUser(const SandboxImage& image) {
   std::set<std::string> checked;
   for (const auto& e : image.entries) {
     if (e.kind == ImageEntry::Kind::kSymlink) continue;
-    for (std::string dir = e.source.substr(0, e.source.rfind('/')); !dir.empty();
-         dir = dir.substr(0, dir.rfind('/'))) {
-      if (!checked.insert(dir).second) break;
-      struct stat st {};
-      if (::stat(dir.c_str(), &st) != 0) continue;
-      if ((st.st_mode & S_IXOTH) == 0) {
-        char mode[8];
-        (void)std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-        return fail(ErrorCode::kExecutionUnavailable,
-                    "image " + image.digest + ": " + e.source +
-                        " cannot be reached by the sandbox's user: " + dir + " is mode " + mode +
-                        " (every directory above an image store must be searchable by all, o+x)");
-      }
+    if (auto r = checkSearchableByAll(e.source.substr(0, e.source.rfind('/')), &checked); !r) {
+      Error error = r.error();
+      error.context = "image " + image.digest + ": " + error.context;
+      return tl::unexpected(error);
     }
   }
   return {};
@@ -157,6 +167,13 @@ Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(
     out.push_back(std::make_shared<const SandboxImage>(image));
   }
   return out;
+}
+
+Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(
+    Result<std::string> host_digest, const MechanismOptions& options) {
+  if (!host_digest) return tl::unexpected(host_digest.error());
+  return mechanismImages(std::move(*host_digest), options.image_dirs, options.image_etc,
+                         options.images);
 }
 
 }  // namespace airlock

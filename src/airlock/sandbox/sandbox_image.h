@@ -17,6 +17,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,14 @@ Result<SandboxImage> hostImage(std::string digest, const std::vector<std::string
 // is left out.
 Result<SandboxImage> unpackedImage(std::string digest, const std::string& root_dir,
                                    std::vector<std::string> env);
+
+// Whether a process of any uid can look up `path`: the directory itself
+// and each one above it must be searchable by others (o+x); one that does
+// not exist is skipped. ExecutionUnavailable naming the directory and its
+// mode otherwise. `checked` (may be null) holds directories already found
+// searchable, shared across calls.
+Result<void> checkSearchableByAll(const std::string& path,
+                                  std::set<std::string>* checked = nullptr);
 
 // Whether a process of any uid can look up every bound source of `image`:
 // each directory above an entry's source must be searchable by others

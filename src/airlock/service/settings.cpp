@@ -14,6 +14,7 @@
 #include "airlock/core/ids.h"
 #include "airlock/core/units.h"
 #include "airlock/egress/policy.h"
+#include "airlock/images/image_reference.h"
 
 namespace airlock::service {
 namespace {
@@ -276,6 +277,9 @@ Result<void> applyImages(Settings& s, const YAML::Node& list, std::string_view s
     }
     if (image.reference.empty())
       return tl::unexpected(configError(prefix + "an images entry has no reference"));
+    if (!images::isDigest(image.reference))
+      if (auto ref = images::parseImageReference(image.reference); !ref)
+        return tl::unexpected(configError(prefix + "images: " + ref.error().context));
     if (image.name.empty())
       image.name = image.reference;
     else if (!isImageName(image.name))
@@ -480,6 +484,10 @@ Result<void> checkStartup(const Settings& s) {
   }
   if (auto r = checkLimits(s.limit_defaults, s.limit_ceilings); !r)
     return tl::unexpected(configError("limits.defaults: " + r.error().context));
+  if (!s.images.empty() && s.sandbox == Mechanism::kFake)
+    return tl::unexpected(configError(
+        "refusing to start: images are set, but sandbox=fake runs no images (use linux or "
+        "gvisor)"));
   if (s.default_image != "host" &&
       std::none_of(s.images.begin(), s.images.end(),
                    [&](const ImageSetting& i) { return i.name == s.default_image; })) {

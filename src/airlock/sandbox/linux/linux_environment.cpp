@@ -625,6 +625,12 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
     if (auto r = host::makeDirectories(options.state_dir + sub, static_cast<mode_t>(mode)); !r)
       return tl::unexpected(r.error());
   }
+  // ... and so is every directory above it.
+  if (auto r = checkSearchableByAll(options.state_dir + "/root"); !r) {
+    Error error = r.error();
+    error.context = "the state directory " + options.state_dir + ": " + error.context;
+    return tl::unexpected(error);
+  }
   std::shared_ptr<host::CgroupFs> fs = host::makeRealCgroupFs();
   auto mountinfo = sys::readFile(AT_FDCWD, "/proc/self/mountinfo");
   if (!mountinfo) return tl::unexpected(mountinfo.error());
@@ -632,10 +638,7 @@ Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
   if (!driver) return tl::unexpected(driver.error());
   auto seccomp = buildSeccompProgram();
   if (!seccomp) return tl::unexpected(seccomp.error());
-  auto digest = computeImageDigest(options);
-  if (!digest) return tl::unexpected(digest.error());
-  auto images =
-      mechanismImages(std::move(*digest), options.image_dirs, options.image_etc, options.images);
+  auto images = mechanismImages(computeImageDigest(options), options);
   if (!images) return tl::unexpected(images.error());
   for (const auto& image : options.images)
     if (auto r = checkReachableByAnyUser(image); !r) return tl::unexpected(r.error());

@@ -951,10 +951,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   auto mounts = host::parseCgroupMounts(*mountinfo, *fs);
   auto driver = host::makeCgroupDriver(mounts, fs);
   if (!driver) return tl::unexpected(driver.error());
-  auto digest = gvisorImageDigest(options);
-  if (!digest) return tl::unexpected(digest.error());
-  auto images =
-      mechanismImages(std::move(*digest), options.image_dirs, options.image_etc, options.images);
+  auto images = mechanismImages(gvisorImageDigest(options), options);
   if (!images) return tl::unexpected(images.error());
   if (auto r = host::makeDirectories(options.state_dir + "/rootfs", 0755); !r)
     return tl::unexpected(r.error());
