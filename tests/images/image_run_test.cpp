@@ -295,17 +295,21 @@ TEST_F(ImageRun, ServeRunsTwoConfiguredImagesSideBySide) {
   ASSERT_EQ(images.json()["images"].size(), 3u) << images.body;
   EXPECT_EQ(images.json()["images"][0]["name"], "lua");
 
+  std::vector<std::string> digests;  // of each environment, as its handle says
   auto provision = [&](const std::string& image_field) {
     auto h = serve.request(
         "POST", "/v1/environments",
         R"({"tenant_id": "t1", "run_id": "r)" + std::to_string(rand()) + "\"" + image_field + "}",
         kToken);
     EXPECT_EQ(h.status, 201) << h.body;
+    digests.push_back(h.json().value("image_digest", ""));
     return h.json().value("environment_id", "");
   };
   const std::string lua_env = provision("");
   const std::string second_env = provision(R"(, "image": ")" + f().second_ref + "\"");
   const std::string by_digest = provision(R"(, "image": ")" + f().second_digest + "\"");
+  EXPECT_EQ(digests,
+            (std::vector<std::string>{f().lua_digest, f().second_digest, f().second_digest}));
   for (auto [id, mark] :
        {std::pair{lua_env, "lua"}, {second_env, "second"}, {by_digest, "second"}}) {
     auto r = serve.request("POST", "/v1/environments/" + id + "/execute",

@@ -97,6 +97,9 @@ TEST_F(ApiTest, AnEnvironmentPicksItsImageByNameAndAnUnknownOneIsRefused) {
 
   const std::string id = provision({{"tenant_id", "t1"}, {"run_id", "r1"}, {"image", "host"}});
   EXPECT_FALSE(id.empty());
+  auto got = call("GET", "/v1/environments/" + id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["image_digest"], fake::kFakeImageDigest);
   auto unknown = call("POST", "/v1/environments",
                       json{{"tenant_id", "t1"}, {"run_id", "r2"}, {"image", "python"}}.dump());
   EXPECT_EQ(unknown.status, 409) << unknown.body;

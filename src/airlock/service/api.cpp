@@ -210,6 +210,14 @@ int hexValue(char c) {
   return -1;
 }
 
+// An EnvironmentHandle as the API answers it: the handle, and the digest of
+// the image the environment runs.
+json handleJson(const EnvironmentHandle& handle, const std::string& image_digest) {
+  json j = handle;
+  j["image_digest"] = image_digest;
+  return j;
+}
+
 }  // namespace
 
 int httpStatusFor(ErrorCode code) noexcept {
@@ -523,10 +531,11 @@ HttpResponse Api::provision(const HttpRequest& request) {
   {
     std::lock_guard lk(mu_);
     live_[handle->environment_id] =
-        LiveEnvironment{*handle, Clock::now(), {}, spec.limits.wall_clock_seconds, 0, spec.egress};
+        LiveEnvironment{*handle,     Clock::now(),     {}, spec.limits.wall_clock_seconds, 0,
+                        spec.egress, spec.image_digest};
     metrics_.liveSandboxes(static_cast<double>(live_.size()));
   }
-  return jsonResponse(201, json(*handle));
+  return jsonResponse(201, handleJson(*handle, spec.image_digest));
 }
 
 Result<std::string> Api::imageFrom(const json& body) const {
@@ -567,7 +576,8 @@ HttpResponse Api::listEnvironments(const std::string& query) {
   json out = json::array();
   std::lock_guard lk(mu_);
   for (const auto& [id, live] : live_)
-    if (!*tenant || live.handle.tenant_id == **tenant) out.push_back(json(live.handle));
+    if (!*tenant || live.handle.tenant_id == **tenant)
+      out.push_back(handleJson(live.handle, live.image_digest));
   return jsonResponse(200, json{{"environments", out}});
 }
 
@@ -596,7 +606,7 @@ std::optional<LiveEnvironment> Api::find(const std::string& id) const {
 HttpResponse Api::getEnvironment(const std::string& id) {
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  return jsonResponse(200, json(live->handle));
+  return jsonResponse(200, handleJson(live->handle, live->image_digest));
 }
 
 Result<void> Api::destroyTracked(const std::string& id, const char* why) {

@@ -148,7 +148,8 @@ struct LiveEnvironment {
   std::chrono::nanoseconds busy{0};     // time inside execute (utilization)
   std::int64_t wall_clock_seconds = 0;  // the spec's limit, for the tools' timeout rule
   int destroy_failures = 0;
-  EgressPolicy egress;  // what the sandbox was provisioned with (net.fetch decides by it)
+  EgressPolicy egress;       // what the sandbox was provisioned with (net.fetch decides by it)
+  std::string image_digest;  // the image it runs (the handle's JSON carries it)
 };
 
 // The artifact store the API exports into and serves from (borrowed).
