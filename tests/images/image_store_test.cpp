@@ -227,6 +227,46 @@ TEST_F(ImageStoreTest, ALayerThatClimbsOutIsRefusedNamingTheEntryAndLeavesNoRoot
   expectNothingInFlight();
 }
 
+// An image may not name itself by another image's digest: neither a bare
+// digest nor a name@digest of another digest is recorded, and a digest
+// finds only its own image.
+TEST_F(ImageStoreTest, ADigestNamesOnlyItsOwnImage) {
+  const BuiltImage trusted = layoutWith("trusted", "trusted", "v1");
+  ASSERT_TRUE(store_->importPath(tmp_.sub("trusted")));
+  const BuiltImage bare = layoutWith("bare", "hostile-bare", trusted.manifest_digest);
+  auto a = store_->importPath(tmp_.sub("bare"));
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_TRUE(a->references.empty());
+  const BuiltImage at = layoutWith("at", "hostile-at", "r.io/x@" + trusted.manifest_digest);
+  auto b = store_->importPath(tmp_.sub("at"));
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_TRUE(b->references.empty());
+  EXPECT_EQ(store_->find(trusted.manifest_digest)->digest, trusted.manifest_digest);
+  // One that names its own digest is kept.
+  const BuiltImage own = layoutWith("own", "own", "");
+  OciLayout relabel(tmp_.sub("own"));
+  relabel.writeIndexJson(json::array({own.indexEntry("r.io/own@" + own.manifest_digest)}));
+  auto c = store_->importPath(tmp_.sub("own"));
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(c->references, std::vector<std::string>{"r.io/own@" + own.manifest_digest});
+}
+
+// A refused image records nothing and takes no reference from the image
+// that had it.
+TEST_F(ImageStoreTest, ARefusedImportMovesNoReference) {
+  const BuiltImage good = layoutWith("good", "good", "team/app:1");
+  ASSERT_TRUE(store_->importPath(tmp_.sub("good")));
+  OciLayout bad(tmp_.sub("bad"));
+  const BuiltImage img =
+      bad.addImageOf("amd64", {{{"../../escaped.txt", "out"}}}, {"PATH=/usr/bin"});
+  bad.writeIndexJson(json::array({img.indexEntry("team/app:1")}));
+  ASSERT_FALSE(store_->importPath(tmp_.sub("bad")));
+  auto found = store_->find("team/app:1");
+  ASSERT_TRUE(found) << found.error().message();
+  EXPECT_EQ(found->digest, good.manifest_digest);
+  EXPECT_EQ(store_->list().size(), 1u);
+}
+
 TEST_F(ImageStoreTest, NotALayoutNorAnArchiveIsNamed) {
   fs::create_directories(tmp_.sub("empty"));
   auto dir = store_->importPath(tmp_.sub("empty"));

@@ -441,21 +441,50 @@ TEST_F(LayerUnpack, DevicesAndFifosAreDropped) {
   EXPECT_EQ(layout_.read("f"), "kept");
 }
 
-TEST_F(LayerUnpack, SetidBitsAreClearedAndFilesKept) {
+// setuid, setgid and sticky go, and so do group and other write: nobody
+// but the store may change a root every sandbox of the image shares.
+TEST_F(LayerUnpack, SetidStickyAndSharedWriteBitsAreClearedAndFilesKept) {
   auto r = layout_.apply({file("su", "su", 04755), file("sg", "sg", 02750),
                           file("both", "b", 06777), file("sticky", "s", 01644), dir("tmp", 01777),
-                          dir("sgdir", 02775), file("plain", "p", 0640)});
+                          dir("sgdir", 02775), file("plain", "p", 0640), file("open", "o", 0666)});
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(layout_.statOf("su").st_mode & 07777, 0755u);
   EXPECT_EQ(layout_.statOf("sg").st_mode & 07777, 0750u);
-  EXPECT_EQ(layout_.statOf("both").st_mode & 07777, 0777u);
+  EXPECT_EQ(layout_.statOf("both").st_mode & 07777, 0755u);
   EXPECT_EQ(layout_.statOf("sticky").st_mode & 07777, 0644u);
-  EXPECT_EQ(layout_.statOf("tmp").st_mode & 07777, 01777u);  // sticky stays on directories
-  EXPECT_EQ(layout_.statOf("sgdir").st_mode & 07777, 0775u);
+  EXPECT_EQ(layout_.statOf("tmp").st_mode & 07777, 0755u);
+  EXPECT_EQ(layout_.statOf("sgdir").st_mode & 07777, 0755u);
   EXPECT_EQ(layout_.statOf("plain").st_mode & 07777, 0640u);
+  EXPECT_EQ(layout_.statOf("open").st_mode & 07777, 0644u);
   EXPECT_EQ(layout_.read("su"), "su");
   EXPECT_EQ(layout_.read("both"), "b");
-  EXPECT_EQ(r->cleared_setid, 5);
+  EXPECT_EQ(r->cleared_setid, 6);
+}
+
+// Entries that create nothing cost work too: an opaque whiteout repeated
+// thousands of times walks its directory once, a directory declared again
+// keeps one record, and past 4 * max_entries entries of any kind the layer
+// is refused.
+TEST_F(LayerUnpack, RepeatedWhiteoutsAndDirectoriesCostOnceAndAreCapped) {
+  std::vector<Entry> lower;
+  for (int i = 0; i < 200; ++i) lower.push_back(file("q/f" + std::to_string(i), "x"));
+  ASSERT_TRUE(layout_.apply(lower).has_value());
+  std::vector<Entry> upper = {dir("q", 0700)};
+  for (int i = 0; i < 3000; ++i) upper.push_back(file("q/.wh..wh..opq", ""));
+  for (int i = 0; i < 3000; ++i) upper.push_back(dir("q", 0750));
+  auto r = layout_.apply(upper);
+  ASSERT_TRUE(r.has_value()) << r.error().message();
+  EXPECT_EQ(layout_.statOf("q").st_mode & 07777, 0750u) << "the last declaration's mode";
+  EXPECT_FALSE(layout_.exists("q/f0"));
+
+  UnpackLimits small;
+  small.max_entries = 100;
+  std::vector<Entry> many;
+  for (int i = 0; i < 401; ++i) many.push_back(file("nothing/.wh.x" + std::to_string(i), ""));
+  auto capped = layout_.apply(many, small);
+  ASSERT_FALSE(capped.has_value());
+  EXPECT_NE(capped.error().context.find("more than 400 entries"), std::string::npos)
+      << capped.error().context;
 }
 
 TEST_F(LayerUnpack, ModesAndMtimesAreApplied) {

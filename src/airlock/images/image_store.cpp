@@ -239,6 +239,10 @@ class ImageStoreImpl final : public ImageStore {
   const std::string& directory() const override { return dir_; }
 
   Result<StoredImage> pull(const ImageReference& ref, RegistryClient& registry) override {
+    // Held while blobs are written and not yet recorded: collectGarbage
+    // leaves blobs alone meanwhile.
+    auto writing = lockFile(dir_ + "/gc.lock", LOCK_SH);
+    if (!writing) return tl::unexpected(writing.error());
     auto manifest = registry.resolve(ref);
     if (!manifest) return tl::unexpected(manifest.error());
     auto parsed = parseImageManifest(manifest->bytes);
@@ -260,10 +264,19 @@ class ImageStoreImpl final : public ImageStore {
     // record written meanwhile excepted), so that a refused archive leaves
     // nothing behind.
     std::vector<std::string> added;
-    t_added = &added;
-    auto imported = importOnce(path);
-    t_added = nullptr;
-    if (!imported) {
+    Result<StoredImage> imported;
+    {
+      auto writing = lockFile(dir_ + "/gc.lock", LOCK_SH);
+      if (!writing) return tl::unexpected(writing.error());
+      t_added = &added;
+      imported = importOnce(path);
+      t_added = nullptr;
+    }
+    // What this import added that no record uses (all of it when the
+    // import failed; an archive's entries its manifest does not name when
+    // it succeeded) goes, unless another import or pull is writing now: it
+    // may need the same blobs (collectGarbage takes them later).
+    if (auto alone = lockFile(dir_ + "/gc.lock", LOCK_EX | LOCK_NB)) {
       auto lock = lockFile(dir_ + "/lock", LOCK_EX);
       std::set<std::string> live;
       for (const auto& image : list()) {
@@ -299,8 +312,10 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<StoredImage> find(std::string_view name) override {
+    const bool by_digest = isDigest(name);
     for (auto& image : list()) {
       if (image.digest == name) return image;
+      if (by_digest) continue;  // a digest names its own image, never a reference
       if (std::find(image.references.begin(), image.references.end(), name) !=
           image.references.end())
         return image;
@@ -331,7 +346,12 @@ class ImageStoreImpl final : public ImageStore {
     if (!image) return tl::unexpected(image.error());
     if (image->digest != digest)
       return fail(ErrorCode::kNotFound, "image " + std::string(digest) + ": use() takes a digest");
-    const std::string hex = hexOf(image->digest);
+    return holdRootOf(*image);
+  }
+
+  // The image's root, unpacked under its lock when it is not there yet.
+  Result<ImageRoot> holdRootOf(const StoredImage& image) {
+    const std::string hex = hexOf(image.digest);
     const std::string root = dir_ + "/roots/" + hex;
     // Shared first: a root that is there is used as it is, beside every
     // other holder (flock locks belong to the open file, so a second use in
@@ -344,7 +364,7 @@ class ImageStoreImpl final : public ImageStore {
       hold = holdRoot(root, LOCK_EX);
       if (!hold) return tl::unexpected(hold.error());
       if (!exists(root)) {
-        if (auto r = unpack(*image, root); !r) {
+        if (auto r = unpack(image, root); !r) {
           (void)::unlink((root + ".lock").c_str());
           return tl::unexpected(r.error());
         }
@@ -354,9 +374,9 @@ class ImageStoreImpl final : public ImageStore {
         return tl::unexpected(storeError("lock " + root + ".lock", errno));
     }
     ImageRoot out;
-    out.digest = image->digest;
+    out.digest = image.digest;
     out.root_dir = root;
-    out.env = image->config.env;
+    out.env = image.config.env;
     out.hold = std::move(*hold);
     return out;
   }
@@ -414,7 +434,11 @@ class ImageStoreImpl final : public ImageStore {
     }
     GarbageCollected out;
     std::error_code ec;
+    // Blobs only while no import or pull is writing any (they hold gc.lock
+    // shared): theirs are not recorded yet. The next collection takes them.
+    auto quiet = lockFile(dir_ + "/gc.lock", LOCK_EX | LOCK_NB);
     for (const auto& e : fs::directory_iterator(dir_ + "/blobs/sha256", ec)) {
+      if (!quiet) break;
       const std::string hex = e.path().filename().string();
       if (live_blobs.count(hex)) continue;
       std::error_code size_ec;
@@ -819,10 +843,38 @@ class ImageStoreImpl final : public ImageStore {
     if (!config_bytes) return tl::unexpected(storeError("the config of " + digest + " is missing"));
     auto config = parseImageConfig(*config_bytes);
     if (!config) return tl::unexpected(config.error());
-    if (!config->os.empty() && config->os != options_.os)
-      return tl::unexpected(
-          rejected("image " + digest + " is for " + config->os + ", not " + options_.os));
+    if (config->os != options_.os ||
+        (!config->architecture.empty() && config->architecture != options_.architecture))
+      return tl::unexpected(rejected(
+          "image " + digest + " is for " + (config->os.empty() ? "no os" : config->os) + "/" +
+          config->architecture + ", not " + options_.os + "/" + options_.architecture));
+    std::vector<Descriptor> declared = manifest->layers;
+    declared.push_back(manifest->config);
+    for (const auto& d : declared) {
+      struct stat st {};
+      if (::stat(blobPath(d.digest).c_str(), &st) != 0 || st.st_size != d.size)
+        return tl::unexpected(rejected("image " + digest + ": blob " + d.digest + " is " +
+                                       std::to_string(st.st_size) + " bytes, its manifest says " +
+                                       std::to_string(d.size)));
+    }
     image.config = *config;
+    // The root first: an image whose layers are refused records nothing and
+    // moves no reference. The hold keeps the root from collection until
+    // the record names it.
+    auto root = holdRootOf(image);
+    if (!root) return tl::unexpected(root.error());
+    // A reference never names another image's digest: a bare digest, or a
+    // name@digest of another digest, is not recorded.
+    std::vector<std::string> kept;
+    for (const auto& ref : refs) {
+      if (ref.empty() || isDigest(ref) || std::any_of(ref.begin(), ref.end(), [](char c) {
+            return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+          }))
+        continue;
+      if (const auto at = ref.rfind('@'); at != std::string::npos && ref.substr(at + 1) != digest)
+        continue;
+      kept.push_back(ref);
+    }
     {
       auto lock = lockFile(dir_ + "/lock", LOCK_EX);
       if (!lock) return tl::unexpected(lock.error());
@@ -832,23 +884,18 @@ class ImageStoreImpl final : public ImageStore {
         r.erase(std::remove_if(r.begin(), r.end(),
                                [&](const std::string& x) {
                                  return other.digest != digest &&
-                                        std::find(refs.begin(), refs.end(), x) != refs.end();
+                                        std::find(kept.begin(), kept.end(), x) != kept.end();
                                }),
                 r.end());
         if (other.digest == digest) image.references = other.references;
         if (r.size() != before)
           if (auto w = writeRecord(other); !w) return tl::unexpected(w.error());
       }
-      for (const auto& ref : refs)
+      for (const auto& ref : kept)
         if (std::find(image.references.begin(), image.references.end(), ref) ==
             image.references.end())
           image.references.push_back(ref);
       if (auto w = writeRecord(image); !w) return tl::unexpected(w.error());
-    }
-    auto root = use(digest);
-    if (!root) {
-      (void)::unlink(recordPath(digest).c_str());
-      return tl::unexpected(root.error());
     }
     return image;
   }
@@ -888,8 +935,9 @@ class ImageStoreImpl final : public ImageStore {
       const auto& layer = image.layer_digests[i];
       sys::UniqueFd in(::open(blobPath(layer).c_str(), O_RDONLY | O_CLOEXEC));
       if (!in.valid()) {
+        const int err = errno;
         cleanup();
-        return tl::unexpected(storeError("open layer " + layer, errno));
+        return tl::unexpected(storeError("open layer " + layer, err));
       }
       auto applied = applyLayer(dir.get(), in.get(), options_.unpack_limits, tally);
       if (!applied) {

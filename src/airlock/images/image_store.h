@@ -12,12 +12,18 @@
 //                         once under roots/<hex>.lock and renamed into place
 //   tmp/                  what is being written; swept at open
 //   lock                  held while the records are read or rewritten
+//   gc.lock               held shared by every import and pull while it
+//                         writes blobs it has not recorded yet; garbage
+//                         collection leaves blobs alone while it is held
 //
 // An image is named by the digest of its image manifest (the digest a
 // registry reports for it). A reference ("127.0.0.1:5000/team/py:3.12") is
 // resolved once, at pull or import, to that digest; afterwards only the
 // digest is used, so moving the tag in the registry changes nothing here
-// until the reference is pulled again.
+// until the reference is pulled again. A digest names only its own image:
+// a reference that is a bare digest, or a name@digest of another image's
+// digest, is never recorded. An image is recorded (and references move to
+// it) only once its root is unpacked: a refused image changes no record.
 //
 // Concurrency: any number of threads and processes may use one store. Two
 // pulls of one blob in a process share one download; across processes the

@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -345,6 +347,12 @@ class LayerApplier {
       const int rc = archive_read_next_header(a, &entry);
       if (rc == ARCHIVE_EOF) break;
       if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) return streamError(a, reader);
+      // Entries that create nothing (whiteouts, a directory declared again,
+      // dropped devices) still cost work: at most 4 per name of the cap.
+      if (++headers_ > 4 * limits_.max_entries)
+        return fail(ErrorCode::kExecutionRejected,
+                    "layer has more than " + std::to_string(4 * limits_.max_entries) +
+                        " entries (4 times the image's max_entries)");
       if (auto r = applyEntry(a, reader, entry); !r) return tl::unexpected(r.error());
     }
     if (auto r = finishDirectories(); !r) return tl::unexpected(r.error());
@@ -443,11 +451,13 @@ class LayerApplier {
     return cur;
   }
 
-  mode_t cleanMode(struct archive_entry* e, bool is_dir) {
+  // The entry's permission bits less setuid, setgid and sticky, and less
+  // group and other write: a root is shared by every sandbox of its image
+  // and nobody but the store may change it.
+  mode_t cleanMode(struct archive_entry* e, bool /*is_dir*/) {
     const mode_t perm = archive_entry_perm(e) & 07777;
-    mode_t keep = is_dir ? (07777 & ~(S_ISUID | S_ISGID)) : 0777;
-    if ((perm & ~keep) != 0) ++stats_.cleared_setid;
-    return perm & keep;
+    if ((perm & (S_ISUID | S_ISGID | S_ISVTX)) != 0) ++stats_.cleared_setid;
+    return perm & 0755;
   }
 
   Result<void> applyEntry(struct archive* a, const LayerReader& reader, struct archive_entry* e) {
@@ -517,7 +527,15 @@ class LayerApplier {
         }
       }
       markLayer(path);
-      deferred_.push_back(DeferredDir{parts, cleanMode(e, true), timesOf(e), spelled});
+      // One deferred record per directory: a directory declared again takes
+      // the later mode and times instead of another record.
+      DeferredDir d{parts, cleanMode(e, true), timesOf(e), spelled};
+      if (auto it = deferred_at_.find(path); it != deferred_at_.end()) {
+        deferred_[it->second] = std::move(d);
+      } else {
+        deferred_at_.emplace(path, deferred_.size());
+        deferred_.push_back(std::move(d));
+      }
       return {};
     }
 
@@ -660,6 +678,8 @@ class LayerApplier {
       }
       return {};
     }
+    // Once per directory and layer: what it removes is gone after the first.
+    if (!opaque_done_.insert(dir_path).second) return {};
     auto top = openDirNoFollow(parent->get(), ".", spelled);
     if (!top) return tl::unexpected(top.error());
     // Keeps exactly this layer's entries and their ancestors; the lower
@@ -719,7 +739,10 @@ class LayerApplier {
   LayerStats stats_;
   std::unordered_set<std::string> layer_paths_;
   std::vector<DeferredDir> deferred_;
-  std::string last_entry_;  // for a stream that breaks after it
+  std::map<std::string, std::size_t> deferred_at_;  // path -> its deferred_ index
+  std::set<std::string> opaque_done_;               // directories this layer already made opaque
+  std::int64_t headers_ = 0;                        // entries read, whatever they do
+  std::string last_entry_;                          // for a stream that breaks after it
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ struct LayerStats {
   std::int64_t bytes = 0;            // regular-file bytes written
   std::int64_t whiteouts = 0;        // ".wh.NAME" and ".wh..wh..opq" entries applied
   std::int64_t dropped_devices = 0;  // character / block devices, FIFOs, sockets skipped
-  std::int64_t cleared_setid = 0;  // entries whose setuid / setgid / file-sticky bits were cleared
+  std::int64_t cleared_setid = 0;    // entries whose setuid / setgid / sticky bits were cleared
 };
 
 // Applies one layer read from `layer_fd` (borrowed, read sequentially from
@@ -82,11 +82,16 @@ struct LayerStats {
 //   directory does not exist removes nothing.
 // * Character and block devices, FIFOs and sockets are dropped (counted in
 //   LayerStats::dropped_devices). Ownership and xattrs are not applied:
-//   everything belongs to the calling uid. Permission bits (rwx, and sticky
-//   on directories) and mtimes are applied; setuid and setgid are cleared on
-//   everything, sticky on non-directories (counted in cleared_setid).
+//   everything belongs to the calling uid. Permission bits and mtimes are
+//   applied less setuid, setgid and sticky (counted in cleared_setid) and
+//   less group and other write (at most 0755): the root is shared by every
+//   sandbox of the image, and nobody but its owner may change it.
 //   Directory modes and mtimes are applied when the layer ends (deepest
-//   first), so a read-only directory can still receive its entries.
+//   first), so a read-only directory can still receive its entries; a
+//   directory declared twice takes the later mode. An opaque whiteout
+//   applies once per directory and layer.
+// * Work: a layer may hold at most 4 * max_entries entries of any kind
+//   (whiteouts and repeated directories included), else ExecutionRejected.
 //
 // On success `tally` has grown by the returned stats. On failure it is
 // unchanged and the root is left partially applied: the caller must delete
