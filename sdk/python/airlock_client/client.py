@@ -158,8 +158,13 @@ class AirlockClient:
         limits: Optional[ResourceLimits | Mapping[str, int]] = None,
         environment: Optional[Mapping[str, str]] = None,
         network: bool = False,
+        image: Optional[str] = None,
     ) -> EnvironmentHandle:
         """POST /v1/environments: a new sandbox for (tenant, run, epoch).
+
+        ``image``: the name, configured reference or digest of an image the
+        service runs (see images()); None is the service's default.
+        ExecutionRejectedError for one it does not run.
 
         ``limits``: a ResourceLimits or a dict of its fields (unset fields
         take the service's defaults). ``environment``: extra variables for
@@ -171,11 +176,18 @@ class AirlockClient:
         body: dict[str, Any] = {"tenant_id": tenant_id, "run_id": run_id, "lease_epoch": lease_epoch}
         if network:
             body["network"] = True
+        if image is not None:
+            body["image"] = image
         if limits is not None:
             body["limits"] = limits.to_json() if isinstance(limits, ResourceLimits) else dict(limits)
         if environment is not None:
             body["environment"] = dict(environment)
         return EnvironmentHandle.from_json(self._json("POST", "/v1/environments", json_body=body))
+
+    def images(self) -> list[dict[str, Any]]:
+        """GET /v1/images: the images the service runs, the default first;
+        each {"name", "reference", "digest", "default"}."""
+        return list(self._json("GET", "/v1/images").get("images", []))
 
     def destroy(self, environment_id: str) -> None:
         """DELETE /v1/environments/{id}; idempotent (an unknown id is fine)."""
@@ -395,6 +407,7 @@ class AirlockClient:
         limits: Optional[ResourceLimits | Mapping[str, int]] = None,
         environment: Optional[Mapping[str, str]] = None,
         network: bool = False,
+        image: Optional[str] = None,
     ) -> Iterator["Environment"]:
         """Provisions an environment and destroys it when the block ends,
         also when the block raises::
@@ -402,7 +415,7 @@ class AirlockClient:
             with client.environment("tenant-1", "run-1") as env:
                 print(env.execute(["python3", "-c", "print(1)"]).stdout_text)
         """
-        handle = self.provision(tenant_id, run_id, lease_epoch, limits, environment, network)
+        handle = self.provision(tenant_id, run_id, lease_epoch, limits, environment, network, image)
         try:
             yield Environment(self, handle)
         finally:

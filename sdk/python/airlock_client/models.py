@@ -92,6 +92,7 @@ class EnvironmentHandle:
     lease_epoch: int
     created_at: _dt.datetime
     expires_at: _dt.datetime
+    image_digest: str = ""  # the image the environment runs (GET /v1/images)
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "EnvironmentHandle":
@@ -102,6 +103,7 @@ class EnvironmentHandle:
             lease_epoch=int(j["lease_epoch"]),
             created_at=parse_timestamp(j["created_at"]),
             expires_at=parse_timestamp(j["expires_at"]),
+            image_digest=j.get("image_digest", ""),
         )
 
 

@@ -109,6 +109,18 @@ class ClientTest(unittest.TestCase):
         # Idempotent.
         self.client.destroy(handle.environment_id)
 
+    def test_images_lists_the_default_and_an_environment_says_its_image(self):
+        images = self.client.images()
+        self.assertEqual([i["name"] for i in images], ["host"])
+        self.assertTrue(images[0]["default"])
+        self.assertRegex(images[0]["digest"], r"^sha256:[0-9a-f]{64}$")
+        handle = self.provision(image="host")
+        self.assertEqual(handle.image_digest, images[0]["digest"])
+        self.assertEqual(self.client.get(handle.environment_id).image_digest, images[0]["digest"])
+        with self.assertRaises(ExecutionRejectedError) as caught:
+            self.client.provision(TENANT, unique_run(), image="no-such-image")
+        self.assertIn('unknown image "no-such-image"', caught.exception.message)
+
     def test_provision_with_limits_as_dict_and_environment(self):
         handle = self.provision(limits={"pids_max": 64, "wall_clock_seconds": 10}, environment={"GREETING": "hi"})
         self.assertEqual(self.client.get(handle.environment_id).environment_id, handle.environment_id)
