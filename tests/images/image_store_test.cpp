@@ -267,6 +267,32 @@ TEST_F(ImageStoreTest, ARefusedImportMovesNoReference) {
   EXPECT_EQ(store_->list().size(), 1u);
 }
 
+// A FIFO where a document, a blob or the archive should be is refused at
+// once instead of waiting for a writer.
+TEST_F(ImageStoreTest, AFifoIsRefusedWithoutWaiting) {
+  const BuiltImage img = layoutWith("layout", "fifo", "v1");
+  const std::string blob = tmp_.sub("layout/blobs/sha256/" + img.layer_digests[0].substr(7));
+  ASSERT_EQ(::unlink(blob.c_str()), 0);
+  ASSERT_EQ(::mkfifo(blob.c_str(), 0644), 0);
+  auto stored = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(stored);
+  EXPECT_NE(stored.error().context.find("is not a regular file"), std::string::npos)
+      << stored.error().context;
+  ASSERT_EQ(::unlink(tmp_.sub("layout/index.json").c_str()), 0);
+  ASSERT_EQ(::mkfifo(tmp_.sub("layout/index.json").c_str(), 0644), 0);
+  auto index = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(index);
+  EXPECT_NE(index.error().context.find("index.json: is not a regular file"), std::string::npos)
+      << index.error().context;
+  ASSERT_EQ(::mkfifo(tmp_.sub("archive.tar").c_str(), 0644), 0);
+  auto archive = store_->importPath(tmp_.sub("archive.tar"));
+  ASSERT_FALSE(archive);
+  EXPECT_NE(archive.error().context.find("neither a directory nor a regular file"),
+            std::string::npos)
+      << archive.error().context;
+  EXPECT_TRUE(store_->list().empty());
+}
+
 TEST_F(ImageStoreTest, NotALayoutNorAnArchiveIsNamed) {
   fs::create_directories(tmp_.sub("empty"));
   auto dir = store_->importPath(tmp_.sub("empty"));

@@ -299,6 +299,9 @@ class ImageStoreImpl final : public ImageStore {
     if (S_ISDIR(st.st_mode)) {
       auto r = readLayout(path, source);
       if (!r) return tl::unexpected(r.error());
+    } else if (!S_ISREG(st.st_mode)) {
+      return tl::unexpected(
+          rejected("image import: " + path + " is neither a directory nor a regular file"));
     } else {
       auto r = readArchive(path, source);
       if (!r) return tl::unexpected(r.error());
@@ -594,12 +597,29 @@ class ImageStoreImpl final : public ImageStore {
 
   // An OCI image layout directory: its index.json now, its blobs as the
   // documents name them (copyLayoutBlob).
+  // A regular file beneath a layout's root, opened for reading without
+  // following a symlink and without waiting on a FIFO; what is wrong
+  // otherwise ("is missing", "is not a regular file").
+  static tl::expected<sys::UniqueFd, std::string> openRegularBeneath(int root,
+                                                                     const std::string& rel) {
+    auto fd = workspace::openBeneath(root, rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (!fd) return tl::unexpected(std::string("is missing or not reachable"));
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode))
+      return tl::unexpected(std::string("is not a regular file"));
+    const int flags = ::fcntl(fd->get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd->get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+      return tl::unexpected(std::string("cannot be read: ") + std::strerror(errno));
+    return std::move(*fd);
+  }
+
   Result<void> readLayout(const std::string& path, ImportSource& source) {
     sys::UniqueFd root(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root.valid())
       return tl::unexpected(rejected("image import: open " + path + ": " + std::strerror(errno)));
-    auto index = workspace::openBeneath(root.get(), "index.json", O_RDONLY | O_NOFOLLOW);
-    if (!index) return tl::unexpected(rejected("image import: " + path + " has no index.json"));
+    auto index = openRegularBeneath(root.get(), "index.json");
+    if (!index)
+      return tl::unexpected(rejected("image import: " + path + "/index.json: " + index.error()));
     auto text = readDocument(index->get(), path + "/index.json");
     if (!text) return tl::unexpected(text.error());
     source.index_json = *text;
@@ -613,10 +633,10 @@ class ImageStoreImpl final : public ImageStore {
     if (!isDigest(digest))
       return tl::unexpected(rejected("image import: '" + digest + "' is not a digest"));
     if (hasBlob(digest) || !source.layout_root.valid()) return {};
-    auto in = workspace::openBeneath(source.layout_root.get(), "blobs/sha256/" + hexOf(digest),
-                                     O_RDONLY | O_NOFOLLOW);
+    auto in = openRegularBeneath(source.layout_root.get(), "blobs/sha256/" + hexOf(digest));
     if (!in)
-      return tl::unexpected(rejected("image import: " + source.path + " lacks the blob " + digest));
+      return tl::unexpected(
+          rejected("image import: " + source.path + ": the blob " + digest + ": " + in.error()));
     auto put = putStream(in->get(), digest, "blob " + digest);
     if (!put) return tl::unexpected(put.error());
     return {};
