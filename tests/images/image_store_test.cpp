@@ -293,6 +293,31 @@ TEST_F(ImageStoreTest, AFifoIsRefusedWithoutWaiting) {
   EXPECT_TRUE(store_->list().empty());
 }
 
+// A layout with two images and no platforms (umoci's, with two tags):
+// without a name the import lists them; with one it takes that image.
+TEST_F(ImageStoreTest, ANamePicksOneOfSeveralImagesOfALayout) {
+  OciLayout layout(tmp_.sub("layout"));
+  const BuiltImage a = layout.addImage("amd64", "a");
+  const BuiltImage b = layout.addImage("amd64", "b");
+  json ea = a.indexEntry("t1"), eb = b.indexEntry("t2");
+  ea.erase("platform");
+  eb.erase("platform");
+  layout.writeIndexJson(json::array({ea, eb}));
+  auto unnamed = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(unnamed);
+  EXPECT_NE(unnamed.error().context.find("name one of t1, t2"), std::string::npos)
+      << unnamed.error().context;
+  auto missing = store_->importPath(tmp_.sub("layout"), "t3");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().context.find("has no image named t3 (it has t1, t2)"),
+            std::string::npos)
+      << missing.error().context;
+  auto named = store_->importPath(tmp_.sub("layout"), "t2");
+  ASSERT_TRUE(named) << named.error().message();
+  EXPECT_EQ(named->digest, b.manifest_digest);
+  EXPECT_EQ(named->references, std::vector<std::string>{"t2"});
+}
+
 TEST_F(ImageStoreTest, NotALayoutNorAnArchiveIsNamed) {
   fs::create_directories(tmp_.sub("empty"));
   auto dir = store_->importPath(tmp_.sub("empty"));

@@ -168,10 +168,11 @@ int runImagePull(const std::string& state_dir, const std::string& reference, boo
   return 0;
 }
 
-int runImageImport(const std::string& state_dir, const std::string& path, bool json) {
+int runImageImport(const std::string& state_dir, const std::string& path,
+                   const std::string& ref_name, bool json) {
   auto store = openImageStore(state_dir);
   if (!store) return reportError(store.error().message());
-  auto imported = (*store)->importPath(path);
+  auto imported = (*store)->importPath(path, ref_name);
   if (!imported) return reportError(imported.error().message());
   if (json)
     writeFd(STDOUT_FILENO, imageJson(*imported).dump() + "\n");

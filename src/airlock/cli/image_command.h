@@ -86,7 +86,9 @@ void endTerminalPullProgress();
 //   rm      prints "removed <digest>" (a reference: "untagged <reference>"
 //           while the image keeps other references)
 int runImagePull(const std::string& state_dir, const std::string& reference, bool json);
-int runImageImport(const std::string& state_dir, const std::string& path, bool json);
+// ref_name: "" or the name of the layout's image to import (--ref).
+int runImageImport(const std::string& state_dir, const std::string& path,
+                   const std::string& ref_name, bool json);
 int runImageList(const std::string& state_dir, bool json);
 int runImageRemove(const std::string& state_dir, const std::string& name);
 

@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
   image_import->add_option("path", image_name, "The layout directory or the archive")
       ->required()
       ->type_name("PATH");
+  std::string image_ref_name;
+  image_import
+      ->add_option("--ref", image_ref_name,
+                   "Of a layout holding several images, the one its index names so (its tag)")
+      ->type_name("NAME");
   CLI::App* image_ls =
       image->add_subcommand("ls", "One line per stored image: digest, size, references.");
   CLI::App* image_rm = image->add_subcommand(
@@ -313,7 +318,7 @@ int main(int argc, char** argv) {
     if (image->got_subcommand("pull"))
       return cli::runImagePull(image_state_dir, image_name, image_json);
     if (image->got_subcommand("import"))
-      return cli::runImageImport(image_state_dir, image_name, image_json);
+      return cli::runImageImport(image_state_dir, image_name, image_ref_name, image_json);
     if (image->got_subcommand("ls")) return cli::runImageList(image_state_dir, image_json);
     return cli::runImageRemove(image_state_dir, image_name);
   }

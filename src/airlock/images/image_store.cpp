@@ -259,7 +259,8 @@ class ImageStoreImpl final : public ImageStore {
     return recordAndUnpack(manifest->digest, {toString(ref)});
   }
 
-  Result<StoredImage> importPath(const std::string& path) override {
+  using ImageStore::importPath;
+  Result<StoredImage> importPath(const std::string& path, const std::string& ref_name) override {
     // The blobs this import adds: removed again when it fails (those of a
     // record written meanwhile excepted), so that a refused archive leaves
     // nothing behind.
@@ -269,7 +270,7 @@ class ImageStoreImpl final : public ImageStore {
       auto writing = lockFile(dir_ + "/gc.lock", LOCK_SH);
       if (!writing) return tl::unexpected(writing.error());
       t_added = &added;
-      imported = importOnce(path);
+      imported = importOnce(path, ref_name);
       t_added = nullptr;
     }
     // What this import added that no record uses (all of it when the
@@ -290,7 +291,7 @@ class ImageStoreImpl final : public ImageStore {
     return imported;
   }
 
-  Result<StoredImage> importOnce(const std::string& path) {
+  Result<StoredImage> importOnce(const std::string& path, const std::string& ref_name) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
       return tl::unexpected(rejected("image import: " + path + ": " + std::strerror(errno)));
@@ -306,7 +307,10 @@ class ImageStoreImpl final : public ImageStore {
       auto r = readArchive(path, source);
       if (!r) return tl::unexpected(r.error());
     }
-    if (source.index_json) return importIndex(*source.index_json, source);
+    if (source.index_json) return importIndex(*source.index_json, source, ref_name);
+    if (!ref_name.empty())
+      return tl::unexpected(rejected("image import: " + path +
+                                     ": a name picks an image of an OCI layout, and this is none"));
     if (source.docker_manifest_json)
       return importDockerSave(*source.docker_manifest_json, source, path);
     return tl::unexpected(rejected("image import: " + path +
@@ -741,19 +745,35 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   // index.json of a layout: the image for this platform, or the only one.
-  Result<StoredImage> importIndex(const std::string& index_json, const ImportSource& source) {
+  Result<StoredImage> importIndex(const std::string& index_json, const ImportSource& source,
+                                  const std::string& ref_name) {
     const std::string& path = source.path;
     auto index = parseImageIndex(index_json);
     if (!index)
       return tl::unexpected(
           rejected("image import: " + path + ": index.json: " + index.error().message()));
+    std::string names;  // the images' names, for the messages
+    for (const auto& d : index->manifests)
+      names += (names.empty() ? "" : ", ") + (refName(d).empty() ? "(no name)" : refName(d));
+    if (!ref_name.empty()) {
+      auto& m = index->manifests;
+      m.erase(std::remove_if(m.begin(), m.end(),
+                             [&](const Descriptor& d) { return refName(d) != ref_name; }),
+              m.end());
+      if (m.empty())
+        return tl::unexpected(rejected("image import: " + path + " has no image named " + ref_name +
+                                       " (it has " + names + ")"));
+    }
     Descriptor chosen;
     if (index->manifests.size() == 1 && !index->manifests[0].platform) {
       chosen = index->manifests[0];
     } else {
       auto sel = selectPlatform(*index, options_.os, options_.architecture);
       if (!sel)
-        return tl::unexpected(rejected("image import: " + path + ": " + sel.error().message()));
+        return tl::unexpected(rejected("image import: " + path + ": " + sel.error().message() +
+                                       (ref_name.empty() && index->manifests.size() > 1
+                                            ? "; name one of " + names + " to import it"
+                                            : "")));
       chosen = *sel;
     }
     if (auto r = copyLayoutBlob(source, chosen.digest); !r) return tl::unexpected(r.error());

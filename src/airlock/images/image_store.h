@@ -110,7 +110,12 @@ class ImageStore {
   // the only one there is; its reference (the index's
   // org.opencontainers.image.ref.name, docker's RepoTags) is recorded.
   // ExecutionRejected naming the file or entry that is wrong.
-  virtual Result<StoredImage> importPath(const std::string& path) = 0;
+  // `ref_name`, when not empty, picks the layout's image by the name its
+  // index gives it (org.opencontainers.image.ref.name: umoci's and skopeo's
+  // tag), among several; ExecutionRejected listing the names when none has
+  // it.
+  virtual Result<StoredImage> importPath(const std::string& path, const std::string& ref_name) = 0;
+  Result<StoredImage> importPath(const std::string& path) { return importPath(path, ""); }
 
   // The stored image a digest or a recorded reference names; NotFound
   // otherwise.
