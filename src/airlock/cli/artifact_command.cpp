@@ -26,15 +26,6 @@ constexpr std::size_t kMaxDownloadName = 255;
 // `artifact list` shows at most this many (the local store is one user's).
 constexpr std::size_t kListLimit = 100000;
 
-void writeFd(int fd, std::string_view bytes) {
-  (void)sys::writeAll(fd, bytes.data(), bytes.size());
-}
-
-int reportError(const std::string& message) {
-  writeFd(STDERR_FILENO, formatErrorLine(message));
-  return kExitAirlockError;
-}
-
 std::string quoteName(std::string_view text) {
   return "\"" + escapeForTerminal(text) + "\"";
 }
@@ -127,11 +118,11 @@ std::string sanitizeDownloadName(std::string_view original, std::string_view art
 
 int runArtifactList(const std::string& state_dir, bool json) {
   auto opened = openExistingLocalArtifactStore(state_dir);
-  if (!opened) return reportError(opened.error().message());
+  if (!opened) return printErrorLine(opened.error().message());
   auto tenant = localTenant();
-  if (!tenant) return reportError(tenant.error().message());
+  if (!tenant) return printErrorLine(tenant.error().message());
   auto rows = opened->repository->listForTenant(*tenant, kListLimit);
-  if (!rows) return reportError(rows.error().message());
+  if (!rows) return printErrorLine(rows.error().message());
   if (json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& row : *rows) {
@@ -148,8 +139,8 @@ int runArtifactList(const std::string& state_dir, bool json) {
                       {"expires_at", m.expires_at ? nlohmann::json(formatTimestamp(*m.expires_at))
                                                   : nlohmann::json(nullptr)}});
     }
-    writeFd(STDOUT_FILENO,
-            list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    writeOut(STDOUT_FILENO,
+             list.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     return 0;
   }
   // One line each: id, size, created, filename (last: it may contain
@@ -160,26 +151,26 @@ int runArtifactList(const std::string& state_dir, bool json) {
     out += row.artifact_id.str() + "  " + std::to_string(m.size_bytes) + "  " +
            formatTimestamp(m.created_at) + "  " + escapeForTerminal(m.filename) + "\n";
   }
-  writeFd(STDOUT_FILENO, out);
+  writeOut(STDOUT_FILENO, out);
   return 0;
 }
 
 int runArtifactGet(const std::string& state_dir, const std::string& id,
                    const std::optional<std::string>& output) {
   auto opened = openExistingLocalArtifactStore(state_dir);
-  if (!opened) return reportError(opened.error().message());
+  if (!opened) return printErrorLine(opened.error().message());
   auto stored = findLocal(*opened, id);
-  if (!stored) return reportError(stored.error().message());
+  if (!stored) return printErrorLine(stored.error().message());
   const auto& m = stored->metadata;
   const std::string target =
       output ? *output : sanitizeDownloadName(m.filename, stored->artifact_id.str());
-  if (target.empty()) return reportError("-o: the file name is empty");
+  if (target.empty()) return printErrorLine("-o: the file name is empty");
   // `-o -`: the bytes go to stdout (a file named "-" is `-o ./-`).
   const bool to_stdout = target == "-";
   const std::string where = to_stdout ? std::string("stdout") : quoteName(target);
 
   auto source = opened->store->open(artifacts::refOf(*stored));
-  if (!source) return reportError(source.error().message());
+  if (!source) return printErrorLine(source.error().message());
   sys::UniqueFd file;
   if (!to_stdout) {
     // O_EXCL: never overwrite; O_NOFOLLOW: never write through a symlink.
@@ -187,9 +178,9 @@ int runArtifactGet(const std::string& state_dir, const std::string& id,
         ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
       if (errno == EEXIST)
-        return reportError(quoteName(target) +
-                           " already exists; not overwriting it (choose another name with -o)");
-      return reportError(
+        return printErrorLine(quoteName(target) +
+                              " already exists; not overwriting it (choose another name with -o)");
+      return printErrorLine(
           Error{ErrorCode::kExecutionUnavailable, errno, "create " + quoteName(target)}.message());
     }
     file.reset(fd);
@@ -221,22 +212,23 @@ int runArtifactGet(const std::string& state_dir, const std::string& id,
     problem = Error{ErrorCode::kExecutionUnavailable, errno, "write " + where}.message();
   if (problem) {
     if (!to_stdout) ::unlink(target.c_str());
-    return reportError(*problem);
+    return printErrorLine(*problem);
   }
   // On stdout the bytes are the output: nothing is added to stderr either.
   if (!to_stdout)
-    writeFd(STDERR_FILENO, "airlock: wrote " + std::to_string(total) + " bytes to " + where + "\n");
+    writeOut(STDERR_FILENO,
+             "airlock: wrote " + std::to_string(total) + " bytes to " + where + "\n");
   return 0;
 }
 
 int runArtifactRm(const std::string& state_dir, const std::string& id) {
   auto opened = openExistingLocalArtifactStore(state_dir);
-  if (!opened) return reportError(opened.error().message());
+  if (!opened) return printErrorLine(opened.error().message());
   auto stored = findLocal(*opened, id);
-  if (!stored) return reportError(stored.error().message());
+  if (!stored) return printErrorLine(stored.error().message());
   auto removed = opened->store->remove(stored->artifact_id);
-  if (!removed) return reportError(removed.error().message());
-  if (!*removed) return reportError("no artifact " + quoteName(id));
+  if (!removed) return printErrorLine(removed.error().message());
+  if (!*removed) return printErrorLine("no artifact " + quoteName(id));
   return 0;
 }
 

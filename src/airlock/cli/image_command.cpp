@@ -21,15 +21,6 @@
 namespace airlock::cli {
 namespace {
 
-void writeFd(int fd, std::string_view bytes) {
-  (void)sys::writeAll(fd, bytes.data(), bytes.size());
-}
-
-int reportError(const std::string& message) {
-  writeFd(STDERR_FILENO, formatErrorLine(message));
-  return kExitAirlockError;
-}
-
 // For people: "812 B", "14.2 KiB", "2.1 MiB", "1.4 GiB".
 std::string humanSize(std::int64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -140,55 +131,56 @@ PullProgress terminalPullProgress(const std::string& reference) {
     const auto now = std::chrono::steady_clock::now();
     if (done != total && now - *last < std::chrono::milliseconds(100)) return;
     *last = now;
-    writeFd(STDERR_FILENO, "\r\x1b[Kairlock: pulling " + shown_ref + ": " + humanSize(done) +
-                               " of " + humanSize(total));
+    writeOut(STDERR_FILENO, "\r\x1b[Kairlock: pulling " + shown_ref + ": " + humanSize(done) +
+                                " of " + humanSize(total));
     g_progress_shown = true;
   };
 }
 
 void endTerminalPullProgress() {
-  if (g_progress_shown.exchange(false)) writeFd(STDERR_FILENO, "\r\x1b[K");
+  if (g_progress_shown.exchange(false)) writeOut(STDERR_FILENO, "\r\x1b[K");
 }
 
 int runImagePull(const std::string& state_dir, const std::string& reference, bool json) {
   auto store = openImageStore(state_dir);
-  if (!store) return reportError(store.error().message());
+  if (!store) return printErrorLine(store.error().message());
   auto ref = images::parseImageReference(reference);
-  if (!ref) return reportError(ref.error().message());
+  if (!ref) return printErrorLine(ref.error().message());
   images::RegistryClientOptions options;
   options.progress = terminalPullProgress(reference);
   images::RegistryClient registry(std::move(options));
   auto pulled = (*store)->pull(*ref, registry);
   endTerminalPullProgress();
-  if (!pulled) return reportError(pulled.error().message());
+  if (!pulled) return printErrorLine(pulled.error().message());
   if (json)
-    writeFd(STDOUT_FILENO, imageJson(*pulled).dump() + "\n");
+    writeOut(STDOUT_FILENO, imageJson(*pulled).dump() + "\n");
   else
-    writeFd(STDOUT_FILENO, pulled->digest + " " + escapeForTerminal(images::toString(*ref)) + "\n");
+    writeOut(STDOUT_FILENO,
+             pulled->digest + " " + escapeForTerminal(images::toString(*ref)) + "\n");
   return 0;
 }
 
 int runImageImport(const std::string& state_dir, const std::string& path,
                    const std::string& ref_name, bool json) {
   auto store = openImageStore(state_dir);
-  if (!store) return reportError(store.error().message());
+  if (!store) return printErrorLine(store.error().message());
   auto imported = (*store)->importPath(path, ref_name);
-  if (!imported) return reportError(imported.error().message());
+  if (!imported) return printErrorLine(imported.error().message());
   if (json)
-    writeFd(STDOUT_FILENO, imageJson(*imported).dump() + "\n");
+    writeOut(STDOUT_FILENO, imageJson(*imported).dump() + "\n");
   else
-    writeFd(STDOUT_FILENO, imported->digest + " " + shown(imported->references) + "\n");
+    writeOut(STDOUT_FILENO, imported->digest + " " + shown(imported->references) + "\n");
   return 0;
 }
 
 int runImageList(const std::string& state_dir, bool json) {
   auto store = openImageStore(state_dir);
-  if (!store) return reportError(store.error().message());
+  if (!store) return printErrorLine(store.error().message());
   const auto all = (*store)->list();
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& image : all) out.push_back(imageJson(image));
-    writeFd(STDOUT_FILENO, nlohmann::json{{"images", out}}.dump() + "\n");
+    writeOut(STDOUT_FILENO, nlohmann::json{{"images", out}}.dump() + "\n");
     return 0;
   }
   std::string text = "DIGEST" + std::string(71, ' ') + "SIZE  REFERENCES\n";
@@ -197,22 +189,22 @@ int runImageList(const std::string& state_dir, bool json) {
     if (size.size() < 10) size.insert(0, 10 - size.size(), ' ');
     text += image.digest + size + "  " + shown(image.references) + "\n";
   }
-  writeFd(STDOUT_FILENO, text);
+  writeOut(STDOUT_FILENO, text);
   return 0;
 }
 
 int runImageRemove(const std::string& state_dir, const std::string& name) {
   auto store = openImageStore(state_dir);
-  if (!store) return reportError(store.error().message());
+  if (!store) return printErrorLine(store.error().message());
   auto named = findNamed(**store, name);
   auto removed = (*store)->remove(named ? named->second : name);
-  if (!removed) return reportError(removed.error().message());
+  if (!removed) return printErrorLine(removed.error().message());
   auto after = (*store)->find(removed->digest);
   if (after)
-    writeFd(STDOUT_FILENO, "untagged " + escapeForTerminal(name) + " (" + removed->digest +
-                               " keeps " + shown(after->references) + ")\n");
+    writeOut(STDOUT_FILENO, "untagged " + escapeForTerminal(name) + " (" + removed->digest +
+                                " keeps " + shown(after->references) + ")\n");
   else
-    writeFd(STDOUT_FILENO, "removed " + removed->digest + "\n");
+    writeOut(STDOUT_FILENO, "removed " + removed->digest + "\n");
   return 0;
 }
 

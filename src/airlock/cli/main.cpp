@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 
 #include "airlock/cli/artifact_command.h"
@@ -26,8 +27,6 @@
 
 namespace {
 
-using airlock::cli::kExitAirlockError;
-
 constexpr const char* kRunFooter = R"(Exit status:
   0-124, 127-255  the command's own exit status (127: command not found)
   125             Airlock failed: bad input, or the sandbox could not be
@@ -44,9 +43,7 @@ Examples:
 )";
 
 int usageError(const std::string& message) {
-  const std::string line = airlock::cli::formatErrorLine(message);
-  (void)airlock::sys::writeAll(STDERR_FILENO, line.data(), line.size());
-  return kExitAirlockError;
+  return airlock::cli::printErrorLine(message);
 }
 
 // 2000 -> "2", 1500 -> "1.5", 250 -> "0.25".
@@ -72,6 +69,12 @@ std::string describeExtras(const std::vector<std::string>& extras) {
     return "unexpected argument \"" + arg + "\" (see airlock --help)";
   }
   return "unexpected arguments (see airlock --help)";
+}
+
+// --state-dir DIR on each of a command's subcommands, into one target.
+void addStateDir(std::initializer_list<CLI::App*> subcommands, std::string& target,
+                 const std::string& help) {
+  for (CLI::App* sub : subcommands) sub->add_option("--state-dir", target, help)->type_name("DIR");
 }
 
 }  // namespace
@@ -175,10 +178,8 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   CLI::App* artifact_rm = artifact->add_subcommand("rm", "Delete an artifact and its metadata.");
   artifact_rm->add_option("id", artifact_id, "The artifact id")->required()->type_name("ID");
-  for (CLI::App* sub : {artifact_list, artifact_get, artifact_rm})
-    sub->add_option("--state-dir", artifact_state_dir,
-                    "Where the artifact store lives (default /run/airlock)")
-        ->type_name("DIR");
+  addStateDir({artifact_list, artifact_get, artifact_rm}, artifact_state_dir,
+              "Where the artifact store lives (default /run/airlock)");
 
   // `airlock image pull|import|ls|rm` on the local store (cli/image_command.h).
   std::string image_state_dir = cli::kDefaultStateDir;
@@ -210,10 +211,8 @@ int main(int argc, char** argv) {
   image_rm->add_option("name", image_name, "A reference or a digest")
       ->required()
       ->type_name("NAME");
-  for (CLI::App* sub : {image_pull, image_import, image_ls, image_rm})
-    sub->add_option("--state-dir", image_state_dir,
-                    "Where the image store lives, under images/ (default /run/airlock)")
-        ->type_name("DIR");
+  addStateDir({image_pull, image_import, image_ls, image_rm}, image_state_dir,
+              "Where the image store lives, under images/ (default /run/airlock)");
   for (CLI::App* sub : {image_pull, image_import, image_ls})
     sub->add_flag("--json", image_json, "Print JSON");
 

@@ -50,8 +50,7 @@ void logLine(const std::string& text) {
 }
 
 int reportError(const Error& error) {
-  const std::string line = formatErrorLine(error.message());
-  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+  printErrorLine(error.message());
   return exitStatusFor(error);
 }
 

@@ -46,12 +46,8 @@ void installCancelHandlers(const CancelToken& token) {
   ::sigaction(SIGTERM, &action, nullptr);
 }
 
-void writeFd(int fd, std::string_view bytes) {
-  (void)sys::writeAll(fd, bytes.data(), bytes.size());
-}
-
 int reportError(const Error& error) {
-  writeFd(STDERR_FILENO, formatErrorLine(error.message()));
+  printErrorLine(error.message());
   return exitStatusFor(error);
 }
 
@@ -93,8 +89,8 @@ Result<std::optional<LocalArtifactStore>> openRunStore(const RunPlan& plan) {
     error.context = "--export: " + error.context;
     return tl::unexpected(std::move(error));
   } else if (plan.verbose) {
-    writeFd(STDERR_FILENO,
-            "airlock: job output is not spilled: " + opened.error().message() + "\n");
+    writeOut(STDERR_FILENO,
+             "airlock: job output is not spilled: " + opened.error().message() + "\n");
   }
   return store;
 }
@@ -138,8 +134,8 @@ Result<ExecutionResult> runInSandbox(const RunPlan& plan, ExecutionEnvironment& 
     if (auto schedules = openScheduleStore(plan.state_dir)) {
       host.schedules = std::move(*schedules);
     } else if (plan.verbose) {
-      writeFd(STDERR_FILENO,
-              "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
+      writeOut(STDERR_FILENO,
+               "airlock: schedule.* unavailable: " + schedules.error().message() + "\n");
     }
     if (store) host.artifact_store = store->store.get();
     auto options = capability::codeRunOptionsFor(host, handle, plan.spec.egress);
@@ -186,25 +182,25 @@ int reportRun(const RunPlan& plan, const RunOutput& run,
         }
         object["artifacts"] = std::move(list);
       }
-      writeFd(STDOUT_FILENO,
-              object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      writeOut(STDOUT_FILENO,
+               object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } else if (code_result) {
       // Code mode: stdout carries the outcome alone; what the program
       // printed goes to stderr, before the summary.
-      writeFd(STDERR_FILENO, result->stdout_data);
-      writeFd(STDERR_FILENO, result->stderr_data);
-      if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
-      writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
-      writeFd(STDOUT_FILENO,
-              capability::outcomeToJson(code_result->outcome)
-                      .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                  "\n");
+      writeOut(STDERR_FILENO, result->stdout_data);
+      writeOut(STDERR_FILENO, result->stderr_data);
+      if (needsNewlineBeforeSummary(*result)) writeOut(STDERR_FILENO, "\n");
+      writeOut(STDERR_FILENO, formatSummary(*result, plan.command));
+      writeOut(STDOUT_FILENO,
+               capability::outcomeToJson(code_result->outcome)
+                       .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   "\n");
     } else {
-      writeFd(STDOUT_FILENO, result->stdout_data);
-      writeFd(STDERR_FILENO, result->stderr_data);
-      if (needsNewlineBeforeSummary(*result)) writeFd(STDERR_FILENO, "\n");
-      writeFd(STDERR_FILENO, formatSummary(*result, plan.command));
-      for (const auto& [path, ref] : exported) writeFd(STDERR_FILENO, formatExportLine(ref, path));
+      writeOut(STDOUT_FILENO, result->stdout_data);
+      writeOut(STDERR_FILENO, result->stderr_data);
+      if (needsNewlineBeforeSummary(*result)) writeOut(STDERR_FILENO, "\n");
+      writeOut(STDERR_FILENO, formatSummary(*result, plan.command));
+      for (const auto& [path, ref] : exported) writeOut(STDERR_FILENO, formatExportLine(ref, path));
     }
     status = exitStatusFor(*result);
     for (const auto& error : export_errors) status = reportError(error);
@@ -232,9 +228,9 @@ int executeRun(RunPlan plan) {
   if (!store) return reportError(store.error());
 
   if (plan.egress_policy_without_network)
-    writeFd(STDERR_FILENO,
-            "airlock: note: the egress policy is valid, but without --network the command has no "
-            "network\n");
+    writeOut(STDERR_FILENO,
+             "airlock: note: the egress policy is valid, but without --network the command has no "
+             "network\n");
   LocalExecutionOptions execution_options;
   std::string image_digest;
   if (!plan.image.empty()) {
@@ -245,8 +241,8 @@ int executeRun(RunPlan plan) {
     if (!resolved) return reportError(resolved.error());
     image_digest = resolved->stored.digest;
     if (resolved->pulled || plan.verbose)
-      writeFd(STDERR_FILENO, "airlock: image " + escapeForTerminal(plan.image) + " is " +
-                                 image_digest + (resolved->pulled ? " (pulled)" : "") + "\n");
+      writeOut(STDERR_FILENO, "airlock: image " + escapeForTerminal(plan.image) + " is " +
+                                  image_digest + (resolved->pulled ? " (pulled)" : "") + "\n");
     execution_options.image_store = std::move(*image_store);
     execution_options.image_digests = {image_digest};
   }
@@ -262,12 +258,12 @@ int executeRun(RunPlan plan) {
   plan.spec.image_digest = image_digest.empty() ? adapter->image_digest : image_digest;
 
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
-                               ", image " + plan.spec.image_digest + "\n");
+    writeOut(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
+                                ", image " + plan.spec.image_digest + "\n");
   auto handle = env.provision(plan.spec);
   if (!handle) return reportError(handle.error());
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
+    writeOut(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
 
   // From here on the sandbox exists and every path destroys it.
   RunOutput run;
@@ -300,7 +296,7 @@ int executeRun(RunPlan plan) {
     return reportError(error);
   }
   if (plan.verbose)
-    writeFd(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");
+    writeOut(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");
   return status;
 }
 

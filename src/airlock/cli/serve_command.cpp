@@ -24,9 +24,7 @@ namespace airlock::cli {
 namespace {
 
 int refuse(const Error& error) {
-  const std::string line = formatErrorLine(error.message());
-  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
-  return kExitAirlockError;
+  return printErrorLine(error.message());
 }
 
 // dev auth without a configured token: a random one, written 0600 to
@@ -134,12 +132,11 @@ int executeServe(const std::optional<std::string>& config_path) {
     std::string notes;
     if (pulled.count(image.name)) notes += " (pulled)";
     if (&image == &images.images.front()) notes += " (the default)";
-    const std::string line = "airlock: image " + image.name +
-                             (image.reference.empty()         ? " (this host's /usr)"
-                              : image.reference == image.name ? ""
-                                                              : " " + image.reference) +
-                             " is " + image.digest + notes + "\n";
-    (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
+    writeOut(STDERR_FILENO, "airlock: image " + image.name +
+                                (image.reference.empty()         ? " (this host's /usr)"
+                                 : image.reference == image.name ? ""
+                                                                 : " " + image.reference) +
+                                " is " + image.digest + notes + "\n");
   }
   service::Api api(*settings, *adapter->env, std::move(images), metrics);
   api.allowEgress(operator_egress);

@@ -1,6 +1,11 @@
 #include "airlock/cli/summary.h"
 
+#include <unistd.h>
+
 #include <cstdio>
+
+#include "airlock/cli/exit_codes.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::cli {
 
@@ -76,6 +81,15 @@ std::string formatSummary(const ExecutionResult& result, const ExecutionCommand&
     out += "  \u2026 more changes not listed (the listing is capped)\n";
   }
   return out;
+}
+
+void writeOut(int fd, std::string_view bytes) {
+  (void)sys::writeAll(fd, bytes.data(), bytes.size());
+}
+
+int printErrorLine(std::string_view message) {
+  writeOut(STDERR_FILENO, formatErrorLine(message));
+  return kExitAirlockError;
 }
 
 }  // namespace airlock::cli

@@ -31,4 +31,10 @@ std::string formatSummary(const ExecutionResult& result, const ExecutionCommand&
 // one line (backslashes kept, so a suggested command can be pasted).
 std::string formatErrorLine(std::string_view message);
 
+// Writes all of `bytes` to `fd`; a failure (a closed terminal) is ignored.
+void writeOut(int fd, std::string_view bytes);
+// Writes formatErrorLine(message) to standard error and returns the exit
+// status of an Airlock failure (kExitAirlockError, 125).
+int printErrorLine(std::string_view message);
+
 }  // namespace airlock::cli
