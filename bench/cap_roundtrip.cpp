@@ -50,7 +50,7 @@
 
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/wire/frame.h"
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/capability_channel.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "airlock/capability/wire/frame.h"
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/capability_channel.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::testing {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "airlock/capability/broker/code_run.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::testing {
 

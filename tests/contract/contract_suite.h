@@ -20,7 +20,7 @@
 #include <string>
 
 #include "airlock/core/types.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::contract {
 

@@ -283,7 +283,7 @@ TEST(GateNoRuntimeInWorker, GatewayLinkClosureHoldsNoMechanism) {
     for (const auto& dep : deps) EXPECT_FALSE(forbiddenLibrary(dep)) << target << " links " << dep;
   }
   // The gateway does hold the port.
-  EXPECT_THAT(closures.at("airlock_gateway_tools"), ::testing::Contains("airlock_sandbox_port"));
+  EXPECT_THAT(closures.at("airlock_gateway_tools"), ::testing::Contains("airlock_port"));
 }
 
 TEST(GateNoRuntimeInWorker, TheLinkCheckCanFail) {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "../sandbox/linux/linux_test_support.h"
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 
 namespace airlock::testing {
 namespace {

@@ -18,7 +18,7 @@
 #include <set>
 #include <string>
 
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 
 namespace airlock::testing::baseline {

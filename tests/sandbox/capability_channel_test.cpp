@@ -2,7 +2,7 @@
 // openDirectoryCapabilityChannel) over a temporary host directory: its file
 // writes (path rules, symlinks, owner and mode), its socket, and its
 // connections' reads (data, end, stop, timeout) and sends.
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/capability_channel.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

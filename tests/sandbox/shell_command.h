@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::testing {
 

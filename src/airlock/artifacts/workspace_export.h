@@ -17,7 +17,7 @@
 #include <string>
 
 #include "airlock/artifacts/artifact_writer.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/workspace/resolve.h"
 
 namespace airlock::artifacts {

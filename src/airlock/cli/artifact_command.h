@@ -12,7 +12,7 @@
 #include "airlock/artifacts/artifact_store.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::cli {
 

@@ -2,7 +2,7 @@
 // composition of the proxy (egress/proxy.h) with the platform resolver, the
 // production address classifier (fixed denylist plus this host's interface
 // addresses) and a decision log, exposed to adapters as an EgressRoute
-// (sandbox/egress_route.h; spec 000 "The egress boundary").
+// (port/egress_route.h; spec 000 "The egress boundary").
 #pragma once
 
 #include <functional>
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 
 namespace airlock::cli {
 

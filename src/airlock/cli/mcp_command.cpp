@@ -17,7 +17,7 @@
 #include "airlock/gateway/mcp/mcp_session.h"
 #include "airlock/gateway/mcp/mcp_stdio.h"
 #include "airlock/gateway/tools/tool_registry.h"
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/sys/unique_fd.h"

@@ -16,7 +16,7 @@
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
 

@@ -33,7 +33,7 @@ constexpr std::string_view kTier0[] = {
 
 constexpr std::string_view kTier2[] = {
     "HOME", "PWD", "PATH", "TMPDIR", "LANG", kBridgeSocketVariable, kBridgeTokenVariable,
-    // Set by the adapter only when the sandbox has egress (sandbox/egress_route.h);
+    // Set by the adapter only when the sandbox has egress (port/egress_route.h);
     // never copied from the host, whose proxy URL may carry credentials.
     "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"};
 

@@ -12,7 +12,7 @@
 //   TMPDIR=/tmp, LANG=C.UTF-8, and the bridge socket/token when present.
 //   HTTPS_PROXY, HTTP_PROXY, ALL_PROXY (and their lowercase spellings) are
 //   tier-2 names too: only the adapter sets them, and only for a sandbox
-//   with egress (sandbox/egress_route.h); NO_PROXY is reserved, never set.
+//   with egress (port/egress_route.h); NO_PROXY is reserved, never set.
 #pragma once
 
 #include <functional>

@@ -28,7 +28,7 @@
 // the sandbox (an in-sandbox relay connects once per client connection);
 // adoptHandoff serves a per-sandbox handoff channel on which the sandbox's
 // init passes connections it accepted inside the sandbox, one fd per packet
-// (sandbox/egress_route.h); listenTcp on a loopback address serves tests and
+// (port/egress_route.h); listenTcp on a loopback address serves tests and
 // benchmarks.
 // closeListener closes the socket and every tunnel opened through it.
 //

@@ -1,5 +1,5 @@
 // The egress proxy as the route of sandboxes' connections (the
-// sandbox/egress_route.h seam; spec 000 "The sandbox proxy").
+// port/egress_route.h seam; spec 000 "The sandbox proxy").
 //
 // Each attachment compiles the sandbox's EnvironmentSpec.egress with the
 // loader's rules (compilePolicy), registers the sandbox's channel with the
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "airlock/egress/proxy.h"
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 
 namespace airlock::egress {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sandbox/sandbox_image.h"
 

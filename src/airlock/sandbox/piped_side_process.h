@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock {
 

@@ -10,7 +10,7 @@
 #include "airlock/core/ids.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/service/request_keys.h"
 
 namespace airlock::service {

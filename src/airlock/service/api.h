@@ -93,8 +93,8 @@
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/gateway/tools/tool_registry.h"
-#include "airlock/sandbox/cancel_token.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/cancel_token.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
 

@@ -52,7 +52,7 @@
 #include <memory>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/service/api.h"
 #include "airlock/service/settings.h"
 

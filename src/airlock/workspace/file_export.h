@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <string>
 
-#include "airlock/sandbox/workspace_file_stream.h"
+#include "airlock/port/workspace_file_stream.h"
 #include "airlock/workspace/resolve.h"
 
 namespace airlock::workspace {

@@ -9,12 +9,12 @@
 
 #include <memory>
 
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::workspace {
 
-// Method semantics (errors as in sandbox/execution_environment.h):
+// Method semantics (errors as in port/execution_environment.h):
 // * every path: checkRelativePath (WorkspaceEscape naming the problem), then
 //   openBeneath (relative symlinks that stay inside are followed; anything
 //   leaving the root is WorkspaceEscape; missing is NotFound).

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::host {

@@ -1,4 +1,4 @@
-// The linux adapter's side of egress (sandbox/egress_route.h): which
+// The linux adapter's side of egress (port/egress_route.h): which
 // sandboxes get init's loopback listener and the proxy variables, that each
 // connection accepted there arrives on that sandbox's own channel, and that
 // the command can neither reach the channel nor take the port.
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "linux_test_support.h"
 
 namespace airlock::testing {

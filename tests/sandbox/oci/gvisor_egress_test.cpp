@@ -1,4 +1,4 @@
-// The gvisor adapter's side of egress (sandbox/egress_route.h,
+// The gvisor adapter's side of egress (port/egress_route.h,
 // attachListener): which sandboxes get the shim's loopback listener, the
 // egress socket and the proxy variables; that the relay carries bytes both
 // ways, half-closes included, to that sandbox's own socket; that one stalled
@@ -19,7 +19,7 @@
 #include <mutex>
 #include <thread>
 
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/sys/unique_fd.h"
 #include "gvisor_test_support.h"
 

@@ -3,7 +3,7 @@
 // the frames are docs/wire.md).
 //
 // One BrokerSession per execution. It owns the sandbox's capability channel
-// (sandbox/capability_channel.h, from
+// (port/capability_channel.h, from
 // ExecutionEnvironment::openCapabilityChannel): it writes the token file
 // ("token", 64 hex characters, mode 0400, the sandbox user's) through it and
 // listens on its socket ("cap.sock", the sandbox user's, 0600). The program
@@ -59,8 +59,8 @@
 #include "airlock/capability/wire/frame.h"
 #include "airlock/capability/wire/value.h"
 #include "airlock/core/error.h"
-#include "airlock/sandbox/cancel_token.h"
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/cancel_token.h"
+#include "airlock/port/capability_channel.h"
 
 namespace airlock::capability {
 

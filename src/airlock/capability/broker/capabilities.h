@@ -33,7 +33,7 @@
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/types.h"
 #include "airlock/egress/outbound_guard.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::capability {
 

@@ -16,7 +16,7 @@
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/capabilities.h"
 #include "airlock/core/types.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::capability {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/capability_channel.h"
 
 namespace airlock::capability {
 

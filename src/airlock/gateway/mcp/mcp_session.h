@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "airlock/gateway/tools/tool_registry.h"
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 
 namespace airlock::gateway::mcp {
 

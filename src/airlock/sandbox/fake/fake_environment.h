@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::fake {
 

@@ -52,8 +52,8 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
-#include "airlock/sandbox/cancel_token.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/cancel_token.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock::host {

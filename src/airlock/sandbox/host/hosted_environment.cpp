@@ -9,7 +9,7 @@
 
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::host {

@@ -34,7 +34,7 @@
 #include "airlock/core/error.h"
 #include "airlock/core/thread_annotations.h"
 #include "airlock/core/types.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/host/command_admission.h"
 
 namespace airlock::host {

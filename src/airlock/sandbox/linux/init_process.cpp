@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/sandbox/linux/control_protocol.h"
 #include "airlock/sandbox/linux/sandboxed_exec.h"
 #include "airlock/sys/fd_passing.h"

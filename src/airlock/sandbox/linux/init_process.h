@@ -29,7 +29,7 @@ struct InitContext {
   // a sandbox without egress. With it, init listens on
   // 127.0.0.1:kEgressRelayPort inside the sandbox and passes every accepted
   // connection through it (one fd per packet) to the egress proxy
-  // (sandbox/egress_route.h). Without it there is no listener.
+  // (port/egress_route.h). Without it there is no listener.
   int egress_fd = -1;
   // Cgroup::openCommandEntry() of the sandbox: every command writes "0" to
   // it before exec, so commands run under the memory limit and init does

@@ -25,8 +25,8 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/egress_route.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/egress_route.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/mechanism_options.h"
 
 namespace airlock::linux_jail {

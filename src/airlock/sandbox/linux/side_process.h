@@ -41,7 +41,7 @@
 #include <string>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::host {
 class Cgroup;

@@ -84,7 +84,7 @@
 // * OUTPUT_LIMIT: the host's pipe reader, at maximum_output_bytes.
 // * CANCELLED / SERVICE_SHUTDOWN: the cancel token / shutdown().
 //
-// Egress (sandbox/egress_route.h): only for a spec whose
+// Egress (port/egress_route.h): only for a spec whose
 // egress is enabled (egressEnabled), and only with options.egress_route set
 // (otherwise such a spec is refused, ExecutionRejected). The adapter then
 // creates <state>/sandboxes/<id>/egress (0700 root) holding a listening UNIX
@@ -160,8 +160,8 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
-#include "airlock/sandbox/egress_route.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/egress_route.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/mechanism_options.h"
 
 namespace airlock::gvisor {

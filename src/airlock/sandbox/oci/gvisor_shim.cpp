@@ -29,7 +29,7 @@
 //               is gone) it kills the command and exits, which ends the
 //               sandbox.
 //   shim init egress
-//               the same, for a sandbox with egress (sandbox/egress_route.h):
+//               the same, for a sandbox with egress (port/egress_route.h):
 //               before it connects to the host (so before any command can
 //               run) it listens on 127.0.0.1:3128 (no SO_REUSEADDR or
 //               SO_REUSEPORT: no command can take or share the port), and a
@@ -91,7 +91,7 @@
 #include <string>
 #include <vector>
 
-#include "airlock/sandbox/egress_route.h"
+#include "airlock/port/egress_route.h"
 #include "airlock/sandbox/host/image_exec.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"

@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/unique_fd.h"

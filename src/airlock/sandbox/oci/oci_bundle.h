@@ -30,7 +30,7 @@
 //                     directory owned by uid 1000 where the broker puts its
 //                     socket, token file and guest library; present whenever
 //                     capability_dir is given (the adapter always gives it)
-//   /.airlock/egress  only for a sandbox with egress (sandbox/egress_route.h):
+//   /.airlock/egress  only for a sandbox with egress (port/egress_route.h):
 //                     the egress directory (mode 0700, root), holding the
 //                     host's listening socket that the shim's relay connects
 //                     to once per connection accepted on 127.0.0.1:3128

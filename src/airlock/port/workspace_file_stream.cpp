@@ -1,7 +1,7 @@
-#include "airlock/sandbox/workspace_file_stream.h"
+#include "airlock/port/workspace_file_stream.h"
 
 #include "airlock/core/command_validation.h"
-#include "airlock/sandbox/execution_environment.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sys/sha256.h"
 
 namespace airlock {

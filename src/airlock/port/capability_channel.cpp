@@ -1,4 +1,4 @@
-#include "airlock/sandbox/capability_channel.h"
+#include "airlock/port/capability_channel.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 #include "airlock/sys/unique_fd.h"
 
 namespace airlock {

@@ -17,9 +17,9 @@
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
-#include "airlock/sandbox/cancel_token.h"
-#include "airlock/sandbox/capability_channel.h"
-#include "airlock/sandbox/workspace_file_stream.h"
+#include "airlock/port/cancel_token.h"
+#include "airlock/port/capability_channel.h"
+#include "airlock/port/workspace_file_stream.h"
 
 namespace airlock {
 

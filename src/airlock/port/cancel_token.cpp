@@ -1,4 +1,4 @@
-#include "airlock/sandbox/cancel_token.h"
+#include "airlock/port/cancel_token.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
