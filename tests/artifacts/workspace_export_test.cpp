@@ -14,6 +14,7 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/sys/sha256.h"
+#include "airlock/workspace/file_export.h"
 #include "artifact_test_support.h"
 #include "test_tree.h"
 
@@ -44,7 +45,8 @@ class ExportTest : public ::testing::TestWithParam<workspace::ResolverKind> {
   }
 
   Result<ArtifactRef> exportPath(const std::string& path) {
-    auto exported = openWorkspaceExport(ws_.fd(), path, kDefaultMaxArtifactBytes, GetParam());
+    auto exported = asWorkspaceExport(
+        workspace::openFileExport(ws_.fd(), path, kDefaultMaxArtifactBytes, GetParam()));
     if (!exported) return tl::unexpected(exported.error());
     return writer_->create(std::move(exported->stream), exported->filename,
                            "application/octet-stream", TrustLevel::kExternalUntrusted);
@@ -141,7 +143,8 @@ TEST_P(ExportTest, SparseTerabyteIsRefusedBeforeReading) {
 TEST_P(ExportTest, FileChangedDuringTheExportStoresNothing) {
   const std::string bytes = randomBytes(3 * kStreamBufferBytes, 12);
   ASSERT_TRUE(writeFileAt(ws_.fd(), "moving.bin", bytes));
-  auto exported = openWorkspaceExport(ws_.fd(), "moving.bin", kDefaultMaxArtifactBytes, GetParam());
+  auto exported = asWorkspaceExport(
+      workspace::openFileExport(ws_.fd(), "moving.bin", kDefaultMaxArtifactBytes, GetParam()));
   ASSERT_TRUE(exported.has_value());
   // The sandbox rewrites a byte after the execution side hashed the file.
   int fd = ::openat(ws_.fd(), "moving.bin", O_WRONLY | O_CLOEXEC);
@@ -160,7 +163,9 @@ TEST_P(ExportTest, ExportWorkspaceFileLabelsTheBytesExternalUntrusted) {
   auto internal = makeArtifactWriter(
       *store_, ArtifactWriterScope{tenant("t1"), std::nullopt, ArtifactOrigin::kSandboxExport,
                                    TrustLevel::kInternalTool});
-  auto ref = exportWorkspaceFile(*internal, ws_.fd(), "a.txt", "text/plain");
+  auto ref = exportWorkspaceFile(
+      *internal, workspace::openFileExport(ws_.fd(), "a.txt", kDefaultMaxArtifactBytes),
+      "text/plain");
   ASSERT_TRUE(ref.has_value()) << ref.error().message();
   EXPECT_EQ(repo_->find(ref->artifact_id)->metadata.trust, TrustLevel::kExternalUntrusted);
 }

@@ -16,6 +16,7 @@
 #include "airlock/artifacts/sqlite_repository.h"
 #include "airlock/artifacts/workspace_export.h"
 #include "airlock/sys/sha256.h"
+#include "airlock/workspace/file_export.h"
 #include "artifact_test_support.h"
 #include "test_tree.h"
 
@@ -79,7 +80,8 @@ class GateArtifactChecksum : public ::testing::TestWithParam<TempFileMode> {
   }
 
   Result<ArtifactRef> exportThroughHop(DamagingHop::Damage damage) {
-    auto exported = openWorkspaceExport(ws_.fd(), "result.bin");
+    auto exported = asWorkspaceExport(
+        workspace::openFileExport(ws_.fd(), "result.bin", kDefaultMaxArtifactBytes));
     if (!exported) return tl::unexpected(exported.error());
     exported->stream.source =
         std::make_unique<DamagingHop>(std::move(exported->stream.source), damage);
@@ -98,7 +100,9 @@ class GateArtifactChecksum : public ::testing::TestWithParam<TempFileMode> {
 
 TEST_P(GateArtifactChecksum, ExportedFileFetchedBackIsTheSameBytes) {
   ASSERT_GT(bytes_.size(), kStreamBufferBytes);
-  auto ref = exportWorkspaceFile(*writer_, ws_.fd(), "result.bin", "application/octet-stream");
+  auto ref = exportWorkspaceFile(
+      *writer_, workspace::openFileExport(ws_.fd(), "result.bin", kDefaultMaxArtifactBytes),
+      "application/octet-stream");
   ASSERT_TRUE(ref.has_value()) << ref.error().message();
   EXPECT_EQ(ref->sha256, sys::sha256Hex(bytes_));
   EXPECT_EQ(ref->size_bytes, static_cast<std::int64_t>(bytes_.size()));

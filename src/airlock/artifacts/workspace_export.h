@@ -3,14 +3,17 @@
 // Separate target (airlock_artifacts_export): it reads workspaces, which
 // the store and its repositories never do.
 //
-// openWorkspaceExport() opens a workspace file for export through the
-// port (WorkspaceHandle::openExport) or, given a workspace root fd,
-// directly (workspace/file_export.h, which lists the containment rules and
-// the red-team cases they answer). The file is hashed once (the execution
-// side's digest and size) and streamed again from the start, re-hashed; if
-// the bytes differ from the first pass, the stream fails with
-// ArtifactIntegrityError and put() stores nothing. put() hashes a third
-// time on its own side of the hop and compares with the declared digest.
+// A file to export arrives as a WorkspaceFileStream opened by the side that
+// holds the workspace: through the port (WorkspaceHandle::openExport, what
+// every front end uses) or, on the execution side, from a workspace root fd
+// (workspace/file_export.h, which lists the containment rules and the
+// red-team cases they answer). This library sees only the port, so the
+// gateway that links it reaches no workspace code. The file was hashed once
+// on open (the execution side's digest and size) and is streamed again from
+// the start, re-hashed; if the bytes differ from the first pass, the stream
+// fails with ArtifactIntegrityError and put() stores nothing. put() hashes a
+// third time on its own side of the hop and compares with the declared
+// digest.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,6 @@
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/port/execution_environment.h"
-#include "airlock/workspace/resolve.h"
 
 namespace airlock::artifacts {
 
@@ -27,18 +29,18 @@ struct WorkspaceExport {
   std::string filename;  // last path component, as metadata
 };
 
-Result<WorkspaceExport> openWorkspaceExport(
-    int workspace_root_fd, const std::string& path,
-    std::int64_t max_bytes = kDefaultMaxArtifactBytes,
-    workspace::ResolverKind kind = workspace::detectResolver());
+// The opened stream as an export: its digest, size and bytes, and the last
+// path component as the filename. An error passes through unchanged.
+Result<WorkspaceExport> asWorkspaceExport(Result<WorkspaceFileStream> opened);
+
 // Through the port: what every front end (run, serve) exports with.
 Result<WorkspaceExport> openWorkspaceExport(WorkspaceHandle& workspace, const std::string& path,
                                             std::int64_t max_bytes = kDefaultMaxArtifactBytes);
 
-// artifact.export of a workspace path: openWorkspaceExport + writer.create
-// with trust EXTERNAL_UNTRUSTED (bytes a sandbox could have written).
-Result<ArtifactRef> exportWorkspaceFile(ArtifactWriter& writer, int workspace_root_fd,
-                                        const std::string& path, std::string media_type,
-                                        std::int64_t max_bytes = kDefaultMaxArtifactBytes);
+// artifact.export of an opened workspace file: asWorkspaceExport +
+// writer.create with trust EXTERNAL_UNTRUSTED (bytes a sandbox could have
+// written).
+Result<ArtifactRef> exportWorkspaceFile(ArtifactWriter& writer, Result<WorkspaceFileStream> opened,
+                                        std::string media_type);
 
 }  // namespace airlock::artifacts
