@@ -1,10 +1,10 @@
-// Properties of the capabilities' argument parsers (capabilities.h): total
+// Properties of the capabilities' argument parsers (execution_capabilities.h): total
 // over any wire value, and faithful for well-formed requests.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "airlock/capability/broker/capabilities.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 
 namespace airlock::testing {
 namespace {
@@ -81,7 +81,7 @@ rc::Gen<Value> genProcArgs() {
 RC_GTEST_PROP(ProcRequestProperty, TotalOverAnyValue, ()) {
   const Value args = *rc::gen::oneOf(genValue(3), genProcArgs());
   const bool allow_stdin = *rc::gen::arbitrary<bool>();
-  auto parsed = capability::parseProcRequest(args, allow_stdin);
+  auto parsed = execution::parseProcRequest(args, allow_stdin);
   if (!parsed) {
     RC_ASSERT(parsed.error().code == "bad_request");
     RC_ASSERT(!parsed.error().message.empty());
@@ -104,7 +104,7 @@ RC_GTEST_PROP(ProcRequestProperty, WellFormedRequestsKeepTheirArgv, ()) {
   Array a;
   for (const auto& s : argv) a.push_back(Value::string(s));
   const auto timeout = *rc::gen::inRange<std::uint64_t>(0, 1000000);
-  auto parsed = capability::parseProcRequest(
+  auto parsed = execution::parseProcRequest(
       Value::map({{"argv", Value::array(a)}, {"timeout_ms", Value::unsignedInteger(timeout)}}),
       true);
   RC_ASSERT(parsed.has_value());
@@ -115,14 +115,14 @@ RC_GTEST_PROP(ProcRequestProperty, WellFormedRequestsKeepTheirArgv, ()) {
 
 TEST(ProcRequestTest, ReservedEnvironmentNamesAreRefused) {
   for (const char* name : {"PATH", "AWS_SECRET_ACCESS_KEY", "HOME"}) {
-    auto parsed = capability::parseProcRequest(
-        Value::map({{"argv", Value::array({Value::string("env")})},
-                    {"env", Value::map({{name, Value::string("x")}})}}),
-        true);
+    auto parsed =
+        execution::parseProcRequest(Value::map({{"argv", Value::array({Value::string("env")})},
+                                                {"env", Value::map({{name, Value::string("x")}})}}),
+                                    true);
     ASSERT_FALSE(parsed.has_value()) << name;
     EXPECT_EQ(parsed.error().code, "bad_request");
   }
-  auto ok = capability::parseProcRequest(
+  auto ok = execution::parseProcRequest(
       Value::map({{"argv", Value::array({Value::string("env")})},
                   {"env", Value::map({{"MY_FLAG", Value::string("1")}})}}),
       true);

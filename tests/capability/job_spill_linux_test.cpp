@@ -1,6 +1,7 @@
 // A job's whole output spilled to the artifact store once it is terminal
-// (spec 001 "cap/job", Job.spill; capabilities.h
-// JobSpillServices; docs/capabilities.md "job.*"). The jobs run in a real
+// (spec 001 "cap/job", Job.spill; execution_capabilities.h
+// JobSpillServices, stored through gateway/capabilities/job_output_artifacts.h;
+// docs/capabilities.md "job.*"). The jobs run in a real
 // linux sandbox (root; skipped otherwise) and are driven through the
 // capability table's handlers, as the broker calls them; the spill goes to a
 // filesystem artifact store in a temporary directory and is read back
@@ -20,6 +21,7 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/broker/capabilities.h"
+#include "airlock/gateway/capabilities/job_output_artifacts.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 #include "code_mode_cases.h"
@@ -96,11 +98,11 @@ class JobSpillTest : public SandboxTest {
                                        artifacts::TrustLevel::kExternalUntrusted});
   }
 
-  void makeTable(std::uint64_t max_stream_bytes = capability::JobSpillServices{}.max_stream_bytes,
+  void makeTable(std::uint64_t max_stream_bytes = execution::JobSpillServices{}.max_stream_bytes,
                  std::string spool_dir = {},
-                 std::uint64_t max_total_bytes = capability::JobSpillServices{}.max_total_bytes) {
+                 std::uint64_t max_total_bytes = execution::JobSpillServices{}.max_total_bytes) {
     capability::SandboxServices s{env_.get(), handle_};
-    s.job_spill.writer = writer_;
+    s.job_spill.sink = gateway::artifactJobOutputSink(writer_);
     s.job_spill.spool_dir = spool_dir.empty() ? spool_ : spool_dir;
     s.job_spill.max_stream_bytes = max_stream_bytes;
     s.job_spill.max_total_bytes = max_total_bytes;
@@ -201,7 +203,7 @@ TEST_F(JobSpillTest, TheWholeOutputFarPastTheTailIsStoredAndReadsBack) {
   // The tail holds 64 KiB of it: the rest left the window.
   auto from_start = poll(id);
   EXPECT_EQ(uint(from_start.find("stdout")->find("dropped")),
-            expected_out.size() - capability::kJobTailBytes);
+            expected_out.size() - execution::kJobTailBytes);
 
   const Value* spill = st.find("spill");
   ASSERT_TRUE(spill != nullptr && spill->asMap() != nullptr) << "a terminal job carries its spill";
@@ -308,7 +310,7 @@ TEST_F(JobSpillTest, AStreamPastItsCapIsStoredTruncated) {
 TEST_F(JobSpillTest, EveryJobTogetherStaysWithinTheExecutionsBudget) {
   openStore();
   constexpr std::uint64_t kBudget = 768 << 10;
-  makeTable(capability::JobSpillServices{}.max_stream_bytes, {}, kBudget);
+  makeTable(execution::JobSpillServices{}.max_stream_bytes, {}, kBudget);
   const std::string a = start("yes first | head -c 524288");
   auto first = waitTerminal(a);
   const std::string b = start("yes second | head -c 524288");
@@ -412,7 +414,7 @@ TEST_F(JobSpillTest, AStoreFailureIsReportedPerStreamAndKeepsTheJobsState) {
 // untouched.
 TEST_F(JobSpillTest, ASpoolThatCannotOpenIsReportedPerStream) {
   openStore();
-  makeTable(capability::JobSpillServices{}.max_stream_bytes, dir_.path() + "/no-such-dir");
+  makeTable(execution::JobSpillServices{}.max_stream_bytes, dir_.path() + "/no-such-dir");
   const std::string id = start("echo out");
   auto st = waitTerminal(id);
   ASSERT_FALSE(st.isNil());

@@ -1,4 +1,4 @@
-// net.fetch (capabilities.h; docs/capabilities.md "net.fetch"): the
+// net.fetch (gateway_capabilities.h; docs/capabilities.md "net.fetch"): the
 // capability hands every URL to the outbound guard (egress/outbound_guard.h)
 // with the execution's egress policy, so the decision is the proxy's
 // decide(). The refusal paths need no network at all (they are decided
@@ -31,9 +31,9 @@ namespace airlock {
 namespace {
 
 using capability::CallContext;
-using capability::NetServices;
 using capability::wire::Refusal;
 using capability::wire::Value;
+using gateway::NetServices;
 
 bool g_hermetic = false;
 constexpr const char* kSink = "127.0.0.2";
@@ -161,14 +161,14 @@ TEST(NetCapability, ArgumentsAreCheckedBeforeTheGuard) {
 }
 
 TEST(NetCapability, ProductionServicesCarryTheSandboxPolicy) {
-  auto deny = capability::productionNetServices(EgressPolicy{});
+  auto deny = gateway::productionNetServices(EgressPolicy{});
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->policy->mode(), EgressMode::kDeny);
   EXPECT_EQ(code(fetch(*deny, urlArgs("https://hooks.example.com/"))), "mode_deny");
   EgressPolicy value;
   value.mode = EgressMode::kAllowlist;
   value.destinations.push_back(EgressDestination{"hooks.example.com", {443}});
-  auto allowed = capability::productionNetServices(value);
+  auto allowed = gateway::productionNetServices(value);
   ASSERT_TRUE(allowed);
   EXPECT_EQ(allowed->policy->check("hooks.example.com", 443), egress::Reason::kAllowed);
   EXPECT_EQ(allowed->policy->check("other.example.com", 443), egress::Reason::kHostNotAllowed);
@@ -177,7 +177,7 @@ TEST(NetCapability, ProductionServicesCarryTheSandboxPolicy) {
   EgressPolicy broken;
   broken.mode = EgressMode::kAllowlist;
   broken.destinations.push_back(EgressDestination{"*", {443}});
-  EXPECT_FALSE(capability::productionNetServices(broken)) << "compilePolicy's rules hold";
+  EXPECT_FALSE(gateway::productionNetServices(broken)) << "compilePolicy's rules hold";
 }
 
 TEST(NetCapability, TheRefusalCodeCrossesTheWireUnchanged) {

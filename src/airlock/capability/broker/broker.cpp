@@ -8,6 +8,7 @@
 #include <list>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -380,6 +381,18 @@ struct BrokerSession::Impl {
   void acceptLoop() EXCLUDES(mu);
   void admitConnection(const std::shared_ptr<Connection>& conn) REQUIRES(mu);
   void serveConnection(const std::shared_ptr<Connection>& conn) EXCLUDES(mu);
+  // serveConnection's steps, in order.
+  enum class ReadStep { kData, kAgain, kEnd };  // bytes in `got`; read again; stop reading
+  ReadStep readSome(Connection& conn, std::span<char> buf, CapabilityRead& got);
+  int nextReadTimeoutMs(Connection& conn, bool& calls_running);
+  // Every whole frame decoded so far, dispatched; false when the stream faulted.
+  bool dispatchFrames(const std::shared_ptr<Connection>& conn, wire::FrameDecoder& decoder,
+                      BrokerClock::time_point read_at) EXCLUDES(mu);
+  void onInvalidFrame(Connection& conn, const wire::Invalid& inv, BrokerClock::time_point read_at,
+                      std::size_t frame_bytes) EXCLUDES(mu);
+  void onFrame(const std::shared_ptr<Connection>& conn, wire::Frame& frame,
+               BrokerClock::time_point read_at, std::size_t frame_bytes) EXCLUDES(mu);
+  void closeConnection(const std::shared_ptr<Connection>& conn) EXCLUDES(mu);
   void onCapCall(const std::shared_ptr<Connection>& conn, std::uint64_t id, wire::CapCall call,
                  BrokerClock::time_point read_at, std::size_t request_bytes);
   void runCall(Connection& conn, Call& call, const CapabilityTable::Entry* entry,
@@ -425,121 +438,151 @@ void BrokerSession::Impl::admitConnection(const std::shared_ptr<Connection>& con
   if (options.shape == BootShape::kServe && serving.expired()) serving = conn;
 }
 
+// Reads the connection until it ends, faults or the session finishes,
+// dispatching every frame; then closes it (closeConnection).
 void BrokerSession::Impl::serveConnection(const std::shared_ptr<Connection>& conn) {
   wire::FrameDecoder decoder;
   char buf[65536];
-  bool open = true;
-  while (open) {
-    // The nearest deadline of a call in flight bounds the wait.
-    int timeout_ms = -1;
-    bool calls_running = false;
-    {
-      MutexLock lk(conn->mu);
-      calls_running = !conn->in_flight.empty();
-      const auto now = BrokerClock::now();
-      for (auto& [id, call] : conn->in_flight) {
-        if (call->stop.load() != 0) continue;
-        if (call->deadline <= now) {
-          call->halt(Stop::kDeadline);
-          continue;
-        }
-        auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now).count() + 1;
-        if (timeout_ms < 0 || left < timeout_ms)
-          timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
-      }
-    }
+  for (;;) {
     CapabilityRead got;
-    if (calls_running) {
-      // timeout_ms -1 is kNoTimeout.
-      got = conn->stream->read(buf, &*stop, std::chrono::milliseconds(timeout_ms));
-      if (got.status == CapabilityReadStatus::kStopped) break;
-      if (got.status == CapabilityReadStatus::kTimedOut) continue;
-    } else {
-      // No call of this connection in flight, so no deadline to watch and
-      // nothing that can add one but this thread: block in read (one
-      // syscall per frame instead of poll and read). finish() shuts the
-      // read side down to wake it, after setting `finished`.
-      got = conn->stream->read(buf);
-      if (finished.load()) break;
-    }
-    if (got.status != CapabilityReadStatus::kData) break;
+    const ReadStep step = readSome(*conn, buf, got);
+    if (step == ReadStep::kAgain) continue;
+    if (step == ReadStep::kEnd) break;
     const auto read_at = BrokerClock::now();
     decoder.feed(std::string_view(buf, got.bytes));
-    for (;;) {
-      auto ev = decoder.next();
-      if (std::holds_alternative<wire::FrameDecoder::NeedMore>(ev)) break;
-      if (std::holds_alternative<wire::Fault>(ev)) {
-        open = false;
-        break;
-      }
-      if (std::holds_alternative<wire::Dropped>(ev)) continue;
-      if (auto* inv = std::get_if<wire::Invalid>(&ev)) {
-        if (inv->kind == wire::Kind::kCapCall) {
-          const std::string bytes = Connection::encode(
-              wire::Frame{inv->id, wire::CapResult{refusal("bad_request", inv->reason)}});
-          audit("", inv->id, "refused", "bad_request", read_at, decoder.lastFrameBytes(),
-                bytes.size());
-          conn->write(bytes);
-        } else if (inv->kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
-          MutexLock lk(mu);
-          if (!outcome.outcome) {
-            outcome.outcome = wire::Outcome{
-                wire::Errored{"the program's outcome frame was malformed: " + inv->reason, {}}};
-            outcome.problem = "malformed outcome";
-          } else {
-            outcome.problem = "more than one outcome frame";
-          }
-        } else if (inv->kind == wire::Kind::kHookResult && options.shape == BootShape::kServe) {
-          MutexLock lk(mu);
-          if (auto it = pending_hooks.find(inv->id);
-              it != pending_hooks.end() && !it->second.answer) {
-            it->second.answer =
-                refusal("crashed", "the extension's hook_result was malformed: " + inv->reason);
-            hooks_cv.notifyAll();
-          }
-        }
-        continue;
-      }
-      auto& frame = std::get<wire::Frame>(ev);
-      switch (frame.kind()) {
-        case wire::Kind::kCapCall:
-          onCapCall(conn, frame.id, std::move(std::get<wire::CapCall>(frame.body)), read_at,
-                    decoder.lastFrameBytes());
-          break;
-        case wire::Kind::kCancel: {
-          MutexLock lk(conn->mu);
-          if (auto it = conn->in_flight.find(frame.id); it != conn->in_flight.end())
-            it->second->halt(Stop::kCancelFrame);
-          break;
-        }
-        case wire::Kind::kOutcome:
-          if (options.shape == BootShape::kRun) {
-            MutexLock lk(mu);
-            if (!outcome.outcome)
-              outcome.outcome = std::move(std::get<wire::Outcome>(frame.body));
-            else
-              outcome.problem = "more than one outcome frame";
-          }
-          break;
-        case wire::Kind::kHookResult:
-          if (options.shape == BootShape::kServe) {
-            MutexLock lk(mu);
-            if (auto it = pending_hooks.find(frame.id);
-                it != pending_hooks.end() && !it->second.answer) {
-              it->second.answer = std::move(std::get<wire::HookResult>(frame.body).answer);
-              hooks_cv.notifyAll();
-            }
-          }
-          break;
-        default:
-          break;  // a kind the service does not accept: dropped
-      }
+    if (!dispatchFrames(conn, decoder, read_at)) break;
+  }
+  closeConnection(conn);
+}
+
+// The wait for the connection's next bytes: until the nearest deadline of
+// a call in flight (halting the calls already past theirs), or -1 (no
+// timeout) when none has one left. `calls_running`: whether any is in flight.
+int BrokerSession::Impl::nextReadTimeoutMs(Connection& conn, bool& calls_running) {
+  int timeout_ms = -1;
+  MutexLock lk(conn.mu);
+  calls_running = !conn.in_flight.empty();
+  const auto now = BrokerClock::now();
+  for (auto& [id, call] : conn.in_flight) {
+    if (call->stop.load() != 0) continue;
+    if (call->deadline <= now) {
+      call->halt(Stop::kDeadline);
+      continue;
+    }
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now).count() + 1;
+    if (timeout_ms < 0 || left < timeout_ms)
+      timeout_ms = static_cast<int>(std::min<long long>(left, 60000));
+  }
+  return timeout_ms;
+}
+
+BrokerSession::Impl::ReadStep BrokerSession::Impl::readSome(Connection& conn, std::span<char> buf,
+                                                            CapabilityRead& got) {
+  bool calls_running = false;
+  const int timeout_ms = nextReadTimeoutMs(conn, calls_running);
+  if (calls_running) {
+    // timeout_ms -1 is kNoTimeout.
+    got = conn.stream->read(buf, &*stop, std::chrono::milliseconds(timeout_ms));
+    if (got.status == CapabilityReadStatus::kStopped) return ReadStep::kEnd;
+    if (got.status == CapabilityReadStatus::kTimedOut) return ReadStep::kAgain;
+  } else {
+    // No call of this connection in flight, so no deadline to watch and
+    // nothing that can add one but this thread: block in read (one
+    // syscall per frame instead of poll and read). finish() shuts the
+    // read side down to wake it, after setting `finished`.
+    got = conn.stream->read(buf);
+    if (finished.load()) return ReadStep::kEnd;
+  }
+  return got.status == CapabilityReadStatus::kData ? ReadStep::kData : ReadStep::kEnd;
+}
+
+bool BrokerSession::Impl::dispatchFrames(const std::shared_ptr<Connection>& conn,
+                                         wire::FrameDecoder& decoder,
+                                         BrokerClock::time_point read_at) {
+  for (;;) {
+    auto ev = decoder.next();
+    if (std::holds_alternative<wire::FrameDecoder::NeedMore>(ev)) return true;
+    if (std::holds_alternative<wire::Fault>(ev)) return false;
+    if (std::holds_alternative<wire::Dropped>(ev)) continue;
+    if (auto* inv = std::get_if<wire::Invalid>(&ev)) {
+      onInvalidFrame(*conn, *inv, read_at, decoder.lastFrameBytes());
+      continue;
+    }
+    onFrame(conn, std::get<wire::Frame>(ev), read_at, decoder.lastFrameBytes());
+  }
+}
+
+// A frame that decoded but is not valid: an invalid cap_call is answered
+// (and audited) bad_request; an invalid outcome or hook_result is recorded
+// as such where the shape expects one; anything else is dropped.
+void BrokerSession::Impl::onInvalidFrame(Connection& conn, const wire::Invalid& inv,
+                                         BrokerClock::time_point read_at, std::size_t frame_bytes) {
+  if (inv.kind == wire::Kind::kCapCall) {
+    const std::string bytes = Connection::encode(
+        wire::Frame{inv.id, wire::CapResult{refusal("bad_request", inv.reason)}});
+    audit("", inv.id, "refused", "bad_request", read_at, frame_bytes, bytes.size());
+    conn.write(bytes);
+  } else if (inv.kind == wire::Kind::kOutcome && options.shape == BootShape::kRun) {
+    MutexLock lk(mu);
+    if (!outcome.outcome) {
+      outcome.outcome = wire::Outcome{
+          wire::Errored{"the program's outcome frame was malformed: " + inv.reason, {}}};
+      outcome.problem = "malformed outcome";
+    } else {
+      outcome.problem = "more than one outcome frame";
+    }
+  } else if (inv.kind == wire::Kind::kHookResult && options.shape == BootShape::kServe) {
+    MutexLock lk(mu);
+    if (auto it = pending_hooks.find(inv.id); it != pending_hooks.end() && !it->second.answer) {
+      it->second.answer =
+          refusal("crashed", "the extension's hook_result was malformed: " + inv.reason);
+      hooks_cv.notifyAll();
     }
   }
-  // The connection is gone (or faulted, or the session finishes): every
-  // effect it started is cancelled, and waited for. Only then is it closed:
-  // waitForConnectionsClosed() promises every call answered and audited.
+}
+
+void BrokerSession::Impl::onFrame(const std::shared_ptr<Connection>& conn, wire::Frame& frame,
+                                  BrokerClock::time_point read_at, std::size_t frame_bytes) {
+  switch (frame.kind()) {
+    case wire::Kind::kCapCall:
+      onCapCall(conn, frame.id, std::move(std::get<wire::CapCall>(frame.body)), read_at,
+                frame_bytes);
+      break;
+    case wire::Kind::kCancel: {
+      MutexLock lk(conn->mu);
+      if (auto it = conn->in_flight.find(frame.id); it != conn->in_flight.end())
+        it->second->halt(Stop::kCancelFrame);
+      break;
+    }
+    case wire::Kind::kOutcome:
+      if (options.shape == BootShape::kRun) {
+        MutexLock lk(mu);
+        if (!outcome.outcome)
+          outcome.outcome = std::move(std::get<wire::Outcome>(frame.body));
+        else
+          outcome.problem = "more than one outcome frame";
+      }
+      break;
+    case wire::Kind::kHookResult:
+      if (options.shape == BootShape::kServe) {
+        MutexLock lk(mu);
+        if (auto it = pending_hooks.find(frame.id);
+            it != pending_hooks.end() && !it->second.answer) {
+          it->second.answer = std::move(std::get<wire::HookResult>(frame.body).answer);
+          hooks_cv.notifyAll();
+        }
+      }
+      break;
+    default:
+      break;  // a kind the service does not accept: dropped
+  }
+}
+
+// The connection is gone (or faulted, or the session finishes): every
+// effect it started is cancelled, and waited for. Only then is it closed:
+// waitForConnectionsClosed() promises every call answered and audited.
+void BrokerSession::Impl::closeConnection(const std::shared_ptr<Connection>& conn) {
   {
     MutexLock lk(conn->mu);
     const Stop why = finished.load() ? Stop::kFinish : Stop::kDisconnect;

@@ -7,6 +7,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/core/environment_tiers.h"
 #include "airlock/core/thread_annotations.h"
+#include "airlock/gateway/capabilities/job_output_artifacts.h"
 
 namespace airlock::capability {
 
@@ -127,7 +128,7 @@ Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const Environ
                                          const EgressPolicy& egress) {
   CodeRunOptions options;
   options.execution_id = handle.environment_id;
-  auto net = productionNetServices(egress);
+  auto net = gateway::productionNetServices(egress);
   if (!net) return tl::unexpected(net.error());
   options.net = std::move(*net);
   options.schedule.store = host.schedules;
@@ -142,8 +143,8 @@ Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const Environ
     artifacts::ArtifactWriterScope scope{*tenant, handle.run_id,
                                          artifacts::ArtifactOrigin::kToolOutput,
                                          artifacts::TrustLevel::kExternalUntrusted};
-    options.job_spill.writer = artifacts::makeArtifactWriter(*host.artifact_store, std::move(scope),
-                                                             host.retention, host.clock);
+    options.job_spill.sink = gateway::artifactJobOutputSink(artifacts::makeArtifactWriter(
+        *host.artifact_store, std::move(scope), host.retention, host.clock));
     options.job_spill.max_stream_bytes = static_cast<std::uint64_t>(host.max_artifact_bytes);
   }
   return options;

@@ -3,6 +3,9 @@
 // through the capability channel, and ends with one outcome frame. Used by `airlock run --code`,
 // the service's code route and the tests; codeRunOptionsFor is the one composition of what a
 // program's capabilities reach (net, schedules, job spill) that both front ends share.
+//
+// Part of the composition above both halves of the capability table (library
+// airlock_capability_broker; capabilities.h says where each half lives).
 #pragma once
 
 #include <functional>
@@ -12,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/artifacts/artifact_store.h"
 #include "airlock/artifacts/retention.h"
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/capabilities.h"
@@ -27,16 +31,17 @@ struct CodeRunOptions {
   ExecutionCommand limits;
   Policy policy = defaultCodeModePolicy();
   Ceilings ceilings;
-  // net.fetch's policy and resolver (capabilities.h); the default refuses
-  // every URL. `airlock run --code` passes productionNetServices() of the
-  // sandbox's EnvironmentSpec.egress.
-  NetServices net;
+  // net.fetch's policy and resolver (gateway_capabilities.h); the default
+  // refuses every URL. `airlock run --code` passes productionNetServices()
+  // of the sandbox's EnvironmentSpec.egress.
+  gateway::NetServices net;
   // schedule.*'s durable store; a null store: schedule.* is refused "unavailable".
   schedule::ScheduleServices schedule;
-  // Where jobs' whole output is spilled (capabilities.h, JobSpillServices);
-  // a null writer: no spill. `airlock run --code` passes a writer over the
-  // state directory's artifact store (tenant "local", the run's id).
-  JobSpillServices job_spill;
+  // Where jobs' whole output is spilled (execution_capabilities.h,
+  // JobSpillServices); a null sink: no spill. `airlock run --code` passes a
+  // sink over the state directory's artifact store (tenant "local", the
+  // run's id).
+  execution::JobSpillServices job_spill;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected, up
   // to max_audit_lines: a program can make millions of refused calls, and

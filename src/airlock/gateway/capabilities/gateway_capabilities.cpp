@@ -1,0 +1,14 @@
+#include "airlock/gateway/capabilities/gateway_capabilities.h"
+
+#include "airlock/gateway/capabilities/capability_modules.h"
+
+namespace airlock::gateway {
+
+void addGatewayCapabilities(capability::CapabilityTable& table,
+                            const GatewayCapabilityServices& services) {
+  addNotesCapabilities(table);
+  addNetCapabilities(table, services.net);
+  addScheduleCapabilities(table, services);
+}
+
+}  // namespace airlock::gateway
