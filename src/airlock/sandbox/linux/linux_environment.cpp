@@ -40,7 +40,6 @@
 #include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
-#include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
 #include "airlock/workspace/snapshot.h"
@@ -530,80 +529,10 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
   return startSideProcessIn(target, command);
 }
 
-// ---- image digest --------------------------------------------------------------
-
-void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
-  if (depth > 32) return;
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      names.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
-    const std::string p = path + "/" + n;
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) continue;
-    h.update(p + " " + std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
-             std::to_string(st.st_mtim.tv_sec) + "\n");
-    if (S_ISDIR(st.st_mode)) manifestTree(h, p, depth + 1);
-  }
-}
-
 }  // namespace
 
 std::string cgroupNamePrefix(const std::string& state_dir) {
   return host::cgroupPrefixFor("airlock-", state_dir);
-}
-
-Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
-  static std::mutex mu;
-  static std::map<std::string, std::string> cache;
-  std::string key;
-  for (const auto& d : options.image_dirs) key += "dir " + d + "\n";
-  for (const auto& e : options.image_etc) key += "etc " + e + "\n";
-  std::lock_guard lk(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-
-  sys::Sha256 h;
-  h.update("airlock-image-manifest v1\n");
-  h.update(key);
-  // Packaged content: the dpkg database names every installed package and
-  // version; files under /usr come from exactly those.
-  auto status = sys::readFile(AT_FDCWD, "/var/lib/dpkg/status", 256u << 20);
-  if (status) {
-    std::vector<std::string> pkgs;
-    std::string pkg, ver, arch;
-    std::size_t pos = 0;
-    const std::string& t = *status;
-    while (pos <= t.size()) {
-      std::size_t eol = t.find('\n', pos);
-      if (eol == std::string::npos) eol = t.size();
-      std::string_view line(t.data() + pos, eol - pos);
-      if (line.empty()) {
-        if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
-        pkg.clear(), ver.clear(), arch.clear();
-      } else if (line.rfind("Package: ", 0) == 0) {
-        pkg = line.substr(9);
-      } else if (line.rfind("Version: ", 0) == 0) {
-        ver = line.substr(9);
-      } else if (line.rfind("Architecture: ", 0) == 0) {
-        arch = line.substr(14);
-      }
-      pos = eol + 1;
-    }
-    if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
-    std::sort(pkgs.begin(), pkgs.end());
-    for (const auto& p : pkgs) h.update("pkg " + p + "\n");
-  }
-  // Unpackaged content: /usr/local by stat manifest.
-  manifestTree(h, "/usr/local", 0);
-  std::string digest = "sha256:" + h.finishHex();
-  cache[key] = digest;
-  return digest;
 }
 
 Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(

@@ -35,7 +35,6 @@
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/gvisor_memory.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
@@ -951,7 +950,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   auto mounts = host::parseCgroupMounts(*mountinfo, *fs);
   auto driver = host::makeCgroupDriver(mounts, fs);
   if (!driver) return tl::unexpected(driver.error());
-  auto images = mechanismImages(gvisorImageDigest(options), options);
+  auto images = mechanismImages(computeImageDigest(options), options);
   if (!images) return tl::unexpected(images.error());
   if (auto r = host::makeDirectories(options.state_dir + "/rootfs", 0755); !r)
     return tl::unexpected(r.error());
@@ -990,18 +989,15 @@ std::optional<std::string> gvisorUnavailable(const GvisorEnvironmentOptions& opt
   return std::nullopt;
 }
 
-Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options) {
-  linux_jail::LinuxEnvironmentOptions lo;
-  lo.image_dirs = options.image_dirs;
-  lo.image_etc = options.image_etc;
-  return linux_jail::computeImageDigest(lo);
-}
-
 Result<std::unique_ptr<ExecutionEnvironment>> createGvisorEnvironment(
     const GvisorEnvironmentOptions& options) {
   auto env = make(options);
   if (!env) return tl::unexpected(env.error());
   return std::unique_ptr<ExecutionEnvironment>(std::move(*env));
+}
+
+Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options) {
+  return computeImageDigest(options);
 }
 
 Result<void> probeGvisor(const GvisorEnvironmentOptions& options) {
