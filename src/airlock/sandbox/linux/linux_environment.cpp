@@ -394,7 +394,7 @@ void LinuxEnvironment::destroyTaken(std::shared_ptr<Sandbox> sb) {
   // Kill first: a command running in another thread ends with init's death,
   // with its reason and the output it had written.
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
-  std::lock_guard exec(sb->exec_mutex);
+  std::lock_guard exec(sb->command_mutex);
   teardown(*sb);
 }
 
@@ -450,7 +450,7 @@ class InitChannel final : public host::CommandChannel {
     if (!sendWithFds(sb_.control.get(), &request_.header, sizeof request_.header, request_.payload,
                      fds, nfds)) {
       const int e = errno;
-      sb_.channel_lost = true;
+      lose("sending a command to its init failed");
       return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", e);
     }
     return {};
@@ -461,7 +461,7 @@ class InitChannel final : public host::CommandChannel {
     for (;;) {
       auto got = receiveReply(sb_.control.get());
       if (!got || got->state == InitReceive::State::kClosed) {
-        sb_.channel_lost = true;
+        lose("its init closed the control socket");
         return false;
       }
       if (got->state == InitReceive::State::kNothing) return true;
@@ -476,18 +476,25 @@ class InitChannel final : public host::CommandChannel {
     MessageHeader end{};
     end.type = MessageType::kEnd;
     if (sendWithFds(sb_.control.get(), &end, sizeof end, {}, nullptr, 0)) return true;
-    sb_.channel_lost = true;
+    lose("its init did not take the end of a command");
     return false;
   }
   void abandon() noexcept override {
     // Init did not answer: the whole sandbox goes.
     ::syscall(SYS_pidfd_send_signal, sb_.pidfd.get(), SIGKILL, nullptr, 0);
-    sb_.channel_lost = true;
+    lose("its init did not answer and was killed");
   }
-  bool lost() const noexcept override { return sb_.channel_lost; }
+  bool lost() const noexcept override { return lost_; }
 
  private:
+  // The sandbox is unusable from here: its lifecycle is told why.
+  void lose(const char* why) noexcept {
+    lost_ = true;
+    sb_.life->markLost(why);
+  }
+
   Sandbox& sb_;
+  bool lost_ = false;
   RunRequest request_;
 };
 
@@ -513,9 +520,9 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
-  if (sb->channel_lost || !sb->pidfd.valid() || !sb->cgroup)
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox's init has died; destroy it and provision again");
+  // A destroy that began since the start was let in has closed, or is
+  // waiting to close, what this uses.
+  if (auto usable = sb->life->checkUsable(); !usable) return tl::unexpected(usable.error());
   if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
     return tl::unexpected(r.error());
   const sock_fprog prog = seccomp_.program();
