@@ -33,7 +33,7 @@ inline std::optional<BenchEnvironment> makeBenchEnvironment() {
   b.env = std::move(*env);
   b.spec.tenant_id = "bench";
   b.spec.run_id = "bench";
-  b.spec.image_digest = *linux_jail::computeImageDigest(b.options);
+  b.spec.image_digest = *airlock::computeImageDigest(b.options);
   b.spec.limits = defaultLimits();
   b.spec.environment =
       buildEnvironment(

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     linux_env = std::move(*le);
-    linux_spec = specFor(*linux_jail::computeImageDigest(lo));
+    linux_spec = specFor(*airlock::computeImageDigest(lo));
     auto h = linux_env->provision(linux_spec);
     if (!h) return 1;
     linux_warm = *h;

@@ -135,7 +135,7 @@ void benchProvision(const std::string& dir, int rounds) {
   EnvironmentSpec host_spec;
   host_spec.tenant_id = "bench";
   host_spec.run_id = "bench";
-  host_spec.image_digest = *linux_jail::computeImageDigest(options);
+  host_spec.image_digest = *airlock::computeImageDigest(options);
   host_spec.limits = defaultLimits();
   host_spec.environment =
       buildEnvironment(

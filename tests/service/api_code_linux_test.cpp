@@ -35,8 +35,8 @@ class ApiCodeLinuxTest : public SandboxTest {
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
     api_ = std::make_unique<Api>(
         settings_, *env_,
-        service::ServiceImages::hostOnly(linux_jail::computeImageDigest(options_).value()),
-        metrics_, [this] { return now_.load(); });
+        service::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
+        [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
     api_->attachSchedules(*store);

@@ -43,7 +43,7 @@ Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 #if AIRLOCK_HAVE_LINUX_MECHANISM
   auto linux_options =
       hostedOptions<linux_jail::LinuxEnvironmentOptions>(options, options.state_dir);
-  auto digest = linux_jail::computeImageDigest(linux_options);
+  auto digest = airlock::computeImageDigest(linux_options);
   if (!digest) return tl::unexpected(digest.error());
   auto env = linux_jail::createLinuxEnvironment(linux_options);
   if (!env) return tl::unexpected(env.error());

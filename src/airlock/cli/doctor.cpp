@@ -137,7 +137,7 @@ int runDoctor() {
   // The image the linux mechanism runs: the host's /usr and the image-owned
   // /etc entries, named by the digest of their canonical manifest.
   linux_jail::LinuxEnvironmentOptions options;
-  auto digest = linux_jail::computeImageDigest(options);
+  auto digest = airlock::computeImageDigest(options);
   report +=
       "image: " + (digest ? *digest : "unavailable (" + digest.error().message() + ")") + "\n";
 #endif

@@ -47,6 +47,11 @@ struct MechanismOptions {
   std::shared_ptr<EgressRoute> egress_route;
 };
 
+// The digest the host image of a mechanism built with `options` is named by
+// (sandbox_image.h computeHostImageDigest of its image_dirs and image_etc):
+// the same for every hosted mechanism, so one spec runs on each.
+Result<std::string> computeImageDigest(const MechanismOptions& options);
+
 // The images a mechanism built with `options` runs: the host image, named
 // `host_digest` (the mechanism's own digest of it, or the error computing
 // it), then options.images (sandbox_image.h mechanismImages).

@@ -1,6 +1,7 @@
 #include "airlock/sandbox/sandbox_image.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,11 +9,16 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "airlock/sandbox/mechanism_options.h"
 #include "airlock/sandbox/sandbox_baseline.h"
+#include "airlock/sys/io.h"
+#include "airlock/sys/sha256.h"
 
 namespace airlock {
 namespace {
@@ -51,6 +57,56 @@ Result<std::vector<std::string>> namesIn(const std::string& dir) {
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A stat manifest of the tree under `path` (path, mode, size, mtime), in
+// name order, at most 32 levels down.
+void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
+  if (depth > 32) return;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    const std::string p = path + "/" + n;
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) continue;
+    h.update(p + " " + std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
+             std::to_string(st.st_mtim.tv_sec) + "\n");
+    if (S_ISDIR(st.st_mode)) manifestTree(h, p, depth + 1);
+  }
+}
+
+// "name version architecture" of every package in a dpkg status file,
+// sorted.
+std::vector<std::string> dpkgPackages(const std::string& status) {
+  std::vector<std::string> pkgs;
+  std::string pkg, ver, arch;
+  std::size_t pos = 0;
+  while (pos <= status.size()) {
+    std::size_t eol = status.find('\n', pos);
+    if (eol == std::string::npos) eol = status.size();
+    std::string_view line(status.data() + pos, eol - pos);
+    if (line.empty()) {
+      if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
+      pkg.clear(), ver.clear(), arch.clear();
+    } else if (line.rfind("Package: ", 0) == 0) {
+      pkg = line.substr(9);
+    } else if (line.rfind("Version: ", 0) == 0) {
+      ver = line.substr(9);
+    } else if (line.rfind("Architecture: ", 0) == 0) {
+      arch = line.substr(14);
+    }
+    pos = eol + 1;
+  }
+  if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
+  std::sort(pkgs.begin(), pkgs.end());
+  return pkgs;
 }
 
 }  // namespace
@@ -146,6 +202,34 @@ Result<void> checkReachableByAnyUser(const SandboxImage& image) {
     }
   }
   return {};
+}
+
+Result<std::string> computeHostImageDigest(const std::vector<std::string>& image_dirs,
+                                           const std::vector<std::string>& image_etc) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::string key;
+  for (const auto& d : image_dirs) key += "dir " + d + "\n";
+  for (const auto& e : image_etc) key += "etc " + e + "\n";
+  std::lock_guard lk(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+
+  sys::Sha256 h;
+  h.update("airlock-image-manifest v1\n");
+  h.update(key);
+  // Packaged content: the dpkg database names every installed package and
+  // version; files under /usr come from exactly those.
+  if (auto status = sys::readFile(AT_FDCWD, "/var/lib/dpkg/status", 256u << 20))
+    for (const auto& p : dpkgPackages(*status)) h.update("pkg " + p + "\n");
+  // Unpackaged content: /usr/local by stat manifest.
+  manifestTree(h, "/usr/local", 0);
+  std::string digest = "sha256:" + h.finishHex();
+  cache[key] = digest;
+  return digest;
+}
+
+Result<std::string> computeImageDigest(const MechanismOptions& options) {
+  return computeHostImageDigest(options.image_dirs, options.image_etc);
 }
 
 Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(

@@ -79,6 +79,14 @@ Result<void> checkSearchableByAll(const std::string& path,
 // and its mode otherwise.
 Result<void> checkReachableByAnyUser(const SandboxImage& image);
 
+// "sha256:<hex>" over a canonical manifest of the host image: the bound
+// directories and /etc entries, the dpkg package list (name, version,
+// architecture) and a stat manifest of /usr/local. Cheap enough to compute
+// at every start; cached per (image_dirs, image_etc) for the process's
+// life. Thread-safe.
+Result<std::string> computeHostImageDigest(const std::vector<std::string>& image_dirs,
+                                           const std::vector<std::string>& image_etc);
+
 // A mechanism's images: the host image (hostImage) first, then `others`.
 // ExecutionUnavailable as hostImage; ConfigurationError naming a digest that
 // is there twice or is not a digest.

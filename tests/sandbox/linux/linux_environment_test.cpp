@@ -7,12 +7,18 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -434,6 +440,61 @@ namespace {
 
 // Red-team case B32: an exabyte sparse file is listed without hashing its holes,
 // and the command's result comes back promptly.
+// The host pids of every process in the sandbox's cgroup (its init, when
+// no command runs), found through /proc/<pid>/cgroup.
+std::vector<pid_t> sandboxProcesses(const std::string& environment_id) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cgroup");
+    const std::string cgroups((std::istreambuf_iterator<char>(in)), {});
+    if (cgroups.find(environment_id) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// Kills `pid` and waits (on its pidfd) until it has exited.
+void killAndWait(pid_t pid) {
+  sys::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) return;  // already gone
+  ASSERT_EQ(::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0), 0);
+  pollfd p{pidfd.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "pid " << pid << " outlived SIGKILL";
+}
+
+// The sandbox's lifecycle (sandbox/host/sandbox_lifecycle.h): once its init
+// is gone, the command that finds it reports the loss, and every later
+// command, side process and capability channel is refused with the one
+// error naming why, until it is destroyed.
+TEST_F(LinuxEnvironmentTest, ASandboxWhoseInitDiedRefusesEveryCallNamingWhy) {
+  const auto pids = sandboxProcesses(handle_.environment_id);
+  ASSERT_FALSE(pids.empty()) << "no process of " << handle_.environment_id << " found";
+  for (pid_t pid : pids) killAndWait(pid);
+  ExecutionCommand c = shell("echo alive", 10);
+  auto first = env_->execute(handle_, c);  // finds init gone
+  if (first) EXPECT_NE(first->stdout_data, "alive\n");
+  auto again = env_->execute(handle_, c);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kExecutionUnavailable);
+  const std::string& why = again.error().context;
+  EXPECT_EQ(why.rfind("the sandbox has died (", 0), 0u) << why;
+  EXPECT_NE(why.find("its init"), std::string::npos) << why;
+  EXPECT_NE(why.find("); destroy it and provision again"), std::string::npos) << why;
+  SideCommand side;
+  side.argv = {"true"};
+  auto started = env_->startSideProcess(handle_, side);
+  ASSERT_FALSE(started);
+  EXPECT_EQ(started.error().context, why);
+  auto channel = env_->openCapabilityChannel(handle_);
+  ASSERT_FALSE(channel);
+  EXPECT_EQ(channel.error().context, why);
+  ASSERT_TRUE(env_->destroy(handle_));
+  auto gone = env_->execute(handle_, c);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kEnvironmentGone);
+}
+
 TEST_F(LinuxEnvironmentTest, SparseFileIsListedWithoutReadingItsHoles) {
   auto r = run(shell("truncate -s 4E sparse.bin && echo hi > small.txt", 20));
   ASSERT_EQ(r.exit_code, 0) << r.stderr_data;

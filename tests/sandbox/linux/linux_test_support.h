@@ -60,7 +60,7 @@ inline EnvironmentSpec linuxSpec(const linux_jail::LinuxEnvironmentOptions& opti
   spec.tenant_id = std::move(tenant);
   spec.run_id = "run-1";
   spec.lease_epoch = 1;
-  spec.image_digest = linux_jail::computeImageDigest(options).value();
+  spec.image_digest = airlock::computeImageDigest(options).value();
   spec.limits = defaultLimits();
   auto built = buildEnvironment(
       std::vector<std::string>{}, [](std::string_view) { return std::optional<std::string>{}; },

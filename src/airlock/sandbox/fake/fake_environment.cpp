@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/timeout_rule.h"
+#include "airlock/sandbox/host/sandbox_lifecycle.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -62,10 +64,21 @@ struct Sandbox {
   // workspace): write -> TOOL_WRITTEN, created or modified by a command ->
   // SANDBOX_WRITTEN, deleted -> dropped, anything else UNKNOWN.
   std::map<std::string, WorkspaceProvenance> provenance;
-  bool running = false;              // a command that runs until cancelled is running
-  std::string running_execution_id;  // its execution id ("" : none)
-  bool cancel_requested = false;     // cancel() named it
+  // The host layer's lifecycle (sandbox/host/sandbox_lifecycle.h): ready
+  // once provisioned; a command is its activity while it runs (the busy
+  // rule, and the execution id cancel() names). Guarded by the adapter's
+  // mutex; a destroyed sandbox is erased with it.
+  host::SandboxLifecycle life;
+  bool cancel_requested = false;  // cancel() named the running command
 };
+
+// The sandbox's running command with `execution_id`, if one runs.
+bool runsCommand(const Sandbox& sb, std::string_view execution_id) {
+  for (const auto& activity : sb.life.activities())
+    if (activity.kind == host::Activity::Kind::kCommand && activity.execution_id == execution_id)
+      return true;
+  return false;
+}
 
 // Directories that must be created so that `path` can exist (outermost
 // first), or an error when an ancestor is a regular file.
@@ -387,6 +400,8 @@ Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec
   sb.handle.expires_at =
       now + std::chrono::duration_cast<milliseconds>(state_->options.service_hard_cap);
   sb.limits = spec.limits;
+  if (auto ready = sb.life.transition(host::SandboxLifecycle::SetUp{}); !ready)
+    return tl::unexpected(ready.error());
   EnvironmentHandle handle = sb.handle;
   state_->sandboxes.emplace(handle.environment_id, std::move(sb));
   return handle;
@@ -533,7 +548,6 @@ void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting
                    const CancelToken* cancel, ExecutionResult& result) {
   const auto started = std::chrono::steady_clock::now();
   const auto deadline = started + std::min(run.timeout, run.life);
-  st.sandboxes.at(id).running = true;
   for (;;) {
     lock.unlock();
     pollfd p{cancel != nullptr ? cancel->pollFd() : -1, POLLIN, 0};
@@ -551,11 +565,7 @@ void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting
     else if (now >= deadline)
       why = run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
     if (!why) continue;
-    if (it != st.sandboxes.end()) {
-      it->second.running = false;
-      it->second.running_execution_id.clear();
-      it->second.cancel_requested = false;
-    }
+    if (it != st.sandboxes.end()) it->second.cancel_requested = false;
     result.killed_by = why;
     result.timed_out = why == KillReason::kTimeout;
     result.duration_ms = std::chrono::duration_cast<milliseconds>(now - started).count();
@@ -563,6 +573,26 @@ void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting
     return;
   }
 }
+
+// A command's activity of its sandbox's lifecycle, ended when the command
+// returns (under the adapter's lock) unless the sandbox was destroyed
+// under it.
+class CommandActivity {
+ public:
+  CommandActivity(FakeEnvironment::State& st, std::string id, std::uint64_t token)
+      : st_(st), id_(std::move(id)), token_(token) {}
+  CommandActivity(const CommandActivity&) = delete;
+  CommandActivity& operator=(const CommandActivity&) = delete;
+  ~CommandActivity() {
+    if (auto it = st_.sandboxes.find(id_); it != st_.sandboxes.end())
+      (void)it->second.life.transition(host::SandboxLifecycle::End{token_});
+  }
+
+ private:
+  FakeEnvironment::State& st_;
+  std::string id_;
+  std::uint64_t token_;
+};
 
 }  // namespace
 
@@ -577,8 +607,10 @@ Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandl
   auto found = state_->owned(handle);
   if (!found) return tl::unexpected(found.error());
   Sandbox& sb = **found;
-  if (sb.running)
-    return fail(ErrorCode::kEnvironmentBusy, "another command is running in this environment");
+  auto token = sb.life.transition(
+      host::SandboxLifecycle::Begin{host::Activity::Kind::kCommand, command.execution_id});
+  if (!token) return tl::unexpected(token.error());  // EnvironmentBusy while one runs
+  const CommandActivity activity(*state_, handle.environment_id, *token);
   if (state_->now() >= sb.handle.expires_at) {
     state_->destroyLocked(handle.environment_id);
     return fail(ErrorCode::kEnvironmentGone, "environment expired");
@@ -599,7 +631,6 @@ Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandl
   if (auto r = applyEffects(*state_, sb, *run, result); !r) return tl::unexpected(r.error());
   if (result.killed_by) return result;
   if (run->behaviour.runs_until_cancelled) {
-    sb.running_execution_id = command.execution_id;
     runUntilEnded(*state_, shutting_down_, lock, handle.environment_id, *run, cancel, result);
   } else if (simulateRun(*run, result)) {
     state_->destroyLocked(handle.environment_id);
@@ -616,7 +647,7 @@ Result<void> FakeEnvironment::cancel(const EnvironmentHandle& handle,
   Sandbox& sb = **found;
   if (sb.handle.tenant_id != handle.tenant_id)
     return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  if (!sb.running || sb.running_execution_id != execution_id)
+  if (!runsCommand(sb, execution_id))
     return fail(ErrorCode::kNotFound,
                 "no command with execution_id \"" + std::string(execution_id) + "\" is running");
   sb.cancel_requested = true;

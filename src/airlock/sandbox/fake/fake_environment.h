@@ -4,7 +4,10 @@
 // a map from path to bytes. Port semantics (timeout rule, output cap and
 // truncation, files_changed from a snapshot diff, handle and tenant checks)
 // are computed by the adapter exactly as a real mechanism would, and it
-// passes the ExecutionEnvironment contract suite (tests/contract).
+// passes the ExecutionEnvironment contract suite (tests/contract). Each
+// sandbox's state is the host layer's lifecycle
+// (sandbox/host/sandbox_lifecycle.h), as the real mechanisms': a command is
+// its activity while it runs, so the busy rule and its error are theirs.
 //
 // The model of one command, which fixes every ordering question:
 //   1. If the cancel token is already cancelled, nothing runs: no output, no

@@ -26,13 +26,6 @@ Error ownerMismatch(const std::string& environment_id) {
                    " (tenant, run or lease epoch differ); the environment was destroyed"};
 }
 
-Result<std::unique_lock<std::mutex>> claimForCommand(std::mutex& exec_mutex) {
-  std::unique_lock exec(exec_mutex, std::try_to_lock);
-  if (!exec.owns_lock())
-    return fail(ErrorCode::kEnvironmentBusy, "another command is running in this environment");
-  return exec;
-}
-
 Error expiredError(const std::string& environment_id) {
   return Error{ErrorCode::kEnvironmentGone, 0, "environment " + environment_id + " has expired"};
 }

@@ -5,7 +5,8 @@
 //   2. the handle (EnvironmentGone when unknown; SandboxEscapeSuspected when
 //      its tenant, run or lease epoch differ from the sandbox's record, after
 //      which the adapter destroys the sandbox): sameOwner, ownerMismatch;
-//   3. one command at a time (EnvironmentBusy): claimForCommand;
+//   3. one command at a time (EnvironmentBusy), and the sandbox not lost
+//      (ExecutionUnavailable): the sandbox's lifecycle (sandbox_lifecycle.h);
 //   4. the sandbox's life (EnvironmentGone past expires_at): expiredError;
 //   5. the working directory inside the workspace, through the containment
 //      function (ToolValidationError): checkWorkingDirectory;
@@ -14,7 +15,6 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,9 +32,6 @@ Result<std::string> checkCommand(const ExecutionCommand& command);
 bool sameOwner(const EnvironmentHandle& record, const EnvironmentHandle& given) noexcept;
 // SandboxEscapeSuspected, saying the environment was destroyed.
 Error ownerMismatch(const std::string& environment_id);
-
-// The sandbox's command lock, or EnvironmentBusy while a command holds it.
-Result<std::unique_lock<std::mutex>> claimForCommand(std::mutex& exec_mutex);
 
 // EnvironmentGone: the environment reached its expires_at.
 Error expiredError(const std::string& environment_id);

@@ -56,6 +56,34 @@ RunningCommand::~RunningCommand() {
   record_->running_cancel = nullptr;
 }
 
+namespace {
+
+class TrackedSideProcess final : public SideProcess {
+ public:
+  TrackedSideProcess(std::unique_ptr<SideProcess> process, ActivityScope activity)
+      : activity_(std::move(activity)), process_(std::move(process)) {}
+  SidePumpOutcome pump(const SidePumpHooks& hooks) override { return process_->pump(hooks); }
+  SideInputEnd writeStdin(std::string_view bytes, Clock::time_point deadline,
+                          int stop_fd) override {
+    return process_->writeStdin(bytes, deadline, stop_fd);
+  }
+  void closeStdin() noexcept override { process_->closeStdin(); }
+  bool stdinOpen() const noexcept override { return process_->stdinOpen(); }
+  std::optional<int> exitStatus() override { return process_->exitStatus(); }
+  void killGroup() noexcept override { process_->killGroup(); }
+
+ private:
+  ActivityScope activity_;
+  std::unique_ptr<SideProcess> process_;  // destroyed (killed, reaped) before the activity ends
+};
+
+}  // namespace
+
+std::unique_ptr<SideProcess> trackSideProcess(std::unique_ptr<SideProcess> process,
+                                              ActivityScope activity) {
+  return std::make_unique<TrackedSideProcess>(std::move(process), std::move(activity));
+}
+
 Result<ProvisionChecks> checkProvision(
     const EnvironmentSpec& spec, const std::vector<std::shared_ptr<const SandboxImage>>& images,
     const LimitCeilings& ceilings, bool has_egress_route, const ServiceShutdown& shutdown) {

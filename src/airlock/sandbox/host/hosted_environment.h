@@ -32,6 +32,7 @@
 #include "airlock/sandbox/host/cgroup.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/command_supervisor.h"
+#include "airlock/sandbox/host/sandbox_lifecycle.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
@@ -57,29 +58,37 @@ struct SandboxRecord {
   workspace::Snapshot last_snapshot;
   sys::UniqueFd workspace_fd;  // the workspace root
   sys::UniqueFd tmp_fd;        // /tmp, watched for DISK
+  // The sandbox's life (sandbox_lifecycle.h): whether it may take a
+  // command or a side process, what it runs, why it was lost. Every port
+  // method asks it; a mechanism reports loss through life->markLost(why).
+  const std::shared_ptr<SandboxLife> life = std::make_shared<SandboxLife>();
   // The channel commands go through, to the sandbox's first process (linux:
-  // init's control socket; gvisor: the shim's connection), and whether it
-  // was lost. channel_lost is set by a command's channel (under exec_mutex)
-  // and read by side-process starts (under side_mutex): atomic, as no one
-  // mutex orders the two.
+  // init's control socket; gvisor: the shim's connection). Open from setUp
+  // to teardown; a command uses it under command_mutex.
   sys::UniqueFd control;
-  std::atomic<bool> channel_lost{false};
   // Code mode: the host directory seen read-only at /run/airlock.
   std::string capability_dir;
   // Set by destroy before it kills: the running command's kill reason.
   std::optional<EndRequest> end_request;
-  // Why the sandbox became unusable, when the mechanism knows; the next
-  // command's refusal names it. Written and read under exec_mutex.
-  std::string lost_because;
-  std::mutex exec_mutex;  // one command at a time (command_admission.h)
+  // Held by the admitted command from admission to its end; destroy takes
+  // it after the kill and before teardown, so nothing a command uses (the
+  // control channel, the workspace scan's fds) is closed under it. Not the
+  // busy rule: one command at a time is the lifecycle's.
+  std::mutex command_mutex;
   // The running command's execution id and the cancel that ends it, while
   // a command with an id runs (ExecutionEnvironment::cancel).
   Mutex running_mutex;
   std::string running_execution_id GUARDED_BY(running_mutex);
   const CancelToken* running_cancel GUARDED_BY(running_mutex) = nullptr;
-  // Orders side-process starts against teardown closing what they use.
+  // Orders side-process starts against teardown closing what they use
+  // (linux: init's pidfd and the cgroup; gvisor: the side channel).
   std::mutex side_mutex;
 };
+
+// A side process that is one of its sandbox's activities until it is
+// destroyed (sandbox_lifecycle.h): `process`, forwarded, holding `activity`.
+std::unique_ptr<SideProcess> trackSideProcess(std::unique_ptr<SideProcess> process,
+                                              ActivityScope activity);
 
 // "The service is shutting down": a flag, and an eventfd that becomes
 // readable at the same moment, which every supervised command polls.
@@ -170,8 +179,9 @@ class UndoUnlessDismissed {
 // The adapter base. A mechanism supplies setUp and teardown (provision is
 // here), destroyTaken (destroy is here), launchSideProcess, and for execute
 // runCommand (usually one superviseAdmitted with its channel and limit
-// sources); its record's `control` and `channel_lost` say whether a command
-// can be taken.
+// sources); its record's lifecycle (SandboxRecord::life) says whether a
+// command or side process can be taken, and the mechanism's channel reports
+// loss to it (life->markLost).
 template <class Sandbox>
 class HostedEnvironment : public ExecutionEnvironment {
  public:
@@ -187,8 +197,13 @@ class HostedEnvironment : public ExecutionEnvironment {
                             policy_.node_name);
         !r)
       return tl::unexpected(r.error());
-    UndoUnlessDismissed undo([&] { teardown(*sb); });
+    UndoUnlessDismissed undo([&] {
+      sb->life->destroying();
+      teardown(*sb);
+      sb->life->destroyed();
+    });
     if (auto r = setUp(*sb, spec, checks->egress); !r) return tl::unexpected(r.error());
+    if (auto r = sb->life->setUp(); !r) return tl::unexpected(r.error());
     undo.dismiss();
     sandboxes_.add(sb);
     return sb->handle;
@@ -220,12 +235,14 @@ class HostedEnvironment : public ExecutionEnvironment {
     return std::shared_ptr<WorkspaceHandle>(
         std::make_shared<SandboxWorkspace>((*sb)->workspace, handle.environment_id));
   }
-  // The registry's lookup (another tenant's handle refused), then the
-  // in-process channel over the record's capability directory.
+  // The registry's lookup (another tenant's handle refused), the sandbox
+  // usable (its lifecycle), then the in-process channel over the record's
+  // capability directory.
   Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
       const EnvironmentHandle& handle) final {
     auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
+    if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
     sys::UniqueFd fd(
         ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid())
@@ -233,20 +250,30 @@ class HostedEnvironment : public ExecutionEnvironment {
     return openDirectoryCapabilityChannel(std::move(fd));
   }
   // The sandbox leaves the registry and its running command is told why it
-  // ends (beginDestroy), then the mechanism's destroyTaken. Idempotent: a
-  // handle with no live sandbox is Ok.
+  // ends (beginDestroy), then the mechanism's destroyTaken, after which its
+  // lifecycle is destroyed. Idempotent: a handle with no live sandbox is Ok.
   Result<void> destroy(const EnvironmentHandle& handle) final {
-    if (auto sb = beginDestroy(handle)) destroyTaken(std::move(sb));
+    auto sb = beginDestroy(handle);
+    if (!sb) return {};
+    const std::shared_ptr<SandboxLife> life = sb->life;
+    destroyTaken(std::move(sb));
+    life->destroyed();
     return {};
   }
   // Not while shutting down; the registry's lookup (another tenant's
-  // handle refused); then the mechanism's launchSideProcess.
+  // handle refused); a side activity of the sandbox's lifecycle (refused
+  // when it is lost); then the mechanism's launchSideProcess. The process
+  // is one of the sandbox's activities until it is destroyed.
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) final {
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
     auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
-    return launchSideProcess(*sb, command);
+    auto activity = beginActivity((*sb)->life, Activity::Kind::kSide);
+    if (!activity) return tl::unexpected(activity.error());
+    auto process = launchSideProcess(*sb, command);
+    if (!process) return tl::unexpected(process.error());
+    return trackSideProcess(std::move(*process), std::move(*activity));
   }
   void shutdown() noexcept final { shutdown_.raise(); }
   // Before the first call: the shutdown signal's eventfd.
@@ -279,11 +306,6 @@ class HostedEnvironment : public ExecutionEnvironment {
   // Undoes whatever setUp or a later call made of the sandbox, in any
   // state (called for a failed provision and by destroy).
   virtual void teardown(Sandbox& sandbox) = 0;
-  // Whether the sandbox can take a command: its channel is open and was
-  // not lost.
-  static bool commandChannelUp(const Sandbox& sandbox) noexcept {
-    return !sandbox.channel_lost && sandbox.control.valid();
-  }
   // The mechanism's part of an execute, once admitted.
   virtual Result<ExecutionResult> runCommand(const CommandRun& run) = 0;
   // The mechanism's part of destroy, for a sandbox already out of the
@@ -291,7 +313,9 @@ class HostedEnvironment : public ExecutionEnvironment {
   // with the reason beginDestroy set), then tear it down.
   virtual void destroyTaken(std::shared_ptr<Sandbox> sandbox) = 0;
   // The mechanism's part of startSideProcess, for a live sandbox of the
-  // caller's tenant.
+  // caller's tenant. Under side_mutex it asks the lifecycle again
+  // (life->checkUsable): a destroy may have begun since the start was let
+  // in.
   virtual Result<std::unique_ptr<SideProcess>> launchSideProcess(
       const std::shared_ptr<Sandbox>& sandbox, const SideCommand& command) = 0;
 
@@ -300,24 +324,25 @@ class HostedEnvironment : public ExecutionEnvironment {
     for (const auto& h : sandboxes_.handles()) (void)destroy(h);
   }
   // destroy's first step: the sandbox leaves the registry (null when there
-  // was none: destroy is idempotent) and its running command is told why it
-  // ends.
+  // was none: destroy is idempotent), its lifecycle becomes destroying and
+  // its running command is told why it ends.
   std::shared_ptr<Sandbox> beginDestroy(const EnvironmentHandle& handle) {
     auto sb = sandboxes_.take(handle.environment_id);
-    if (sb) sb->end_request->request(destroyKillReason(shutdown_.raised(), sb->handle.expires_at));
+    if (!sb) return sb;
+    sb->life->destroying();
+    sb->end_request->request(destroyKillReason(shutdown_.raised(), sb->handle.expires_at));
     return sb;
   }
 
   // Every check of an execute before its command runs (command_admission.h,
   // in order): the command, the service not shutting down, then
-  // admitCommand with commandChannelUp (sandbox_registry.h).
+  // admitCommand (sandbox_registry.h).
   Result<AdmittedCommand<Sandbox>> admitExecute(const EnvironmentHandle& handle,
                                                 const ExecutionCommand& command) {
     auto cwd = checkCommand(command);
     if (!cwd) return tl::unexpected(cwd.error());
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
-    return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap,
-                        [](const Sandbox& sb) { return commandChannelUp(sb); });
+    return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap);
   }
 
   // What a mechanism's command runs under besides its channel.

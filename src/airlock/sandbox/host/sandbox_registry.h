@@ -20,6 +20,15 @@
 // Thread-safe: one mutex guards the map and the expired ids, and is never
 // held while a sandbox is used (annotated for clang's thread-safety
 // analysis, core/thread_annotations.h).
+//
+// A sandbox's lifecycle (sandbox_lifecycle.h) is its record's own
+// (SandboxRecord::life) under the lifecycle's own lock, not this one: the
+// calls that move it (a command's channel reporting loss, a side process
+// ending) hold the record, and a side process may outlive the adapter and
+// its registry. Membership here and the lifecycle agree this way: a record
+// is added ready (provision has moved it out of provisioning) and leaves
+// through take, after which destroy moves it to destroying and, once the
+// mechanism is done, destroyed.
 #pragma once
 
 #include <chrono>
@@ -36,6 +45,7 @@
 #include "airlock/core/types.h"
 #include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/host/command_admission.h"
+#include "airlock/sandbox/host/sandbox_lifecycle.h"
 
 namespace airlock::host {
 
@@ -142,12 +152,14 @@ void expireSandbox(ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry
   registry.noteExpired(record.environment_id);
 }
 
-// What admitCommand hands the execute it admitted: the sandbox, its command
-// lock (held), the effective timeout and the time left before expires_at.
+// What admitCommand hands the execute it admitted: the sandbox, its
+// command activity (sandbox_lifecycle.h) and command lock (held), the
+// effective timeout and the time left before expires_at.
 template <class Sandbox>
 struct AdmittedCommand {
   std::shared_ptr<Sandbox> sandbox;
-  std::unique_lock<std::mutex> exec;
+  ActivityScope activity;
+  std::unique_lock<std::mutex> exec;  // sandbox->command_mutex
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds expires_in{0};
   std::string cwd;  // the working directory, from checkCommand
@@ -155,38 +167,37 @@ struct AdmittedCommand {
 
 // Steps 2 to 6 of command_admission.h for one execute of `env`, with `cwd`
 // from checkCommand (step 1): the lookup (HandleMatch::kOwner; a mismatch
-// destroys the sandbox through `env`), the command lock (EnvironmentBusy),
-// `usable(sandbox)` (false: its init or shim is gone, ExecutionUnavailable
-// "the sandbox has died; destroy it and provision again", naming the
-// sandbox's lost_because when set), expires_at (past
-// it the sandbox is expired, EnvironmentGone), the working directory and the
-// timeout. `Sandbox` has `handle`, `std::mutex exec_mutex`, a
-// `sys::UniqueFd workspace_fd` (the workspace root), `ResourceLimits
-// limits` and `std::string lost_because`.
-template <class Sandbox, class Usable>
-Result<AdmittedCommand<Sandbox>> admitCommand(
-    ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
-    const ExecutionCommand& command, const std::string& cwd, std::chrono::seconds service_hard_cap,
-    Usable usable) {
+// destroys the sandbox through `env`), a command activity of the sandbox's
+// lifecycle (EnvironmentBusy while a command runs; ExecutionUnavailable
+// "the sandbox has died (<why>); destroy it and provision again" once it
+// was lost), its command lock (asking the lifecycle again under it: a
+// destroy may have begun), expires_at (past it the sandbox is expired,
+// EnvironmentGone), the working directory and the timeout. `Sandbox` has
+// `handle`, `std::shared_ptr<SandboxLife> life`, `std::mutex
+// command_mutex`, a `sys::UniqueFd workspace_fd` (the workspace root) and
+// `ResourceLimits limits`.
+template <class Sandbox>
+Result<AdmittedCommand<Sandbox>> admitCommand(ExecutionEnvironment& env,
+                                              SandboxRegistry<Sandbox>& registry,
+                                              const EnvironmentHandle& handle,
+                                              const ExecutionCommand& command,
+                                              const std::string& cwd,
+                                              std::chrono::seconds service_hard_cap) {
   auto sb = registry.live(handle, HandleMatch::kOwner);
   if (!sb) {
     if (sb.error().code == ErrorCode::kSandboxEscapeSuspected) (void)env.destroy(handle);
     return tl::unexpected(sb.error());
   }
-  auto exec = claimForCommand((*sb)->exec_mutex);
-  if (!exec) return tl::unexpected(exec.error());
-  if (!usable(**sb))
-    return fail(
-        ErrorCode::kExecutionUnavailable,
-        "the sandbox has died" +
-            ((*sb)->lost_because.empty() ? std::string() : " (" + (*sb)->lost_because + ")") +
-            "; destroy it and provision again");
+  auto activity = beginActivity((*sb)->life, Activity::Kind::kCommand, command.execution_id);
+  if (!activity) return tl::unexpected(activity.error());
+  std::unique_lock exec((*sb)->command_mutex);
+  if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
   const Timestamp now =
       std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   const auto expires_in =
       std::chrono::duration_cast<std::chrono::milliseconds>((*sb)->handle.expires_at - now);
   if (expires_in.count() <= 0) {
-    exec->unlock();
+    exec.unlock();
     expireSandbox(env, registry, (*sb)->handle);
     return tl::unexpected(expiredError(handle.environment_id));
   }
@@ -194,7 +205,8 @@ Result<AdmittedCommand<Sandbox>> admitCommand(
     return tl::unexpected(r.error());
   auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
-  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*exec), *timeout, expires_in, cwd};
+  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*activity), std::move(exec),
+                                  *timeout,       expires_in,           cwd};
 }
 
 // After an admitted command: a sandbox the command outlived (EXPIRED) is

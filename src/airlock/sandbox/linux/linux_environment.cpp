@@ -40,7 +40,6 @@
 #include "airlock/sandbox/sandbox_workspace.h"
 #include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
-#include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
 #include "airlock/workspace/resolve.h"
 #include "airlock/workspace/snapshot.h"
@@ -395,7 +394,7 @@ void LinuxEnvironment::destroyTaken(std::shared_ptr<Sandbox> sb) {
   // Kill first: a command running in another thread ends with init's death,
   // with its reason and the output it had written.
   if (sb->pidfd.valid()) ::syscall(SYS_pidfd_send_signal, sb->pidfd.get(), SIGKILL, nullptr, 0);
-  std::lock_guard exec(sb->exec_mutex);
+  std::lock_guard exec(sb->command_mutex);
   teardown(*sb);
 }
 
@@ -451,7 +450,7 @@ class InitChannel final : public host::CommandChannel {
     if (!sendWithFds(sb_.control.get(), &request_.header, sizeof request_.header, request_.payload,
                      fds, nfds)) {
       const int e = errno;
-      sb_.channel_lost = true;
+      lose("sending a command to its init failed");
       return failErrno(ErrorCode::kExecutionUnavailable, "send command to sandbox init", e);
     }
     return {};
@@ -462,7 +461,7 @@ class InitChannel final : public host::CommandChannel {
     for (;;) {
       auto got = receiveReply(sb_.control.get());
       if (!got || got->state == InitReceive::State::kClosed) {
-        sb_.channel_lost = true;
+        lose("its init closed the control socket");
         return false;
       }
       if (got->state == InitReceive::State::kNothing) return true;
@@ -477,18 +476,25 @@ class InitChannel final : public host::CommandChannel {
     MessageHeader end{};
     end.type = MessageType::kEnd;
     if (sendWithFds(sb_.control.get(), &end, sizeof end, {}, nullptr, 0)) return true;
-    sb_.channel_lost = true;
+    lose("its init did not take the end of a command");
     return false;
   }
   void abandon() noexcept override {
     // Init did not answer: the whole sandbox goes.
     ::syscall(SYS_pidfd_send_signal, sb_.pidfd.get(), SIGKILL, nullptr, 0);
-    sb_.channel_lost = true;
+    lose("its init did not answer and was killed");
   }
-  bool lost() const noexcept override { return sb_.channel_lost; }
+  bool lost() const noexcept override { return lost_; }
 
  private:
+  // The sandbox is unusable from here: its lifecycle is told why.
+  void lose(const char* why) noexcept {
+    lost_ = true;
+    sb_.life->markLost(why);
+  }
+
   Sandbox& sb_;
+  bool lost_ = false;
   RunRequest request_;
 };
 
@@ -514,9 +520,9 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
   auto cwd = checkRelativePath(command.working_directory);
   if (!cwd) return fail(ErrorCode::kToolValidationError, cwd.error().context);
   std::lock_guard side(sb->side_mutex);
-  if (sb->channel_lost || !sb->pidfd.valid() || !sb->cgroup)
-    return fail(ErrorCode::kExecutionUnavailable,
-                "the sandbox's init has died; destroy it and provision again");
+  // A destroy that began since the start was let in has closed, or is
+  // waiting to close, what this uses.
+  if (auto usable = sb->life->checkUsable(); !usable) return tl::unexpected(usable.error());
   if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), *cwd); !r)
     return tl::unexpected(r.error());
   const sock_fprog prog = seccomp_.program();
@@ -530,80 +536,10 @@ Result<std::unique_ptr<SideProcess>> LinuxEnvironment::launchSideProcess(
   return startSideProcessIn(target, command);
 }
 
-// ---- image digest --------------------------------------------------------------
-
-void manifestTree(sys::Sha256& h, const std::string& path, int depth) {
-  if (depth > 32) return;
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      names.emplace_back(e->d_name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
-    const std::string p = path + "/" + n;
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) continue;
-    h.update(p + " " + std::to_string(st.st_mode) + " " + std::to_string(st.st_size) + " " +
-             std::to_string(st.st_mtim.tv_sec) + "\n");
-    if (S_ISDIR(st.st_mode)) manifestTree(h, p, depth + 1);
-  }
-}
-
 }  // namespace
 
 std::string cgroupNamePrefix(const std::string& state_dir) {
   return host::cgroupPrefixFor("airlock-", state_dir);
-}
-
-Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options) {
-  static std::mutex mu;
-  static std::map<std::string, std::string> cache;
-  std::string key;
-  for (const auto& d : options.image_dirs) key += "dir " + d + "\n";
-  for (const auto& e : options.image_etc) key += "etc " + e + "\n";
-  std::lock_guard lk(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-
-  sys::Sha256 h;
-  h.update("airlock-image-manifest v1\n");
-  h.update(key);
-  // Packaged content: the dpkg database names every installed package and
-  // version; files under /usr come from exactly those.
-  auto status = sys::readFile(AT_FDCWD, "/var/lib/dpkg/status", 256u << 20);
-  if (status) {
-    std::vector<std::string> pkgs;
-    std::string pkg, ver, arch;
-    std::size_t pos = 0;
-    const std::string& t = *status;
-    while (pos <= t.size()) {
-      std::size_t eol = t.find('\n', pos);
-      if (eol == std::string::npos) eol = t.size();
-      std::string_view line(t.data() + pos, eol - pos);
-      if (line.empty()) {
-        if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
-        pkg.clear(), ver.clear(), arch.clear();
-      } else if (line.rfind("Package: ", 0) == 0) {
-        pkg = line.substr(9);
-      } else if (line.rfind("Version: ", 0) == 0) {
-        ver = line.substr(9);
-      } else if (line.rfind("Architecture: ", 0) == 0) {
-        arch = line.substr(14);
-      }
-      pos = eol + 1;
-    }
-    if (!pkg.empty()) pkgs.push_back(pkg + " " + ver + " " + arch);
-    std::sort(pkgs.begin(), pkgs.end());
-    for (const auto& p : pkgs) h.update("pkg " + p + "\n");
-  }
-  // Unpackaged content: /usr/local by stat manifest.
-  manifestTree(h, "/usr/local", 0);
-  std::string digest = "sha256:" + h.finishHex();
-  cache[key] = digest;
-  return digest;
 }
 
 Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(

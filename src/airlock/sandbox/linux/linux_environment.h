@@ -38,17 +38,13 @@ struct LinuxEnvironmentOptions : MechanismOptions {
   std::string state_dir = "/run/airlock";
 };
 
-// Creates the adapter: detects the cgroup version, computes the image digest,
+// Creates the adapter: detects the cgroup version, computes the image digest
+// (mechanism_options.h computeImageDigest),
 // and destroys sandboxes left behind by a crashed process (their lock file is
 // no longer held). ExecutionUnavailable when a required kernel facility is
 // missing, with a message that says which.
 Result<std::unique_ptr<ExecutionEnvironment>> createLinuxEnvironment(
     const LinuxEnvironmentOptions& options);
-
-// "sha256:<hex>" over a canonical manifest of the image: the dpkg package
-// list (name, version, architecture), a stat manifest of /usr/local, and the
-// list of bound directories. Cheap enough to compute at every start.
-Result<std::string> computeImageDigest(const LinuxEnvironmentOptions& options);
 
 // "airlock-<FNV-1a of state_dir, 8 hex>-": the name prefix of every cgroup
 // of the sandboxes a service with this state directory creates. Several

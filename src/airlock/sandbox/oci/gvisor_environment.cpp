@@ -35,7 +35,6 @@
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
 #include "airlock/sandbox/host/workspace_scan.h"
-#include "airlock/sandbox/linux/linux_environment.h"
 #include "airlock/sandbox/oci/gvisor_memory.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
@@ -166,8 +165,9 @@ struct Sandbox : host::SandboxRecord {
   SandboxMemory memory;  // v1: the per-command limits
   // The side processes' keepers (ApplicationStubs).
   std::shared_ptr<Keepers> live_keepers = std::make_shared<Keepers>();
-  bool stubs_adopted = false;  // adoptApplication has moved the first stub (under exec_mutex)
-  Child runsc;                 // `runsc run`, our child for the sandbox's life
+  bool stubs_adopted =
+      false;    // adoptApplication has moved the first stub (by setUp, then under command_mutex)
+  Child runsc;  // `runsc run`, our child for the sandbox's life
   UniqueFd listen_fd;
   // Code mode: the side-process channel (shim_protocol.h); side_mutex
   // orders requests on it and keeps destroy from closing it under a start.
@@ -650,7 +650,7 @@ void GvisorEnvironment::destroyTaken(std::shared_ptr<Sandbox> sb) {
   // (with its reason and the output it had written), and nothing of the
   // sandbox runs after destroy returns.
   if (sb->cgroup) (void)sb->cgroup->killAll();
-  std::lock_guard exec(sb->exec_mutex);
+  std::lock_guard exec(sb->command_mutex);
   // The workspace port stops working now; reaping, unmounting and removing
   // the directory and cgroup (tens of milliseconds while the kernel frees
   // the sentry) happen on the teardown worker.
@@ -682,9 +682,9 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
   if (auto r = makePipe(kill_r, kill_w); !r) return tl::unexpected(r.error());
   {
     std::lock_guard side(sb->side_mutex);
-    if (!sb->side.valid() || !sb->workspace_fd.valid())
-      return fail(ErrorCode::kExecutionUnavailable,
-                  "the sandbox has died; destroy it and provision again");
+    // A destroy that began since the start was let in has closed, or is
+    // waiting to close, the side channel.
+    if (auto usable = sb->life->checkUsable(); !usable) return tl::unexpected(usable.error());
     if (auto r = host::checkWorkingDirectory(sb->workspace_fd.get(), prepared->working_directory);
         !r)
       return tl::unexpected(r.error());
@@ -694,6 +694,7 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
     if (!sendWithFds(sb->side.get(), *request, fds, nfds)) {
       const int e = errno;
       sb->side.reset();  // a request cut short leaves the stream unusable
+      sb->life->markLost("its side-process channel failed");
       return failErrno(ErrorCode::kExecutionUnavailable,
                        "send the side process to the sandbox (its init has died?)", e);
     }
@@ -813,7 +814,7 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
     lose();  // the shim did not answer: the sandbox is unusable
     if (sb_.cgroup) (void)sb_.cgroup->killAll();
   }
-  bool lost() const noexcept override { return sb_.channel_lost; }
+  bool lost() const noexcept override { return lost_; }
 
   std::optional<KillReason> hit() override {
     if (shim_pids_) return KillReason::kPids;
@@ -825,12 +826,12 @@ class ShimChannel final : public host::CommandChannel, public host::LimitSource 
   // way (the shim silent, its stream closed, a send refused: the sentry
   // waited or died at the limit), the next call says so.
   void lose() noexcept {
-    sb_.channel_lost = true;
-    if (sb_.memory.killPending() && sb_.lost_because.empty())
-      sb_.lost_because = kLostAtTheMemoryLimit;
+    lost_ = true;
+    sb_.life->markLost(sb_.memory.killPending() ? kLostAtTheMemoryLimit : "");
   }
 
   Sandbox& sb_;
+  bool lost_ = false;
   std::string request_;
   bool shim_pids_ = false;
 };
@@ -951,7 +952,7 @@ Result<std::unique_ptr<GvisorEnvironment>> make(const GvisorEnvironmentOptions& 
   auto mounts = host::parseCgroupMounts(*mountinfo, *fs);
   auto driver = host::makeCgroupDriver(mounts, fs);
   if (!driver) return tl::unexpected(driver.error());
-  auto images = mechanismImages(gvisorImageDigest(options), options);
+  auto images = mechanismImages(computeImageDigest(options), options);
   if (!images) return tl::unexpected(images.error());
   if (auto r = host::makeDirectories(options.state_dir + "/rootfs", 0755); !r)
     return tl::unexpected(r.error());
@@ -990,18 +991,15 @@ std::optional<std::string> gvisorUnavailable(const GvisorEnvironmentOptions& opt
   return std::nullopt;
 }
 
-Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options) {
-  linux_jail::LinuxEnvironmentOptions lo;
-  lo.image_dirs = options.image_dirs;
-  lo.image_etc = options.image_etc;
-  return linux_jail::computeImageDigest(lo);
-}
-
 Result<std::unique_ptr<ExecutionEnvironment>> createGvisorEnvironment(
     const GvisorEnvironmentOptions& options) {
   auto env = make(options);
   if (!env) return tl::unexpected(env.error());
   return std::unique_ptr<ExecutionEnvironment>(std::move(*env));
+}
+
+Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options) {
+  return computeImageDigest(options);
 }
 
 Result<void> probeGvisor(const GvisorEnvironmentOptions& options) {

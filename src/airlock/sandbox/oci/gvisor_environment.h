@@ -204,8 +204,9 @@ Result<void> probeGvisor(const GvisorEnvironmentOptions& options);
 Result<std::unique_ptr<ExecutionEnvironment>> createGvisorEnvironment(
     const GvisorEnvironmentOptions& options);
 
-// The image digest a spec must carry: the same manifest as the linux
-// mechanism's for the same image directories, so one spec runs on both.
+// The image digest a spec must carry: computeImageDigest
+// (mechanism_options.h), the linux mechanism's too for the same image
+// directories, so one spec runs on both.
 Result<std::string> gvisorImageDigest(const GvisorEnvironmentOptions& options);
 
 // The shim path used when options.shim_path is empty.
