@@ -155,7 +155,7 @@ def expect_result(r: ExecutionResult, what: str, exit_code: Optional[int], kille
 
 
 class StreamClient:
-    """One POST /v1/environments/{id}/execute?stream=1 over its own socket,
+    """One POST /v1/environments/{environment_id}/execute?stream=1 over its own socket,
     read by hand (HTTP/1.1 chunked, NDJSON lines) so that the script decides
     how fast it reads and when the socket goes away."""
 

@@ -1,4 +1,4 @@
-// Code mode through the HTTP API (api.h: POST /v1/environments/{id}/code,
+// Code mode through the HTTP API (api.h: POST /v1/environments/{environment_id}/code,
 // the schedule routes and the fire outbox) on the real linux mechanism, with
 // the API's clock injected so that schedules fire without waiting.
 #include <fcntl.h>

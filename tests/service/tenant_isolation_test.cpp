@@ -1,21 +1,19 @@
-// Tenant isolation over every route of the API (api.h, "Tenants"): a call
-// naming tenant B never lists, reads, changes or renews tenant A's objects,
-// and the same call naming A does reach them (so the refusal is the
+// Tenant isolation over every route of the API (routes.h, "Tenants"): a
+// call naming tenant B never lists, reads, changes or renews tenant A's
+// objects, and the same call naming A does reach them (so the refusal is the
 // tenant's, not a broken route). Table-driven: one row per route and
-// method, and the table must cover every route api.h documents and every
-// label routeLabel() (http_server.h) knows, so a new route without a row
-// fails here. Runs on the fake mechanism, a fresh service per row.
+// method, and the rows must cover every route of the route table, so a new
+// route without a row fails here. Runs on the fake mechanism, a fresh
+// service per row.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,6 +25,7 @@
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
+#include "airlock/service/routes.h"
 
 namespace airlock::service {
 namespace {
@@ -147,7 +146,7 @@ using MakeCall = std::function<Call(const World&, const std::string& tenant)>;
 
 struct Row {
   std::string label;   // routeLabel() of the target
-  std::string method;  // as in api.h
+  std::string method;  // as in routes.h
   MakeCall make;
   int b_status;        // tenant B's answer
   std::string b_code;  // its error code, empty for a success
@@ -204,7 +203,7 @@ std::vector<Row> rows() {
                  ASSERT_EQ(listed.size(), 1u) << r.body;
                  EXPECT_EQ(listed[0]["environment_id"], w.a_env);
                }});
-  t.push_back({"/v1/environments/{id}", "GET",
+  t.push_back({"/v1/environments/{environment_id}", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w) + "?" + q(tenant)};
                },
@@ -215,7 +214,7 @@ std::vector<Row> rows() {
                }});
   // Destroy answers another tenant's environment as an unknown id: 204,
   // and nothing is destroyed.
-  t.push_back({"/v1/environments/{id}", "DELETE",
+  t.push_back({"/v1/environments/{environment_id}", "DELETE",
                [](const World& w, const std::string& tenant) {
                  return Call{"DELETE", envPath(w) + "?" + q(tenant)};
                },
@@ -225,7 +224,7 @@ std::vector<Row> rows() {
                  EXPECT_EQ(w.call("GET", envPath(w)).status, 404) << "A's own destroy destroys";
                }});
   for (bool stream : {false, true})
-    t.push_back({"/v1/environments/{id}/execute", "POST",
+    t.push_back({"/v1/environments/{environment_id}/execute", "POST",
                  [stream](const World& w, const std::string& tenant) {
                    return Call{
                        "POST",
@@ -233,7 +232,7 @@ std::vector<Row> rows() {
                        R"({"argv": ["echo", "ran"]})", stream};
                  },
                  404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
-  t.push_back({"/v1/environments/{id}/files", "GET",
+  t.push_back({"/v1/environments/{environment_id}/files", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "files") + "?path=secret.txt&" + q(tenant)};
                },
@@ -243,7 +242,7 @@ std::vector<Row> rows() {
                  EXPECT_EQ(r.body, "a's secret");
                }});
   t.push_back(
-      {"/v1/environments/{id}/files", "PUT",
+      {"/v1/environments/{environment_id}/files", "PUT",
        [](const World& w, const std::string& tenant) {
          return Call{"PUT", envPath(w, "files") + "?path=secret.txt&" + q(tenant), "overwritten"};
        },
@@ -252,7 +251,7 @@ std::vector<Row> rows() {
          expectStatus(r, 204);
          EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=secret.txt").body, "overwritten");
        }});
-  t.push_back({"/v1/environments/{id}/list", "GET",
+  t.push_back({"/v1/environments/{environment_id}/list", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "list") + "?path=.&" + q(tenant)};
                },
@@ -261,12 +260,12 @@ std::vector<Row> rows() {
                  ASSERT_EQ(r.status, 200) << r.body;
                  EXPECT_NE(r.body.find("secret.txt"), std::string::npos) << r.body;
                }});
-  t.push_back({"/v1/environments/{id}/provenance", "GET",
+  t.push_back({"/v1/environments/{environment_id}/provenance", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "provenance") + "?path=secret.txt&" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
-  t.push_back({"/v1/environments/{id}/artifacts", "POST",
+  t.push_back({"/v1/environments/{environment_id}/artifacts", "POST",
                [](const World& w, const std::string& tenant) {
                  return Call{"POST", envPath(w, "artifacts") + "?" + q(tenant),
                              R"({"path": "secret.txt"})"};
@@ -279,7 +278,7 @@ std::vector<Row> rows() {
   // The fake mechanism runs no interpreter: A's own program gets past the
   // tenant check and fails later, never as an unknown environment.
   t.push_back(
-      {"/v1/environments/{id}/code", "POST",
+      {"/v1/environments/{environment_id}/code", "POST",
        [](const World& w, const std::string& tenant) {
          return Call{"POST", envPath(w, "code") + "?" + q(tenant),
                      R"({"program": "def main():\n    return 1\n"})"};
@@ -292,7 +291,7 @@ std::vector<Row> rows() {
   // The owner's cancel reaches the environment (no such command runs);
   // another tenant's is an unknown environment.
   t.push_back(
-      {"/v1/environments/{id}/executions/{execution_id}/cancel", "POST",
+      {"/v1/environments/{environment_id}/executions/{execution_id}/cancel", "POST",
        [](const World& w, const std::string& tenant) {
          return Call{"POST", envPath(w, "executions/none-running/cancel") + "?" + q(tenant)};
        },
@@ -301,7 +300,7 @@ std::vector<Row> rows() {
          ASSERT_EQ(r.status, 404) << r.body;
          EXPECT_NE(r.body.find("no command with execution_id"), std::string::npos) << r.body;
        }});
-  t.push_back({"/v1/environments/{id}/schedules", "GET",
+  t.push_back({"/v1/environments/{environment_id}/schedules", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "schedules") + "?" + q(tenant)};
                },
@@ -310,14 +309,14 @@ std::vector<Row> rows() {
                  ASSERT_EQ(r.status, 200) << r.body;
                  EXPECT_NE(r.body.find("nightly"), std::string::npos) << r.body;
                }});
-  t.push_back({"/v1/environments/{id}/schedules/{name}", "DELETE",
+  t.push_back({"/v1/environments/{environment_id}/schedules/{name}", "DELETE",
                [](const World& w, const std::string& tenant) {
                  return Call{"DELETE", envPath(w, "schedules/nightly") + "?" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 204); }});
   // Tenant B's lease of its run of the same id: B's own, A's untouched (and
   // A's environment is not reaped). A's renewal makes A's stale.
-  t.push_back({"/v1/runs/{id}/lease", "PUT",
+  t.push_back({"/v1/runs/{run_id}/lease", "PUT",
                [run](const World&, const std::string& tenant) {
                  return Call{"PUT", "/v1/runs/" + run + "/lease",
                              json{{"tenant_id", tenant}, {"lease_epoch", kLeaseA + 4}}.dump()};
@@ -339,17 +338,17 @@ std::vector<Row> rows() {
                  ASSERT_EQ(r.status, 201) << r.body;
                  EXPECT_EQ(json::parse(r.body)["tenant_id"], "tenant-a");
                }});
-  t.push_back({"/v1/artifacts/{id}", "GET",
+  t.push_back({"/v1/artifacts/{artifact_id}", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", "/v1/artifacts/" + w.a_artifact + "?" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
-  t.push_back({"/v1/artifacts/{id}", "DELETE",
+  t.push_back({"/v1/artifacts/{artifact_id}", "DELETE",
                [](const World& w, const std::string& tenant) {
                  return Call{"DELETE", "/v1/artifacts/" + w.a_artifact + "?" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 204); }});
-  t.push_back({"/v1/artifacts/{id}/content", "GET",
+  t.push_back({"/v1/artifacts/{artifact_id}/content", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", "/v1/artifacts/" + w.a_artifact + "/content?" + q(tenant)};
                },
@@ -447,7 +446,7 @@ TEST(TenantIsolation, NoCallNamingOneTenantChangesOrRevealsAnothers) {
     w.api->reap();
     EXPECT_EQ(w.stateOfA(), before);
     EXPECT_EQ(w.call("GET", "/v1/environments/" + w.b_env).status,
-              row.label == "/v1/runs/{id}/lease" ? 404 : 200)
+              row.label == "/v1/runs/{run_id}/lease" ? 404 : 200)
         << "B's own lease renewal makes B's epoch-0 environment stale, nothing else touches it";
 
     // The same call naming tenant A reaches A's objects.
@@ -457,62 +456,58 @@ TEST(TenantIsolation, NoCallNamingOneTenantChangesOrRevealsAnothers) {
   }
 }
 
-// "(METHOD, path)" of every route in api.h's header comment, {params} as X.
-std::set<std::pair<std::string, std::string>> documentedRoutes() {
-  std::ifstream in(std::string(AIRLOCK_SOURCE_DIR) + "/src/airlock/service/api.h");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string all = text.str();
-  const std::string header = all.substr(0, all.find("#pragma once"));
-  std::set<std::pair<std::string, std::string>> routes;
-  const std::regex line(R"(^//\s+(GET|PUT|POST|DELETE|PATCH|HEAD)\s+(/\S*))",
-                        std::regex::multiline);
-  for (auto it = std::sregex_iterator(header.begin(), header.end(), line);
-       it != std::sregex_iterator(); ++it) {
-    std::string path = (*it)[2].str();
-    path = path.substr(0, path.find('?'));
-    path = std::regex_replace(path, std::regex(R"(\{[^}]*\})"), "X");
-    routes.emplace((*it)[1].str(), path);
-  }
-  return routes;
+TEST(TenantIsolation, TheRowsCoverEveryRoute) {
+  std::set<std::pair<std::string, std::string>> covered;  // (method, label)
+  for (const Row& row : rows()) covered.emplace(row.method, row.label);
+  std::set<std::pair<std::string, std::string>> table;
+  for (const Route& route : routes())
+    table.emplace(std::string(route.method), std::string(route.pattern));
+  for (const auto& [method, pattern] : table)
+    EXPECT_TRUE(covered.count({method, pattern})) << method << " " << pattern << " has no row";
+  for (const auto& [method, label] : covered)
+    EXPECT_TRUE(table.count({method, label})) << method << " " << label << " is no route";
 }
 
-TEST(TenantIsolation, TheTableCoversEveryRoute) {
-  std::set<std::pair<std::string, std::string>> covered;  // (method, label)
-  std::set<std::string> labels;
-  for (const Row& row : rows()) {
-    covered.emplace(row.method, row.label);
-    labels.insert(row.label);
+// The ways a tenant named in the wrong place used to be ignored, and the
+// call answered for another tenant or for all of them: each is refused now,
+// before anything acts.
+TEST(TenantIsolation, ATenantNamedWhereTheRouteTakesNoneIsRefused) {
+  World w;
+  const std::string before = w.stateOfA();
+  // The lease's tenant is its body's: a query naming another is refused,
+  // not weighed against the body (A's lease is not bumped, A's environment
+  // not reaped).
+  for (const std::string query : {"tenant_id=tenant-b", "tenant_id=tenant-a"}) {
+    const HttpResponse lease =
+        w.call("PUT", "/v1/runs/" + std::string(kRun) + "/lease?" + query,
+               json{{"tenant_id", "tenant-a"}, {"lease_epoch", kLeaseA + 10}}.dump());
+    EXPECT_EQ(lease.status, 400) << lease.body;
+    EXPECT_NE(lease.body.find("JSON body"), std::string::npos) << lease.body;
   }
-  const auto documented = documentedRoutes();
-  ASSERT_GE(documented.size(), 20u) << "api.h's route list was not found";
-  std::set<std::string> words;
-  for (const auto& [method, path] : documented) {
-    const std::string label = routeLabel(path);
-    EXPECT_NE(label, "other") << path << " is documented but routeLabel() does not know it";
-    EXPECT_TRUE(covered.count({method, label}))
-        << method << " " << label << " has no isolation row";
-    std::stringstream parts(path);
-    for (std::string part; std::getline(parts, part, '/');)
-      if (!part.empty() && part != "v1") words.insert(part);
+  w.api->reap();
+  EXPECT_EQ(w.stateOfA(), before);
+  // A tool call's tenant is its body's too: a query tenant_id does not let
+  // the body name another tenant's environment.
+  const HttpResponse tool =
+      w.call("POST", "/v1/tools/workspace.list?tenant_id=tenant-b",
+             json{{"environment_id", w.a_env}, {"arguments", {{"path", "."}}}}.dump());
+  EXPECT_EQ(tool.status, 400) << tool.body;
+  EXPECT_EQ(tool.body.find("secret.txt"), std::string::npos) << tool.body;
+  // A misspelt tenant parameter is not the operator's all-tenant view.
+  for (const char* target : {"/v1/environments?tenant=tenant-b", "/v1/environments?tenantid=x"}) {
+    const HttpResponse listed = w.call("GET", target);
+    EXPECT_EQ(listed.status, 400) << listed.body;
+    EXPECT_NE(listed.body.find("this route takes: tenant_id"), std::string::npos) << listed.body;
+    EXPECT_EQ(listed.body.find(w.a_env), std::string::npos) << listed.body;
   }
-  // Every label routeLabel() gives to a path made of the API's words (up to
-  // four segments under /v1) has a row: a route it learns is noticed here.
-  const std::vector<std::string> vocabulary(words.begin(), words.end());
-  std::set<std::string> known;
-  std::function<void(const std::string&, int)> probe = [&](const std::string& prefix, int depth) {
-    known.insert(routeLabel(prefix));
-    if (depth == 0) return;
-    for (const std::string& w : vocabulary) probe(prefix + "/" + w, depth - 1);
-  };
-  for (const std::string& w : vocabulary) known.insert(routeLabel("/" + w));
-  probe("/v1", 4);
-  probe("/v1/environments/X", 3);  // the environment's routes nest deeper
-  known.erase("other");
-  for (const std::string& label : known)
-    EXPECT_TRUE(labels.count(label)) << label << " has no isolation row";
-  for (const std::string& label : labels)
-    EXPECT_TRUE(known.count(label)) << label << " is not a route label";
+  // Nor is a malformed or repeated one.
+  for (const char* query : {"tenant_id=%zz", "tenant_id=tenant-b&tenant_id=tenant-a"}) {
+    const HttpResponse read =
+        w.call("GET", "/v1/environments/" + w.a_env + "/files?path=secret.txt&" + query);
+    EXPECT_EQ(read.status, 400) << read.body;
+    EXPECT_EQ(read.body.find("a's secret"), std::string::npos) << read.body;
+  }
+  EXPECT_EQ(w.stateOfA(), before);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 """The Airlock HTTP client (standard library only: urllib.request, json).
 
-One method per route of src/airlock/service/api.h. Every method either
+One method per route of the service's route table
+(src/airlock/service/routes.cpp); each method's docstring starts with its
+route, "METHOD /path/{param}", as the table spells it (a test checks that
+every route has one). Every method either
 returns a typed value (models.py) or raises an AirlockError subclass
 (errors.py) chosen by the API's stable error code; a transport failure is
 AirlockConnectionError. The client keeps no state besides its settings and
@@ -190,11 +193,11 @@ class AirlockClient:
         return list(self._json("GET", "/v1/images").get("images", []))
 
     def destroy(self, environment_id: str) -> None:
-        """DELETE /v1/environments/{id}; idempotent (an unknown id is fine)."""
+        """DELETE /v1/environments/{environment_id}; idempotent (an unknown id is fine)."""
         self._request("DELETE", self._env_path(environment_id))
 
     def get(self, environment_id: str) -> EnvironmentHandle:
-        """GET /v1/environments/{id}; NotFoundError when it is not live."""
+        """GET /v1/environments/{environment_id}; NotFoundError when it is not live."""
         return EnvironmentHandle.from_json(self._json("GET", self._env_path(environment_id)))
 
     def list_environments(self) -> list[EnvironmentHandle]:
@@ -229,18 +232,33 @@ class AirlockClient:
         timeout_seconds: Optional[int] = None,
         maximum_output_bytes: Optional[int] = None,
         stdin: Optional[bytes | str] = None,
+        execution_id: Optional[str] = None,
     ) -> ExecutionResult:
-        """POST /v1/environments/{id}/execute: runs argv (an argument vector,
-        never a shell string) and returns its ExecutionResult. A command that
-        fails or is killed is a result, not an exception."""
+        """POST /v1/environments/{environment_id}/execute: runs argv (an
+        argument vector, never a shell string) and returns its
+        ExecutionResult. A command that fails or is killed is a result, not
+        an exception. ``execution_id`` names the command for
+        cancel_execution (from another thread)."""
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list of strings like ["python3", "-c", "print(1)"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
         if stdin is not None:
             body["stdin"] = encode_bytes(stdin)
+        if execution_id is not None:
+            body["execution_id"] = execution_id
         wait = self._run_limits(body, working_directory, timeout_seconds, maximum_output_bytes)
         j = self._json("POST", self._env_path(environment_id, "/execute"), json_body=body, timeout=wait)
         return ExecutionResult.from_json(j)
+
+    def cancel_execution(self, environment_id: str, execution_id: str) -> None:
+        """POST /v1/environments/{environment_id}/executions/{execution_id}/cancel:
+        tells the running command that execute started with this
+        ``execution_id`` to end; that execute returns its result with
+        killed_by CANCELLED and the output written so far. Returns at once,
+        without waiting for the end; NotFoundError when no such command
+        runs."""
+        suffix = "/executions/" + urllib.parse.quote(execution_id, safe="") + "/cancel"
+        self._request("POST", self._env_path(environment_id, suffix), data=b"")
 
     # --- code mode -------------------------------------------------------
 
@@ -253,7 +271,7 @@ class AirlockClient:
         timeout_seconds: Optional[int] = None,
         maximum_output_bytes: Optional[int] = None,
     ) -> CodeResult:
-        """POST /v1/environments/{id}/code: runs a Python program once in the
+        """POST /v1/environments/{environment_id}/code: runs a Python program once in the
         environment (it defines ``main()``; see docs/capabilities.md). The
         program reaches the world only through capability calls;
         ``capabilities`` narrows which it may call ("proc.run", "fs.*", "*").
@@ -270,13 +288,13 @@ class AirlockClient:
         return CodeResult.from_json(j)
 
     def list_schedules(self, environment_id: str) -> list[Schedule]:
-        """GET /v1/environments/{id}/schedules: the schedules the
+        """GET /v1/environments/{environment_id}/schedules: the schedules the
         environment's programs created (they outlive the environment)."""
         j = self._json("GET", self._env_path(environment_id, "/schedules"))
         return [Schedule.from_json(s) for s in j.get("schedules", [])]
 
     def cancel_schedule(self, environment_id: str, name: str) -> None:
-        """DELETE /v1/environments/{id}/schedules/{name} (NotFoundError when
+        """DELETE /v1/environments/{environment_id}/schedules/{name} (NotFoundError when
         there is none)."""
         path = self._env_path(environment_id, "/schedules/" + urllib.parse.quote(name, safe=""))
         self._request("DELETE", path)
@@ -296,23 +314,23 @@ class AirlockClient:
     # --- workspace -------------------------------------------------------
 
     def read_file(self, environment_id: str, path: PathLike) -> bytes:
-        """GET /v1/environments/{id}/files?path=P: the file's bytes."""
+        """GET /v1/environments/{environment_id}/files?path=P: the file's bytes."""
         _, body, _ = self._request("GET", self._env_path(environment_id, "/files"), query={"path": path})
         return body
 
     def write_file(self, environment_id: str, path: PathLike, data: bytes | str) -> None:
-        """PUT /v1/environments/{id}/files?path=P: creates or replaces the file
+        """PUT /v1/environments/{environment_id}/files?path=P: creates or replaces the file
         (a str is written as UTF-8)."""
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         self._request("PUT", self._env_path(environment_id, "/files"), query={"path": path}, data=payload)
 
     def list_dir(self, environment_id: str, path: PathLike = ".") -> list[DirEntry]:
-        """GET /v1/environments/{id}/list?path=P: the directory's entries."""
+        """GET /v1/environments/{environment_id}/list?path=P: the directory's entries."""
         j = self._json("GET", self._env_path(environment_id, "/list"), query={"path": path})
         return [DirEntry.from_json(e) for e in j.get("entries", [])]
 
     def provenance(self, environment_id: str, path: PathLike) -> str:
-        """GET /v1/environments/{id}/provenance?path=P: who last wrote the
+        """GET /v1/environments/{environment_id}/provenance?path=P: who last wrote the
         file: "TOOL_WRITTEN", "SANDBOX_WRITTEN" or "UNKNOWN"."""
         j = self._json("GET", self._env_path(environment_id, "/provenance"), query={"path": path})
         return j["provenance"]
@@ -330,7 +348,7 @@ class AirlockClient:
         filename: Optional[str] = None,
         media_type: Optional[str] = None,
     ) -> ArtifactMetadata:
-        """POST /v1/environments/{id}/artifacts: copies a workspace file out
+        """POST /v1/environments/{environment_id}/artifacts: copies a workspace file out
         as an artifact of the environment's tenant and run (labelled
         EXTERNAL_UNTRUSTED). ``filename`` defaults to the path's last part."""
         body: dict[str, Any] = {"path": path}
@@ -382,6 +400,35 @@ class AirlockClient:
     def delete_artifact(self, artifact_id: str, tenant_id: str) -> None:
         """DELETE /v1/artifacts/{artifact_id}."""
         self._request("DELETE", self._artifact_path(artifact_id), query={"tenant_id": tenant_id})
+
+    # --- tools -----------------------------------------------------------
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        """GET /v1/tools: the model-facing tools, each {"name", "title",
+        "description", "input_schema", "output_schema", "read_only",
+        "idempotent"}."""
+        return list(self._json("GET", "/v1/tools").get("tools", []))
+
+    def call_tool(
+        self,
+        name: str,
+        environment_id: str,
+        arguments: Optional[Mapping[str, Any]] = None,
+        tenant_id: Optional[str] = None,
+    ) -> Any:
+        """POST /v1/tools/{name}: calls one tool (e.g. "workspace.read_text")
+        with the model's ``arguments`` in the environment's tenant and run,
+        and returns its result. A refusal raises the error of its code (a
+        bad argument: ToolValidationError). With ``tenant_id`` the call is
+        that tenant's: another tenant's environment is NotFoundError."""
+        body: dict[str, Any] = {"environment_id": environment_id, "arguments": dict(arguments or {})}
+        if tenant_id is not None:
+            body["tenant_id"] = tenant_id
+        seconds = body["arguments"].get("timeout_seconds")
+        seconds = seconds if isinstance(seconds, int) else _DEFAULT_COMMAND_SECONDS
+        wait = max(self.timeout, seconds + _EXECUTE_SLACK_SECONDS)
+        path = "/v1/tools/" + urllib.parse.quote(name, safe="")
+        return self._json("POST", path, json_body=body, timeout=wait)["result"]
 
     # --- leases ----------------------------------------------------------
 
@@ -440,6 +487,12 @@ class Environment:
 
     def execute(self, argv: Sequence[str], **kwargs: Any) -> ExecutionResult:
         return self.client.execute(self.id, argv, **kwargs)
+
+    def cancel_execution(self, execution_id: str) -> None:
+        self.client.cancel_execution(self.id, execution_id)
+
+    def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
+        return self.client.call_tool(name, self.id, arguments, **kwargs)
 
     def run_code(self, program: str, **kwargs: Any) -> CodeResult:
         return self.client.run_code(self.id, program, **kwargs)

@@ -242,7 +242,7 @@ class ArtifactMetadata:
 
 @dataclasses.dataclass(frozen=True)
 class CodeResult:
-    """The answer of POST /v1/environments/{id}/code (code mode).
+    """The answer of POST /v1/environments/{environment_id}/code (code mode).
 
     ``outcome`` is the program's one outcome: ``{"completed": value}`` or
     ``{"errored": {"message", "details"}}``, or ``{"missing": true}`` when the

@@ -282,6 +282,31 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ToolValidationError):
             self.client.schedule_fires(limit=0)
 
+    def test_an_execution_is_named_and_its_cancel_reaches_the_environment(self):
+        handle = self.provision()
+        result = self.client.execute(handle.environment_id, ["echo", "named"], execution_id="exec-1")
+        self.assertEqual(result.stdout_text, "named\n")
+        # It has ended: nothing of that name runs to be cancelled.
+        with self.assertRaises(NotFoundError) as caught:
+            self.client.cancel_execution(handle.environment_id, "exec-1")
+        self.assertIn("exec-1", caught.exception.message)
+        with self.assertRaises(NotFoundError):
+            self.client.cancel_execution("no-such-environment", "exec-1")
+
+    # --- tools -----------------------------------------------------------
+
+    def test_tools_are_listed_and_called_in_the_environments_tenant(self):
+        names = {tool["name"] for tool in self.client.list_tools()}
+        self.assertLessEqual({"sandbox.run_command", "workspace.read_text", "workspace.write_text"}, names)
+        with self.client.environment(TENANT, unique_run()) as env:
+            env.call_tool("workspace.write_text", {"path": "notes.md", "text": "hello"})
+            read = self.client.call_tool("workspace.read_text", env.id, {"path": "notes.md"}, tenant_id=TENANT)
+            self.assertIn("hello", str(read))
+            with self.assertRaises(NotFoundError):
+                self.client.call_tool("workspace.read_text", env.id, {"path": "notes.md"}, tenant_id="other")
+            with self.assertRaises(ToolValidationError):
+                env.call_tool("sandbox.run_command", {"command": "ls -la"})
+
     def test_connection_error(self):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

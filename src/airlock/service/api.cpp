@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/command_validation.h"
@@ -187,21 +188,12 @@ const char* provenanceName(WorkspaceProvenance p) {
   return "UNKNOWN";
 }
 
-std::vector<std::string> splitPath(std::string_view path) {
-  std::vector<std::string> parts;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    if (j > i) parts.emplace_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  return parts;
+HttpResponse noContent() {
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
 }
-
-// The operator routes (/metrics, the schedule fire outbox) span every
-// tenant: a call naming one is refused rather than answered with all.
-std::optional<HttpResponse> refuseTenantOnOperatorRoute(const std::string& query);
 
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -286,12 +278,55 @@ std::optional<std::string> queryParam(const std::string& query, const std::strin
 }
 
 namespace {
-std::optional<HttpResponse> refuseTenantOnOperatorRoute(const std::string& query) {
-  if (!queryParam(query, "tenant_id")) return std::nullopt;
-  return errorResponse(
-      400, "bad_request",
-      "tenant_id is not taken here: this route is the operator's and spans every tenant");
+
+// The answer to a query parameter `route` does not take.
+HttpResponse refuseParameter(const Route& route, std::string_view name) {
+  if (name == "tenant_id" && route.tenant == TenantScope::kOperator)
+    return errorResponse(
+        400, "bad_request",
+        "tenant_id is not taken here: this route is the operator's and spans every tenant");
+  if (name == "tenant_id" && route.tenant == TenantScope::kBody)
+    return errorResponse(400, "bad_request",
+                         "tenant_id is not taken in the query here: this route's tenant is the "
+                         "\"tenant_id\" of its JSON body");
+  std::string takes;
+  for (std::string_view p : route.queryParams()) (takes += takes.empty() ? "" : ", ") += p;
+  return errorResponse(400, "bad_request",
+                       "unknown query parameter " + quoteForMessage(name) + "; this route takes" +
+                           (takes.empty() ? std::string(" none") : ": " + takes));
 }
+
+// The query's parameters, percent-decoded, when each is one `route` takes
+// and is named once; otherwise the 400 naming the first that is not.
+tl::expected<std::map<std::string, std::string, std::less<>>, HttpResponse> queryFor(
+    const Route& route, std::string_view query) {
+  std::map<std::string, std::string, std::less<>> params;
+  for (std::size_t i = 0; i < query.size();) {
+    std::size_t amp = query.find('&', i);
+    if (amp == std::string_view::npos) amp = query.size();
+    const std::string_view item = query.substr(i, amp - i);
+    i = amp + 1;
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    if (!route.takes(name)) return tl::unexpected(refuseParameter(route, name));
+    auto value = percentDecoded(
+        eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1), true);
+    if (!value)
+      return tl::unexpected(errorResponse(badRequest(
+          "the " + std::string(name) + " query parameter is not valid percent-encoding")));
+    if (!params.emplace(std::string(name), std::move(*value)).second)
+      return tl::unexpected(errorResponse(
+          400, "bad_request", "query parameter " + quoteForMessage(name) + " is given twice"));
+  }
+  return params;
+}
+
+HttpResponse unauthorized() {
+  return errorResponse(401, "unauthorized",
+                       "missing or wrong bearer token (Authorization: Bearer <token>)");
+}
+
 }  // namespace
 
 std::int64_t LeaseBook::renew(const std::string& tenant_id, const std::string& run_id,
@@ -353,133 +388,88 @@ HttpResponse Api::handle(const HttpRequest& request) {
 }
 
 HttpResponse Api::route(const HttpRequest& request) {
-  const std::size_t q = request.target.find('?');
-  const std::string path = request.target.substr(0, q);
-  const std::string query = q == std::string::npos ? "" : request.target.substr(q + 1);
-  const auto parts = splitPath(path);
-  const std::string& m = request.method;
-  auto methodNotAllowed = [] {
-    return errorResponse(405, "method_not_allowed", "method not allowed on this route");
-  };
-
-  if (path == "/healthz") {
-    if (m != "GET") return methodNotAllowed();
-    return jsonResponse(200, json{{"status", "ok"}});
-  }
-  if (!authorized(request))
-    return errorResponse(401, "unauthorized",
-                         "missing or wrong bearer token (Authorization: Bearer <token>)");
-  if (path == "/metrics") {
-    if (m != "GET") return methodNotAllowed();
-    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = metrics_.render();
-    return r;
-  }
-  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "images") {
-    if (m != "GET") return methodNotAllowed();
-    return listImages();
-  }
-  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "environments") {
-    if (parts.size() == 2) {
-      if (m == "POST") return provision(request);
-      if (m == "GET") return listEnvironments(query);
-      return methodNotAllowed();
-    }
-    const std::string& id = parts[2];
-    {
-      auto tenant = namedTenant(queryParam(query, "tenant_id"));
-      if (!tenant) return tenant.error();
-      if (auto refused = refuseOtherTenant(id, *tenant)) {
-        // Destroy is idempotent: another tenant's environment is an unknown
-        // id, which is success, and nothing is destroyed.
-        if (parts.size() == 3 && m == "DELETE") {
-          HttpResponse gone;
-          gone.status = 204;
-          gone.content_type.clear();
-          return gone;
-        }
-        return *refused;
-      }
-    }
-    if (parts.size() == 3) {
-      if (m == "GET") return getEnvironment(id);
-      if (m == "DELETE") return destroyEnvironment(id);
-      return methodNotAllowed();
-    }
-    if (parts.size() == 4 && parts[3] == "execute") {
-      if (m != "POST") return methodNotAllowed();
-      return execute(id, request);
-    }
-    if (parts.size() == 6 && parts[3] == "executions" && parts[5] == "cancel") {
-      if (m != "POST") return methodNotAllowed();
-      auto execution_id = percentDecoded(parts[4], false);
-      if (!execution_id)
-        return errorResponse(
-            badRequest("the execution_id in the path is not valid percent-encoding"));
-      return cancelExecution(id, *execution_id);
-    }
-    if (parts.size() == 4 &&
-        (parts[3] == "files" || parts[3] == "list" || parts[3] == "provenance"))
-      return workspaceCall(id, parts[3], m, query, request);
-    if (parts.size() == 4 && parts[3] == "artifacts") {
-      if (m != "POST") return methodNotAllowed();
-      return exportArtifact(id, request);
-    }
-    if (parts.size() == 4 && parts[3] == "code") {
-      if (m != "POST") return methodNotAllowed();
-      return runCode(id, request);
-    }
-    if (parts.size() == 4 && parts[3] == "schedules") {
-      if (m != "GET") return methodNotAllowed();
-      return scheduleCall(id, std::nullopt, m);
-    }
-    if (parts.size() == 5 && parts[3] == "schedules") {
-      if (m != "DELETE") return methodNotAllowed();
-      return scheduleCall(id, parts[4], m);
-    }
-  }
-  if (path == "/v1/schedule-fires") {
-    if (m != "GET") return methodNotAllowed();
-    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
-    return pendingFires(query);
-  }
-  if (path == "/v1/schedule-fires/ack") {
-    if (m != "POST") return methodNotAllowed();
-    if (auto refused = refuseTenantOnOperatorRoute(query)) return *refused;
-    return acknowledgeFires(request);
-  }
-  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "artifacts") {
-    if (parts.size() == 2) {
-      if (m != "POST") return methodNotAllowed();
-      return uploadArtifact(query, request);
-    }
-    if (parts.size() == 3) return artifactCall(parts[2], false, m, query);
-    if (parts.size() == 4 && parts[3] == "content") {
-      if (m != "GET") return methodNotAllowed();
-      return artifactCall(parts[2], true, m, query);
-    }
-  }
-  if (parts.size() >= 2 && parts[0] == "v1" && parts[1] == "tools") {
-    if (parts.size() == 2) {
-      if (m != "GET") return methodNotAllowed();
-      return listTools();
-    }
-    if (parts.size() == 3) {
-      if (m != "POST") return methodNotAllowed();
-      return callTool(parts[2], request);
-    }
-  }
-  if (parts.size() == 4 && parts[0] == "v1" && parts[1] == "runs" && parts[3] == "lease") {
-    if (m != "PUT") return methodNotAllowed();
-    return renewLease(parts[2], request);
-  }
-  return errorResponse(404, "not_found", "no such route");
+  auto call = admit(request);
+  if (!call) return std::move(call.error());
+  return (this->*(call->route.handler))(*call);
 }
 
-HttpResponse Api::provision(const HttpRequest& request) {
-  auto body = parseBody(request.body);
+tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) const {
+  const std::string_view target = request.target;
+  const std::size_t q = target.find('?');
+  const RouteLookup lookup = lookupRoute(request.method, target.substr(0, q));
+  const bool open = !lookup.of_path.empty() &&
+                    std::all_of(lookup.of_path.begin(), lookup.of_path.end(),
+                                [](const Route* r) { return r->has(kNoAuthentication); });
+  if (!open && !authorized(request)) return tl::unexpected(unauthorized());
+  if (lookup.of_path.empty())
+    return tl::unexpected(errorResponse(404, "not_found", "no such route"));
+  if (lookup.route == nullptr) {
+    const std::string allow = allowedMethods(lookup);
+    HttpResponse refused = errorResponse(405, "method_not_allowed",
+                                         "method not allowed on this route; it takes " + allow);
+    refused.headers.emplace_back("Allow", allow);
+    return tl::unexpected(std::move(refused));
+  }
+  const Route& route = *lookup.route;
+  auto query = queryFor(route, q == std::string_view::npos ? "" : target.substr(q + 1));
+  if (!query) return tl::unexpected(std::move(query.error()));
+  RouteCall call{request, route, {}, std::move(*query), std::nullopt, nullptr};
+  for (const auto& [name, raw] : lookup.segments) {
+    auto value = percentDecoded(raw, false);
+    if (!value)
+      return tl::unexpected(errorResponse(
+          badRequest("the " + std::string(name) + " in the path is not valid percent-encoding")));
+    call.params.emplace(std::string(name), std::move(*value));
+  }
+  if (auto refused = checkTenant(call)) return tl::unexpected(std::move(*refused));
+  return call;
+}
+
+std::optional<HttpResponse> Api::checkTenant(RouteCall& call) const {
+  const Route& route = call.route;
+  std::optional<std::string> named;
+  std::optional<std::string> environment;
+  if (route.tenant == TenantScope::kQuery || route.tenant == TenantScope::kQueryRequired)
+    named = call.queryValue("tenant_id");
+  if (route.tenant == TenantScope::kQueryRequired && !named)
+    return errorResponse(badRequest("the tenant_id query parameter is required"));
+  if (auto it = call.params.find("environment_id"); it != call.params.end())
+    environment = it->second;
+  if (route.has(kEnvironmentInBody)) {
+    auto body = parseBody(call.request.body);
+    if (!body) return errorResponse(body.error());
+    if (auto t = body->find("tenant_id"); t != body->end()) {
+      if (!t->is_string()) return errorResponse(badRequest("tenant_id must be a string"));
+      named = t->get<std::string>();
+    }
+    if (auto e = body->find("environment_id"); e != body->end() && e->is_string())
+      environment = e->get<std::string>();
+    call.body = std::make_shared<const json>(std::move(*body));
+  }
+  auto tenant = namedTenant(named);
+  if (!tenant) return std::move(tenant.error());
+  call.tenant = std::move(*tenant);
+  if (!environment) return std::nullopt;
+  auto refused = refuseOtherTenant(*environment, call.tenant);
+  // Destroy is idempotent: another tenant's environment is an unknown id,
+  // which is success, and nothing is destroyed.
+  if (refused && route.has(kUnknownIdSucceeds)) return noContent();
+  return refused;
+}
+
+HttpResponse Api::health(const RouteCall&) {
+  return jsonResponse(200, json{{"status", "ok"}});
+}
+
+HttpResponse Api::metricsText(const RouteCall&) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = metrics_.render();
+  return r;
+}
+
+HttpResponse Api::provision(const RouteCall& call) {
+  auto body = parseBody(call.request.body);
   if (!body) return errorResponse(body.error());
   if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "run_id", "lease_epoch", "limits",
                                                "environment", "network", "image"}))
@@ -557,7 +547,7 @@ Result<std::string> Api::imageFrom(const json& body) const {
               "unknown image " + quoteForMessage(named) + " (this service runs " + names + ")");
 }
 
-HttpResponse Api::listImages() const {
+HttpResponse Api::listImages(const RouteCall&) {
   json out = json::array();
   for (std::size_t i = 0; i < images_.images.size(); ++i) {
     const auto& image = images_.images[i];
@@ -570,13 +560,12 @@ HttpResponse Api::listImages() const {
   return jsonResponse(200, json{{"images", out}});
 }
 
-HttpResponse Api::listEnvironments(const std::string& query) {
-  auto tenant = namedTenant(queryParam(query, "tenant_id"));
-  if (!tenant) return tenant.error();
+HttpResponse Api::listEnvironments(const RouteCall& call) {
+  const std::optional<std::string>& tenant = call.tenant;
   json out = json::array();
   std::lock_guard lk(mu_);
   for (const auto& [id, live] : live_)
-    if (!*tenant || live.handle.tenant_id == **tenant)
+    if (!tenant || live.handle.tenant_id == *tenant)
       out.push_back(handleJson(live.handle, live.image_digest));
   return jsonResponse(200, json{{"environments", out}});
 }
@@ -603,7 +592,8 @@ std::optional<LiveEnvironment> Api::find(const std::string& id) const {
   return it->second;
 }
 
-HttpResponse Api::getEnvironment(const std::string& id) {
+HttpResponse Api::getEnvironment(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   return jsonResponse(200, handleJson(live->handle, live->image_digest));
@@ -630,13 +620,11 @@ Result<void> Api::destroyTracked(const std::string& id, const char* why) {
   return {};
 }
 
-HttpResponse Api::destroyEnvironment(const std::string& id) {
+HttpResponse Api::destroyEnvironment(const RouteCall& call) {
   // Idempotent: an unknown or already destroyed id is success.
-  if (auto r = destroyTracked(id, nullptr); !r) return errorResponse(r.error());
-  HttpResponse resp;
-  resp.status = 204;
-  resp.content_type.clear();
-  return resp;
+  if (auto r = destroyTracked(call.param("environment_id"), nullptr); !r)
+    return errorResponse(r.error());
+  return noContent();
 }
 
 tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::string& id,
@@ -680,7 +668,9 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
   return response;
 }
 
-HttpResponse Api::cancelExecution(const std::string& id, const std::string& execution_id) {
+HttpResponse Api::cancelExecution(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  const std::string& execution_id = call.param("execution_id");
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   if (auto cancelled = env_.cancel(live->handle, execution_id); !cancelled) {
@@ -688,14 +678,12 @@ HttpResponse Api::cancelExecution(const std::string& id, const std::string& exec
     if (cancelled.error().code == ErrorCode::kEnvironmentGone) (void)destroyTracked(id, nullptr);
     return errorResponse(cancelled.error());
   }
-  HttpResponse resp;
-  resp.status = 204;
-  resp.content_type.clear();
-  return resp;
+  return noContent();
 }
 
-HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
-  auto prepared = prepareExecute(id, request);
+HttpResponse Api::execute(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  auto prepared = prepareExecute(id, call.request);
   if (!prepared) return prepared.error();
   if (auto refused = claimRun(id, false)) return *refused;
   const auto started = Clock::now();
@@ -706,35 +694,37 @@ HttpResponse Api::execute(const std::string& id, const HttpRequest& request) {
 
 bool Api::wantsStream(const HttpRequest& request) const {
   const std::size_t q = request.target.find('?');
-  if (q == std::string::npos || request.method != "POST") return false;
-  const auto parts = splitPath(std::string_view(request.target).substr(0, q));
-  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" &&
-         parts[3] == "execute" && queryParam(request.target.substr(q + 1), "stream") == "1";
+  if (q == std::string::npos) return false;
+  const Route* route =
+      lookupRoute(request.method, std::string_view(request.target).substr(0, q)).route;
+  return route != nullptr && route->has(kStreams) &&
+         queryParam(request.target.substr(q + 1), "stream") == "1";
 }
 
 bool Api::runsCommand(const HttpRequest& request) const {
-  if (request.method != "POST") return false;
-  const auto parts =
-      splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
-  if (parts.size() == 3 && parts[0] == "v1" && parts[1] == "tools") return true;
-  return parts.size() == 4 && parts[0] == "v1" && parts[1] == "environments" &&
-         (parts[3] == "execute" || parts[3] == "code" || parts[3] == "artifacts");
+  const Route* route =
+      lookupRoute(request.method,
+                  std::string_view(request.target).substr(0, request.target.find('?')))
+          .route;
+  return route != nullptr && route->has(kRunsCommand);
+}
+
+bool Api::needsNoToken(const HttpRequest& request) const {
+  const Route* route =
+      lookupRoute(request.method,
+                  std::string_view(request.target).substr(0, request.target.find('?')))
+          .route;
+  return route != nullptr && route->has(kNoAuthentication);
 }
 
 HttpResponse Api::handleStreaming(const HttpRequest& request,
                                   const std::function<void(std::string)>& emit,
                                   const CancelToken* cancel) {
   try {
-    if (!authorized(request))
-      return errorResponse(401, "unauthorized",
-                           "missing or wrong bearer token (Authorization: Bearer <token>)");
-    const auto parts =
-        splitPath(std::string_view(request.target).substr(0, request.target.find('?')));
-    const std::string& id = parts.at(2);
-    auto tenant =
-        namedTenant(queryParam(request.target.substr(request.target.find('?') + 1), "tenant_id"));
-    if (!tenant) return tenant.error();
-    if (auto refused = refuseOtherTenant(id, *tenant)) return *refused;
+    auto call = admit(request);
+    if (!call) return std::move(call.error());
+    if (!call->route.has(kStreams)) return (this->*(call->route.handler))(*call);
+    const std::string& id = call->param("environment_id");
     auto prepared = prepareExecute(id, request);
     if (!prepared) return prepared.error();
     if (auto refused = claimRun(id, false)) return *refused;
@@ -762,52 +752,65 @@ HttpResponse Api::handleStreaming(const HttpRequest& request,
   }
 }
 
-HttpResponse Api::workspaceCall(const std::string& id, const std::string& op,
-                                const std::string& method, const std::string& query,
-                                const HttpRequest& request) {
+tl::expected<Api::WorkspaceTarget, HttpResponse> Api::workspaceTarget(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
   auto live = find(id);
-  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  auto path = queryParam(query, "path");
+  if (!live)
+    return tl::unexpected(
+        errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
+  auto path = call.queryValue("path");
   if (!path)
-    return errorResponse(badRequest("the path query parameter is required (percent-encoded)"));
+    return tl::unexpected(
+        errorResponse(badRequest("the path query parameter is required (percent-encoded)")));
   auto ws = env_.workspace(live->handle);
-  if (!ws) return errorResponse(ws.error());
-  if (op == "files" && method == "GET") {
-    auto data = (*ws)->read(*path);
-    if (!data) return errorResponse(data.error());
-    HttpResponse r;
-    r.content_type = "application/octet-stream";
-    r.body = std::move(*data);
-    return r;
-  }
-  if (op == "files" && method == "PUT") {
-    if (auto w = (*ws)->write(*path, request.body); !w) return errorResponse(w.error());
-    HttpResponse r;
-    r.status = 204;
-    r.content_type.clear();
-    return r;
-  }
-  if (op == "list" && method == "GET") {
-    auto entries = (*ws)->listdir(*path);
-    if (!entries) return errorResponse(entries.error());
-    json out = json::array();
-    for (const auto& e : *entries)
-      out.push_back(json{{"name", bytesToJson(e.name)},
-                         {"type", workspaceEntryTypeName(e.type)},
-                         {"size_bytes", e.size_bytes}});
-    return jsonResponse(200, json{{"path", bytesToJson(*path)}, {"entries", out}});
-  }
-  if (op == "provenance" && method == "GET") {
-    auto p = (*ws)->provenance(*path);
-    if (!p) return errorResponse(p.error());
-    return jsonResponse(200,
-                        json{{"path", bytesToJson(*path)}, {"provenance", provenanceName(*p)}});
-  }
-  return errorResponse(405, "method_not_allowed", "method not allowed on this route");
+  if (!ws) return tl::unexpected(errorResponse(ws.error()));
+  return WorkspaceTarget{std::move(*ws), std::move(*path)};
 }
 
-HttpResponse Api::renewLease(const std::string& run_id, const HttpRequest& request) {
-  auto body = parseBody(request.body);
+HttpResponse Api::readFile(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  auto data = target->workspace->read(target->path);
+  if (!data) return errorResponse(data.error());
+  HttpResponse r;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(*data);
+  return r;
+}
+
+HttpResponse Api::writeFile(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  if (auto w = target->workspace->write(target->path, call.request.body); !w)
+    return errorResponse(w.error());
+  return noContent();
+}
+
+HttpResponse Api::listDirectory(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  auto entries = target->workspace->listdir(target->path);
+  if (!entries) return errorResponse(entries.error());
+  json out = json::array();
+  for (const auto& e : *entries)
+    out.push_back(json{{"name", bytesToJson(e.name)},
+                       {"type", workspaceEntryTypeName(e.type)},
+                       {"size_bytes", e.size_bytes}});
+  return jsonResponse(200, json{{"path", bytesToJson(target->path)}, {"entries", out}});
+}
+
+HttpResponse Api::provenance(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  auto p = target->workspace->provenance(target->path);
+  if (!p) return errorResponse(p.error());
+  return jsonResponse(
+      200, json{{"path", bytesToJson(target->path)}, {"provenance", provenanceName(*p)}});
+}
+
+HttpResponse Api::renewLease(const RouteCall& call) {
+  const std::string& run_id = call.param("run_id");
+  auto body = parseBody(call.request.body);
   if (!body) return errorResponse(body.error());
   if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "lease_epoch"})) return *refused;
   json probe = {{"run_id", run_id}};

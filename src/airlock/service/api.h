@@ -1,76 +1,18 @@
-// The HTTP/JSON API of `airlock serve` under /v1, as a
-// transport-independent handler: a request in, a response out. The Beast
-// server (http_server.h) only moves bytes; everything a caller can get
-// wrong is decided here, so it is tested without sockets.
+// The HTTP/JSON API of `airlock serve`, as a transport-independent
+// handler: a request in, a response out. The Beast server (http_server.h)
+// only moves bytes; everything a caller can get wrong is decided here, so it
+// is tested without sockets.
 //
-// Routes (JSON bodies; errors are {"error": {"code", "message"}} with the
-// stable lower_snake_case codes of core/error.h plus "unauthorized",
-// "not_found", "method_not_allowed", "bad_request", "payload_too_large"):
-//   GET    /healthz                                   no authentication
-//   GET    /metrics                                   Prometheus text
-//   GET    /v1/images                                 the images this service runs, default first
-//   POST   /v1/environments                           provision -> 201 handle
-//   GET    /v1/environments                           live environments (?tenant_id=T: T's only)
-//   GET    /v1/environments/{id}                      handle
-//   DELETE /v1/environments/{id}                      destroy (idempotent) -> 204
-//   POST   /v1/environments/{id}/execute              ExecutionResult
-//   POST   /v1/environments/{id}/execute?stream=1     NDJSON, chunked: {"stream":
-//   "stdout"|"stderr",
-//                                                     "data": bytes} lines as output is produced,
-//                                                     then one {"result": ExecutionResult} (or
-//                                                     error) line
-//   POST   /v1/environments/{id}/executions/{execution_id}/cancel
-//                                                     -> 204: the running command that execute
-//                                                     named so ("execution_id") ends CANCELLED
-//   GET    /v1/environments/{id}/files?path=P         file bytes (octet-stream)
-//   PUT    /v1/environments/{id}/files?path=P         write bytes -> 204
-//   GET    /v1/environments/{id}/list?path=P          directory entries
-//   GET    /v1/environments/{id}/provenance?path=P    TOOL_WRITTEN / ...
-//   PUT    /v1/runs/{run_id}/lease                    {"tenant_id", "lease_epoch": n}: the current
-//   epoch
-//                                                     of the tenant's run (leases are per tenant
-//                                                     and run)
-//   POST   /v1/environments/{id}/artifacts            export {"path", "filename"?, "media_type"?}
-//                                                     -> 201 artifact metadata (EXTERNAL_UNTRUSTED)
-//   POST   /v1/artifacts?tenant_id=T[&run_id=R][&filename=F][&media_type=M]
-//                                                     upload the body -> 201 metadata
-//   GET    /v1/artifacts/{artifact_id}?tenant_id=T    metadata
-//   GET    /v1/artifacts/{artifact_id}/content?tenant_id=T
-//                                                     the bytes, always as an attachment
-//   DELETE /v1/artifacts/{artifact_id}?tenant_id=T    -> 204
-// An artifact of another tenant is "not_found", never "forbidden".
-//   GET    /v1/tools                                  the model-facing tools: name, title,
-//                                                     description, input and output JSON Schemas
-//   POST   /v1/tools/{name}                           {"environment_id", "arguments": {...}}
-//                                                     -> {"result": ...}; a refusal is an error
-//                                                     whose "argument" names the bad argument
-// The tools run in the environment's tenant and run (never from arguments).
-// Code mode (docs/capabilities.md, docs/serve.md "Code mode"; spec 001):
-//   POST   /v1/environments/{id}/code                 {"program": Python source, "capabilities"?:
-//   [names],
-//                                                     "timeout_seconds"?, "maximum_output_bytes"?,
-//                                                     "working_directory"?} -> {"result":
-//                                                     ExecutionResult, "outcome": {...}, "audit":
-//                                                     [lines]}; one program at a time per
-//                                                     environment (409 while one runs)
-//   GET    /v1/environments/{id}/schedules            schedules the environment's programs created
-//   DELETE /v1/environments/{id}/schedules/{name}     cancel -> 204; 404 when there is none
-//   GET    /v1/schedule-fires?after=N&limit=M         the fire outbox, oldest first
-//   POST   /v1/schedule-fires/ack                     {"through": N} -> {"acknowledged": k}
-// Every route but /healthz needs "Authorization: Bearer <service token>".
-// Tenants: one service token serves every tenant, so a call's tenant is the
-// one it names. Every route under /v1/environments/{id} takes an optional
-// ?tenant_id=T (POST /v1/tools/{name} an optional "tenant_id" body key):
-// when named, an environment of another tenant is answered exactly as an
-// unknown id (404 not_found; DELETE 204 and nothing destroyed), so a call
-// naming one tenant never reads, changes or learns of another's. Without it
-// the call is the operator's, as before. The schedule routes need the
-// environment live when a tenant is named (schedules outlive it, keyed by
-// environment id only). Operator routes (/metrics, /v1/schedule-fires and
-// its ack) span tenants and refuse a tenant_id (400 bad_request).
-// Paths in errors are the workspace paths as given, never host paths.
-// A JSON body holds only the keys its route reads: any other top-level key
-// is refused, 400 bad_request naming it (request_keys.h, for every route).
+// The routes, what each takes and how a call's tenant is checked are the
+// table of routes.h (for clients: docs/openapi.yaml). Every route but
+// /healthz needs "Authorization: Bearer <service token>". Bodies are JSON
+// but for file and artifact bytes. Errors are {"error": {"code",
+// "message"}} with the stable lower_snake_case codes of core/error.h plus
+// "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
+// (with an Allow header naming the path's methods), "bad_request" (a query
+// parameter, or a top-level key of a JSON body, that the route does not
+// take, named; request_keys.h) and "payload_too_large". Paths in errors are
+// the workspace paths as given, never host paths.
 #pragma once
 
 #include <atomic>
@@ -96,6 +38,7 @@
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_environment.h"
 #include "airlock/service/metrics.h"
+#include "airlock/service/routes.h"
 #include "airlock/service/settings.h"
 
 namespace airlock::service {
@@ -191,12 +134,15 @@ class Api {
 
   HttpResponse handle(const HttpRequest& request);
 
-  // True for the streaming execute (POST .../execute?stream=1).
+  // True for a request of a route that streams (kStreams) with ?stream=1.
   bool wantsStream(const HttpRequest& request) const;
-  // True for a request that may run a command or program for as long as its
-  // own timeout (execute, streamed or not; code; a tool call; an export):
-  // the server runs these on threads of their own and bounds how many run.
+  // True for a request of a route that runs a command or program for as
+  // long as its own timeout (kRunsCommand): the server runs these on
+  // threads of their own and bounds how many run.
   bool runsCommand(const HttpRequest& request) const;
+  // True for a request of a route that needs no token (kNoAuthentication):
+  // the server answers it at once, on its loop.
+  bool needsNoToken(const HttpRequest& request) const;
   // True when the request carries the service token.
   bool authorized(const HttpRequest& request) const;
   // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
@@ -235,19 +181,49 @@ class Api {
   Result<std::size_t> fireSchedules();
 
  private:
+  friend struct RouteRows;  // routes.cpp: the table names the handlers below
+
   HttpResponse route(const HttpRequest& request);
-  HttpResponse provision(const HttpRequest& request);
-  HttpResponse listEnvironments(const std::string& query);
-  HttpResponse listImages() const;
+  // The request's route and call, checked as routes.h says (the token, the
+  // method, the query parameters, the tenant), or the response refusing it.
+  tl::expected<RouteCall, HttpResponse> admit(const HttpRequest& request) const;
+  // The tenant check of the call's route (TenantScope): sets call.tenant
+  // (and call.body for kEnvironmentInBody); the refusal otherwise.
+  std::optional<HttpResponse> checkTenant(RouteCall& call) const;
+
+  // The handlers of routes.cpp's rows, each given its admitted call.
+  HttpResponse health(const RouteCall& call);
+  HttpResponse metricsText(const RouteCall& call);
+  HttpResponse listImages(const RouteCall& call);
+  HttpResponse provision(const RouteCall& call);
+  HttpResponse listEnvironments(const RouteCall& call);
+  HttpResponse getEnvironment(const RouteCall& call);
+  HttpResponse destroyEnvironment(const RouteCall& call);
+  HttpResponse execute(const RouteCall& call);
+  // 204 once the running command of that execution_id is told to end
+  // (CANCELLED).
+  HttpResponse cancelExecution(const RouteCall& call);
+  HttpResponse readFile(const RouteCall& call);
+  HttpResponse writeFile(const RouteCall& call);
+  HttpResponse listDirectory(const RouteCall& call);
+  HttpResponse provenance(const RouteCall& call);
+  HttpResponse renewLease(const RouteCall& call);
+  HttpResponse exportArtifact(const RouteCall& call);
+  HttpResponse uploadArtifact(const RouteCall& call);
+  HttpResponse getArtifact(const RouteCall& call);
+  HttpResponse deleteArtifact(const RouteCall& call);
+  HttpResponse downloadArtifact(const RouteCall& call);
+  HttpResponse runCode(const RouteCall& call);
+  // GET lists the environment's schedules, DELETE cancels {name}.
+  HttpResponse scheduleCall(const RouteCall& call);
+  HttpResponse pendingFires(const RouteCall& call);
+  HttpResponse acknowledgeFires(const RouteCall& call);
+  HttpResponse listTools(const RouteCall& call);
+  HttpResponse callTool(const RouteCall& call);
+
   // The digest a provision body's `image` names (a name, reference or
   // digest; absent: the default). ExecutionRejected for an unknown name.
   Result<std::string> imageFrom(const nlohmann::json& body) const;
-  HttpResponse getEnvironment(const std::string& id);
-  HttpResponse destroyEnvironment(const std::string& id);
-  HttpResponse execute(const std::string& id, const HttpRequest& request);
-  // POST /v1/environments/{id}/executions/{execution_id}/cancel: 204 once
-  // the running command of that execution_id is told to end (CANCELLED).
-  HttpResponse cancelExecution(const std::string& id, const std::string& execution_id);
   struct PreparedExecute {
     EnvironmentHandle handle;
     ExecutionCommand command;
@@ -258,22 +234,17 @@ class Api {
   HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
                              const Result<ExecutionResult>& result,
                              nlohmann::json* result_json = nullptr);
-  HttpResponse workspaceCall(const std::string& id, const std::string& op,
-                             const std::string& method, const std::string& query,
-                             const HttpRequest& request);
-  HttpResponse renewLease(const std::string& run_id, const HttpRequest& request);
-  HttpResponse exportArtifact(const std::string& id, const HttpRequest& request);
-  HttpResponse uploadArtifact(const std::string& query, const HttpRequest& request);
-  HttpResponse artifactCall(const std::string& artifact_id, bool content, const std::string& method,
-                            const std::string& query);
+  // The workspace of the call's environment and its "path" query
+  // parameter, or the response refusing the call.
+  struct WorkspaceTarget {
+    std::shared_ptr<WorkspaceHandle> workspace;
+    std::string path;
+  };
+  tl::expected<WorkspaceTarget, HttpResponse> workspaceTarget(const RouteCall& call);
+  // The stored artifact the call names, of the call's tenant (another
+  // tenant's is not_found), or the response refusing the call.
+  tl::expected<artifacts::StoredArtifact, HttpResponse> artifactOf(const RouteCall& call);
   void sweepArtifacts();
-  HttpResponse runCode(const std::string& id, const HttpRequest& request);
-  HttpResponse scheduleCall(const std::string& id, const std::optional<std::string>& name,
-                            const std::string& method);
-  HttpResponse pendingFires(const std::string& query);
-  HttpResponse acknowledgeFires(const HttpRequest& request);
-  HttpResponse listTools() const;
-  HttpResponse callTool(const std::string& name, const HttpRequest& request);
   std::optional<LiveEnvironment> find(const std::string& id) const;
   // The tenant a request names (nullopt: none, the operator's call), or
   // the 400 refusing a malformed one.

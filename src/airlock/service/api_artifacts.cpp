@@ -80,12 +80,13 @@ std::string contentDisposition(const std::string& filename, const std::string& a
 
 }  // namespace
 
-HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& request) {
+HttpResponse Api::exportArtifact(const RouteCall& call) {
   if (!artifacts_)
     return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  const std::string& id = call.param("environment_id");
   auto live = find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  auto parsed = body::parse(request.body);
+  auto parsed = body::parse(call.request.body);
   if (!parsed) return errorResponse(parsed.error());
   const json& body = *parsed;
   if (auto refused = refuseUnknownKeys(body, {"path", "filename", "media_type"})) return *refused;
@@ -122,23 +123,21 @@ HttpResponse Api::exportArtifact(const std::string& id, const HttpRequest& reque
   return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
 }
 
-HttpResponse Api::uploadArtifact(const std::string& query, const HttpRequest& request) {
+HttpResponse Api::uploadArtifact(const RouteCall& call) {
   if (!artifacts_)
     return errorResponse(503, "execution_unavailable", "no artifact store is configured");
-  auto tenant_text = queryParam(query, "tenant_id");
-  if (!tenant_text)
-    return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
-  auto tenant = artifacts::TenantId::parse(*tenant_text);
+  // The dispatcher has checked the tenant_id is there (kQueryRequired).
+  auto tenant = artifacts::TenantId::parse(call.tenant.value_or(""));
   if (!tenant) return errorResponse(tenant.error());
-  auto media = mediaType(queryParam(query, "media_type").value_or(""));
+  auto media = mediaType(call.queryValue("media_type").value_or(""));
   if (!media) return errorResponse(media.error());
-  const std::string filename = queryParam(query, "filename").value_or("upload");
-  artifacts::ArtifactWriterScope scope{*tenant, queryParam(query, "run_id"),
+  const std::string filename = call.queryValue("filename").value_or("upload");
+  artifacts::ArtifactWriterScope scope{*tenant, call.queryValue("run_id"),
                                        artifacts::ArtifactOrigin::kUpload,
                                        artifacts::TrustLevel::kExternalUntrusted};
   auto writer =
       artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
-  auto ref = writer->create(artifacts::measuredBytes(request.body), filename, *media,
+  auto ref = writer->create(artifacts::measuredBytes(call.request.body), filename, *media,
                             artifacts::TrustLevel::kExternalUntrusted);
   if (!ref) return errorResponse(ref.error());
   auto stored = artifacts_->repository->find(ref->artifact_id);
@@ -148,32 +147,44 @@ HttpResponse Api::uploadArtifact(const std::string& query, const HttpRequest& re
   return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
 }
 
-HttpResponse Api::artifactCall(const std::string& artifact_id, bool content,
-                               const std::string& method, const std::string& query) {
+tl::expected<artifacts::StoredArtifact, HttpResponse> Api::artifactOf(const RouteCall& call) {
   if (!artifacts_)
-    return errorResponse(503, "execution_unavailable", "no artifact store is configured");
-  auto tenant = queryParam(query, "tenant_id");
-  if (!tenant)
-    return errorResponse(400, "tool_validation_error", "the tenant_id query parameter is required");
+    return tl::unexpected(
+        errorResponse(503, "execution_unavailable", "no artifact store is configured"));
+  const std::string& artifact_id = call.param("artifact_id");
   auto notFound = [&] {
-    return errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id));
+    return tl::unexpected(
+        errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id)));
   };
   auto id = artifacts::ArtifactId::parse(artifact_id);
   if (!id) return notFound();
   auto stored = artifacts_->repository->find(*id);
-  // Another tenant's artifact does not exist for this caller.
-  if (!stored || stored->metadata.tenant_id.str() != *tenant) return notFound();
-  if (method == "DELETE" && !content) {
-    auto removed = artifacts_->store->remove(*id);
-    if (!removed) return errorResponse(removed.error());
-    HttpResponse r;
-    r.status = 204;
-    r.content_type.clear();
-    return r;
-  }
-  if (method != "GET")
-    return errorResponse(405, "method_not_allowed", "method not allowed on this route");
-  if (!content) return jsonReply(200, metadataJson(stored->artifact_id, stored->metadata));
+  // Another tenant's artifact does not exist for this caller (the
+  // dispatcher has checked the tenant_id is there: kQueryRequired).
+  if (!stored || stored->metadata.tenant_id.str() != call.tenant) return notFound();
+  return std::move(*stored);
+}
+
+HttpResponse Api::getArtifact(const RouteCall& call) {
+  auto stored = artifactOf(call);
+  if (!stored) return std::move(stored.error());
+  return jsonReply(200, metadataJson(stored->artifact_id, stored->metadata));
+}
+
+HttpResponse Api::deleteArtifact(const RouteCall& call) {
+  auto stored = artifactOf(call);
+  if (!stored) return std::move(stored.error());
+  auto removed = artifacts_->store->remove(stored->artifact_id);
+  if (!removed) return errorResponse(removed.error());
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+HttpResponse Api::downloadArtifact(const RouteCall& call) {
+  auto stored = artifactOf(call);
+  if (!stored) return std::move(stored.error());
   artifacts::ArtifactRef ref{stored->artifact_id, stored->metadata.sha256,
                              stored->metadata.size_bytes, stored->metadata.media_type};
   auto source = artifacts_->store->open(ref);

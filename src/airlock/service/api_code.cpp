@@ -1,4 +1,4 @@
-// Code mode over HTTP (api.h: /v1/environments/{id}/code and the schedule
+// Code mode over HTTP (api.h: /v1/environments/{environment_id}/code and the schedule
 // routes; docs/serve.md "Code mode"): a Python program runs once in a live
 // environment through capability::runCode, with the capabilities the request
 // narrows to, net.fetch decided by the environment's own egress policy, and
@@ -203,7 +203,9 @@ void Api::releaseRun(const std::string& id, bool program) {
   }
 }
 
-HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
+HttpResponse Api::runCode(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  const HttpRequest& request = call.request;
   auto live = find(id);
   if (!live)
     return errorResponse(
@@ -263,8 +265,10 @@ HttpResponse Api::runCode(const std::string& id, const HttpRequest& request) {
                                {"audit_dropped", ran->audit_lines_dropped}});
 }
 
-HttpResponse Api::scheduleCall(const std::string& id, const std::optional<std::string>& name,
-                               const std::string& method) {
+HttpResponse Api::scheduleCall(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  const std::string& name = call.param("name");
+  const std::string& method = call.request.method;
   if (!schedules_) return noSchedules();
   // Schedules outlive the environment that created them: the creator's id
   // is the key, live or not.
@@ -275,23 +279,23 @@ HttpResponse Api::scheduleCall(const std::string& id, const std::optional<std::s
     for (const auto& r : *listed) out.push_back(scheduleToJson(r));
     return body::reply(200, json{{"schedules", std::move(out)}});
   }
-  auto removed = schedules_->cancel(id, *name);
+  auto removed = schedules_->cancel(id, name);
   if (!removed) return errorResponse(removed.error());
   if (!*removed)
     return errorResponse(
         Error{ErrorCode::kNotFound, 0,
-              "environment " + quoteForMessage(id) + " has no schedule " + quoteForMessage(*name)});
+              "environment " + quoteForMessage(id) + " has no schedule " + quoteForMessage(name)});
   HttpResponse r;
   r.status = 204;
   r.content_type.clear();
   return r;
 }
 
-HttpResponse Api::pendingFires(const std::string& query) {
+HttpResponse Api::pendingFires(const RouteCall& call) {
   if (!schedules_) return noSchedules();
   auto number = [&](const char* name, std::int64_t fallback, std::int64_t lo,
                     std::int64_t hi) -> Result<std::int64_t> {
-    auto text = queryParam(query, name);
+    auto text = call.queryValue(name);
     if (!text) return fallback;
     std::int64_t v = 0;
     auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
@@ -311,9 +315,9 @@ HttpResponse Api::pendingFires(const std::string& query) {
   return body::reply(200, json{{"fires", std::move(out)}});
 }
 
-HttpResponse Api::acknowledgeFires(const HttpRequest& request) {
+HttpResponse Api::acknowledgeFires(const RouteCall& call) {
   if (!schedules_) return noSchedules();
-  auto object = body::parse(request.body);
+  auto object = body::parse(call.request.body);
   if (!object) return errorResponse(object.error());
   if (auto refused = refuseUnknownKeys(*object, {"through"})) return *refused;
   auto through = body::wholeNumber(*object, "through", std::nullopt);

@@ -61,7 +61,7 @@ class StoreExporter final : public gateway::ArtifactExporter {
 
 }  // namespace
 
-HttpResponse Api::listTools() const {
+HttpResponse Api::listTools(const RouteCall&) {
   json out = json::array();
   for (const auto& tool : tools_->tools()) {
     out.push_back(json{{"name", tool.name},
@@ -75,26 +75,20 @@ HttpResponse Api::listTools() const {
   return jsonReply(200, json{{"tools", out}});
 }
 
-HttpResponse Api::callTool(const std::string& name, const HttpRequest& request) {
+HttpResponse Api::callTool(const RouteCall& call) {
+  const std::string& name = call.param("name");
   if (tools_->find(name) == nullptr)
     return errorResponse(404, "not_found", "no tool " + quoteForMessage(name));
-  auto parsed = body::parse(request.body);
-  if (!parsed) return errorResponse(parsed.error());
-  const json& body = *parsed;
+  // The dispatcher has parsed the body and checked its tenant
+  // (kEnvironmentInBody): a call naming a tenant reaches only that
+  // tenant's environments.
+  const json& body = *call.body;
   if (auto refused = refuseUnknownKeys(body, {"environment_id", "tenant_id", "arguments"}))
     return *refused;
   auto env_id = body.find("environment_id");
   if (env_id == body.end() || !env_id->is_string())
     return errorResponse(400, "tool_validation_error",
                          "environment_id is required and must be a string");
-  // A call naming a tenant reaches only that tenant's environments.
-  if (auto t = body.find("tenant_id"); t != body.end()) {
-    if (!t->is_string())
-      return errorResponse(400, "tool_validation_error", "tenant_id must be a string");
-    auto tenant = namedTenant(t->get<std::string>());
-    if (!tenant) return tenant.error();
-    if (auto refused = refuseOtherTenant(env_id->get<std::string>(), *tenant)) return *refused;
-  }
   auto live = find(env_id->get<std::string>());
   if (!live)
     return errorResponse(404, "not_found",

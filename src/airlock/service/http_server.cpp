@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "airlock/core/json.h"
+#include "airlock/service/routes.h"
 #include "airlock/sys/resource_limits.h"
 #include "airlock/sys/unique_fd.h"
 
@@ -695,7 +696,7 @@ class BeastServer final : public HttpServer {
       const auto [status, sent] = co_await streamExchange(conn.stream, req, version, keep_alive);
       logRequest(req, status, started, true);
       open = sent && keep_alive && !stopping_;
-    } else if (req.method == "GET" && req.target == "/healthz") {
+    } else if (api_.needsNoToken(req)) {
       // Answered on the loop's thread: a health probe never waits for a
       // worker.
       HttpResponse out = api_.handle(req);
@@ -782,7 +783,7 @@ class BeastServer final : public HttpServer {
         break;
       }
       req.body = std::move(request.body());
-      if (!api_.authorized(req) && !(req.method == "GET" && req.target == "/healthz")) {
+      if (!api_.authorized(req) && !api_.needsNoToken(req)) {
         // Answered at once, on the loop, and the connection closes: a
         // client without the token never takes an execution slot, a
         // worker, or a connection that pipelines refusals it never reads.
@@ -832,51 +833,7 @@ class BeastServer final : public HttpServer {
 }  // namespace
 
 std::string routeLabel(std::string_view path) {
-  // The route's template (api.h), with ids and names as {id} / {name}; any
-  // path that is no route is "other", so that a client cannot mint label
-  // values (metric series) by inventing paths.
-  std::vector<std::string_view> seg;
-  for (std::size_t i = 0; i < path.size();) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    if (j > i) seg.push_back(path.substr(i, j - i));
-    i = j + 1;
-  }
-  const std::size_t n = seg.size();
-  auto is = [&](std::size_t k, std::string_view v) { return k < n && seg[k] == v; };
-  if (n == 1 && (is(0, "healthz") || is(0, "metrics"))) return "/" + std::string(seg[0]);
-  if (!is(0, "v1") || n < 2) return "other";
-  if (is(1, "environments")) {
-    if (n == 2) return "/v1/environments";
-    if (n == 3) return "/v1/environments/{id}";
-    static constexpr std::string_view kOps[] = {"execute",   "files", "list",     "provenance",
-                                                "artifacts", "code",  "schedules"};
-    for (std::string_view op : kOps) {
-      if (n == 4 && is(3, op)) return "/v1/environments/{id}/" + std::string(op);
-    }
-    if (n == 5 && is(3, "schedules")) return "/v1/environments/{id}/schedules/{name}";
-    if (n == 6 && is(3, "executions") && is(5, "cancel"))
-      return "/v1/environments/{id}/executions/{execution_id}/cancel";
-    return "other";
-  }
-  if (is(1, "runs") && n == 4 && is(3, "lease")) return "/v1/runs/{id}/lease";
-  if (is(1, "artifacts")) {
-    if (n == 2) return "/v1/artifacts";
-    if (n == 3) return "/v1/artifacts/{id}";
-    if (n == 4 && is(3, "content")) return "/v1/artifacts/{id}/content";
-    return "other";
-  }
-  if (is(1, "images") && n == 2) return "/v1/images";
-  if (is(1, "tools")) {
-    if (n == 2) return "/v1/tools";
-    if (n == 3) return "/v1/tools/{name}";
-    return "other";
-  }
-  if (is(1, "schedule-fires")) {
-    if (n == 2) return "/v1/schedule-fires";
-    if (n == 3 && is(2, "ack")) return "/v1/schedule-fires/ack";
-  }
-  return "other";
+  return std::string(routePattern(path));
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings, Api& api,

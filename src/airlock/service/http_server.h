@@ -15,7 +15,7 @@
 //
 // Threads: one loop thread accepts, reads and writes for every connection
 // (an idle or slow connection costs a coroutine, never a thread) and
-// answers /healthz itself. Requests that run a command or program
+// answers the routes that need no token (/healthz) itself. Requests that run a command or program
 // (Api::runsCommand) run on threads of their own, at most
 // settings.max_concurrent_executions at once (503 past it; a slot is held
 // while the command runs, not while its answer is written), at a lower CPU
@@ -37,8 +37,9 @@
 // head with the token marks the request in progress, so its body is never
 // cut off to make room.
 //
-// Logs: one JSON line per request on stderr (time, method, route with ids
-// replaced by {id}, status, milliseconds); never a header value or a body.
+// Logs: one JSON line per request on stderr (time, method, route: its
+// pattern (routeLabel), status, milliseconds); never a header value or a
+// body.
 //
 // Lifecycle: run() serves until SIGINT/SIGTERM or stop(); then it stops
 // accepting, closes idle connections, tells the adapter to shut down
@@ -73,9 +74,9 @@ class HttpServer {
   virtual void stop() = 0;
 };
 
-// "/v1/environments/0190.../execute" -> "/v1/environments/{id}/execute";
-// a path that is no route of api.h -> "other" (labels stay a fixed set):
-// the route label of metrics and logs.
+// The route label of metrics and logs: the pattern of the route table
+// (routes.h) the path matches, e.g. "/v1/environments/{environment_id}/execute";
+// a path that is no route -> "other" (labels stay a fixed set).
 std::string routeLabel(std::string_view path);
 
 }  // namespace airlock::service
