@@ -5,7 +5,6 @@
 
 #include <set>
 
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_plan.h"
@@ -13,6 +12,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/execution/adapters.h"
 
 namespace airlock::cli {
 namespace {
@@ -65,24 +65,26 @@ TEST(Mechanisms, OneTableNamesEveryMechanismOnce) {
 TEST(Mechanisms, ADevelopmentMechanismNeedsThePermission) {
   for (Mechanism m : allMechanisms()) {
     if (!developmentOnly(m)) continue;
-    auto refused = createAdapter(m, {}, std::nullopt);
+    auto refused = execution::createAdapter(m, {}, std::nullopt);
     ASSERT_FALSE(refused) << mechanismName(m);
     EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
     EXPECT_THAT(refused.error().context, HasSubstr(std::string(mechanismName(m))));
     EXPECT_THAT(refused.error().context, HasSubstr("development only"));
   }
-  auto fake = createAdapter(Mechanism::kFake, {}, DevelopmentMechanismsAllowed{});
+  auto fake =
+      execution::createAdapter(Mechanism::kFake, {}, execution::DevelopmentMechanismsAllowed{});
   ASSERT_TRUE(fake) << fake.error().message();
   EXPECT_NE(fake->env, nullptr);
-  auto microvm = createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
+  auto microvm = execution::createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
   ASSERT_FALSE(microvm);
   EXPECT_EQ(microvm.error().code, ErrorCode::kExecutionUnavailable);
 }
 
 TEST(Mechanisms, TheAdaptersEnvironmentIdsNameTheConfiguredNode) {
-  AdapterOptions options;
+  execution::AdapterOptions options;
   options.node_name = "node-9";
-  auto fake = createAdapter(Mechanism::kFake, options, DevelopmentMechanismsAllowed{});
+  auto fake = execution::createAdapter(Mechanism::kFake, options,
+                                       execution::DevelopmentMechanismsAllowed{});
   ASSERT_TRUE(fake) << fake.error().message();
   EnvironmentSpec spec;
   spec.tenant_id = "t";

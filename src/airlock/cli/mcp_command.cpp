@@ -10,10 +10,10 @@
 #include <chrono>
 #include <memory>
 
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/ids.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/gateway/mcp/mcp_session.h"
 #include "airlock/gateway/mcp/mcp_stdio.h"
 #include "airlock/gateway/tools/tool_registry.h"
@@ -150,7 +150,8 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   if (!stop) return reportError(stop.error());
   installStopHandlers(*stop);
 
-  auto adapter = createAdapter(plan->mechanism, {}, DevelopmentMechanismsAllowed{});
+  auto adapter =
+      execution::createAdapter(plan->mechanism, {}, execution::DevelopmentMechanismsAllowed{});
   if (!adapter) return reportError(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan->spec.image_digest = adapter->image_digest;

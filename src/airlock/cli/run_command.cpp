@@ -10,12 +10,13 @@
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/code_run.h"
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
@@ -231,7 +232,7 @@ int executeRun(RunPlan plan) {
     writeOut(STDERR_FILENO,
              "airlock: note: the egress policy is valid, but without --network the command has no "
              "network\n");
-  LocalExecutionOptions execution_options;
+  execution::LocalExecutionOptions execution_options;
   std::string image_digest;
   if (!plan.image.empty()) {
     auto image_store = openImageStore(plan.state_dir);
@@ -250,10 +251,10 @@ int executeRun(RunPlan plan) {
   execution_options.egress = plan.spec.egress;
   execution_options.egress_log = plan.egress_log;
   execution_options.touch_egress_log = true;
-  auto execution = openLocalExecution(plan.mechanism, std::move(execution_options),
-                                      DevelopmentMechanismsAllowed{});
+  auto execution = execution::openLocalExecution(plan.mechanism, std::move(execution_options),
+                                                 execution::DevelopmentMechanismsAllowed{});
   if (!execution) return reportError(execution.error());
-  Adapter* adapter = &execution->adapter;
+  execution::Adapter* adapter = &execution->adapter;
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = image_digest.empty() ? adapter->image_digest : image_digest;
 

@@ -7,13 +7,13 @@
 
 #include <set>
 
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
@@ -80,7 +80,7 @@ int executeServe(const std::optional<std::string>& config_path) {
     if (!policy) return refuse(policy.error());
     operator_egress = (*policy)->toValue();
   }
-  LocalExecutionOptions execution_options;
+  execution::LocalExecutionOptions execution_options;
   // Images: each configured reference resolved to a digest now (spec 000,
   // "EnvironmentSpec"); only the digest is used after this.
   std::vector<service::ServiceImage> configured;
@@ -111,13 +111,14 @@ int executeServe(const std::optional<std::string>& config_path) {
   execution_options.on_refusal = [&metrics](std::string_view reason) {
     metrics.egressRefused(std::string(reason));
   };
-  auto execution = openLocalExecution(
+  auto execution = execution::openLocalExecution(
       settings->sandbox, std::move(execution_options),
       settings->deployment_mode == service::DeploymentMode::kDevelopment
-          ? std::optional<DevelopmentMechanismsAllowed>(DevelopmentMechanismsAllowed{})
+          ? std::optional<execution::DevelopmentMechanismsAllowed>(
+                execution::DevelopmentMechanismsAllowed{})
           : std::nullopt);
   if (!execution) return refuse(execution.error());
-  Adapter* adapter = &execution->adapter;
+  execution::Adapter* adapter = &execution->adapter;
   // The default image first; every image named in the log with its digest.
   service::ServiceImages images;
   images.images.push_back(service::ServiceImage{kHostImageName, "", adapter->image_digest});

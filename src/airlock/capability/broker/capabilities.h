@@ -79,7 +79,7 @@ struct NetServices {
 // egress::compilePolicy (a deny policy refuses everything), the platform
 // resolver (GetaddrinfoResolver) and the production classifier (fixed
 // denylist plus this host's interface addresses), as the proxy has them
-// (cli/egress_runtime.cpp). Errors: ConfigurationError from compilePolicy.
+// (execution/egress_runtime.cpp). Errors: ConfigurationError from compilePolicy.
 Result<NetServices> productionNetServices(const airlock::EgressPolicy& egress);
 
 // net.fetch's arguments:
