@@ -1,10 +1,10 @@
 #include "airlock/cli/serve_command.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <set>
 
 #include "airlock/cli/artifact_store_open.h"
@@ -19,6 +19,7 @@
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 
 namespace airlock::cli {
 namespace {
@@ -27,31 +28,33 @@ int refuse(const Error& error) {
   return printErrorLine(error.message());
 }
 
-// dev auth without a configured token: a random one, written 0600 to
-// <state_dir>/service-token for local clients to read.
+// Lowercase hex of `bytes`, two digits a byte. The one place the token is
+// encoded: a shared encoder can replace this body.
+std::string hexOf(const unsigned char* bytes, std::size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(kDigits[bytes[i] >> 4]);
+    out.push_back(kDigits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+// dev auth without a configured token: a random one (24 bytes of the
+// kernel's CSPRNG, 48 hex digits), written 0600 to
+// <state_dir>/service-token, atomically, for local clients to read.
 Result<std::string> makeDevToken(const std::string& state_dir) {
   unsigned char raw[24];
-  if (RAND_bytes(raw, sizeof raw) != 1)
-    return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : raw) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
-  }
+  if (!sys::fillRandom(raw, sizeof raw))
+    return failErrno(ErrorCode::kExecutionUnavailable, "no random bytes for a token", errno);
+  const std::string token = hexOf(raw, sizeof raw);
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
                      errno);
-  const std::string path = state_dir + "/service-token";
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
-  const std::string text = token + "\n";
-  const bool ok = sys::writeAll(fd, text.data(), text.size());
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
+  auto written =
+      sys::writeFileAtomically(AT_FDCWD, state_dir + "/service-token", token + "\n", 0600);
+  if (!written) return tl::unexpected(written.error());
   return token;
 }
 
@@ -67,7 +70,7 @@ int executeServe(const std::optional<std::string>& config_path) {
     settings->service_token = *token;
     const std::string note =
         "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
-    (void)sys::writeAll(STDERR_FILENO, note.data(), note.size());
+    writeOut(STDERR_FILENO, note);
   }
   service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));
   // Egress: the operator's policy (validated by checkStartup). The proxy
