@@ -24,10 +24,6 @@
 namespace airlock::cli {
 namespace {
 
-int refuse(const Error& error) {
-  return printErrorLine(error.message());
-}
-
 // Lowercase hex of `bytes`, two digits a byte. The one place the token is
 // encoded: a shared encoder can replace this body.
 std::string hexOf(const unsigned char* bytes, std::size_t size) {
@@ -62,11 +58,11 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
 
 int executeServe(const std::optional<std::string>& config_path) {
   auto settings = service::loadSettings(config_path, service::processEnvironment());
-  if (!settings) return refuse(settings.error());
-  if (auto r = service::checkStartup(*settings); !r) return refuse(r.error());
+  if (!settings) return printErrorLine(settings.error());
+  if (auto r = service::checkStartup(*settings); !r) return printErrorLine(r.error());
   if (settings->service_token.empty()) {
     auto token = makeDevToken(settings->state_dir);
-    if (!token) return refuse(token.error());
+    if (!token) return printErrorLine(token.error());
     settings->service_token = *token;
     const std::string note =
         "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
@@ -80,7 +76,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   EgressPolicy operator_egress;
   if (!settings->egress_policy_path.empty()) {
     auto policy = egress::loadEgressPolicyFile(settings->egress_policy_path);
-    if (!policy) return refuse(policy.error());
+    if (!policy) return printErrorLine(policy.error());
     operator_egress = (*policy)->toValue();
   }
   execution::LocalExecutionOptions execution_options;
@@ -90,7 +86,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   std::set<std::string> pulled;  // names of the entries fetched now
   if (!settings->images.empty()) {
     auto store = openImageStore(settings->state_dir);
-    if (!store) return refuse(store.error());
+    if (!store) return printErrorLine(store.error());
     for (const auto& image : settings->images) {
       auto resolved = resolveImage(**store, image.reference, {});
       if (!resolved) {
@@ -98,7 +94,7 @@ int executeServe(const std::optional<std::string>& config_path) {
         error.context = "refusing to start: images entry " + quoteForMessage(image.name) +
                         (image.name == image.reference ? "" : " (" + image.reference + ")") + ": " +
                         error.context;
-        return refuse(error);
+        return printErrorLine(error);
       }
       configured.push_back(
           service::ServiceImage{image.name, image.reference, resolved->stored.digest});
@@ -120,7 +116,7 @@ int executeServe(const std::optional<std::string>& config_path) {
           ? std::optional<execution::DevelopmentMechanismsAllowed>(
                 execution::DevelopmentMechanismsAllowed{})
           : std::nullopt);
-  if (!execution) return refuse(execution.error());
+  if (!execution) return printErrorLine(execution.error());
   execution::Adapter* adapter = &execution->adapter;
   // The default image first; every image named in the log with its digest.
   service::ServiceImages images;
@@ -151,7 +147,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   store_options.max_artifact_bytes = settings->artifacts.max_artifact_bytes;
   store_options.tenant_byte_cap = settings->artifacts.tenant_byte_cap;
   auto local_store = openLocalArtifactStore(settings->state_dir, store_options);
-  if (!local_store) return refuse(local_store.error());
+  if (!local_store) return printErrorLine(local_store.error());
   service::ArtifactBackend backend;
   backend.store = local_store->store.get();
   backend.repository = local_store->repository.get();
@@ -161,10 +157,10 @@ int executeServe(const std::optional<std::string>& config_path) {
   // Code mode's schedules: SQLite beside the artifact metadata, or the
   // PostgreSQL database the settings name.
   auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
-  if (!schedules) return refuse(schedules.error());
+  if (!schedules) return printErrorLine(schedules.error());
   api.attachSchedules(std::move(*schedules));
   auto server = service::HttpServer::create(*settings, api, *adapter->env);
-  if (!server) return refuse(server.error());
+  if (!server) return printErrorLine(server.error());
   (*server)->run();
   return 0;
 }
