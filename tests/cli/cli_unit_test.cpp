@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "airlock/cli/command.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_plan.h"
@@ -336,6 +337,22 @@ TEST(Doctor, ProbingThisMachineReportsEveryNamespace) {
   EXPECT_EQ(f.namespaces[0].name, "user");
   EXPECT_EQ(f.namespaces[6].name, "cgroup");
   EXPECT_FALSE(f.kernel_release.empty());
+}
+
+// The registry of commands (cli/command.h): every command of the binary,
+// each with a distinct name and a one-line summary, listed in help order.
+TEST(CommandRegistry, HoldsEveryCommandOnceWithAOneLineSummary) {
+  const CommandRegistry commands = airlockCommands("1.2.3");
+  std::vector<std::string> names;
+  for (const auto& command : commands) {
+    names.emplace_back(command->name());
+    EXPECT_FALSE(command->summary().empty()) << command->name();
+    EXPECT_EQ(command->summary().find('\n'), std::string_view::npos) << command->name();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"run", "image", "artifact", "serve", "mcp", "egress",
+                                             "doctor", "version"}));
+  EXPECT_EQ(commandNameList(commands),
+            "run, image, artifact, serve, mcp, egress, doctor or version");
 }
 
 }  // namespace
