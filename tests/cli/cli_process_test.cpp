@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "airlock/cli/command.h"
 #include "airlock/core/json.h"
 
 extern char** environ;
@@ -511,6 +513,45 @@ TEST(CliVersion, PrintsTheVersion) {
   Outcome outcome = runAirlock({"version"});
   EXPECT_EQ(outcome.status, 0);
   EXPECT_EQ(outcome.out, std::string("airlock ") + AIRLOCK_VERSION + "\n");
+}
+
+// The top-level help is generated from the registry of commands: every
+// command appears with its one-line summary.
+TEST(CliHelp, TopLevelHelpListsEveryRegisteredCommand) {
+  Outcome outcome = runAirlock({"--help"});
+  EXPECT_EQ(outcome.status, 0);
+  const CommandRegistry commands = airlockCommands(AIRLOCK_VERSION);
+  ASSERT_FALSE(commands.empty());
+  for (const auto& command : commands) {
+    EXPECT_THAT(outcome.out, HasSubstr("  " + std::string(command->name()) + " "));
+    EXPECT_THAT(outcome.out, HasSubstr(std::string(command->summary())));
+  }
+}
+
+// docs/cli.md's listing of the subcommands is the registry's, line for line.
+TEST(CliHelp, DocsListEveryRegisteredCommandWithItsSummary) {
+  std::ifstream in(std::string(AIRLOCK_DOCS_DIR) + "/cli.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty()) << "docs/cli.md";
+  for (const auto& command : airlockCommands(AIRLOCK_VERSION)) {
+    std::string line = "  " + std::string(command->name());
+    line.resize(12, ' ');
+    EXPECT_THAT(text.str(), HasSubstr(line + std::string(command->summary()) + "\n"));
+  }
+}
+
+// A missing or unknown command is answered with the registry's names.
+TEST(CliHelp, AMissingOrUnknownCommandIsAnsweredWithEveryCommandName) {
+  const std::string names = commandNameList(airlockCommands(AIRLOCK_VERSION));
+  Outcome none = runAirlock({});
+  EXPECT_EQ(none.status, 125);
+  EXPECT_EQ(none.err,
+            "airlock: error: a subcommand is required: " + names + " (see airlock --help)\n");
+  Outcome unknown = runAirlock({"launch"});
+  EXPECT_EQ(unknown.status, 125);
+  EXPECT_EQ(unknown.err,
+            "airlock: error: unknown command \"launch\": use " + names + " (see airlock --help)\n");
 }
 
 TEST(CliHelp, RunHelpDocumentsTheExitStatuses) {

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "airlock/cli/adapters.h"
+#include "airlock/cli/command.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/run_plan.h"
@@ -13,6 +13,7 @@
 #include "airlock/core/command_validation.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
+#include "airlock/execution/adapters.h"
 
 namespace airlock::cli {
 namespace {
@@ -65,24 +66,26 @@ TEST(Mechanisms, OneTableNamesEveryMechanismOnce) {
 TEST(Mechanisms, ADevelopmentMechanismNeedsThePermission) {
   for (Mechanism m : allMechanisms()) {
     if (!developmentOnly(m)) continue;
-    auto refused = createAdapter(m, {}, std::nullopt);
+    auto refused = execution::createAdapter(m, {}, std::nullopt);
     ASSERT_FALSE(refused) << mechanismName(m);
     EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
     EXPECT_THAT(refused.error().context, HasSubstr(std::string(mechanismName(m))));
     EXPECT_THAT(refused.error().context, HasSubstr("development only"));
   }
-  auto fake = createAdapter(Mechanism::kFake, {}, DevelopmentMechanismsAllowed{});
+  auto fake =
+      execution::createAdapter(Mechanism::kFake, {}, execution::DevelopmentMechanismsAllowed{});
   ASSERT_TRUE(fake) << fake.error().message();
   EXPECT_NE(fake->env, nullptr);
-  auto microvm = createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
+  auto microvm = execution::createAdapter(Mechanism::kMicrovm, {}, std::nullopt);
   ASSERT_FALSE(microvm);
   EXPECT_EQ(microvm.error().code, ErrorCode::kExecutionUnavailable);
 }
 
 TEST(Mechanisms, TheAdaptersEnvironmentIdsNameTheConfiguredNode) {
-  AdapterOptions options;
+  execution::AdapterOptions options;
   options.node_name = "node-9";
-  auto fake = createAdapter(Mechanism::kFake, options, DevelopmentMechanismsAllowed{});
+  auto fake = execution::createAdapter(Mechanism::kFake, options,
+                                       execution::DevelopmentMechanismsAllowed{});
   ASSERT_TRUE(fake) << fake.error().message();
   EnvironmentSpec spec;
   spec.tenant_id = "t";
@@ -334,6 +337,22 @@ TEST(Doctor, ProbingThisMachineReportsEveryNamespace) {
   EXPECT_EQ(f.namespaces[0].name, "user");
   EXPECT_EQ(f.namespaces[6].name, "cgroup");
   EXPECT_FALSE(f.kernel_release.empty());
+}
+
+// The registry of commands (cli/command.h): every command of the binary,
+// each with a distinct name and a one-line summary, listed in help order.
+TEST(CommandRegistry, HoldsEveryCommandOnceWithAOneLineSummary) {
+  const CommandRegistry commands = airlockCommands("1.2.3");
+  std::vector<std::string> names;
+  for (const auto& command : commands) {
+    names.emplace_back(command->name());
+    EXPECT_FALSE(command->summary().empty()) << command->name();
+    EXPECT_EQ(command->summary().find('\n'), std::string_view::npos) << command->name();
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"run", "image", "artifact", "serve", "mcp", "egress",
+                                             "doctor", "version"}));
+  EXPECT_EQ(commandNameList(commands),
+            "run, image, artifact, serve, mcp, egress, doctor or version");
 }
 
 }  // namespace

@@ -228,7 +228,7 @@ TEST(GateNoRuntimeInWorker, GatewaySourcesReachNoRuntimeCode) {
 // The walk flags runtime code when it is reached: the composition root
 // (which chooses the linux adapter) and the adapter itself.
 TEST(GateNoRuntimeInWorker, TheWalkCanFail) {
-  const auto via_cli = walk({"airlock/cli/adapters.cpp"});
+  const auto via_cli = walk({"airlock/execution/adapters.cpp"});
   EXPECT_THAT(via_cli, ::testing::Contains(::testing::HasSubstr("airlock/sandbox/linux/")));
   // The adapter's own sources, scanned as if they were gateway code.
   std::vector<std::string> findings;
@@ -248,6 +248,32 @@ TEST(GateNoRuntimeInWorker, CommentsAndStringsAreNotCode) {
   EXPECT_FALSE(std::regex_search(codeOf("auto s = R\"(execve( )\";"), forbiddenCode()));
   EXPECT_TRUE(std::regex_search(codeOf("int r = ::fork ();"), forbiddenCode()));
   EXPECT_TRUE(std::regex_search(codeOf("CgroupHandle h;"), forbiddenCode()));
+}
+
+// The other direction: the execution side (src/airlock/execution) is what an
+// execution node runs, so none of its files includes the gateway, the
+// service or a front end (the cli).
+std::vector<std::string> frontEndIncludes(const std::string& text) {
+  std::vector<std::string> out;
+  for (const Include& inc : includesOf(text)) {
+    for (const char* dir : {"airlock/gateway/", "airlock/service/", "airlock/cli/"}) {
+      if (!inc.system && inc.target.rfind(dir, 0) == 0) out.push_back(inc.target);
+    }
+  }
+  return out;
+}
+
+TEST(GateNoRuntimeInWorker, TheExecutionSideIncludesNoFrontEnd) {
+  std::size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSrc / "airlock/execution")) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    EXPECT_THAT(frontEndIncludes(readFile(entry.path())), ::testing::IsEmpty()) << entry.path();
+  }
+  EXPECT_GT(files, 0u) << "no files under src/airlock/execution";
+  // The check sees a front end's include when there is one.
+  EXPECT_THAT(frontEndIncludes("#include \"airlock/cli/summary.h\"\n#include <vector>\n"),
+              ::testing::ElementsAre("airlock/cli/summary.h"));
 }
 
 // --- Link dependencies -------------------------------------------------------

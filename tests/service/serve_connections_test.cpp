@@ -4,7 +4,9 @@
 // fake mechanism is enough: nothing here is about sandboxes.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -60,6 +62,28 @@ class ServeConnections : public ::testing::Test {
   TempStateDir state_;
   std::unique_ptr<ServeProcess> serve_;
 };
+
+// dev auth without a configured token: serve makes one (48 hex digits of
+// the kernel's CSPRNG), writes it 0600 to <state_dir>/service-token with no
+// temporary file left beside it, and answers requests that carry it.
+TEST_F(ServeConnections, DevAuthWritesAFreshTokenFileThatAuthenticates) {
+  serve_ = std::make_unique<ServeProcess>(
+      std::vector<std::string>{"AIRLOCK_STATE_DIR=" + state_.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+                               "AIRLOCK_SANDBOX=fake", "PATH=/usr/bin:/bin"});
+  ASSERT_GT(serve_->port(), 0) << serve_->log();
+  const std::string path = state_.path() + "/service-token";
+  std::ifstream in(path);
+  std::string token;
+  ASSERT_TRUE(std::getline(in, token)) << path;
+  EXPECT_EQ(token.size(), 48u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+  EXPECT_EQ(serve_->request("GET", "/v1/images", "", token, 20).status, 200) << serve_->log();
+  EXPECT_EQ(serve_->request("GET", "/v1/images", "", std::string(48, '0'), 20).status, 401);
+}
 
 // Holds `count` idle connections to 127.0.0.1:port in a child process of
 // its own (a process's descriptor limit may be below what the test needs in

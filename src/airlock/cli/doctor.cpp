@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "airlock/sys/io.h"
+#include "airlock/cli/summary.h"
 #if AIRLOCK_HAVE_LINUX_MECHANISM
 #include "airlock/sandbox/linux/linux_environment.h"
 #endif
@@ -145,7 +145,7 @@ int runDoctor() {
   // Reported after the linux verdict; the exit status stays the linux one.
   report += gvisorReport();
 #endif
-  (void)sys::writeAll(STDOUT_FILENO, report.data(), report.size());
+  writeOut(STDOUT_FILENO, report);
   return linux_jail::linuxMechanismBlockers(features).empty() ? 0 : 1;
 }
 

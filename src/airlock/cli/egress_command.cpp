@@ -15,26 +15,15 @@
 #include "airlock/egress/outbound_guard.h"
 #include "airlock/egress/policy.h"
 #include "airlock/egress/resolver.h"
-#include "airlock/sys/io.h"
 
 namespace airlock::cli {
-namespace {
-
-int errorExit(const std::string& message) {
-  const std::string line = formatErrorLine(message);
-  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
-  return kExitAirlockError;
-}
-
-}  // namespace
-
 int runEgressCheck(const EgressCheckFlags& flags) {
   using namespace airlock::egress;
-  if (flags.policy_file.empty()) return errorExit("egress check: --policy FILE is required");
+  if (flags.policy_file.empty()) return printErrorLine("egress check: --policy FILE is required");
   if (flags.target.empty())
-    return errorExit("egress check: a URL or host:port to check is required");
+    return printErrorLine("egress check: a URL or host:port to check is required");
   auto policy = loadEgressPolicyFile(flags.policy_file);
-  if (!policy) return errorExit(policy.error().message());
+  if (!policy) return printErrorLine(policy.error().message());
 
   auto resolver = std::make_shared<GetaddrinfoResolver>();
   auto classifier = std::make_shared<AddressClassifier>(std::make_shared<InterfaceAddressSource>());

@@ -21,7 +21,6 @@
 
 #include "airlock/core/error.h"
 #include "airlock/images/image_store.h"
-#include "airlock/sandbox/sandbox_image.h"
 
 namespace airlock::cli {
 
@@ -58,18 +57,6 @@ struct ResolvedImage {
 // it), and those of ImageStore::pull.
 Result<ResolvedImage> resolveImage(images::ImageStore& store, const std::string& name,
                                    const PullProgress& progress);
-
-// Images held for a mechanism's life: each root stays in place (and out of
-// garbage collection) while its ImageRoot lives.
-struct HeldImages {
-  std::vector<images::ImageRoot> roots;
-  std::vector<SandboxImage> images;  // for MechanismOptions::images, one per root
-};
-
-// Holds the stored images `digests` (ImageStore::use, unpacking a root not
-// yet there) and describes each for the mechanisms (unpackedImage). The
-// errors of use() and unpackedImage.
-Result<HeldImages> holdImages(images::ImageStore& store, const std::vector<std::string>& digests);
 
 // A progress line for a pull on a terminal: "\rpulling REF: 12 MiB of 40 MiB"
 // on standard error, rewritten as bytes arrive and cleared at the end. Empty

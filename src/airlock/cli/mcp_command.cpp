@@ -10,10 +10,10 @@
 #include <chrono>
 #include <memory>
 
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/ids.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/gateway/mcp/mcp_session.h"
 #include "airlock/gateway/mcp/mcp_stdio.h"
 #include "airlock/gateway/tools/tool_registry.h"
@@ -46,12 +46,7 @@ void installStopHandlers(const CancelToken& token) {
 
 void logLine(const std::string& text) {
   const std::string line = "airlock mcp: " + text + "\n";
-  (void)sys::writeAll(STDERR_FILENO, line.data(), line.size());
-}
-
-int reportError(const Error& error) {
-  printErrorLine(error.message());
-  return exitStatusFor(error);
+  writeOut(STDERR_FILENO, line);
 }
 
 // artifact.export for a local session: each artifact becomes
@@ -133,13 +128,13 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   RunFlags run_flags = flags.run;
   run_flags.argv = {"true"};
   auto plan = planRun(run_flags, host_env);
-  if (!plan) return reportError(plan.error());
+  if (!plan) return printErrorLine(plan.error());
   const bool verbose = flags.run.verbose;
 
   std::unique_ptr<DirectoryExporter> exporter;
   if (flags.export_dir) {
     auto opened = DirectoryExporter::open(*flags.export_dir);
-    if (!opened) return reportError(opened.error());
+    if (!opened) return printErrorLine(opened.error());
     exporter = std::move(*opened);
   }
 
@@ -147,11 +142,12 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   // sandbox is destroyed), not a fatal signal.
   (void)::signal(SIGPIPE, SIG_IGN);
   auto stop = CancelToken::create();
-  if (!stop) return reportError(stop.error());
+  if (!stop) return printErrorLine(stop.error());
   installStopHandlers(*stop);
 
-  auto adapter = createAdapter(plan->mechanism, {}, DevelopmentMechanismsAllowed{});
-  if (!adapter) return reportError(adapter.error());
+  auto adapter =
+      execution::createAdapter(plan->mechanism, {}, execution::DevelopmentMechanismsAllowed{});
+  if (!adapter) return printErrorLine(adapter.error());
   ExecutionEnvironment& env = *adapter->env;
   plan->spec.image_digest = adapter->image_digest;
 
@@ -173,7 +169,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   };
 
   auto first = provision();
-  if (!first) return reportError(first.error());
+  if (!first) return printErrorLine(first.error());
 
   gateway::ToolContext context;
   context.tenant_id = plan->spec.tenant_id;
@@ -216,11 +212,11 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   }
 
   int status = 0;
-  if (!ended) status = reportError(ended.error());
+  if (!ended) status = printErrorLine(ended.error());
   if (auto destroyed = env.destroy(context.environment); !destroyed) {
     Error error = destroyed.error();
     error.context = "destroying the sandbox: " + error.context;
-    return reportError(error);
+    return printErrorLine(error);
   }
   if (verbose) logLine("destroyed environment " + context.environment.environment_id);
   return status;

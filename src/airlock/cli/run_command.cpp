@@ -10,12 +10,13 @@
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/capability/broker/code_run.h"
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_command.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
@@ -44,11 +45,6 @@ void installCancelHandlers(const CancelToken& token) {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
-}
-
-int reportError(const Error& error) {
-  printErrorLine(error.message());
-  return exitStatusFor(error);
 }
 
 Result<std::string> readAllStdin() {
@@ -203,9 +199,9 @@ int reportRun(const RunPlan& plan, const RunOutput& run,
       for (const auto& [path, ref] : exported) writeOut(STDERR_FILENO, formatExportLine(ref, path));
     }
     status = exitStatusFor(*result);
-    for (const auto& error : export_errors) status = reportError(error);
+    for (const auto& error : export_errors) status = printErrorLine(error);
   } else {
-    status = reportError(result.error());
+    status = printErrorLine(result.error());
   }
 
   return status;
@@ -216,29 +212,29 @@ int reportRun(const RunPlan& plan, const RunOutput& run,
 int executeRun(RunPlan plan) {
   if (plan.read_stdin) {
     auto data = readAllStdin();
-    if (!data) return reportError(data.error());
+    if (!data) return printErrorLine(data.error());
     plan.command.stdin_data = std::move(*data);
   }
 
   auto token = CancelToken::create();
-  if (!token) return reportError(token.error());
+  if (!token) return printErrorLine(token.error());
   installCancelHandlers(*token);
 
   auto store = openRunStore(plan);
-  if (!store) return reportError(store.error());
+  if (!store) return printErrorLine(store.error());
 
   if (plan.egress_policy_without_network)
     writeOut(STDERR_FILENO,
              "airlock: note: the egress policy is valid, but without --network the command has no "
              "network\n");
-  LocalExecutionOptions execution_options;
+  execution::LocalExecutionOptions execution_options;
   std::string image_digest;
   if (!plan.image.empty()) {
     auto image_store = openImageStore(plan.state_dir);
-    if (!image_store) return reportError(image_store.error());
+    if (!image_store) return printErrorLine(image_store.error());
     auto resolved = resolveImage(**image_store, plan.image, terminalPullProgress(plan.image));
     endTerminalPullProgress();
-    if (!resolved) return reportError(resolved.error());
+    if (!resolved) return printErrorLine(resolved.error());
     image_digest = resolved->stored.digest;
     if (resolved->pulled || plan.verbose)
       writeOut(STDERR_FILENO, "airlock: image " + escapeForTerminal(plan.image) + " is " +
@@ -250,10 +246,10 @@ int executeRun(RunPlan plan) {
   execution_options.egress = plan.spec.egress;
   execution_options.egress_log = plan.egress_log;
   execution_options.touch_egress_log = true;
-  auto execution = openLocalExecution(plan.mechanism, std::move(execution_options),
-                                      DevelopmentMechanismsAllowed{});
-  if (!execution) return reportError(execution.error());
-  Adapter* adapter = &execution->adapter;
+  auto execution = execution::openLocalExecution(plan.mechanism, std::move(execution_options),
+                                                 execution::DevelopmentMechanismsAllowed{});
+  if (!execution) return printErrorLine(execution.error());
+  execution::Adapter* adapter = &execution->adapter;
   ExecutionEnvironment& env = *adapter->env;
   plan.spec.image_digest = image_digest.empty() ? adapter->image_digest : image_digest;
 
@@ -261,7 +257,7 @@ int executeRun(RunPlan plan) {
     writeOut(STDERR_FILENO, "airlock: mechanism " + std::string(mechanismName(plan.mechanism)) +
                                 ", image " + plan.spec.image_digest + "\n");
   auto handle = env.provision(plan.spec);
-  if (!handle) return reportError(handle.error());
+  if (!handle) return printErrorLine(handle.error());
   if (plan.verbose)
     writeOut(STDERR_FILENO, "airlock: provisioned environment " + handle->environment_id + "\n");
 
@@ -293,7 +289,7 @@ int executeRun(RunPlan plan) {
   if (auto destroyed = env.destroy(*handle); !destroyed) {
     Error error = destroyed.error();
     error.context = "destroying the sandbox: " + error.context;
-    return reportError(error);
+    return printErrorLine(error);
   }
   if (plan.verbose)
     writeOut(STDERR_FILENO, "airlock: destroyed environment " + handle->environment_id + "\n");

@@ -42,15 +42,8 @@ Result<std::int64_t> parseCount(std::string_view flag, const std::string& text) 
   return value;
 }
 
-}  // namespace
-
-Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
-  RunPlan plan;
-  plan.json = flags.json;
-  plan.verbose = flags.verbose;
-  plan.read_stdin = flags.read_stdin;
-
-  // The command first: it is the most likely mistake and the cheapest check.
+// The command (argv, or --code's program) and --mechanism.
+Result<void> planCommandLine(const RunFlags& flags, RunPlan& plan) {
   const bool code_mode = flags.code.has_value();
   if (code_mode) {
     if (flags.code->empty())
@@ -75,7 +68,19 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     return fail(ErrorCode::kToolValidationError,
                 "--mechanism: \"" + flags.mechanism + "\" is not one of " + mechanismNameList());
   }
+  return {};
+}
 
+// The limit flags of run and mcp (--memory, --cpus, --pids, --disk,
+// --inodes, --timeout, --max-output) over the defaults, checked against the
+// ceilings, errors naming the flag as typed.
+struct PlannedLimits {
+  ResourceLimits limits;
+  std::int64_t timeout_seconds = 0;
+  std::int64_t max_output = 0;
+};
+
+Result<PlannedLimits> parseLimitFlags(const RunFlags& flags) {
   ResourceLimits limits = defaultLimits();
   if (flags.memory) {
     auto v = parseSizeFlag("--memory", *flags.memory);
@@ -140,6 +145,11 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
     max_output = *v;
   }
 
+  return PlannedLimits{limits, timeout_seconds, max_output};
+}
+
+// --env: the tier-1 pass-through names, with their values from host_env.
+Result<BuiltEnvironment> planEnvironment(const RunFlags& flags, const HostLookup& host_env) {
   // Tier-1 pass-through: names only; values come from this environment.
   for (const auto& name : flags.env_names) {
     if (auto eq = name.find('='); eq != std::string::npos) {
@@ -156,6 +166,11 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
   BuiltEnvironment built = buildEnvironment(tier1, host_env, ".", std::nullopt);
   if (built.tier1_error) return flagError("--env", *built.tier1_error);
 
+  return built;
+}
+
+// --copy-in, --export, --state-dir and --image.
+Result<void> planFiles(const RunFlags& flags, RunPlan& plan) {
   if (flags.copy_in) {
     struct stat st {};
     if (::stat(flags.copy_in->c_str(), &st) != 0) {
@@ -192,19 +207,11 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
       return fail(ErrorCode::kToolValidationError,
                   "--image: the fake mechanism runs no images; use --mechanism linux or gvisor");
   }
+  return {};
+}
 
-  plan.command.argv = code_mode ? std::vector<std::string>{"/usr/bin/python3"} : flags.argv;
-  plan.command.working_directory = ".";
-  plan.command.timeout_seconds = timeout_seconds;
-  plan.command.maximum_output_bytes = max_output;
-  if (auto valid = validateCommand(plan.command); !valid) return tl::unexpected(valid.error());
-
-  const Timestamp now =
-      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-  plan.spec.tenant_id = "local";
-  plan.spec.run_id = newUuidV7(now);
-  plan.spec.lease_epoch = 1;
-  plan.spec.limits = limits;
+// --egress-policy, --network and --egress-log.
+Result<void> planEgress(const RunFlags& flags, RunPlan& plan) {
   // Egress needs two yeses (spec 000): this call's --network and the
   // operator's allowlist. Either alone means no network.
   plan.spec.egress = EgressPolicy{};  // deny: no network
@@ -236,7 +243,39 @@ Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
       return fail(ErrorCode::kToolValidationError, "--egress-log: the path is empty");
     plan.egress_log = *flags.egress_log;
   }
-  plan.spec.environment = std::move(built.variables);
+  return {};
+}
+
+}  // namespace
+
+Result<RunPlan> planRun(const RunFlags& flags, const HostLookup& host_env) {
+  RunPlan plan;
+  plan.json = flags.json;
+  plan.verbose = flags.verbose;
+  plan.read_stdin = flags.read_stdin;
+  // The command first: it is the most likely mistake and the cheapest check.
+  if (auto planned = planCommandLine(flags, plan); !planned) return tl::unexpected(planned.error());
+  auto limits = parseLimitFlags(flags);
+  if (!limits) return tl::unexpected(limits.error());
+  auto built = planEnvironment(flags, host_env);
+  if (!built) return tl::unexpected(built.error());
+  if (auto planned = planFiles(flags, plan); !planned) return tl::unexpected(planned.error());
+
+  const bool code_mode = plan.code_path.has_value();
+  plan.command.argv = code_mode ? std::vector<std::string>{"/usr/bin/python3"} : flags.argv;
+  plan.command.working_directory = ".";
+  plan.command.timeout_seconds = limits->timeout_seconds;
+  plan.command.maximum_output_bytes = limits->max_output;
+  if (auto valid = validateCommand(plan.command); !valid) return tl::unexpected(valid.error());
+
+  const Timestamp now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  plan.spec.tenant_id = "local";
+  plan.spec.run_id = newUuidV7(now);
+  plan.spec.lease_epoch = 1;
+  plan.spec.limits = limits->limits;
+  if (auto planned = planEgress(flags, plan); !planned) return tl::unexpected(planned.error());
+  plan.spec.environment = std::move(built->variables);
   return plan;
 }
 

@@ -1,57 +1,56 @@
 #include "airlock/cli/serve_command.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <set>
 
-#include "airlock/cli/adapters.h"
 #include "airlock/cli/artifact_store_open.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
+#include "airlock/execution/adapters.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 
 namespace airlock::cli {
 namespace {
 
-int refuse(const Error& error) {
-  return printErrorLine(error.message());
+// Lowercase hex of `bytes`, two digits a byte. The one place the token is
+// encoded: a shared encoder can replace this body.
+std::string hexOf(const unsigned char* bytes, std::size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(kDigits[bytes[i] >> 4]);
+    out.push_back(kDigits[bytes[i] & 15]);
+  }
+  return out;
 }
 
-// dev auth without a configured token: a random one, written 0600 to
-// <state_dir>/service-token for local clients to read.
+// dev auth without a configured token: a random one (24 bytes of the
+// kernel's CSPRNG, 48 hex digits), written 0600 to
+// <state_dir>/service-token, atomically, for local clients to read.
 Result<std::string> makeDevToken(const std::string& state_dir) {
   unsigned char raw[24];
-  if (RAND_bytes(raw, sizeof raw) != 1)
-    return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : raw) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
-  }
+  if (!sys::fillRandom(raw, sizeof raw))
+    return failErrno(ErrorCode::kExecutionUnavailable, "no random bytes for a token", errno);
+  const std::string token = hexOf(raw, sizeof raw);
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
                      errno);
-  const std::string path = state_dir + "/service-token";
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
-  const std::string text = token + "\n";
-  const bool ok = sys::writeAll(fd, text.data(), text.size());
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
-    return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
+  auto written =
+      sys::writeFileAtomically(AT_FDCWD, state_dir + "/service-token", token + "\n", 0600);
+  if (!written) return tl::unexpected(written.error());
   return token;
 }
 
@@ -59,15 +58,15 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
 
 int executeServe(const std::optional<std::string>& config_path) {
   auto settings = service::loadSettings(config_path, service::processEnvironment());
-  if (!settings) return refuse(settings.error());
-  if (auto r = service::checkStartup(*settings); !r) return refuse(r.error());
+  if (!settings) return printErrorLine(settings.error());
+  if (auto r = service::checkStartup(*settings); !r) return printErrorLine(r.error());
   if (settings->service_token.empty()) {
     auto token = makeDevToken(settings->state_dir);
-    if (!token) return refuse(token.error());
+    if (!token) return printErrorLine(token.error());
     settings->service_token = *token;
     const std::string note =
         "airlock: dev auth: the service token is in " + settings->state_dir + "/service-token\n";
-    (void)sys::writeAll(STDERR_FILENO, note.data(), note.size());
+    writeOut(STDERR_FILENO, note);
   }
   service::Metrics metrics(std::string(service::mechanismName(settings->sandbox)));
   // Egress: the operator's policy (validated by checkStartup). The proxy
@@ -77,17 +76,17 @@ int executeServe(const std::optional<std::string>& config_path) {
   EgressPolicy operator_egress;
   if (!settings->egress_policy_path.empty()) {
     auto policy = egress::loadEgressPolicyFile(settings->egress_policy_path);
-    if (!policy) return refuse(policy.error());
+    if (!policy) return printErrorLine(policy.error());
     operator_egress = (*policy)->toValue();
   }
-  LocalExecutionOptions execution_options;
+  execution::LocalExecutionOptions execution_options;
   // Images: each configured reference resolved to a digest now (spec 000,
   // "EnvironmentSpec"); only the digest is used after this.
   std::vector<service::ServiceImage> configured;
   std::set<std::string> pulled;  // names of the entries fetched now
   if (!settings->images.empty()) {
     auto store = openImageStore(settings->state_dir);
-    if (!store) return refuse(store.error());
+    if (!store) return printErrorLine(store.error());
     for (const auto& image : settings->images) {
       auto resolved = resolveImage(**store, image.reference, {});
       if (!resolved) {
@@ -95,7 +94,7 @@ int executeServe(const std::optional<std::string>& config_path) {
         error.context = "refusing to start: images entry " + quoteForMessage(image.name) +
                         (image.name == image.reference ? "" : " (" + image.reference + ")") + ": " +
                         error.context;
-        return refuse(error);
+        return printErrorLine(error);
       }
       configured.push_back(
           service::ServiceImage{image.name, image.reference, resolved->stored.digest});
@@ -111,13 +110,14 @@ int executeServe(const std::optional<std::string>& config_path) {
   execution_options.on_refusal = [&metrics](std::string_view reason) {
     metrics.egressRefused(std::string(reason));
   };
-  auto execution = openLocalExecution(
+  auto execution = execution::openLocalExecution(
       settings->sandbox, std::move(execution_options),
       settings->deployment_mode == service::DeploymentMode::kDevelopment
-          ? std::optional<DevelopmentMechanismsAllowed>(DevelopmentMechanismsAllowed{})
+          ? std::optional<execution::DevelopmentMechanismsAllowed>(
+                execution::DevelopmentMechanismsAllowed{})
           : std::nullopt);
-  if (!execution) return refuse(execution.error());
-  Adapter* adapter = &execution->adapter;
+  if (!execution) return printErrorLine(execution.error());
+  execution::Adapter* adapter = &execution->adapter;
   // The default image first; every image named in the log with its digest.
   service::ServiceImages images;
   images.images.push_back(service::ServiceImage{kHostImageName, "", adapter->image_digest});
@@ -147,7 +147,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   store_options.max_artifact_bytes = settings->artifacts.max_artifact_bytes;
   store_options.tenant_byte_cap = settings->artifacts.tenant_byte_cap;
   auto local_store = openLocalArtifactStore(settings->state_dir, store_options);
-  if (!local_store) return refuse(local_store.error());
+  if (!local_store) return printErrorLine(local_store.error());
   service::ArtifactBackend backend;
   backend.store = local_store->store.get();
   backend.repository = local_store->repository.get();
@@ -157,10 +157,10 @@ int executeServe(const std::optional<std::string>& config_path) {
   // Code mode's schedules: SQLite beside the artifact metadata, or the
   // PostgreSQL database the settings name.
   auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
-  if (!schedules) return refuse(schedules.error());
+  if (!schedules) return printErrorLine(schedules.error());
   api.attachSchedules(std::move(*schedules));
   auto server = service::HttpServer::create(*settings, api, *adapter->env);
-  if (!server) return refuse(server.error());
+  if (!server) return printErrorLine(server.error());
   (*server)->run();
   return 0;
 }

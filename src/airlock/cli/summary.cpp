@@ -92,4 +92,9 @@ int printErrorLine(std::string_view message) {
   return kExitAirlockError;
 }
 
+int printErrorLine(const Error& error) {
+  printErrorLine(std::string_view(error.message()));
+  return exitStatusFor(error);
+}
+
 }  // namespace airlock::cli

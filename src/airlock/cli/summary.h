@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "airlock/core/error.h"
 #include "airlock/core/types.h"
 
 namespace airlock::cli {
@@ -33,8 +34,12 @@ std::string formatErrorLine(std::string_view message);
 
 // Writes all of `bytes` to `fd`; a failure (a closed terminal) is ignored.
 void writeOut(int fd, std::string_view bytes);
-// Writes formatErrorLine(message) to standard error and returns the exit
-// status of an Airlock failure (kExitAirlockError, 125).
+// The CLI's one error reporter: writes formatErrorLine(message) to
+// standard error and returns the exit status of an Airlock failure
+// (kExitAirlockError, 125).
 int printErrorLine(std::string_view message);
+
+// printErrorLine(error.message()), returning exitStatusFor(error) (125).
+int printErrorLine(const Error& error);
 
 }  // namespace airlock::cli

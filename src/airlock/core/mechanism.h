@@ -2,7 +2,7 @@
 // the SandboxMechanism setting): their names, which of them isolate the
 // kernel, and which are for development only. `airlock run`, `airlock mcp`,
 // `airlock serve` and the settings file all read this table; the adapters
-// that build a mechanism live in the cli (cli/adapters.h).
+// that build a mechanism live on the execution side (execution/adapters.h).
 #pragma once
 
 #include <optional>
@@ -24,7 +24,7 @@ struct MechanismTraits {
   bool isolates_kernel;   // gvisor, microvm
   // Never behind a production deployment: the kernel boundary is shared
   // (linux) or there is none (fake). Building one takes a
-  // DevelopmentMechanismsAllowed token (cli/adapters.h).
+  // DevelopmentMechanismsAllowed token (execution/adapters.h).
   bool development_only;
 };
 

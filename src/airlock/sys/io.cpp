@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 namespace airlock::sys {
 
@@ -152,6 +153,24 @@ Result<void> writeFile(int dirfd, const char* path, std::string_view text) {
   if (!fd) return tl::unexpected(fd.error());
   if (!writeAll(fd->get(), text.data(), text.size()))
     return failErrno(ErrorCode::kExecutionUnavailable, std::string("write ") + path, errno);
+  return {};
+}
+
+Result<void> writeFileAtomically(int dirfd, const std::string& path, std::string_view text,
+                                 mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  (void)::unlinkat(dirfd, tmp.c_str(), 0);
+  auto fd = openAt(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+  if (!fd)
+    return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, fd.error().sys_errno);
+  const bool written = writeAll(fd->get(), text.data(), text.size()) && ::fsync(fd->get()) == 0;
+  const int saved = errno;
+  fd->reset();
+  if (!written || ::renameat(dirfd, tmp.c_str(), dirfd, path.c_str()) != 0) {
+    const int cause = written ? errno : saved;
+    (void)::unlinkat(dirfd, tmp.c_str(), 0);
+    return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, cause);
+  }
   return {};
 }
 

@@ -61,4 +61,12 @@ Result<void> writeFile(int dirfd, const char* path, std::string_view text);
 
 Result<UniqueFd> openAt(int dirfd, const char* path, int flags, mode_t mode = 0);
 
+// Replaces (or creates) path with exactly `text`, atomically: a reader sees
+// the old file or the whole new one, never a part. Written to "<path>.tmp"
+// (a stale one is removed first; created O_EXCL|O_NOFOLLOW with `mode`),
+// flushed with fsync, then renamed over path. ExecutionUnavailable naming
+// path when a step fails; the temporary file is removed then. Allocates.
+Result<void> writeFileAtomically(int dirfd, const std::string& path, std::string_view text,
+                                 mode_t mode);
+
 }  // namespace airlock::sys

@@ -1,4 +1,4 @@
-#include "airlock/cli/egress_runtime.h"
+#include "airlock/execution/egress_runtime.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "airlock/egress/sandbox_route.h"
 #include "airlock/sys/unique_fd.h"
 
-namespace airlock::cli {
+namespace airlock::execution {
 namespace {
 
 Result<sys::UniqueFd> openLog(const std::string& log_path) {
@@ -80,4 +80,4 @@ Result<EgressRuntime> startEgressRuntime(const std::string& log_path, RefusalObs
   return runtime;
 }
 
-}  // namespace airlock::cli
+}  // namespace airlock::execution

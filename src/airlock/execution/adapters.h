@@ -1,6 +1,9 @@
-// The composition root's choice of ExecutionEnvironment adapter, shared by
-// `airlock run`, `airlock serve` and `airlock mcp`. Only the cli links the
-// adapters; the service and the gateway see the port alone.
+// What an execution node runs: the choice of ExecutionEnvironment adapter
+// (one per mechanism) and the composition around it, the egress proxy its
+// sandboxes reach and the images they run (spec 000, "Where the boundary
+// is": the execution service holds the adapter). The front ends (`airlock run`, `airlock serve`,
+// `airlock mcp`) open it; the service and the gateway see the port alone, and nothing here includes
+// the gateway, the service or the cli.
 #pragma once
 
 #include <memory>
@@ -8,15 +11,16 @@
 #include <string>
 #include <string_view>
 
-#include "airlock/cli/egress_runtime.h"
-#include "airlock/cli/image_command.h"
 #include "airlock/core/error.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/mechanism.h"
+#include "airlock/execution/egress_runtime.h"
+#include "airlock/execution/held_images.h"
+#include "airlock/images/image_store.h"
 #include "airlock/port/egress_route.h"
 #include "airlock/port/execution_environment.h"
 
-namespace airlock::cli {
+namespace airlock::execution {
 
 struct Adapter {
   std::unique_ptr<ExecutionEnvironment> env;
@@ -26,7 +30,7 @@ struct Adapter {
 struct AdapterOptions {
   std::string state_dir =
       "/run/airlock";  // linux: locks and crash recovery; gvisor: <state_dir>/gvisor
-  // Where sandboxes with egress send their connections (cli/egress_runtime.h);
+  // Where sandboxes with egress send their connections (execution/egress_runtime.h);
   // null: such a sandbox is refused.
   std::shared_ptr<EgressRoute> egress_route;
   // The highest limits a sandbox may have (serve: the limits.ceilings
@@ -35,7 +39,7 @@ struct AdapterOptions {
   // The execution node's name, carried by every environment id (serve: the
   // node_name setting); "": ids are bare UUIDv7s.
   std::string node_name;
-  // Images the mechanism runs besides the host's (cli/image_command.h
+  // Images the mechanism runs besides the host's (execution/held_images.h
   // holdImages); their roots must stay in place while the adapter lives.
   // The fake mechanism runs none.
   std::vector<SandboxImage> images;
@@ -90,4 +94,4 @@ struct LocalExecutionOptions {
 Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOptions options,
                                           std::optional<DevelopmentMechanismsAllowed> development);
 
-}  // namespace airlock::cli
+}  // namespace airlock::execution

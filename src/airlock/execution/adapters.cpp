@@ -1,4 +1,4 @@
-#include "airlock/cli/adapters.h"
+#include "airlock/execution/adapters.h"
 
 #include "airlock/sandbox/fake/fake_environment.h"
 #if AIRLOCK_HAVE_LINUX_MECHANISM
@@ -8,7 +8,7 @@
 #include "airlock/sandbox/oci/gvisor_environment.h"
 #endif
 
-namespace airlock::cli {
+namespace airlock::execution {
 
 namespace {
 
@@ -125,4 +125,4 @@ Result<LocalExecution> openLocalExecution(Mechanism mechanism, LocalExecutionOpt
   return out;
 }
 
-}  // namespace airlock::cli
+}  // namespace airlock::execution

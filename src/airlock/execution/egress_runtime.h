@@ -13,7 +13,7 @@
 #include "airlock/core/error.h"
 #include "airlock/port/egress_route.h"
 
-namespace airlock::cli {
+namespace airlock::execution {
 
 struct EgressRuntime {
   // Adapters attach sandboxes through this; it keeps the proxy alive.
@@ -38,4 +38,4 @@ Result<EgressRuntime> startEgressRuntime(const std::string& log_path,
 // of decisions because nothing was decided.
 Result<void> touchEgressLog(const std::string& log_path);
 
-}  // namespace airlock::cli
+}  // namespace airlock::execution
