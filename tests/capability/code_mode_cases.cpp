@@ -11,6 +11,7 @@
 #include <optional>
 #include <tuple>
 
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::testing {
@@ -25,6 +26,7 @@ CodeRunResult runCodeProgram(ExecutionEnvironment& env, const EnvironmentHandle&
   o.limits.timeout_seconds = timeout_seconds;
   o.limits.maximum_output_bytes = 1 << 20;
   o.execution_id = "test-exec";
+  o.add_execution = execution::addExecutionCapabilities;
   auto r = capability::runCode(env, handle, o);
   EXPECT_TRUE(r) << (r ? "" : r.error().message());
   return r ? *r : CodeRunResult{};

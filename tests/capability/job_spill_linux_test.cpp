@@ -21,6 +21,7 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/broker/capabilities.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/gateway/capabilities/job_output_artifacts.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
@@ -106,6 +107,7 @@ class JobSpillTest : public SandboxTest {
     s.job_spill.spool_dir = spool_dir.empty() ? spool_ : spool_dir;
     s.job_spill.max_stream_bytes = max_stream_bytes;
     s.job_spill.max_total_bytes = max_total_bytes;
+    s.add_execution = execution::addExecutionCapabilities;
     table_ = capability::makeSandboxCapabilities(s);
   }
 

@@ -11,6 +11,7 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/service/api.h"
 #include "airlock/service/metrics.h"
 #include "linux_test_support.h"
@@ -40,6 +41,7 @@ class ApiCodeLinuxTest : public SandboxTest {
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
     api_->attachSchedules(*store);
+    api_->attachExecutionCapabilities(execution::addExecutionCapabilities);
     auto h = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})");
     ASSERT_EQ(h.status, 201) << h.body;
     id_ = json::parse(h.body)["environment_id"];

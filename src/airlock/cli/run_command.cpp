@@ -17,6 +17,7 @@
 #include "airlock/cli/summary.h"
 #include "airlock/core/json.h"
 #include "airlock/execution/adapters.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/sys/io.h"
 #include "airlock/workspace/local_workspace.h"
@@ -127,6 +128,7 @@ Result<ExecutionResult> runInSandbox(const RunPlan& plan, ExecutionEnvironment& 
     // decides with the sandbox's own egress policy (deny unless
     // --network --egress-policy FILE).
     capability::CodeModeHost host;
+    host.add_execution = execution::addExecutionCapabilities;
     if (auto schedules = openScheduleStore(plan.state_dir)) {
       host.schedules = std::move(*schedules);
     } else if (plan.verbose) {

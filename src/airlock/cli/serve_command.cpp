@@ -14,6 +14,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
 #include "airlock/execution/adapters.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
@@ -140,6 +141,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   }
   service::Api api(*settings, *adapter->env, std::move(images), metrics);
   api.allowEgress(operator_egress);
+  api.attachExecutionCapabilities(execution::addExecutionCapabilities);
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;
   // what a crash left behind is cleaned up before serving.

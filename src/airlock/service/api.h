@@ -31,6 +31,7 @@
 #include "airlock/artifacts/artifact_store.h"
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
+#include "airlock/capability/broker/execution_half.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
@@ -173,6 +174,12 @@ class Api {
   void allowEgress(EgressPolicy policy) { egress_ = std::move(policy); }
   // Enables schedule.* in code mode and the schedule routes; without it
   // schedule.* is refused "unavailable" and the routes answer 503.
+  // The execution half of code mode's capability table (proc, fs, job):
+  // the composition root passes execution::addExecutionCapabilities, so the
+  // API links no execution code. Without it programs get none of them.
+  void attachExecutionCapabilities(capability::AddExecutionCapabilities add) {
+    add_execution_ = std::move(add);
+  }
   void attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
                        capability::schedule::ScheduleCeilings ceilings = {});
   // One firing pass at the API's clock (the server calls it every
@@ -270,6 +277,7 @@ class Api {
   std::shared_ptr<const gateway::ToolRegistry> tools_;
   std::shared_ptr<capability::schedule::ScheduleStore> schedules_;
   capability::schedule::ScheduleCeilings schedule_ceilings_;
+  capability::AddExecutionCapabilities add_execution_;
   // What runs through this API, per environment (under mu_): a program
   // is refused while anything runs there (it writes /run/airlock before its
   // command starts), and a command while a program runs.

@@ -42,28 +42,29 @@ struct KnownCapabilities {
   std::set<std::string> platform_modules;
 };
 
-const KnownCapabilities& knownCapabilities() {
-  static const KnownCapabilities known = [] {
-    KnownCapabilities k;
-    k.names = capability::makeSandboxCapabilities(capability::SandboxServices{})->names();
-    std::set<std::string> modules;
-    for (const auto& n : k.names) modules.insert(n.substr(0, n.find('.')));
-    for (const auto& wildcard : capability::defaultCodeModePolicy().allowed) {
-      std::string module = wildcard.substr(0, wildcard.find('.'));
-      if (!modules.contains(module)) k.platform_modules.insert(module);
-      modules.insert(std::move(module));
-    }
-    k.modules.assign(modules.begin(), modules.end());
-    return k;
-  }();
-  return known;
+// Built per code request from a table that serves nothing (no environment):
+// its names depend on the execution half the composition root attached.
+KnownCapabilities knownCapabilities(const capability::AddExecutionCapabilities& add_execution) {
+  KnownCapabilities k;
+  capability::SandboxServices names_only;
+  names_only.add_execution = add_execution;
+  k.names = capability::makeSandboxCapabilities(names_only)->names();
+  std::set<std::string> modules;
+  for (const auto& n : k.names) modules.insert(n.substr(0, n.find('.')));
+  for (const auto& wildcard : capability::defaultCodeModePolicy().allowed) {
+    std::string module = wildcard.substr(0, wildcard.find('.'));
+    if (!modules.contains(module)) k.platform_modules.insert(module);
+    modules.insert(std::move(module));
+  }
+  k.modules.assign(modules.begin(), modules.end());
+  return k;
 }
 
 // Why `name` (shaped: "*", "module.*" or "module.name") names nothing this
 // service serves, with the closest known one; nullopt when it is known.
-std::optional<std::string> unknownCapability(const std::string& name) {
+std::optional<std::string> unknownCapability(const std::string& name,
+                                             const KnownCapabilities& known) {
   if (name == "*") return std::nullopt;
-  const KnownCapabilities& known = knownCapabilities();
   const std::string module = name.substr(0, name.find('.'));
   auto suggest = [](const std::string& what, const std::vector<std::string>& candidates) {
     std::vector<std::string_view> views(candidates.begin(), candidates.end());
@@ -83,7 +84,7 @@ std::optional<std::string> unknownCapability(const std::string& name) {
 // "capabilities": a list narrowing what the program may call. Each entry is
 // an exact name ("proc.run"), a module wildcard ("fs.*") or "*"; absent
 // means every capability the sandbox serves (defaultCodeModePolicy).
-Result<capability::Policy> policyFrom(const json& object) {
+Result<capability::Policy> policyFrom(const json& object, const KnownCapabilities& known) {
   auto it = object.find("capabilities");
   if (it == object.end() || it->is_null()) return capability::defaultCodeModePolicy();
   if (!it->is_array())
@@ -118,7 +119,7 @@ Result<capability::Policy> policyFrom(const json& object) {
           badRequest("capabilities: " + quoteForMessage(name) +
                      " is not a capability name (\"proc.run\"), a module wildcard "
                      "(\"fs.*\") or \"*\""));
-    if (auto unknown = unknownCapability(name)) return tl::unexpected(badRequest(*unknown));
+    if (auto unknown = unknownCapability(name, known)) return tl::unexpected(badRequest(*unknown));
     policy.allowed.insert(name);
   }
   return policy;
@@ -223,7 +224,7 @@ HttpResponse Api::runCode(const RouteCall& call) {
   if (program->get_ref<const std::string&>().size() > kMaxProgramBytes)
     return errorResponse(
         badRequest("program is larger than " + std::to_string(kMaxProgramBytes) + " bytes"));
-  auto policy = policyFrom(*object);
+  auto policy = policyFrom(*object, knownCapabilities(add_execution_));
   if (!policy) return errorResponse(policy.error());
   // The command's limits come from the execute route's rules; argv is the
   // interpreter's (runCode replaces it) and stdin is the channel's.
@@ -231,6 +232,7 @@ HttpResponse Api::runCode(const RouteCall& call) {
   if (!command) return errorResponse(command.error());
 
   capability::CodeModeHost host;
+  host.add_execution = add_execution_;
   host.schedules = schedules_;
   host.schedule_ceilings = schedule_ceilings_;
   host.clock = clock_;

@@ -5,14 +5,14 @@
 namespace airlock::capability {
 
 // The spill's default per-stream cap is the store's per-artifact cap.
-static_assert(execution::kDefaultSpillStreamBytes ==
+static_assert(kDefaultSpillStreamBytes ==
               static_cast<std::uint64_t>(artifacts::kDefaultMaxArtifactBytes));
 
 std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services) {
   auto table = std::make_shared<CapabilityTable>();
-  execution::addExecutionCapabilities(
-      *table,
-      execution::ExecutionCapabilityServices{services.env, services.handle, services.job_spill});
+  if (services.add_execution)
+    services.add_execution(
+        *table, ExecutionCapabilityServices{services.env, services.handle, services.job_spill});
   gateway::addGatewayCapabilities(
       *table, gateway::GatewayCapabilityServices{services.handle.environment_id, services.net,
                                                  services.schedule});

@@ -7,19 +7,21 @@
 // is added to the table (CapabilityTable::addModuleRoute), else are refused
 // by name.
 //
-// Where this sits: above both halves. The broker and the table types
-// (broker.h, call_args.h, job_output_sink.h: library
-// airlock_capability_broker_core) are below them; the halves link only that;
-// this composition and code mode's run (code_run.h) are library
-// airlock_capability_broker, which links both halves. So the arrows run one
-// way: composition -> halves -> broker core.
+// Where this sits: on the gateway side, above the gateway half. The broker
+// and the table types (broker.h, call_args.h, job_output_sink.h,
+// execution_half.h: library airlock_capability_broker_core) are below both
+// halves; the halves link only that. This composition and code mode's run
+// (code_run.h) are library airlock_capability_broker, which links the
+// gateway half and receives the execution half as a function
+// (AddExecutionCapabilities) from the composition root, so nothing the
+// gateway links includes execution/.
 #pragma once
 
 #include <memory>
 
 #include "airlock/capability/broker/broker.h"
+#include "airlock/capability/broker/execution_half.h"
 #include "airlock/capability/schedule/schedule.h"
-#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/gateway/capabilities/gateway_capabilities.h"
 #include "airlock/port/execution_environment.h"
 
@@ -35,7 +37,10 @@ struct SandboxServices {
   // refused "unavailable" (no metadata database).
   schedule::ScheduleServices schedule;
   // Where jobs' whole output is spilled; default: a null sink, no spill.
-  execution::JobSpillServices job_spill;
+  JobSpillServices job_spill;
+  // The execution half (proc, fs, job), from the composition root
+  // (execution::addExecutionCapabilities); empty: the table lacks them.
+  AddExecutionCapabilities add_execution;
 };
 
 // A table with every capability of both halves. Jobs and notes live as long

@@ -95,6 +95,7 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   services.net = options.net;
   services.schedule = options.schedule;
   services.job_spill = options.job_spill;
+  services.add_execution = options.add_execution;
   auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(std::move(*channel), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());
@@ -128,6 +129,7 @@ Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const Environ
                                          const EgressPolicy& egress) {
   CodeRunOptions options;
   options.execution_id = handle.environment_id;
+  options.add_execution = host.add_execution;
   auto net = gateway::productionNetServices(egress);
   if (!net) return tl::unexpected(net.error());
   options.net = std::move(*net);

@@ -41,7 +41,10 @@ struct CodeRunOptions {
   // JobSpillServices); a null sink: no spill. `airlock run --code` passes a
   // sink over the state directory's artifact store (tenant "local", the
   // run's id).
-  execution::JobSpillServices job_spill;
+  JobSpillServices job_spill;
+  // The execution half of the table (proc, fs, job): the front end passes
+  // execution::addExecutionCapabilities; empty: the program has none of them.
+  AddExecutionCapabilities add_execution;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected, up
   // to max_audit_lines: a program can make millions of refused calls, and
@@ -77,6 +80,9 @@ struct CodeModeHost {
   artifacts::RetentionSettings retention;
   std::int64_t max_artifact_bytes = artifacts::kDefaultMaxArtifactBytes;
   std::function<Timestamp()> clock;  // empty: the system clock
+  // The execution half (proc, fs, job), from the composition root; empty:
+  // programs get none of them.
+  AddExecutionCapabilities add_execution;
 };
 
 // The options of one program in `handle`'s sandbox, everything but the
