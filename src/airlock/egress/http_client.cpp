@@ -32,12 +32,6 @@ struct CurlUrlDeleter {
 };
 using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
 
-// curl_global_init is not thread-safe in 7.88; run it once before any handle.
-void curlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -444,7 +438,7 @@ HopContext nextHop(const HopContext& prev, const std::string& dialled, long stat
 HttpResult httpFetch(const HttpRequest& request, const HopPolicy& policy) {
   std::vector<HttpHop> hops;
   try {
-    curlGlobalInit();
+    curlGlobalInitOnce();
     HopContext ctx;
     ctx.url = request.url;
     ctx.method = request.method;
@@ -483,7 +477,7 @@ HttpResult httpFetch(const HttpRequest& request, const HopPolicy& policy) {
 
 tl::expected<UrlOrigin, std::string> parseUrl(const std::string& url) {
   try {
-    curlGlobalInit();
+    curlGlobalInitOnce();
     CurlUrl u(curl_url());
     if (!u) return tl::unexpected(std::string("out of memory"));
     if (const CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0); rc != CURLUE_OK)
@@ -518,27 +512,19 @@ std::optional<UrlOrigin> urlOrigin(const std::string& url) {
   return std::move(*parsed);
 }
 
-std::optional<std::string> withHost(const std::string& url, const std::string& host) {
-  try {
-    curlGlobalInit();
-    CurlUrl u(curl_url());
-    if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK ||
-        curl_url_set(u.get(), CURLUPART_HOST, host.c_str(), 0) != CURLUE_OK)
-      return std::nullopt;
-    return urlPart(u.get(), CURLUPART_URL);
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
 std::string urlEscape(std::string_view text) {
-  curlGlobalInit();
+  curlGlobalInitOnce();
   CurlEasy c(curl_easy_init());
   if (!c) return {};
   char* e = curl_easy_escape(c.get(), text.data(), static_cast<int>(text.size()));
   std::string out = e != nullptr ? e : "";
   curl_free(e);
   return out;
+}
+
+void curlGlobalInitOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 bool isSchemeDowngrade(const std::string& from_url, const std::string& to_url) {

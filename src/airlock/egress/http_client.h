@@ -170,11 +170,14 @@ struct UrlOrigin {
 tl::expected<UrlOrigin, std::string> parseUrl(const std::string& url);
 // parseUrl without the reason.
 std::optional<UrlOrigin> urlOrigin(const std::string& url);
-// `url` (absolute) with its host replaced, normalized; nullopt if libcurl
-// refuses either.
-std::optional<std::string> withHost(const std::string& url, const std::string& host);
 // Percent-encodes every byte but A-Z a-z 0-9 - . _ ~ (a query value).
 std::string urlEscape(std::string_view text);
+
+// curl_global_init, once per process (libcurl 7.88's is not thread-safe):
+// the one piece of global state. httpFetch and the URL helpers above call it
+// themselves; any other libcurl user in the tree calls it before its first
+// handle instead of a curl_global_init of its own.
+void curlGlobalInitOnce();
 
 // Whether a hop from `from_url` to `to_url` goes from https down to http.
 bool isSchemeDowngrade(const std::string& from_url, const std::string& to_url);

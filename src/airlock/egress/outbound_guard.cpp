@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 
 #include "airlock/egress/http_client.h"
@@ -32,12 +31,6 @@ std::optional<std::string> urlPart(CURLU* u, CURLUPart part, unsigned flags = 0)
     return std::nullopt;
   }
   return takeCurlString(out);
-}
-
-// curl_global_init is not thread-safe in 7.88; run it once before any handle.
-void curlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 std::string lower(std::string_view s) {
@@ -157,7 +150,7 @@ tl::expected<EgressUrl, UrlError> parseEgressUrl(std::string_view url) {
           UrlError{authority.error().reason, std::move(authority.error().detail)});
 
     // 4. libcurl's parser.
-    curlGlobalInit();
+    curlGlobalInitOnce();
     CurlUrl u(curl_url());
     if (!u) return tl::unexpected(UrlError{Reason::kInternalError, "curl_url failed"});
     const std::string text(url);
@@ -201,7 +194,7 @@ OutboundGuard::OutboundGuard(std::shared_ptr<const Policy> policy,
       observer_(std::move(observer)) {
   if (!policy_ || !resolver_ || !classifier_)
     throw std::invalid_argument("OutboundGuard needs a policy, a resolver and a classifier");
-  curlGlobalInit();
+  curlGlobalInitOnce();
 }
 
 UrlDecision OutboundGuard::check(std::string_view url) const {
