@@ -395,6 +395,42 @@ TEST_F(OutboundGuardTest, ASafeHeaderNamedAsACredentialIsDroppedAcrossOrigins) {
   EXPECT_TRUE(hasHeader(at_b[0], "Accept")) << at_b[0];
 }
 
+// The port is part of the origin: a redirect to the same name on another
+// port (a second loopback server on the same address) is another origin,
+// and the credentials stay behind.
+TEST_F(OutboundGuardTest, ARedirectToAnotherPortOfTheSameHostCarriesNoCredentials) {
+  TestHttpServer c{kSinkA};
+  ASSERT_TRUE(c.ok());
+  auto policy = loadEgressPolicy(
+      "egress:\n  mode: allowlist\n  destinations:\n"
+      "    - host: hooks.example.com\n      ports: [" +
+          std::to_string(a_.port()) + ", " + std::to_string(c.port()) + "]\n",
+      "test");
+  ASSERT_TRUE(policy.has_value()) << policy.error().message();
+  policy_ = *policy;
+  const auto guard = makeGuard(OutboundLimits{});
+  const std::string url_c = "http://hooks.example.com:" + std::to_string(c.port()) + "/landing";
+  a_.on("/start", redirectResponse(302, url_c));
+  c.on("/landing", okResponse("landed"));
+  OutboundRequest req{urlA("/start")};
+  req.headers = {{"X-Api-Key", "k"}, {"Authorization", "Bearer t"}, {"Accept", "*/*"}};
+  const auto r = guard->fetch(req);
+  ASSERT_TRUE(r.has_value()) << r.error().error.message();
+  EXPECT_EQ(r->body, "landed");
+  ASSERT_EQ(r->hops.size(), 2u);
+  EXPECT_TRUE(r->hops[0].credentials_sent);
+  EXPECT_FALSE(r->hops[1].credentials_sent);
+  const auto at_a = a_.requests();
+  const auto at_c = c.requests();
+  ASSERT_EQ(at_a.size(), 1u);
+  ASSERT_EQ(at_c.size(), 1u);
+  EXPECT_TRUE(hasHeader(at_a[0], "X-Api-Key")) << at_a[0];
+  EXPECT_TRUE(hasHeader(at_a[0], "Authorization")) << at_a[0];
+  EXPECT_FALSE(hasHeader(at_c[0], "X-Api-Key")) << at_c[0];
+  EXPECT_FALSE(hasHeader(at_c[0], "Authorization")) << at_c[0];
+  EXPECT_TRUE(hasHeader(at_c[0], "Accept")) << at_c[0];
+}
+
 TEST_F(OutboundGuardTest, ASameOriginRedirectKeepsEveryHeader) {
   a_.on("/start", redirectResponse(307, "/next"));
   a_.on("/next", okResponse("ok"));

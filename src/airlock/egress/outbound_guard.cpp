@@ -1,13 +1,13 @@
 #include "airlock/egress/outbound_guard.h"
 
 #include <curl/curl.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
+
+#include "airlock/egress/http_client.h"
 
 namespace airlock::egress {
 namespace {
@@ -16,16 +16,6 @@ struct CurlUrlDeleter {
   void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
 };
 using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
-
-struct CurlEasyDeleter {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
-};
-using CurlEasy = std::unique_ptr<CURL, CurlEasyDeleter>;
-
-struct CurlListDeleter {
-  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
-};
-using CurlList = std::unique_ptr<curl_slist, CurlListDeleter>;
 
 // A string curl allocated.
 std::string takeCurlString(char* s) {
@@ -41,12 +31,6 @@ std::optional<std::string> urlPart(CURLU* u, CURLUPart part, unsigned flags = 0)
     return std::nullopt;
   }
   return takeCurlString(out);
-}
-
-// curl_global_init is not thread-safe in 7.88; run it once before any handle.
-void curlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
 std::string lower(std::string_view s) {
@@ -101,95 +85,6 @@ bool crossesOrigins(std::string_view name, bool with_body, const std::vector<std
   return with_body &&
          std::find(std::begin(kCrossOriginBodyHeaders), std::end(kCrossOriginBodyHeaders), n) !=
              std::end(kCrossOriginBodyHeaders);
-}
-
-bool isRedirect(long status) {
-  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
-// Per-hop state the curl callbacks write.
-struct HopIo {
-  std::size_t max_body = 0;
-  std::size_t max_headers = 0;
-  std::string body;
-  bool body_too_large = false;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::size_t header_bytes = 0;
-  bool headers_too_large = false;
-  // The pin: the only (address, port) pairs a socket may be opened to.
-  std::vector<IpAddress> allowed;
-  std::uint16_t port = 0;
-  bool pin_violation = false;
-};
-
-std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user) {
-  auto* io = static_cast<HopIo*>(user);
-  const std::size_t len = size * n;
-  if (io->body.size() + len > io->max_body) {
-    io->body_too_large = true;
-    return 0;  // CURLE_WRITE_ERROR
-  }
-  io->body.append(data, len);
-  return len;
-}
-
-std::size_t onHeader(char* data, std::size_t size, std::size_t n, void* user) {
-  auto* io = static_cast<HopIo*>(user);
-  const std::size_t len = size * n;
-  io->header_bytes += len;
-  if (io->header_bytes > io->max_headers) {
-    io->headers_too_large = true;
-    return 0;
-  }
-  std::string_view line(data, len);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  if (line.rfind("HTTP/", 0) == 0) {
-    io->headers.clear();  // a new response (after 1xx)
-    return len;
-  }
-  const auto colon = line.find(':');
-  if (colon == std::string_view::npos || colon == 0) return len;
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  io->headers.emplace_back(std::string(line.substr(0, colon)), std::string(value));
-  return len;
-}
-
-curl_socket_t onOpenSocket(void* user, curlsocktype purpose, curl_sockaddr* address) {
-  auto* io = static_cast<HopIo*>(user);
-  if (purpose != CURLSOCKTYPE_IPCXN) {
-    io->pin_violation = true;
-    return CURL_SOCKET_BAD;
-  }
-  const auto a = IpAddress::fromSockaddr(&address->addr, address->addrlen);
-  std::uint16_t port = 0;
-  if (address->family == AF_INET && address->addrlen >= sizeof(sockaddr_in))
-    port = ntohs(reinterpret_cast<const sockaddr_in*>(&address->addr)->sin_port);
-  else if (address->family == AF_INET6 && address->addrlen >= sizeof(sockaddr_in6))
-    port = ntohs(reinterpret_cast<const sockaddr_in6*>(&address->addr)->sin6_port);
-  const bool pinned = a.has_value() && port == io->port &&
-                      std::any_of(io->allowed.begin(), io->allowed.end(), [&a](const IpAddress& x) {
-                        return x.unmapped().value_or(x) == a->unmapped().value_or(*a);
-                      });
-  if (!pinned) {
-    io->pin_violation = true;
-    return CURL_SOCKET_BAD;
-  }
-  return ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
-}
-
-// "host:port:a1,[v6],..." for CURLOPT_RESOLVE.
-std::string resolveEntry(const Authority& a, const std::vector<IpAddress>& addresses) {
-  std::string entry = a.host + ":" + std::to_string(a.port) + ":";
-  bool first = true;
-  for (const IpAddress& x : addresses) {
-    const IpAddress plain = x.unmapped().value_or(x);
-    if (!first) entry += ',';
-    first = false;
-    entry += plain.isV4() ? plain.toString() : "[" + plain.toString() + "]";
-  }
-  return entry;
 }
 
 OutboundError refusal(std::string code, const std::string& origin, const std::string& why,
@@ -255,7 +150,7 @@ tl::expected<EgressUrl, UrlError> parseEgressUrl(std::string_view url) {
           UrlError{authority.error().reason, std::move(authority.error().detail)});
 
     // 4. libcurl's parser.
-    curlGlobalInit();
+    curlGlobalInitOnce();
     CurlUrl u(curl_url());
     if (!u) return tl::unexpected(UrlError{Reason::kInternalError, "curl_url failed"});
     const std::string text(url);
@@ -299,7 +194,7 @@ OutboundGuard::OutboundGuard(std::shared_ptr<const Policy> policy,
       observer_(std::move(observer)) {
   if (!policy_ || !resolver_ || !classifier_)
     throw std::invalid_argument("OutboundGuard needs a policy, a resolver and a classifier");
-  curlGlobalInit();
+  curlGlobalInitOnce();
 }
 
 UrlDecision OutboundGuard::check(std::string_view url) const {
@@ -315,211 +210,192 @@ UrlDecision OutboundGuard::check(std::string_view url) const {
   return out;
 }
 
-OutboundResult OutboundGuard::fetch(const OutboundRequest& request) const {
+namespace {
+
+// One fetch across its hops: the guard's record of every hop it decided (or
+// refused), in order, and what decided the headers.
+struct FetchState {
+  const OutboundRequest* request = nullptr;
   std::vector<OutboundHop> hops;
-  try {
-    for (const auto& [name, value] : request.headers)
-      if (name.empty() || !headerIsSafe(name) || !headerIsSafe(value) ||
-          name.find(':') != std::string::npos)
-        return tl::unexpected(refusal("malformed_request", "",
-                                      "a request header has an empty name, ':', CR, LF or NUL",
-                                      std::move(hops)));
-    static constexpr std::string_view kMethods[] = {"GET", "HEAD",  "POST",
-                                                    "PUT", "PATCH", "DELETE"};
-    if (std::find(std::begin(kMethods), std::end(kMethods), request.method) == std::end(kMethods))
-      return tl::unexpected(refusal("malformed_request", "",
-                                    "method must be GET, HEAD, POST, PUT, PATCH or DELETE",
-                                    std::move(hops)));
+  std::optional<std::string> first_origin;
+  bool credentials = true;  // false from the first hop to another origin on
+  // The refusal a hop got (its hops are filled in once the client returns).
+  std::optional<OutboundError> refused;
+};
 
-    std::string method = request.method;
-    std::string body = request.body;
-    std::string url_text = request.url;
-    std::optional<std::string> original_origin;
-    bool credentials = true;
+// What is wrong with the request itself, before any URL is looked at.
+std::optional<std::string> malformedRequest(const OutboundRequest& request) {
+  for (const auto& [name, value] : request.headers)
+    if (name.empty() || !headerIsSafe(name) || !headerIsSafe(value) ||
+        name.find(':') != std::string::npos)
+      return "a request header has an empty name, ':', CR, LF or NUL";
+  static constexpr std::string_view kMethods[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"};
+  if (std::find(std::begin(kMethods), std::end(kMethods), request.method) == std::end(kMethods))
+    return "method must be GET, HEAD, POST, PUT, PATCH or DELETE";
+  return std::nullopt;
+}
 
-    for (int hop_index = 0;; ++hop_index) {
-      const bool is_redirect = hop_index > 0;
-      OutboundHop hop;
-      UrlDecision ud = check(url_text);
-      hop.decision = ud.decision;
-      if (observer_) {
-        try {
-          observer_->onDecision(ud.decision, hop_index);
-        } catch (...) {
-          // Metrics are best effort; the decision stands.
-        }
-      }
-      if (ud.url) hop.origin = ud.url->origin();
-      if (!ud.decision.allowed()) {
-        // Strings first: the refusal takes `hops` by value.
-        const std::string code = ud.decision.reasonCode();
-        const std::string target = hop.origin.empty() ? std::string("a URL") : hop.origin;
-        const std::string from = is_redirect ? hops.back().origin : hop.origin;
-        const std::string why =
-            ud.decision.detail.empty() ? "refused by the egress policy" : ud.decision.detail;
-        hops.push_back(std::move(hop));
-        if (is_redirect)
-          return tl::unexpected(refusal("redirect_denied", from,
-                                        "redirect to " + target + " refused: " + code,
-                                        std::move(hops)));
-        return tl::unexpected(refusal(code, from, why, std::move(hops)));
-      }
-      const EgressUrl& url = *ud.url;
-      if (!original_origin) original_origin = url.origin();
-      if (url.origin() != *original_origin) credentials = false;
-      hop.credentials_sent = credentials;
+// Step "parse URL" of a hop: the URL to decide. A relative Location keeps
+// the checked authority; its bytes are checked the same way as a URL's path.
+tl::expected<std::string, OutboundError> hopUrl(const HopContext& ctx, FetchState& s) {
+  if (ctx.index == 0 || !ctx.relative) return ctx.url;
+  const std::string from = s.hops.back().origin;
+  OutboundHop refused;
+  std::string why;
+  if (auto bad = scanBytes(ctx.location, ctx.location.size())) {
+    refused.decision.reason = bad->reason;
+    why = "redirect Location refused: " + std::string(reasonName(bad->reason));
+  } else if (ctx.url.empty()) {
+    refused.decision.reason = Reason::kMalformedRequest;
+    why = "redirect Location does not resolve to a URL";
+  } else {
+    return ctx.url;
+  }
+  s.hops.push_back(std::move(refused));
+  return tl::unexpected(refusal("redirect_denied", from, why, {}));
+}
 
-      // The request, pinned.
-      HopIo io;
-      io.max_body = limits_.max_response_bytes;
-      io.max_headers = limits_.max_header_bytes;
-      io.allowed = ud.decision.dialAddresses();
-      io.port = url.authority.port;
-      CurlEasy easy(curl_easy_init());
-      if (!easy)
-        return tl::unexpected(
-            transportFailure("transport_error", url.origin(), "curl_easy_init failed", {}));
-      CURL* c = easy.get();
-      CurlList resolve(curl_slist_append(nullptr, resolveEntry(url.authority, io.allowed).c_str()));
-      CurlList headers(curl_slist_append(nullptr, "Expect:"));
-      for (const auto& [name, value] : request.headers) {
-        if (!credentials && !crossesOrigins(name, !body.empty(), request.credential_headers))
-          continue;
-        const std::string line = name + ": " + value;
-        headers.reset(curl_slist_append(headers.release(), line.c_str()));
-      }
-      if (!resolve || !headers)
-        return tl::unexpected(
-            transportFailure("transport_error", url.origin(), "curl_slist_append failed", {}));
-      char errbuf[CURL_ERROR_SIZE] = {};
-      curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-      curl_easy_setopt(c, CURLOPT_URL, url.url.c_str());
-      curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-      curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-      curl_easy_setopt(c, CURLOPT_PROXY, "");
-      curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-      curl_easy_setopt(c, CURLOPT_RESOLVE, resolve.get());
-      curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, onOpenSocket);
-      curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &io);
-      curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-      curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
-      curl_easy_setopt(c, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
-      curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                       static_cast<long>(limits_.connect_timeout.count()));
-      curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(limits_.total_timeout.count()));
-      curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE,
-                       static_cast<curl_off_t>(limits_.max_response_bytes));
-      curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
-      curl_easy_setopt(c, CURLOPT_WRITEDATA, &io);
-      curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, onHeader);
-      curl_easy_setopt(c, CURLOPT_HEADERDATA, &io);
-      curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-      if (method == "HEAD") {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-      } else if (method != "GET" || !body.empty()) {
-        if (method != "POST") curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-        if (!body.empty() || method == "POST") {
-          curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-          curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-        }
-      }
-
-      const CURLcode rc = curl_easy_perform(c);
-      char* primary = nullptr;
-      if (curl_easy_getinfo(c, CURLINFO_PRIMARY_IP, &primary) == CURLE_OK && primary != nullptr &&
-          *primary != '\0')
-        hop.dialed = IpAddress::parse(primary);
-      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &hop.status);
-      hops.push_back(hop);
-      const std::string origin = url.origin();
-      if (io.pin_violation)
-        return tl::unexpected(refusal("internal_error", origin,
-                                      "libcurl tried to connect to an address that was not checked",
-                                      std::move(hops)));
-      if (rc != CURLE_OK) {
-        const std::string why = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
-        if (io.body_too_large || io.headers_too_large || rc == CURLE_FILESIZE_EXCEEDED)
-          return tl::unexpected(transportFailure(
-              "response_too_large", origin,
-              "response larger than " + std::to_string(limits_.max_response_bytes) +
-                  " bytes of body or " + std::to_string(limits_.max_header_bytes) +
-                  " bytes of headers",
-              std::move(hops)));
-        if (rc == CURLE_OPERATION_TIMEDOUT)
-          return tl::unexpected(transportFailure("timeout", origin, why, std::move(hops)));
-        if (rc == CURLE_COULDNT_CONNECT)
-          return tl::unexpected(transportFailure("connect_failed", origin, why, std::move(hops)));
-        return tl::unexpected(transportFailure("transport_error", origin, why, std::move(hops)));
-      }
-
-      const long status = hop.status;
-      const auto location = std::find_if(io.headers.begin(), io.headers.end(), [](const auto& h) {
-        return lower(h.first) == "location";
-      });
-      if (!isRedirect(status) || location == io.headers.end()) {
-        OutboundResponse response;
-        response.status = status;
-        response.final_url = url.url;
-        response.headers = std::move(io.headers);
-        response.body = std::move(io.body);
-        response.hops = std::move(hops);
-        return response;
-      }
-
-      // A redirect: the next hop is decided from scratch.
-      if (hop_index >= limits_.max_redirects)
-        return tl::unexpected(refusal(
-            "redirect_denied", origin,
-            "more than " + std::to_string(limits_.max_redirects) + " redirects", std::move(hops)));
-      const std::string& loc = location->second;
-      const bool has_scheme = [&loc] {
-        const auto colon = loc.find(':');
-        if (colon == std::string::npos || colon == 0) return false;
-        return std::all_of(loc.begin(), loc.begin() + static_cast<std::ptrdiff_t>(colon),
-                           [](char ch) {
-                             return std::isalnum(static_cast<unsigned char>(ch)) || ch == '+' ||
-                                    ch == '-' || ch == '.';
-                           }) &&
-               std::isalpha(static_cast<unsigned char>(loc[0]));
-      }();
-      if (has_scheme) {
-        url_text = loc;
-      } else if (loc.rfind("//", 0) == 0) {
-        url_text = url.scheme + ":" + loc;
-      } else {
-        // A relative reference keeps the checked authority; its bytes are
-        // checked the same way as a URL's path.
-        if (auto bad = scanBytes(loc, loc.size())) {
-          hops.push_back(OutboundHop{});
-          hops.back().decision.reason = bad->reason;
-          return tl::unexpected(
-              refusal("redirect_denied", origin,
-                      "redirect Location refused: " + std::string(reasonName(bad->reason)),
-                      std::move(hops)));
-        }
-        CurlUrl base(curl_url());
-        std::optional<std::string> resolved;
-        if (base && curl_url_set(base.get(), CURLUPART_URL, url.url.c_str(), 0) == CURLUE_OK &&
-            curl_url_set(base.get(), CURLUPART_URL, loc.c_str(), 0) == CURLUE_OK)
-          resolved = urlPart(base.get(), CURLUPART_URL);
-        if (!resolved) {
-          hops.push_back(OutboundHop{});
-          hops.back().decision.reason = Reason::kMalformedRequest;
-          return tl::unexpected(refusal("redirect_denied", origin,
-                                        "redirect Location does not resolve to a URL",
-                                        std::move(hops)));
-        }
-        url_text = std::move(*resolved);
-      }
-      if (status == 303 && method != "HEAD") method = "GET";
-      if ((status == 301 || status == 302) && method == "POST") method = "GET";
-      if (method == "GET" || method == "HEAD") body.clear();
+// Step "decide" (and with it the one lookup): check() of the hop's URL,
+// reported to the observer; a refusal names the hop's own reason code.
+tl::expected<UrlDecision, OutboundError> decideHop(const OutboundGuard& guard,
+                                                   OutboundObserver* observer, int index,
+                                                   const std::string& url, FetchState& s) {
+  UrlDecision ud = guard.check(url);
+  if (observer != nullptr) {
+    try {
+      observer->onDecision(ud.decision, index);
+    } catch (...) {
+      // Metrics are best effort; the decision stands.
     }
+  }
+  OutboundHop hop;
+  hop.decision = ud.decision;
+  if (ud.url) hop.origin = ud.url->origin();
+  if (ud.decision.allowed() && !ud.decision.dialAddresses().empty()) {
+    s.hops.push_back(std::move(hop));
+    return ud;
+  }
+  const std::string code = ud.decision.allowed() ? "internal_error" : ud.decision.reasonCode();
+  const std::string target = hop.origin.empty() ? std::string("a URL") : hop.origin;
+  const std::string from = index > 0 ? s.hops.back().origin : hop.origin;
+  const std::string why = ud.decision.allowed()        ? "no checked address to dial"
+                          : ud.decision.detail.empty() ? "refused by the egress policy"
+                                                       : ud.decision.detail;
+  s.hops.push_back(std::move(hop));
+  if (index > 0)
+    return tl::unexpected(
+        refusal("redirect_denied", from, "redirect to " + target + " refused: " + code, {}));
+  return tl::unexpected(refusal(code, from, why, {}));
+}
+
+// Step "pin address": the plan for an allowed hop, dialled at the checked
+// addresses only, with the caller's headers (only the cross-origin safe ones
+// from the first hop to another origin on).
+HopPlan pinHop(const UrlDecision& ud, bool with_body, FetchState& s) {
+  const EgressUrl& url = *ud.url;
+  if (!s.first_origin) s.first_origin = url.origin();
+  if (url.origin() != *s.first_origin) s.credentials = false;
+  s.hops.back().credentials_sent = s.credentials;
+  HopPlan plan;
+  plan.url = url.url;
+  for (const auto& [name, value] : s.request->headers)
+    if (s.credentials || crossesOrigins(name, with_body, s.request->credential_headers))
+      plan.headers.emplace_back(name, value);
+  for (const IpAddress& a : ud.decision.dialAddresses())
+    plan.pinned_addresses.push_back(a.unmapped().value_or(a).toString());
+  return plan;
+}
+
+// The guard's hops with what the client saw of the dialled ones (the client
+// dials the decided hops in order, so the two lists line up).
+std::vector<OutboundHop> hopsOf(FetchState& s, const std::vector<HttpHop>& dialled) {
+  std::vector<OutboundHop> hops = std::move(s.hops);
+  for (std::size_t i = 0; i < dialled.size() && i < hops.size(); ++i) {
+    hops[i].status = dialled[i].status;
+    if (!dialled[i].dialed.empty()) hops[i].dialed = IpAddress::parse(dialled[i].dialed);
+  }
+  return hops;
+}
+
+// The client's failure as the guard's error.
+OutboundError failureOf(const HttpError& e, FetchState& s, const OutboundLimits& limits) {
+  std::vector<OutboundHop> hops = hopsOf(s, e.hops);
+  if (e.kind == HttpFailure::kRefused && s.refused) {
+    OutboundError out = std::move(*s.refused);
+    out.hops = std::move(hops);
+    return out;
+  }
+  const std::string origin = hops.empty() ? std::string() : hops.back().origin;
+  switch (e.kind) {
+    case HttpFailure::kTooManyRedirects:
+      return refusal("redirect_denied", origin,
+                     "more than " + std::to_string(limits.max_redirects) + " redirects",
+                     std::move(hops));
+    case HttpFailure::kPinViolation:
+      return refusal("internal_error", origin,
+                     "libcurl tried to connect to an address that was not checked",
+                     std::move(hops));
+    case HttpFailure::kBodyTooLarge:
+    case HttpFailure::kHeadersTooLarge:
+      return transportFailure("response_too_large", origin,
+                              "response larger than " + std::to_string(limits.max_response_bytes) +
+                                  " bytes of body or " + std::to_string(limits.max_header_bytes) +
+                                  " bytes of headers",
+                              std::move(hops));
+    case HttpFailure::kTimeout:
+      return transportFailure("timeout", origin, e.detail, std::move(hops));
+    case HttpFailure::kConnectFailed:
+      return transportFailure("connect_failed", origin, e.detail, std::move(hops));
+    default:
+      return transportFailure("transport_error", origin, e.detail, std::move(hops));
+  }
+}
+
+HttpLimits httpLimitsOf(const OutboundLimits& limits) {
+  HttpLimits out;
+  out.max_redirects = limits.max_redirects;
+  out.max_body_bytes = limits.max_response_bytes;
+  out.max_header_bytes = limits.max_header_bytes;
+  out.connect_timeout = limits.connect_timeout;
+  out.hop_timeout = limits.total_timeout;
+  return out;
+}
+
+}  // namespace
+
+OutboundResult OutboundGuard::fetch(const OutboundRequest& request) const {
+  FetchState s;
+  s.request = &request;
+  try {
+    if (auto bad = malformedRequest(request))
+      return tl::unexpected(refusal("malformed_request", "", *bad, {}));
+    const HopPolicy policy = [this, &s](const HopContext& ctx) -> HopDecision {
+      auto url = hopUrl(ctx, s);
+      auto ud = url ? decideHop(*this, observer_.get(), ctx.index, *url, s)
+                    : tl::expected<UrlDecision, OutboundError>(tl::unexpect, url.error());
+      if (!ud) {
+        s.refused = std::move(ud.error());
+        return tl::unexpected(HopRefusal{s.refused->code, s.refused->error.message()});
+      }
+      return pinHop(*ud, ctx.with_body, s);
+    };
+    HttpRequest http;
+    http.url = request.url;
+    http.method = request.method;
+    http.body = request.body;
+    http.limits = httpLimitsOf(limits_);
+    auto r = httpFetch(http, policy);
+    if (!r) return tl::unexpected(failureOf(r.error(), s, limits_));
+    OutboundResponse response;
+    response.status = r->status;
+    response.final_url = std::move(r->url);
+    response.headers = std::move(r->headers);
+    response.body = std::move(r->body);
+    response.hops = hopsOf(s, r->hops);
+    return response;
   } catch (...) {
     return tl::unexpected(
-        refusal("internal_error", "", "internal error in the outbound guard", std::move(hops)));
+        refusal("internal_error", "", "internal error in the outbound guard", hopsOf(s, {})));
   }
 }
 

@@ -29,17 +29,20 @@
 //      port_not_allowed), one lookup through the Resolver, every address
 //      classified (resolved_denied:<class>).
 //
-// fetch() then dials with libcurl, pinned to the decision's checked
-// addresses: CURLOPT_RESOLVE hands curl exactly dialAddresses() for
-// host:port (curl never calls a resolver of its own for that name), and a
+// fetch() then sends the request through the bounded HTTP client
+// (http_client.h), whose per-hop policy is the guard: each hop is parsed,
+// decided (the one lookup) and pinned to the decision's checked addresses:
+// CURLOPT_RESOLVE hands curl exactly dialAddresses() for host:port (curl
+// never calls a resolver of its own for that name), and a
 // CURLOPT_OPENSOCKETFUNCTION refuses any socket whose destination is not one
 // of those addresses on the decided port (defence in depth: a pin
 // violation fails the hop with internal_error). Proxy environment variables
 // (http_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY) are ignored
 // (CURLOPT_PROXY "" and CURLOPT_NOPROXY "*"). No cookie engine, no .netrc,
 // no decompression, protocols limited to http and https. curl follows no
-// redirect itself: each 301/302/303/307/308 Location is resolved against the
-// current URL and decided from step 1 again (a refusal is reported as
+// redirect itself: the client hands each 301/302/303/307/308 Location,
+// resolved against the current URL, back to the guard, which decides it
+// from step 1 again (a refusal is reported as
 // redirect_denied with the hop's own code in the message); at most
 // max_redirects hops (one more is redirect_denied). From the first hop to
 // another origin (scheme, host, port) on, for that hop and all later ones

@@ -1,12 +1,9 @@
 #include "airlock/images/registry_client.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <memory>
-#include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +11,7 @@
 
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
+#include "airlock/egress/http_client.h"
 #include "airlock/images/oci_documents.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
@@ -27,25 +25,6 @@ constexpr std::size_t kMaxErrorBodyBytes = 64 * 1024;
 constexpr std::size_t kMaxTokenResponseBytes = 1024 * 1024;
 constexpr std::size_t kMaxTokenBytes = 16 * 1024;
 constexpr const char* kUserAgent = "airlock-images/0.1";
-
-struct CurlEasyDeleter {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
-};
-using CurlEasy = std::unique_ptr<CURL, CurlEasyDeleter>;
-struct CurlListDeleter {
-  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
-};
-using CurlList = std::unique_ptr<curl_slist, CurlListDeleter>;
-struct CurlUrlDeleter {
-  void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
-};
-using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
-
-// curl_global_init is not thread-safe in 7.88; run it once before any handle.
-void curlGlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -82,52 +61,11 @@ std::string_view hostOf(std::string_view registry) {
   return registry.substr(0, registry.find(':'));
 }
 
-struct UrlParts {
-  std::string scheme;     // lower case
-  std::string authority;  // host[:port] as written in the URL
-  std::string origin;     // scheme://host:port (port explicit)
-};
-
-std::optional<std::string> urlPart(CURLU* u, CURLUPart part, unsigned flags = 0) {
-  char* out = nullptr;
-  if (curl_url_get(u, part, &out, flags) != CURLUE_OK) {
-    curl_free(out);
-    return std::nullopt;
-  }
-  std::string s = out != nullptr ? out : "";
-  curl_free(out);
-  return s;
-}
-
-std::optional<UrlParts> splitUrl(const std::string& url) {
-  CurlUrl u(curl_url());
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) return std::nullopt;
-  auto scheme = urlPart(u.get(), CURLUPART_SCHEME);
-  auto host = urlPart(u.get(), CURLUPART_HOST);
-  auto port = urlPart(u.get(), CURLUPART_PORT, CURLU_DEFAULT_PORT);
-  if (!scheme || !host || !port) return std::nullopt;
-  auto written_port = urlPart(u.get(), CURLUPART_PORT);
-  UrlParts p;
-  p.scheme = lower(*scheme);
-  p.authority = lower(*host) + (written_port ? ":" + *written_port : "");
-  p.origin = p.scheme + "://" + lower(*host) + ":" + *port;
-  return p;
-}
-
-// `location` resolved against `base`.
-std::optional<std::string> resolveUrl(const std::string& base, const std::string& location) {
-  CurlUrl u(curl_url());
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, base.c_str(), 0) != CURLUE_OK ||
-      curl_url_set(u.get(), CURLUPART_URL, location.c_str(), 0) != CURLUE_OK)
-    return std::nullopt;
-  return urlPart(u.get(), CURLUPART_URL);
-}
+using egress::UrlOrigin;
 
 struct Hop {
   long status = 0;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::size_t header_bytes = 0;
-  bool headers_too_large = false;
   std::string body;
   std::size_t max_ok_body = 0;
   bool body_too_large = false;
@@ -143,39 +81,7 @@ struct Hop {
   }
 };
 
-std::size_t onHeaderLine(Hop* hop, char* data, std::size_t len) {
-  hop->header_bytes += len;
-  if (hop->header_bytes > kMaxHeaderBytes) {
-    hop->headers_too_large = true;
-    return 0;
-  }
-  std::string_view line(data, len);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  if (line.substr(0, 5) == "HTTP/") {
-    // A new response (after a 1xx): "HTTP/1.1 200 OK", "HTTP/2 200".
-    hop->headers.clear();
-    hop->status = 0;
-    const std::size_t sp = line.find(' ');
-    if (sp != std::string_view::npos && line.size() >= sp + 4) {
-      long code = 0;
-      for (char c : line.substr(sp + 1, 3)) {
-        if (c < '0' || c > '9') return len;
-        code = code * 10 + (c - '0');
-      }
-      hop->status = code;
-    }
-    return len;
-  }
-  const std::size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return len;
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  hop->headers.emplace_back(lower(line.substr(0, colon)), std::string(value));
-  return len;
-}
-
-std::size_t onBodyBytes(Hop* hop, char* data, std::size_t len) {
+std::size_t onBodyBytes(Hop* hop, const char* data, std::size_t len) {
   if (hop->status == 200 && hop->sink != nullptr) {
     if (!(*hop->sink)(data, len)) {
       hop->sink_stopped = true;
@@ -196,121 +102,107 @@ std::size_t onBodyBytes(Hop* hop, char* data, std::size_t len) {
   return len;
 }
 
-// The callbacks curl calls: nothing may be thrown through curl's C frames,
-// so an exception (bad_alloc) stops the transfer instead.
-std::size_t onHeader(char* data, std::size_t size, std::size_t n, void* user) {
-  try {
-    return onHeaderLine(static_cast<Hop*>(user), data, size * n);
-  } catch (...) {
-    return 0;
-  }
-}
-
-std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user) {
-  try {
-    return onBodyBytes(static_cast<Hop*>(user), data, size * n);
-  } catch (...) {
-    return 0;
-  }
-}
-
 struct Transport {
   const RegistryClientOptions* options;
   // For messages: "registry 127.0.0.1:5000"
   std::string who;
 };
 
-bool plainHttpAllowed(const UrlParts& p, const RegistryClientOptions& options) {
+bool plainHttpAllowed(const UrlOrigin& p, const RegistryClientOptions& options) {
   return isPlainHttpRegistry(p.authority, options.insecure_registries);
 }
 
-// One GET of one URL (no redirect followed). Transport failures are
-// ExecutionUnavailable; the HTTP status, whatever it is, is in `hop`.
-Result<void> performHop(const Transport& t, const std::string& url, const UrlParts& parts,
-                        const std::vector<std::string>& header_lines, Hop& hop) {
-  CurlEasy easy(curl_easy_init());
-  if (!easy) return fail(ErrorCode::kExecutionUnavailable, t.who + ": curl_easy_init failed");
-  CURL* c = easy.get();
-  CurlList headers(curl_slist_append(nullptr, "Expect:"));
-  for (const auto& line : header_lines)
-    if (headers) headers.reset(curl_slist_append(headers.release(), line.c_str()));
-  if (!headers) return fail(ErrorCode::kExecutionUnavailable, t.who + ": out of memory");
-  char errbuf[CURL_ERROR_SIZE] = {};
-  const auto timeout_ms = static_cast<long>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(t.options->timeout).count());
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-  // No proxy from the environment: "" disables http_proxy & co., and
-  // NOPROXY "*" covers a proxy curl might still pick up.
-  curl_easy_setopt(c, CURLOPT_PROXY, "");
-  curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-  curl_easy_setopt(c, CURLOPT_NETRC, static_cast<long>(CURL_NETRC_IGNORED));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_HTTP_CONTENT_DECODING, 0L);
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-  if (!t.options->ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, t.options->ca_file.c_str());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, kUserAgent);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &hop);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, onHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &hop);
-  const CURLcode rc = curl_easy_perform(c);
-  if (rc == CURLE_OK) return {};
-  if (rc == CURLE_WRITE_ERROR && (hop.sink_stopped || hop.body_too_large || hop.error_body_capped))
-    return {};  // stopped on purpose; the caller reads the flags
-  if (hop.headers_too_large)
-    return fail(ErrorCode::kExecutionRejected, t.who + ": " + parts.origin + " sent more than " +
-                                                   std::to_string(kMaxHeaderBytes) +
-                                                   " bytes of response headers");
-  const std::string why = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
-  return fail(ErrorCode::kExecutionUnavailable,
-              t.who + ": GET " + parts.origin + " failed: " + why);
+// How a registry GET treats each hop the HTTP client asks about: plain
+// HTTP only when `allow_plain` (the registry itself is reached over it: no
+// downgrade from HTTPS) and to a host that may be (loopback or
+// insecure_registries); `authorization` ("Bearer ...") only to
+// `auth_origin`.
+struct GetRules {
+  const Transport* t = nullptr;
+  bool allow_plain = false;
+  const std::string* auth_origin = nullptr;
+  const std::string* authorization = nullptr;
+  const egress::HttpHeaders* headers = nullptr;
+  std::string origin;            // the last allowed hop's, for messages
+  std::optional<Error> refused;  // why a hop was refused
+};
+
+tl::expected<egress::HopPlan, Error> planGetHop(const GetRules& rules,
+                                                const egress::HopContext& ctx) {
+  const Transport& t = *rules.t;
+  const auto parts = egress::urlOrigin(ctx.url);
+  if (!parts && ctx.index > 0)
+    return fail(ErrorCode::kExecutionRejected,
+                t.who + ": " + rules.origin + " redirected to a Location that is not a URL");
+  if (!parts) return fail(ErrorCode::kExecutionRejected, t.who + ": a URL that does not parse");
+  if (parts->scheme != "https" &&
+      !(parts->scheme == "http" && rules.allow_plain && plainHttpAllowed(*parts, *t.options)))
+    return fail(ErrorCode::kExecutionRejected,
+                t.who + ": refusing " + parts->origin +
+                    " (plain HTTP is for loopback and insecure registries, and never after "
+                    "HTTPS)");
+  egress::HopPlan plan;
+  plan.url = parts->url;
+  plan.headers = *rules.headers;
+  plan.headers.emplace_back("User-Agent", kUserAgent);
+  if (!rules.authorization->empty() && parts->origin == *rules.auth_origin)
+    plan.headers.emplace_back("Authorization", *rules.authorization);
+  return plan;
 }
 
-bool isRedirect(long status) {
-  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
-// A GET with redirects followed by hand. `authorization` ("Bearer ...")
-// goes only to `auth_origin`.
-// Plain HTTP only when `allow_plain` (the registry itself is reached over
-// it: no downgrade from HTTPS) and to a host that may be (loopback or
-// insecure_registries).
-Result<void> getFollowing(const Transport& t, std::string url, bool allow_plain,
-                          const std::string& auth_origin, const std::string& authorization,
-                          const std::vector<std::string>& header_lines, Hop& hop) {
-  const Hop blank = hop;  // the settings, for each new hop
-  for (int redirects = 0;; ++redirects) {
-    const auto parts = splitUrl(url);
-    if (!parts) return fail(ErrorCode::kExecutionRejected, t.who + ": a URL that does not parse");
-    if (parts->scheme != "https" &&
-        !(parts->scheme == "http" && allow_plain && plainHttpAllowed(*parts, *t.options)))
-      return fail(ErrorCode::kExecutionRejected,
-                  t.who + ": refusing " + parts->origin +
-                      " (plain HTTP is for loopback and insecure registries, and never after "
-                      "HTTPS)");
-    std::vector<std::string> lines = header_lines;
-    if (!authorization.empty() && parts->origin == auth_origin)
-      lines.push_back("Authorization: " + authorization);
-    hop = blank;
-    if (auto r = performHop(t, url, *parts, lines, hop); !r) return r;
-    const std::string* location = hop.header("location");
-    if (!isRedirect(hop.status) || location == nullptr) return {};
-    if (redirects >= kMaxRedirects)
-      return fail(ErrorCode::kExecutionRejected,
-                  t.who + ": more than " + std::to_string(kMaxRedirects) + " redirects");
-    auto next = resolveUrl(url, *location);
-    if (!next)
-      return fail(ErrorCode::kExecutionRejected,
-                  t.who + ": " + parts->origin + " redirected to a Location that is not a URL");
-    url = std::move(*next);
+// The HTTP client's failure as the registry client's error.
+Error getFailure(const GetRules& rules, const egress::HttpError& e) {
+  if (e.kind == egress::HttpFailure::kRefused && rules.refused) return *rules.refused;
+  const std::string& who = rules.t->who;
+  switch (e.kind) {
+    case egress::HttpFailure::kTooManyRedirects:
+      return Error{ErrorCode::kExecutionRejected, 0,
+                   who + ": more than " + std::to_string(kMaxRedirects) + " redirects"};
+    case egress::HttpFailure::kHeadersTooLarge:
+      return Error{ErrorCode::kExecutionRejected, 0,
+                   who + ": " + rules.origin + " sent more than " +
+                       std::to_string(kMaxHeaderBytes) + " bytes of response headers"};
+    default:
+      return Error{ErrorCode::kExecutionUnavailable, 0,
+                   who + ": GET " + rules.origin + " failed: " + e.detail};
   }
+}
+
+// A GET through the bounded HTTP client, redirects followed as GetRules
+// says. Transport failures are ExecutionUnavailable; the final response,
+// whatever its status, is in `hop` (its body as onBodyBytes keeps it).
+Result<void> getFollowing(const Transport& t, const std::string& url, bool allow_plain,
+                          const std::string& auth_origin, const std::string& authorization,
+                          const egress::HttpHeaders& headers, Hop& hop) {
+  GetRules rules{&t, allow_plain, &auth_origin, &authorization, &headers, {}, {}};
+  const egress::HopPolicy policy = [&rules](const egress::HopContext& ctx) -> egress::HopDecision {
+    auto plan = planGetHop(rules, ctx);
+    if (!plan) {
+      rules.refused = plan.error();
+      return tl::unexpected(egress::HopRefusal{"refused", plan.error().context});
+    }
+    rules.origin = egress::urlOrigin(plan->url).value_or(egress::UrlOrigin{}).origin;
+    return std::move(*plan);
+  };
+  egress::HttpRequest request;
+  request.url = url;
+  request.limits.max_redirects = kMaxRedirects;
+  request.limits.max_header_bytes = kMaxHeaderBytes;
+  // A redirect's body is read and dropped; the final one goes to onBodyBytes.
+  request.limits.max_body_bytes = kMaxDocumentBytes;
+  request.limits.connect_timeout = t.options->timeout;
+  request.limits.hop_timeout = t.options->timeout;
+  request.ca_file = t.options->ca_file;
+  request.sink = [&hop](long status, std::string_view bytes) {
+    hop.status = status;
+    return onBodyBytes(&hop, bytes.data(), bytes.size()) == bytes.size();
+  };
+  auto r = egress::httpFetch(request, policy);
+  if (!r) return tl::unexpected(getFailure(rules, r.error()));
+  hop.status = r->status;
+  hop.headers.clear();
+  for (auto& [name, value] : r->headers) hop.headers.emplace_back(lower(name), std::move(value));
+  return {};
 }
 
 struct Challenge {
@@ -345,15 +237,6 @@ Challenge parseChallenge(std::string_view v) {
     if (!key.empty()) ch.params.emplace(std::move(key), std::move(value));
   }
   return ch;
-}
-
-std::string escape(const std::string& s) {
-  CurlEasy c(curl_easy_init());
-  if (!c) return {};
-  char* e = curl_easy_escape(c.get(), s.c_str(), static_cast<int>(s.size()));
-  std::string out = e != nullptr ? e : "";
-  curl_free(e);
-  return out;
 }
 
 bool isTokenText(std::string_view token) {
@@ -410,15 +293,13 @@ bool isPlainHttpRegistry(std::string_view registry, const std::vector<std::strin
 }
 
 struct RegistryClient::Exchange {
-  std::vector<std::string> header_lines;
+  egress::HttpHeaders headers;
   std::size_t max_ok_body = kMaxDocumentBytes;
   const std::function<bool(const char*, std::size_t)>* sink = nullptr;
   Hop hop;  // the final response
 };
 
-RegistryClient::RegistryClient(RegistryClientOptions options) : options_(std::move(options)) {
-  curlGlobalInit();
-}
+RegistryClient::RegistryClient(RegistryClientOptions options) : options_(std::move(options)) {}
 
 std::string RegistryClient::cachedToken(const std::string& key) {
   MutexLock lock(mu_);
@@ -436,7 +317,7 @@ Result<void> RegistryClient::get(const ImageReference& ref, const std::string& p
   const bool plain = isPlainHttpRegistry(ref.registry, options_.insecure_registries);
   const std::string scheme = plain ? "http" : "https";
   const std::string url = scheme + "://" + ref.registry + path;
-  const auto parts = splitUrl(url);
+  const auto parts = egress::urlOrigin(url);
   if (!parts) return fail(ErrorCode::kExecutionRejected, t.who + ": not a URL: " + inQuotes(url));
   const std::string key = ref.registry + "/" + ref.repository;
   std::string token = cachedToken(key);
@@ -445,8 +326,7 @@ Result<void> RegistryClient::get(const ImageReference& ref, const std::string& p
     ex.hop.max_ok_body = ex.max_ok_body;
     ex.hop.sink = ex.sink;
     const std::string authorization = token.empty() ? "" : "Bearer " + token;
-    if (auto r = getFollowing(t, url, plain, parts->origin, authorization, ex.header_lines, ex.hop);
-        !r)
+    if (auto r = getFollowing(t, url, plain, parts->origin, authorization, ex.headers, ex.hop); !r)
       return r;
     if (ex.hop.status != 401 || attempt > 0) return {};
 
@@ -475,24 +355,25 @@ Result<void> RegistryClient::get(const ImageReference& ref, const std::string& p
     if (realm == bearer->params.end() || realm->second.empty())
       return fail(ErrorCode::kExecutionRejected, t.who + ": the Bearer challenge has no realm");
     std::string token_url = realm->second;
-    const auto realm_parts = splitUrl(token_url);
+    const auto realm_parts = egress::urlOrigin(token_url);
     if (!realm_parts || (realm_parts->scheme != "https" && realm_parts->scheme != "http"))
       return fail(
           ErrorCode::kExecutionRejected,
           t.who + ": the token realm " + inQuotes(realm->second) + " is not an http(s) URL");
     std::string query;
     const auto service = bearer->params.find("service");
-    if (service != bearer->params.end()) query += "service=" + escape(service->second);
+    if (service != bearer->params.end()) query += "service=" + egress::urlEscape(service->second);
     const auto scope = bearer->params.find("scope");
     const std::string scope_value =
         scope != bearer->params.end() ? scope->second : "repository:" + ref.repository + ":pull";
-    query += std::string(query.empty() ? "" : "&") + "scope=" + escape(scope_value);
+    query += std::string(query.empty() ? "" : "&") + "scope=" + egress::urlEscape(scope_value);
     token_url += (token_url.find('?') == std::string::npos ? "?" : "&") + query;
 
     const Transport token_t{&options_, t.who + ": token service " + realm_parts->origin};
     Hop th;
     th.max_ok_body = kMaxTokenResponseBytes;
-    if (auto r = getFollowing(token_t, token_url, plain, "", "", {"Accept: application/json"}, th);
+    if (auto r =
+            getFollowing(token_t, token_url, plain, "", "", {{"Accept", "application/json"}}, th);
         !r)
       return r;
     if (th.status != 200 || th.body_too_large)
@@ -550,9 +431,9 @@ Result<FetchedManifest> RegistryClient::fetchManifest(const ImageReference& ref,
     const std::string object =
         std::string(by_digest ? "manifest " : "tag ") + std::string(tag_or_digest);
     Exchange ex;
-    ex.header_lines.push_back(
-        "Accept: " + std::string(kOciIndexType) + ", " + std::string(kDockerManifestListType) +
-        ", " + std::string(kOciManifestType) + ", " + std::string(kDockerManifestType));
+    ex.headers.emplace_back(
+        "Accept", std::string(kOciIndexType) + ", " + std::string(kDockerManifestListType) + ", " +
+                      std::string(kOciManifestType) + ", " + std::string(kDockerManifestType));
     ex.max_ok_body = kMaxDocumentBytes;
     const std::string path = "/v2/" + ref.repository + "/manifests/" + std::string(tag_or_digest);
     if (auto r = get(ref, path, ex); !r) return tl::unexpected(r.error());

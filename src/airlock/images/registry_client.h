@@ -8,7 +8,8 @@
 // and the request tried once more). Basic credentials are not supported
 // yet: a registry that asks for them fails with a message saying so.
 //
-// Transport (libcurl):
+// Transport: the bounded HTTP client (egress/http_client.h, libcurl), with
+// this client's own rule for each hop:
 //   * HTTPS with certificate and host verification (the system store, or
 //     RegistryClientOptions::ca_file), except for registries reached over
 //     plain HTTP: loopback ones (127.0.0.0/8, [::1], "localhost", any port)
@@ -21,7 +22,7 @@
 //     NO_PROXY) are ignored (CURLOPT_PROXY ""): the service's registry
 //     traffic goes direct; no .netrc, no cookies, no decompression (a digest
 //     is over the bytes as sent), protocols http and https only;
-//   * redirects (301, 302, 303, 307, 308) are followed by this client, at
+//   * redirects (301, 302, 303, 307, 308) are followed hop by hop, at
 //     most 5 per request: the Authorization header goes only to the
 //     registry's own origin (scheme, host and port), never to a redirect
 //     target elsewhere (a blob store);
