@@ -1,7 +1,6 @@
 #include "airlock/cli/serve_command.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/random.h"
 
 namespace airlock::cli {
 namespace {
@@ -30,15 +30,8 @@ int refuse(const Error& error) {
 // dev auth without a configured token: a random one, written 0600 to
 // <state_dir>/service-token for local clients to read.
 Result<std::string> makeDevToken(const std::string& state_dir) {
-  unsigned char raw[24];
-  if (RAND_bytes(raw, sizeof raw) != 1)
-    return fail(ErrorCode::kExecutionUnavailable, "no random bytes for a token");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : raw) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
-  }
+  auto token = sys::randomHexToken(24);
+  if (!token) return tl::unexpected(token.error());
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
                      errno);
@@ -47,7 +40,7 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
   ::unlink(tmp.c_str());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return failErrno(ErrorCode::kExecutionUnavailable, "write " + path, errno);
-  const std::string text = token + "\n";
+  const std::string text = *token + "\n";
   const bool ok = sys::writeAll(fd, text.data(), text.size());
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0)
