@@ -7,16 +7,16 @@
 
 #include <type_traits>
 
-#include "airlock/artifacts/sql_text.h"
 #include "airlock/artifacts/sqlite_repository.h"
+#include "airlock/storage/sql_text.h"
 #include "metadata_suite.h"
 #include "test_tree.h"
 
 namespace airlock::artifacts::testing {
 namespace {
 
-static_assert(!std::is_constructible_v<SqlText, const char*>);
-static_assert(!std::is_constructible_v<SqlText, std::string>);
+static_assert(!std::is_constructible_v<storage::SqlText, const char*>);
+static_assert(!std::is_constructible_v<storage::SqlText, std::string>);
 
 class SqliteBackend final : public RepositoryBackend {
  public:

@@ -4,15 +4,15 @@
 // with the reason printed.
 #include <unistd.h>
 
-#include "airlock/artifacts/postgres.h"
 #include "airlock/capability/schedule/store_schema.h"
+#include "airlock/storage/postgres.h"
 #include "postgres_server.h"
 #include "schedule_store_suite.h"
 
 namespace airlock::capability::schedule::testing {
 namespace {
 
-namespace pg = artifacts::postgres;
+namespace pg = storage::postgres;
 using artifacts::testing::PostgresServer;
 
 PostgresServer* server = nullptr;
@@ -76,20 +76,21 @@ class PostgresBackend final : public ScheduleStoreBackend {
     if (!start_error.empty()) return fail(ErrorCode::kExecutionUnavailable, start_error);
     auto conn = pg::connect(conninfo());
     if (!conn) return tl::unexpected(conn.error());
-    if (auto e = pg::migrate(conn->get(), schema::postgresLedger(),
-                             schema::postgresMigrations().first(1), 1);
+    auto db = pg::postgresConnection(std::move(*conn));
+    if (auto e = storage::migrate(*db, schema::postgresLedger(),
+                                  schema::postgresMigrations().first(1), 1);
         !e)
       return e;
-    auto ins = pg::run(conn->get(),
-                       "INSERT INTO schedules VALUES ($1::text, $2::text, $3::text, $4::text,"
-                       " $5::text, $6::bigint, $7::boolean, $8::bytea, $9::bigint, $10::bigint,"
-                       " $11::bigint, $12::bigint, $13::bigint)",
-                       {pg::text(r.creator), pg::text(r.name), pg::text(r.target),
-                        pg::text(std::string(timingName(r.kind))), pg::text(r.cadence),
-                        pg::int64(r.offset_minutes), pg::boolean(r.wake), pg::bytes(r.body),
-                        pg::int64(r.created_at_s), pg::optionalInt64(r.next_fire_s),
-                        pg::int64(static_cast<std::int64_t>(r.max_fires)),
-                        pg::int64(r.expires_at_s), pg::int64(static_cast<std::int64_t>(r.fires))});
+    auto ins = db->execute(
+        "INSERT INTO schedules VALUES ($1::text, $2::text, $3::text, $4::text,"
+        " $5::text, $6::bigint, $7::boolean, $8::bytea, $9::bigint, $10::bigint,"
+        " $11::bigint, $12::bigint, $13::bigint)",
+        {storage::text(r.creator), storage::text(r.name), storage::text(r.target),
+         storage::text(std::string(timingName(r.kind))), storage::text(r.cadence),
+         storage::int64(r.offset_minutes), storage::boolean(r.wake), storage::bytes(r.body),
+         storage::int64(r.created_at_s), storage::optionalInt64(r.next_fire_s),
+         storage::int64(static_cast<std::int64_t>(r.max_fires)), storage::int64(r.expires_at_s),
+         storage::int64(static_cast<std::int64_t>(r.fires))});
     if (!ins) return tl::unexpected(ins.error());
     return {};
   }

@@ -1,14 +1,14 @@
 // The ScheduleStore suite against SQLite (a fresh database file per test),
 // plus what only the SQLite backend shows: a newer schedule schema is refused.
-#include "airlock/artifacts/sqlite.h"
 #include "airlock/capability/schedule/store_schema.h"
+#include "airlock/storage/sqlite.h"
 #include "schedule_store_suite.h"
 #include "test_tree.h"
 
 namespace airlock::capability::schedule::testing {
 namespace {
 
-namespace sql = artifacts::sqlite;
+namespace sql = storage::sqlite;
 
 class SqliteBackend final : public ScheduleStoreBackend {
  public:
@@ -32,27 +32,20 @@ class SqliteBackend final : public ScheduleStoreBackend {
   Result<void> seedVersion1(const ScheduleRecord& r) override {
     auto db = sql::Database::open(path());
     if (!db) return tl::unexpected(db.error());
-    if (auto e = sql::migrate(*db, schema::sqliteMigrationTable(),
-                              schema::sqliteMigrations().first(1), 1);
+    auto conn = sql::sqliteConnection(std::move(*db));
+    if (auto e =
+            storage::migrate(*conn, schema::sqliteLedger(), schema::sqliteMigrations().first(1), 1);
         !e)
       return e;
-    auto ins = db->prepare(
-        "INSERT INTO schedules VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    auto ins = conn->execute(
+        "INSERT INTO schedules VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        {storage::text(r.creator), storage::text(r.name), storage::text(r.target),
+         storage::text(std::string(timingName(r.kind))), storage::text(r.cadence),
+         storage::int64(r.offset_minutes), storage::boolean(r.wake), storage::bytes(r.body),
+         storage::int64(r.created_at_s), storage::optionalInt64(r.next_fire_s),
+         storage::int64(static_cast<std::int64_t>(r.max_fires)), storage::int64(r.expires_at_s),
+         storage::int64(static_cast<std::int64_t>(r.fires))});
     if (!ins) return tl::unexpected(ins.error());
-    ins->bind(1, std::string_view(r.creator))
-        .bind(2, std::string_view(r.name))
-        .bind(3, std::string_view(r.target))
-        .bind(4, timingName(r.kind))
-        .bind(5, std::string_view(r.cadence))
-        .bind(6, std::int64_t{r.offset_minutes})
-        .bind(7, std::int64_t{r.wake})
-        .bindBlob(8, r.body)
-        .bind(9, r.created_at_s)
-        .bind(10, r.next_fire_s)
-        .bind(11, static_cast<std::int64_t>(r.max_fires))
-        .bind(12, r.expires_at_s)
-        .bind(13, static_cast<std::int64_t>(r.fires));
-    if (auto s = ins->step(); !s) return tl::unexpected(s.error());
     return {};
   }
 

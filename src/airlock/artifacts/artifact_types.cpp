@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "airlock/core/encoding.h"
 #include "airlock/core/ids.h"
 
 namespace airlock::artifacts {
@@ -88,10 +89,7 @@ ArtifactRef refOf(const StoredArtifact& stored) {
 }
 
 bool isSha256Hex(std::string_view text) noexcept {
-  if (text.size() != 64) return false;
-  for (char c : text)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
+  return text.size() == 64 && isLowerHex(text);
 }
 
 Result<void> validateMetadata(const ArtifactMetadata& m) {

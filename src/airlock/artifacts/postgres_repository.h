@@ -10,45 +10,25 @@
 // transaction that holds a per-tenant advisory lock, so two concurrent puts
 // of a tenant cannot both pass the cap.
 //
+// The repository is sql_repository.h's over this backend's statements.
 // Thread-safe: one connection behind a mutex, reset once when it is found
 // broken. The connection string is a credential: it is never logged and
 // never part of an error.
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "airlock/artifacts/metadata_repository.h"
-
-struct pg_conn;
+#include "airlock/artifacts/sql_repository.h"
 
 namespace airlock::artifacts {
 
-class PostgresArtifactRepository final : public ArtifactRepository {
- public:
+struct PostgresArtifactRepository {
   // `conninfo`: a libpq connection string or URI. Connects and migrates.
   // ExecutionUnavailable when the server cannot be reached or a statement
   // fails; ConfigurationError when the database's schema is newer than
   // this build.
-  static Result<std::unique_ptr<PostgresArtifactRepository>> connect(const std::string& conninfo);
-  ~PostgresArtifactRepository() override;
-
-  Result<void> insert(const StoredArtifact& artifact,
-                      std::optional<std::int64_t> tenant_byte_cap) override;
-  Result<StoredArtifact> find(const ArtifactId& artifact_id) override;
-  Result<bool> remove(const ArtifactId& artifact_id) override;
-  Result<std::vector<StoredArtifact>> listExpired(Timestamp now, std::size_t limit) override;
-  Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
-                                                    std::size_t limit) override;
-  Result<std::int64_t> tenantBytes(const TenantId& tenant_id) override;
-
-  Result<int> schemaVersion();
-
- private:
-  explicit PostgresArtifactRepository(pg_conn* conn) : conn_(conn) {}
-  std::mutex mutex_;
-  pg_conn* conn_;
+  static Result<std::unique_ptr<SqlArtifactRepository>> connect(const std::string& conninfo);
 };
 
 }  // namespace airlock::artifacts

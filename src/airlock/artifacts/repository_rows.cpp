@@ -3,7 +3,7 @@
 namespace airlock::artifacts {
 namespace {
 tl::unexpected<Error> corrupt(const char* column) {
-  return fail(ErrorCode::kExecutionUnavailable, std::string("corrupt artifact row: ") + column);
+  return storage::corruptRow("artifact", column);
 }
 }  // namespace
 
@@ -48,6 +48,38 @@ Result<StoredArtifact> decodeRow(const ArtifactRow& row) {
                      std::nullopt};
   if (row.expires_at_ms) m.expires_at = fromUnixMs(*row.expires_at_ms);
   return StoredArtifact{std::move(*id), std::move(m)};
+}
+
+std::vector<storage::Value> rowValues(ArtifactRow row) {
+  return {storage::text(std::move(row.artifact_id)),
+          storage::text(std::move(row.tenant_id)),
+          storage::optionalText(row.run_id),
+          storage::text(std::move(row.origin)),
+          storage::bytes(std::move(row.filename)),
+          storage::text(std::move(row.media_type)),
+          storage::int64(row.size_bytes),
+          storage::text(std::move(row.sha256)),
+          storage::text(std::move(row.trust)),
+          storage::int64(row.created_at_ms),
+          storage::optionalInt64(row.expires_at_ms)};
+}
+
+Result<StoredArtifact> readArtifact(const storage::Row& r) {
+  storage::ColumnReader c(r, "artifact");
+  ArtifactRow row;
+  row.artifact_id = c.text(0);
+  row.tenant_id = c.text(1);
+  row.run_id = c.optionalText(2);
+  row.origin = c.text(3);
+  row.filename = c.text(4);
+  row.media_type = c.text(5);
+  row.size_bytes = c.int64(6, "size_bytes");
+  row.sha256 = c.text(7);
+  row.trust = c.text(8);
+  row.created_at_ms = c.int64(9, "created_at_ms");
+  row.expires_at_ms = c.optionalInt64(10, "expires_at_ms");
+  if (auto ok = c.status(); !ok) return tl::unexpected(ok.error());
+  return decodeRow(row);
 }
 
 }  // namespace airlock::artifacts

@@ -4,14 +4,18 @@
 //   size_bytes, sha256, trust, created_at_ms, expires_at_ms
 // A row is decoded as untrusted data: any field that does not parse is an
 // ExecutionUnavailable "corrupt artifact row" naming the column, never an
-// exception.
+// exception. Both adapters read a row (storage::Row) and bind its values
+// (storage::Value) through the functions here.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "airlock/artifacts/artifact_types.h"
+#include "airlock/storage/row.h"
+#include "airlock/storage/sql_value.h"
 
 namespace airlock::artifacts {
 
@@ -31,6 +35,12 @@ struct ArtifactRow {
 
 ArtifactRow encodeRow(const StoredArtifact& artifact);
 Result<StoredArtifact> decodeRow(const ArtifactRow& row);
+
+// The 11 columns in the order above (filename as bytes), for binding as
+// parameters 1 to 11.
+std::vector<storage::Value> rowValues(ArtifactRow row);
+// A result row whose SELECT list is the 11 columns in that order.
+Result<StoredArtifact> readArtifact(const storage::Row& row);
 
 std::int64_t toUnixMs(Timestamp t) noexcept;
 Timestamp fromUnixMs(std::int64_t ms) noexcept;

@@ -25,32 +25,17 @@
 namespace airlock::cli {
 namespace {
 
-// Lowercase hex of `bytes`, two digits a byte. The one place the token is
-// encoded: a shared encoder can replace this body.
-std::string hexOf(const unsigned char* bytes, std::size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (std::size_t i = 0; i < size; ++i) {
-    out.push_back(kDigits[bytes[i] >> 4]);
-    out.push_back(kDigits[bytes[i] & 15]);
-  }
-  return out;
-}
-
 // dev auth without a configured token: a random one (24 bytes of the
 // kernel's CSPRNG, 48 hex digits), written 0600 to
 // <state_dir>/service-token, atomically, for local clients to read.
 Result<std::string> makeDevToken(const std::string& state_dir) {
-  unsigned char raw[24];
-  if (!sys::fillRandom(raw, sizeof raw))
-    return failErrno(ErrorCode::kExecutionUnavailable, "no random bytes for a token", errno);
-  const std::string token = hexOf(raw, sizeof raw);
+  auto token = sys::randomHexToken(24);
+  if (!token) return tl::unexpected(token.error());
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
                      errno);
   auto written =
-      sys::writeFileAtomically(AT_FDCWD, state_dir + "/service-token", token + "\n", 0600);
+      sys::writeFileAtomically(AT_FDCWD, state_dir + "/service-token", *token + "\n", 0600);
   if (!written) return tl::unexpected(written.error());
   return token;
 }

@@ -131,7 +131,6 @@ Result<std::string> base64Decode(std::string_view text) {
 }
 
 std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
   const bool cut = text.size() > max_bytes;
   if (cut) text = text.substr(0, max_bytes);
   std::string out = "\"";
@@ -156,8 +155,7 @@ std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
       default:
         if (c < 0x20 || c >= 0x7F) {
           out += "\\x";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
+          appendHexByte(out, c);
         } else {
           out += ch;
         }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "airlock/core/encoding.h"
 #include "airlock/sys/random.h"
 
 namespace airlock {
@@ -29,13 +30,11 @@ std::string newUuidV7(Timestamp now) {
   bytes[6] = static_cast<unsigned char>(0x70 | (bytes[6] & 0x0F));  // version 7
   bytes[8] = static_cast<unsigned char>(0x80 | (bytes[8] & 0x3F));  // variant 10
 
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(36);
   for (int i = 0; i < 16; ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 0x0F];
+    appendHexByte(out, bytes[i]);
   }
   return out;
 }
@@ -75,7 +74,7 @@ bool isUuid(std::string_view text) noexcept {
     const char c = text[i];
     if (i == 8 || i == 13 || i == 18 || i == 23) {
       if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+    } else if (!isLowerHexDigit(c)) {
       return false;
     }
   }

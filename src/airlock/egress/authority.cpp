@@ -1,5 +1,6 @@
 #include "airlock/egress/authority.h"
 
+#include "airlock/core/encoding.h"
 #include "airlock/egress/address.h"
 
 namespace airlock::egress {
@@ -172,8 +173,7 @@ bool isNumericLabel(std::string_view label) noexcept {
   if (label.empty()) return false;
   if (label.size() >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X')) {
     for (char c : label.substr(2)) {
-      const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-      if (!hex) return false;
+      if (hexDigitValue(c) < 0) return false;
     }
     return true;
   }
@@ -182,42 +182,35 @@ bool isNumericLabel(std::string_view label) noexcept {
   return true;
 }
 
-std::string sanitizeForLog(std::string_view bytes, std::size_t max) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  const std::size_t n = bytes.size() < max ? bytes.size() : max;
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
-    }
-  }
-  if (bytes.size() > max) out += "...";
-  return out;
-}
+namespace {
 
-std::string printableMessage(std::string_view text, std::size_t max) {
-  static constexpr char kHex[] = "0123456789abcdef";
+// `text` cut to `max` bytes (then "..."), each byte outside printable ASCII
+// or in `escaped` as \xNN.
+std::string escapeBytes(std::string_view text, std::size_t max, std::string_view escaped) {
   std::string out;
-  const std::size_t n = text.size() < max ? text.size() : max;
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
+  const std::string_view kept = text.substr(0, max);
+  out.reserve(kept.size());
+  for (const char ch : kept) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && escaped.find(ch) == std::string_view::npos) {
+      out.push_back(ch);
     } else {
       out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xf]);
+      appendHexByte(out, c);
     }
   }
   if (text.size() > max) out += "...";
   return out;
+}
+
+}  // namespace
+
+std::string sanitizeForLog(std::string_view bytes, std::size_t max) {
+  return escapeBytes(bytes, max, "\"\\");
+}
+
+std::string printableMessage(std::string_view text, std::size_t max) {
+  return escapeBytes(text, max, "");
 }
 
 }  // namespace airlock::egress

@@ -18,9 +18,6 @@ bool isAlnum(char c) {
 bool isWordChar(char c) {
   return isAlnum(c) || c == '_';
 }
-bool isLowerHex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
 
 // 'text' with untrusted bytes escaped, for messages.
 std::string inQuotes(std::string_view text) {
@@ -133,9 +130,7 @@ std::string lowerAscii(std::string_view s) {
 bool isDigest(std::string_view text) noexcept {
   constexpr std::string_view kPrefix = "sha256:";
   if (text.size() != kPrefix.size() + 64 || text.substr(0, kPrefix.size()) != kPrefix) return false;
-  for (char c : text.substr(kPrefix.size()))
-    if (!isLowerHex(c)) return false;
-  return true;
+  return isLowerHex(text.substr(kPrefix.size()));
 }
 
 bool isTag(std::string_view text) noexcept {
@@ -158,7 +153,7 @@ Result<ImageReference> parseImageReference(std::string_view text) {
                               inQuotes(text.substr(scheme + 3)));
     if (text.rfind("sha256:", 0) == 0 && !isDigest(text))
       return refuse(text, "is not a whole digest (sha256: and 64 lowercase hex digits)");
-    if (text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string_view::npos)
+    if (text.size() == 64 && isLowerHex(text))
       return refuse(text, "is a digest without its algorithm: write sha256:" + std::string(text));
     ImageReference ref;
     std::string_view rest = text;

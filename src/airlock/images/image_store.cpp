@@ -66,18 +66,6 @@ std::string hexOf(std::string_view digest) {
   return std::string(digest.substr(7));
 }
 
-std::string randomSuffix() {
-  unsigned char b[8];
-  if (!sys::fillRandom(b, sizeof b)) return std::to_string(::getpid());
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : b) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
 // An exclusive or shared flock on `path` (created 0600), held by the fd.
 Result<sys::UniqueFd> lockFile(const std::string& path, int operation) {
   sys::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
@@ -476,8 +464,12 @@ class ImageStoreImpl final : public ImageStore {
   std::string recordPath(const std::string& digest) const {
     return dir_ + "/images/" + hexOf(digest) + ".json";
   }
-  std::string tmpPath(const std::string& what) const {
-    return dir_ + "/tmp/" + what + "-" + randomSuffix() + "." + std::to_string(::getpid());
+  // A fresh name under tmp/: random (never a predictable stand-in, so a
+  // failing CSPRNG is an error), then the writer's pid for the sweep.
+  Result<std::string> tmpPath(const std::string& what) const {
+    auto random = sys::randomHexToken(8);
+    if (!random) return tl::unexpected(random.error());
+    return dir_ + "/tmp/" + what + "-" + *random + "." + std::to_string(::getpid());
   }
   bool hasBlob(const std::string& digest) const {
     struct stat st {};
@@ -503,7 +495,9 @@ class ImageStoreImpl final : public ImageStore {
     if ("sha256:" + sys::sha256Hex(bytes) != digest)
       return tl::unexpected(rejected("image blob " + digest + ": its bytes have another digest"));
     if (hasBlob(digest)) return {};
-    const std::string tmp = tmpPath("blob");
+    auto tmp_path = tmpPath("blob");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
     if (!sys::writeAll(fd.get(), bytes.data(), bytes.size())) {
@@ -556,7 +550,9 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<void> fetchOnce(const Descriptor& d, const std::function<Result<void>(int)>& fetch) {
-    const std::string tmp = tmpPath("blob");
+    auto tmp_path = tmpPath("blob");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     sys::UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
     auto fetched = fetch(fd.get());
@@ -584,7 +580,9 @@ class ImageStoreImpl final : public ImageStore {
   // `expect`: the digest its name claims, or "" (docker save names).
   Result<std::pair<std::string, std::int64_t>> putStream(int in, const std::string& expect,
                                                          const std::string& what) {
-    const std::string tmp = tmpPath("blob");
+    auto tmp_path = tmpPath("blob");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
     auto hashed = copyHashed(in, fd.get(), options_.max_blob_bytes, what);
@@ -710,7 +708,9 @@ class ImageStoreImpl final : public ImageStore {
   Result<std::pair<std::string, std::int64_t>> putArchiveEntry(struct archive* a,
                                                                const std::string& expect,
                                                                const std::string& what) {
-    const std::string tmp = tmpPath("blob");
+    auto tmp_path = tmpPath("blob");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
     sys::Sha256 h;
@@ -941,7 +941,9 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<void> writeRecord(const StoredImage& image) {
-    const std::string tmp = tmpPath("record");
+    auto tmp_path = tmpPath("record");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     const std::string text = recordJson(image).dump(2) + "\n";
     sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
@@ -957,7 +959,9 @@ class ImageStoreImpl final : public ImageStore {
   // Unpacks the image's layers in order into a fresh directory under tmp/
   // and renames it to `root`; on any failure the partial tree goes.
   Result<void> unpack(const StoredImage& image, const std::string& root) {
-    const std::string tmp = tmpPath("root");
+    auto tmp_path = tmpPath("root");
+    if (!tmp_path) return tl::unexpected(tmp_path.error());
+    const std::string& tmp = *tmp_path;
     if (::mkdir(tmp.c_str(), 0755) != 0) return tl::unexpected(storeError("make " + tmp, errno));
     // mkdir's mode is masked by the umask; the root's top is 0755 whatever it is.
     (void)::chmod(tmp.c_str(), 0755);

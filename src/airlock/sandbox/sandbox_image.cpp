@@ -15,6 +15,7 @@
 #include <set>
 #include <string_view>
 
+#include "airlock/core/encoding.h"
 #include "airlock/sandbox/mechanism_options.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sys/io.h"
@@ -241,7 +242,7 @@ Result<std::vector<std::shared_ptr<const SandboxImage>>> mechanismImages(
   out.push_back(std::make_shared<const SandboxImage>(std::move(*host)));
   for (const auto& image : others) {
     const bool digest = image.digest.size() == 71 && image.digest.rfind("sha256:", 0) == 0 &&
-                        image.digest.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+                        isLowerHex(std::string_view(image.digest).substr(7));
     if (!digest)
       return fail(ErrorCode::kConfigurationError,
                   "image '" + image.digest + "' is not named by a sha256 digest");

@@ -59,7 +59,6 @@ Result<std::string> mediaType(const std::string& text) {
 // start with '.', otherwise "artifact" (a client that ignores filename*
 // never sees a path, a control character or a hidden file).
 std::string contentDisposition(const std::string& filename, const std::string& artifact_id) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string encoded;
   bool plain = !filename.empty() && filename.front() != '.';
   for (unsigned char c : filename) {
@@ -69,8 +68,7 @@ std::string contentDisposition(const std::string& filename, const std::string& a
       encoded.push_back(static_cast<char>(c));
     } else {
       encoded += '%';
-      encoded += kHex[c >> 4];
-      encoded += kHex[c & 15];
+      appendHexByte(encoded, c, HexCase::kUpper);
     }
   }
   if (encoded.empty()) encoded = artifact_id;

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "airlock/core/encoding.h"
+
 namespace airlock::sys {
 namespace {
 
@@ -42,6 +44,13 @@ bool fillRandom(void* out, std::size_t size) noexcept {
     done += static_cast<std::size_t>(n);
   }
   return true;
+}
+
+Result<std::string> randomHexToken(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (!fillRandom(raw.data(), raw.size()))
+    return tl::unexpected(Error{ErrorCode::kExecutionUnavailable, errno, "getrandom"});
+  return hexLower(raw);
 }
 
 }  // namespace airlock::sys

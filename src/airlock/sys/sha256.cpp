@@ -3,6 +3,9 @@
 #include <openssl/evp.h>
 
 #include <cstdlib>
+#include <span>
+
+#include "airlock/core/encoding.h"
 
 namespace airlock::sys {
 
@@ -23,14 +26,7 @@ std::string Sha256::finishHex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_.get()), digest, &length) != 1) std::abort();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(length * 2);
-  for (unsigned int i = 0; i < length; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return hexLower(std::span<const unsigned char>(digest, length));
 }
 
 std::string sha256Hex(std::string_view data) {

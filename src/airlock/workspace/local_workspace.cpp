@@ -42,16 +42,9 @@ std::pair<std::string, std::string> splitParent(const std::string& rel) {
 }
 
 Result<std::string> tempName() {
-  unsigned char random[8];
-  if (!sys::fillRandom(random, sizeof random))
-    return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string name = ".airlock-write-";
-  for (unsigned char byte : random) {
-    name.push_back(kHex[byte >> 4]);
-    name.push_back(kHex[byte & 0xf]);
-  }
-  return name;
+  auto random = sys::randomHexToken(8);
+  if (!random) return tl::unexpected(random.error());
+  return ".airlock-write-" + *random;
 }
 
 // Sets the calling thread's filesystem ids for one scope (setfsuid is

@@ -90,17 +90,9 @@ bool constantTimeEqual(std::string_view a, std::string_view b) noexcept {
 
 namespace {
 
+// A session token or a working id: 32 random bytes, as hex.
 Result<std::string> randomToken() {
-  unsigned char raw[32];
-  if (!sys::fillRandom(raw, sizeof raw))
-    return failErrno(ErrorCode::kExecutionUnavailable, "getrandom", errno);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string t;
-  for (unsigned char c : raw) {
-    t.push_back(kHex[c >> 4]);
-    t.push_back(kHex[c & 15]);
-  }
-  return t;
+  return sys::randomHexToken(32);
 }
 
 template <typename N>

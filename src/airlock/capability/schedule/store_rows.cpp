@@ -1,7 +1,6 @@
 #include "airlock/capability/schedule/store_rows.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace airlock::capability::schedule::rows {
 namespace {
@@ -13,15 +12,10 @@ std::optional<TimingKind> kindFromName(std::string_view s) {
 }
 
 tl::unexpected<Error> corrupt(const char* column) {
-  return fail(ErrorCode::kExecutionUnavailable, std::string("corrupt schedule row: ") + column);
+  return storage::corruptRow("schedule", column);
 }
 
 }  // namespace
-
-std::int64_t toInt64(std::uint64_t v) noexcept {
-  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
-  return v > static_cast<std::uint64_t>(kMax) ? kMax : static_cast<std::int64_t>(v);
-}
 
 ScheduleRow encode(const ScheduleRecord& r) {
   ScheduleRow row;
@@ -35,9 +29,9 @@ ScheduleRow encode(const ScheduleRecord& r) {
   row.body = r.body;
   row.created_at_s = r.created_at_s;
   row.next_fire_s = r.next_fire_s;
-  row.max_fires = toInt64(r.max_fires);
+  row.max_fires = clampToInt64(r.max_fires);
   row.expires_at_s = r.expires_at_s;
-  row.fires = toInt64(r.fires);
+  row.fires = clampToInt64(r.fires);
   return row;
 }
 
@@ -68,7 +62,7 @@ Result<ScheduleRecord> decode(ScheduleRow row) {
 FireRow encode(const Fire& f) {
   return FireRow{f.sequence,     f.creator,    f.name,
                  f.target,       f.wake,       f.body,
-                 f.occurrence_s, f.fired_at_s, toInt64(f.fire_number)};
+                 f.occurrence_s, f.fired_at_s, clampToInt64(f.fire_number)};
 }
 
 Result<Fire> decode(FireRow row) {
@@ -84,6 +78,65 @@ Result<Fire> decode(FireRow row) {
   f.fired_at_s = row.fired_at_s;
   f.fire_number = static_cast<std::uint64_t>(row.fire_number);
   return f;
+}
+
+std::vector<storage::Value> values(ScheduleRow row) {
+  return {storage::text(std::move(row.creator)),
+          storage::text(std::move(row.name)),
+          storage::text(std::move(row.target)),
+          storage::text(std::move(row.kind)),
+          storage::text(std::move(row.cadence)),
+          storage::int64(row.offset_minutes),
+          storage::boolean(row.wake),
+          storage::bytes(std::move(row.body)),
+          storage::int64(row.created_at_s),
+          storage::optionalInt64(row.next_fire_s),
+          storage::int64(row.max_fires),
+          storage::int64(row.expires_at_s),
+          storage::int64(row.fires)};
+}
+
+std::vector<storage::Value> values(FireRow row) {
+  return {storage::text(std::move(row.creator)), storage::text(std::move(row.name)),
+          storage::text(std::move(row.target)),  storage::boolean(row.wake),
+          storage::bytes(std::move(row.body)),   storage::int64(row.occurrence_s),
+          storage::int64(row.fired_at_s),        storage::int64(row.fire_number)};
+}
+
+Result<ScheduleRecord> readSchedule(const storage::Row& r) {
+  storage::ColumnReader c(r, "schedule");
+  ScheduleRow row;
+  row.creator = c.text(0);
+  row.name = c.text(1);
+  row.target = c.text(2);
+  row.kind = c.text(3);
+  row.cadence = c.text(4);
+  row.offset_minutes = c.int64(5, "offset_minutes");
+  row.wake = c.boolean(6, "wake");
+  row.body = c.text(7);
+  row.created_at_s = c.int64(8, "created_at_s");
+  row.next_fire_s = c.optionalInt64(9, "next_fire_s");
+  row.max_fires = c.int64(10, "max_fires");
+  row.expires_at_s = c.int64(11, "expires_at_s");
+  row.fires = c.int64(12, "fires");
+  if (auto ok = c.status(); !ok) return tl::unexpected(ok.error());
+  return decode(std::move(row));
+}
+
+Result<Fire> readFire(const storage::Row& r) {
+  storage::ColumnReader c(r, "schedule");
+  FireRow row;
+  row.sequence = c.int64(0, "sequence");
+  row.creator = c.text(1);
+  row.name = c.text(2);
+  row.target = c.text(3);
+  row.wake = c.boolean(4, "wake");
+  row.body = c.text(5);
+  row.occurrence_s = c.int64(6, "occurrence_s");
+  row.fired_at_s = c.int64(7, "fired_at_s");
+  row.fire_number = c.int64(8, "fire_number");
+  if (auto ok = c.status(); !ok) return tl::unexpected(ok.error());
+  return decode(std::move(row));
 }
 
 tl::unexpected<Error> duplicateName(std::string_view name) {

@@ -12,6 +12,8 @@
 //   fire_number
 // A row is decoded as untrusted data: a field that does not parse is an
 // ExecutionUnavailable "corrupt schedule row: <column>", never an exception.
+// Both backends read rows (storage::Row) and bind values (storage::Value)
+// through the functions here.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,8 @@
 #include <vector>
 
 #include "airlock/capability/schedule/schedule.h"
+#include "airlock/storage/row.h"
+#include "airlock/storage/sql_value.h"
 
 namespace airlock::capability::schedule::rows {
 
@@ -49,12 +53,21 @@ struct FireRow {
 };
 
 // Unsigned counts are stored as BIGINT, clamped at INT64_MAX.
-std::int64_t toInt64(std::uint64_t v) noexcept;
+using storage::clampToInt64;
 
 ScheduleRow encode(const ScheduleRecord& record);
 Result<ScheduleRecord> decode(ScheduleRow row);
 FireRow encode(const Fire& fire);
 Result<Fire> decode(FireRow row);
+
+// The 13 schedule columns in the order above, for parameters 1 to 13.
+std::vector<storage::Value> values(ScheduleRow row);
+// The outbox columns after sequence (8), for parameters 1 to 8.
+std::vector<storage::Value> values(FireRow row);
+// A result row whose SELECT list is the 13 schedule columns in order.
+Result<ScheduleRecord> readSchedule(const storage::Row& row);
+// A result row whose SELECT list is the 9 outbox columns in order.
+Result<Fire> readFire(const storage::Row& row);
 
 // The refusals both backends give, in the words schedule.* passes on.
 tl::unexpected<Error> duplicateName(std::string_view name);   // ExecutionRejected

@@ -7,15 +7,14 @@
 
 #include <span>
 
-#include "airlock/artifacts/postgres.h"
-#include "airlock/artifacts/sqlite.h"
+#include "airlock/storage/migration.h"
 
 namespace airlock::capability::schedule::schema {
 
-std::span<const artifacts::sqlite::Migration> sqliteMigrations();
-const artifacts::sqlite::MigrationTable& sqliteMigrationTable();
+std::span<const storage::Migration> sqliteMigrations();
+const storage::MigrationLedger& sqliteLedger();
 
-std::span<const artifacts::postgres::Migration> postgresMigrations();
-const artifacts::postgres::MigrationLedger& postgresLedger();
+std::span<const storage::Migration> postgresMigrations();
+const storage::MigrationLedger& postgresLedger();
 
 }  // namespace airlock::capability::schedule::schema

@@ -95,6 +95,8 @@
 #include "airlock/sandbox/host/image_exec.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
+#include "airlock/sys/fd_passing.h"
+#include "airlock/sys/io.h"
 
 namespace {
 
@@ -102,7 +104,7 @@ using airlock::oci::ShimRecord;
 using airlock::oci::ShimRecordType;
 
 void writeStr(int fd, const char* s) {
-  (void)!::write(fd, s, std::strlen(s));
+  (void)airlock::sys::writeAll(fd, s, std::strlen(s));
 }
 
 struct Request {
@@ -116,53 +118,22 @@ struct Request {
   std::vector<std::string> env;
 };
 
-bool readFull(int fd, void* buf, std::size_t n) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t got = ::read(fd, p, n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
-
 // Request: u32 length, then NUL-terminated fields: nproc, cwd, argc,
 // argv..., envc, env...
 // The host's stdin, stdout and stderr pipe ends arrive as SCM_RIGHTS with
 // the length; for a side request (`side`), stdout, stderr, status, kill and
 // optionally stdin (shim_protocol.h).
 bool readRequest(int sock, Request& req, bool side = false) {
+  static_assert(airlock::oci::kSideFdsMax <= airlock::sys::kMaxPassedFds);
   std::uint32_t len = 0;
   {
-    iovec iov{&len, sizeof len};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(airlock::oci::kSideFdsMax * sizeof(int))] = {};
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n;
-    do {
-      n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-    } while (n < 0 && errno == EINTR);
+    const iovec iov{&len, sizeof len};
     const int want_min = side ? airlock::oci::kSideFdsMin : 3;
     const int want_max = side ? airlock::oci::kSideFdsMax : 3;
-    int fds[airlock::oci::kSideFdsMax] = {-1, -1, -1, -1, -1};
-    int got = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t k = 0; k < count; ++k) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
-        if (got < want_max)
-          fds[got++] = fd;
-        else
-          ::close(fd);
-      }
-    }
+    airlock::sys::ReceivedFds received;
+    const ssize_t n = airlock::sys::receiveWithFds(sock, &iov, 1, want_max, received, MSG_WAITALL);
+    const int* fds = received.fds;  // -1 past received.count
+    const int got = received.count;
     if (side) {
       req.stdio[1] = fds[0];
       req.stdio[2] = fds[1];
@@ -176,7 +147,9 @@ bool readRequest(int sock, Request& req, bool side = false) {
   }
   if (len == 0 || len > (8u << 20)) return false;
   std::string payload(len, '\0');
-  if (!readFull(sock, payload.data(), len) || payload.back() != '\0') return false;
+  if (airlock::sys::readFull(sock, payload.data(), len) != static_cast<ssize_t>(len) ||
+      payload.back() != '\0')
+    return false;
   std::vector<std::string> fields;
   std::size_t start = 0;
   while (start < payload.size()) {
@@ -296,14 +269,7 @@ bool readRequest(int sock, Request& req, bool side = false) {
 bool send(int sock, ShimRecordType type, std::int64_t value) {
   char buf[airlock::oci::kShimRecordBytes];
   airlock::oci::encodeShimRecord(ShimRecord{type, value}, buf);
-  std::size_t off = 0;
-  while (off < sizeof buf) {
-    ssize_t n = ::send(sock, buf + off, sizeof buf - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
+  return airlock::sys::sendAll(sock, buf, sizeof buf);
 }
 
 // ---- side-process keepers -----------------------------------------------------
@@ -413,15 +379,11 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
         if (!send(sock, ShimRecordType::kDone, childrenCpuUsec() - cpu_before) || host_gone)
           return false;
         // The host sends exactly one stop byte per command; consume it here
-        // so it is never read as the start of the next request.
-        while (!stop) {
-          char c = 0;
-          ssize_t n = ::recv(sock, &c, 1, 0);
-          if (n < 0 && errno == EINTR) continue;
-          if (n != 1 || c != airlock::oci::kStopByte) return false;
-          stop = true;
-        }
-        return true;
+        // (unless the poll below already did) so it is never read as the
+        // start of the next request.
+        if (stop) return true;
+        char c = 0;
+        return airlock::sys::readSome(sock, &c, 1) == 1 && c == airlock::oci::kStopByte;
       }
       break;
     }
@@ -432,9 +394,10 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
       continue;
     }
     pollfd p[2] = {{sock, POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
-    if (::poll(p, 2, interval_ms) > 0 && (p[1].revents & POLLIN)) {
+    if (airlock::sys::pollSome(p, 2, interval_ms) > 0 && (p[1].revents & POLLIN)) {
       signalfd_siginfo info[16];
-      (void)!::read(sigchld_fd, info, sizeof info);  // drained; the reap loop does the work
+      // drained; the reap loop does the work
+      (void)airlock::sys::readSome(sigchld_fd, info, sizeof info);
     }
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       char c = 0;
@@ -562,10 +525,9 @@ bool relayConnection(int client, int upstream, char* up_buf, char* down_buf) {
     for (pollfd& q : p)
       if (q.events == 0) q.fd = -1;
     if (p[0].fd < 0 && p[1].fd < 0) return false;  // unreachable: nothing left to do
-    if (::poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
+    const int ready = airlock::sys::pollSome(p, 2, -1);
+    if (ready < 0) return false;
+    if (ready == 0) continue;  // a signal: poll again
     const short readable = POLLIN | POLLHUP | POLLERR;
     const short writable = POLLOUT | POLLHUP | POLLERR;
     if ((p[0].revents & readable) && up.wantsRead() && !fill(up)) return false;
@@ -636,14 +598,7 @@ void* acceptThread(void* arg) {
 bool writeRecord(int fd, ShimRecordType type, std::int64_t value) {
   char buf[airlock::oci::kShimRecordBytes];
   airlock::oci::encodeShimRecord(ShimRecord{type, value}, buf);
-  std::size_t off = 0;
-  while (off < sizeof buf) {
-    ssize_t n = ::write(fd, buf + off, sizeof buf - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
+  return airlock::sys::writeAll(fd, buf, sizeof buf);
 }
 
 void closeRequestFds(const Request& req) {
@@ -704,14 +659,14 @@ void closeRequestFds(const Request& req) {
     if (w < 0 && errno != EINTR) ::_exit(1);  // unreachable: the effect is this process's child
     pollfd p[2] = {{sigchld_fd, POLLIN, 0}, {kill_open ? req.kill_fd : -1, POLLIN, 0}};
     // Without a signalfd, the exit is found by polling.
-    if (::poll(p, 2, sigchld_fd < 0 ? 50 : -1) < 0) continue;
+    if (airlock::sys::pollSome(p, 2, sigchld_fd < 0 ? 50 : -1) <= 0) continue;
     if (p[0].revents & POLLIN) {
       signalfd_siginfo info[16];
-      (void)!::read(sigchld_fd, info, sizeof info);
+      (void)airlock::sys::readSome(sigchld_fd, info, sizeof info);
     }
     if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       char buf[64];
-      const ssize_t n = ::read(req.kill_fd, buf, sizeof buf);
+      const ssize_t n = airlock::sys::readSome(req.kill_fd, buf, sizeof buf);
       if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
         // Not reaped yet: the group id is still the effect's.
         ::kill(-effect, SIGKILL);
@@ -827,10 +782,10 @@ void reapExited() {
     // the next request (or the host's end) arrives.
     for (;;) {
       pollfd p[2] = {{sock, POLLIN, 0}, {sigchld_fd, POLLIN, 0}};
-      if (::poll(p, 2, -1) < 0) continue;
+      if (airlock::sys::pollSome(p, 2, -1) <= 0) continue;
       if (p[1].revents & POLLIN) {
         signalfd_siginfo info[16];
-        (void)!::read(sigchld_fd, info, sizeof info);
+        (void)airlock::sys::readSome(sigchld_fd, info, sizeof info);
         reapExited();
       }
       if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) break;

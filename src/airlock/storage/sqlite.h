@@ -1,6 +1,7 @@
-// A small RAII wrapper over libsqlite3 (embedded metadata):
-// one owner for a connection, one for a prepared statement, errors as
-// values. SQL comes only from SqlText (string literals); values are bound.
+// A small RAII wrapper over libsqlite3 (the embedded metadata database of
+// artifacts and schedules): one owner for a connection, one for a prepared
+// statement, errors as values. SQL comes only from SqlText (string
+// literals); values are bound. The SQLite twin of postgres.h.
 #pragma once
 
 #include <cstdint>
@@ -9,14 +10,18 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "airlock/artifacts/sql_text.h"
 #include "airlock/core/error.h"
+#include "airlock/storage/connection.h"
+#include "airlock/storage/row.h"
+#include "airlock/storage/sql_text.h"
+#include "airlock/storage/sql_value.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
-namespace airlock::artifacts::sqlite {
+namespace airlock::storage::sqlite {
 
 class Statement;
 
@@ -49,7 +54,8 @@ class Database {
 enum class Step { kRow, kDone };
 
 // Owner of one prepared statement. Bind indexes are 1-based as in SQLite.
-class Statement {
+// After a step that returned kRow it is that row (storage::Row).
+class Statement final : public Row {
  public:
   Statement(Statement&&) noexcept = default;
   Statement& operator=(Statement&&) noexcept = default;
@@ -60,14 +66,22 @@ class Statement {
   Statement& bindNull(int index);
   Statement& bind(int index, const std::optional<std::int64_t>& value);
   Statement& bind(int index, const std::optional<std::string>& text);
+  Statement& bind(int index, const Value& value);
+  // values[i] to parameter ?(i+1).
+  Statement& bindAll(std::span<const Value> values);
 
   // kRow while rows remain. A failed bind surfaces here. A constraint
   // violation is ExecutionRejected; anything else ExecutionUnavailable.
   Result<Step> step();
 
-  bool isNull(int column) const noexcept;  // columns are 0-based
+  int columnCount() const noexcept;
+  bool isNull(int column) const noexcept override;  // columns are 0-based
   std::int64_t int64(int column) const noexcept;
-  std::string text(int column) const;  // TEXT or BLOB bytes, exactly
+  std::string text(int column) const override;  // TEXT or BLOB bytes, exactly
+  // Row: SQLite columns are dynamically typed; an INTEGER reads as itself,
+  // anything else as corrupt. A boolean is an integer, non-zero true.
+  std::optional<std::int64_t> integer(int column) const noexcept override;
+  std::optional<bool> boolean(int column) const noexcept override;
 
  private:
   friend class Database;
@@ -80,45 +94,7 @@ class Statement {
   int bind_error_ = 0;
 };
 
-// Rolls back unless committed.
-class Transaction {
- public:
-  explicit Transaction(Database& db) : db_(db) {}
-  ~Transaction();
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  Result<void> beginImmediate();
-  Result<void> commit();
+// `db` as a storage::Connection (connection.h), owning it.
+std::unique_ptr<Connection> sqliteConnection(Database db);
 
- private:
-  Database& db_;
-  bool open_ = false;
-};
-
-// One schema step: applied once, in version order.
-struct Migration {
-  int version;
-  SqlText sql;
-};
-
-// A schema's migration bookkeeping: the three statements that name its
-// version table (literals, like all SQL here), and what the schema is called
-// in errors ("artifact", "schedule").
-struct MigrationTable {
-  SqlText create;  // CREATE TABLE IF NOT EXISTS <t> (version INTEGER PRIMARY KEY, applied_at_ms
-                   // INTEGER)
-  SqlText max_version;  // SELECT COALESCE(MAX(version), 0) FROM <t>
-  SqlText record;       // INSERT INTO <t> (version, applied_at_ms) VALUES (?1, <now ms>)
-  const char* schema_name;
-};
-
-// The highest applied version (0 for a new database).
-Result<int> appliedVersion(Database& db, const MigrationTable& table);
-
-// Applies every migration newer than the applied version in one immediate
-// transaction (several processes may open the same file). A database newer
-// than `build_version` is a ConfigurationError naming the schema.
-Result<void> migrate(Database& db, const MigrationTable& table,
-                     std::span<const Migration> migrations, int build_version);
-
-}  // namespace airlock::artifacts::sqlite
+}  // namespace airlock::storage::sqlite

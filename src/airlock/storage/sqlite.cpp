@@ -1,8 +1,8 @@
-#include "airlock/artifacts/sqlite.h"
+#include "airlock/storage/sqlite.h"
 
 #include <sqlite3.h>
 
-namespace airlock::artifacts::sqlite {
+namespace airlock::storage::sqlite {
 namespace {
 
 tl::unexpected<Error> sqliteError(sqlite3* db, int rc, const std::string& what) {
@@ -104,12 +104,36 @@ Statement& Statement::bind(int index, const std::optional<std::string>& text) {
   return text ? bind(index, std::string_view(*text)) : bindNull(index);
 }
 
+Statement& Statement::bind(int index, const Value& value) {
+  switch (value.kind) {
+    case Value::Kind::kNull:
+      return bindNull(index);
+    case Value::Kind::kInt64:
+    case Value::Kind::kBool:
+      return bind(index, value.integer);
+    case Value::Kind::kText:
+      return bind(index, std::string_view(value.bytes));
+    case Value::Kind::kBytes:
+      return bindBlob(index, value.bytes);
+  }
+  return *this;
+}
+
+Statement& Statement::bindAll(std::span<const Value> values) {
+  for (std::size_t i = 0; i < values.size(); ++i) bind(static_cast<int>(i + 1), values[i]);
+  return *this;
+}
+
 Result<Step> Statement::step() {
   if (bind_error_) return sqliteError(db_, bind_error_, "bind");
   const int rc = sqlite3_step(stmt_.get());
   if (rc == SQLITE_ROW) return Step::kRow;
   if (rc == SQLITE_DONE) return Step::kDone;
   return sqliteError(db_, rc, "step");
+}
+
+int Statement::columnCount() const noexcept {
+  return sqlite3_column_count(stmt_.get());
 }
 
 bool Statement::isNull(int column) const noexcept {
@@ -127,49 +151,62 @@ std::string Statement::text(int column) const {
   return std::string(static_cast<const char*>(data), static_cast<std::size_t>(size));
 }
 
-Transaction::~Transaction() {
-  if (open_) (void)db_.exec("ROLLBACK");
+std::optional<std::int64_t> Statement::integer(int column) const noexcept {
+  if (sqlite3_column_type(stmt_.get(), column) != SQLITE_INTEGER) return std::nullopt;
+  return sqlite3_column_int64(stmt_.get(), column);
 }
 
-Result<void> Transaction::beginImmediate() {
-  auto r = db_.exec("BEGIN IMMEDIATE");
-  open_ = r.has_value();
-  return r;
+std::optional<bool> Statement::boolean(int column) const noexcept {
+  const auto v = integer(column);
+  if (!v) return std::nullopt;
+  return *v != 0;
 }
 
-Result<void> Transaction::commit() {
-  auto r = db_.exec("COMMIT");
-  if (r) open_ = false;
-  return r;
-}
+namespace {
 
-Result<int> appliedVersion(Database& db, const MigrationTable& table) {
-  auto stmt = db.prepare(table.max_version);
-  if (!stmt) return tl::unexpected(stmt.error());
-  if (auto step = stmt->step(); !step) return tl::unexpected(step.error());
-  return static_cast<int>(stmt->int64(0));
-}
+class SqliteConnection final : public Connection {
+ public:
+  explicit SqliteConnection(Database db) : db_(std::move(db)) {}
 
-Result<void> migrate(Database& db, const MigrationTable& table,
-                     std::span<const Migration> migrations, int build_version) {
-  Transaction tx(db);
-  if (auto r = tx.beginImmediate(); !r) return r;
-  if (auto r = db.exec(table.create); !r) return r;
-  auto version = appliedVersion(db, table);
-  if (!version) return tl::unexpected(version.error());
-  if (*version > build_version)
-    return fail(ErrorCode::kConfigurationError,
-                std::string(table.schema_name) + " database schema " + std::to_string(*version) +
-                    " is newer than this build's " + std::to_string(build_version));
-  for (const Migration& m : migrations) {
-    if (m.version <= *version) continue;
-    if (auto r = db.exec(m.sql); !r) return r;
-    auto record = db.prepare(table.record);
-    if (!record) return tl::unexpected(record.error());
-    record->bind(1, std::int64_t{m.version});
-    if (auto r = record->step(); !r) return tl::unexpected(r.error());
+  Result<void> begin() override { return db_.exec("BEGIN IMMEDIATE"); }
+  Result<void> commit() override { return db_.exec("COMMIT"); }
+  void rollback() noexcept override { (void)db_.exec("ROLLBACK"); }
+
+  Result<void> executeScript(SqlText sql) override { return db_.exec(sql); }
+
+  Result<std::int64_t> execute(SqlText sql, const std::vector<Value>& values) override {
+    auto stmt = db_.prepare(sql);
+    if (!stmt) return tl::unexpected(stmt.error());
+    stmt->bindAll(values);
+    for (;;) {
+      auto step = stmt->step();
+      if (!step) return tl::unexpected(step.error());
+      if (*step == Step::kDone) return db_.changes();
+    }
   }
-  return tx.commit();
+
+  Result<void> query(SqlText sql, const std::vector<Value>& values, int columns, const char* kind,
+                     const RowVisitor& each) override {
+    auto stmt = db_.prepare(sql);
+    if (!stmt) return tl::unexpected(stmt.error());
+    stmt->bindAll(values);
+    if (stmt->columnCount() != columns) return corruptRow(kind, "column count");
+    for (;;) {
+      auto step = stmt->step();
+      if (!step) return tl::unexpected(step.error());
+      if (*step == Step::kDone) return {};
+      if (auto r = each(*stmt); !r) return r;
+    }
+  }
+
+ private:
+  Database db_;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> sqliteConnection(Database db) {
+  return std::make_unique<SqliteConnection>(std::move(db));
 }
 
-}  // namespace airlock::artifacts::sqlite
+}  // namespace airlock::storage::sqlite

@@ -1,11 +1,11 @@
-#include "airlock/artifacts/postgres.h"
+#include "airlock/storage/postgres.h"
 
 #include <libpq-fe.h>
 
 #include <charconv>
 #include <cstring>
 
-namespace airlock::artifacts::postgres {
+namespace airlock::storage::postgres {
 namespace {
 
 constexpr const char* kUniqueViolation = "23505";
@@ -46,33 +46,22 @@ bool ensureConnected(PGconn* conn) {
   return PQstatus(conn) == CONNECTION_OK;
 }
 
-Param text(std::string v) {
-  return Param{std::move(v), false};
-}
-Param bytes(std::string v) {
-  return Param{std::move(v), true};
-}
-Param int64(std::int64_t v) {
-  return Param{std::to_string(v), false};
-}
-Param boolean(bool v) {
-  return Param{std::string(v ? "true" : "false"), false};
-}
-Param optionalInt64(const std::optional<std::int64_t>& v) {
-  return v ? int64(*v) : Param{std::nullopt, false};
-}
-Param optionalText(const std::optional<std::string>& v) {
-  return Param{v, false};
-}
-
-Result<PgResult> run(PGconn* conn, SqlText sql, const std::vector<Param>& params) {
+Result<PgResult> run(PGconn* conn, SqlText sql, const std::vector<Value>& params) {
+  // Integers and booleans in their text form; these strings back `values`.
+  std::vector<std::string> texts(params.size());
   std::vector<const char*> values;
   std::vector<int> lengths;
   std::vector<int> formats;
-  for (const Param& p : params) {
-    values.push_back(p.value ? p.value->data() : nullptr);
-    lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
-    formats.push_back(p.binary ? 1 : 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Value& p = params[i];
+    const std::string* data = &p.bytes;
+    if (p.kind == Value::Kind::kInt64) texts[i] = std::to_string(p.integer);
+    if (p.kind == Value::Kind::kBool) texts[i] = p.integer ? "true" : "false";
+    if (p.kind == Value::Kind::kInt64 || p.kind == Value::Kind::kBool) data = &texts[i];
+    const bool null = p.kind == Value::Kind::kNull;
+    values.push_back(null ? nullptr : data->data());
+    lengths.push_back(null ? 0 : static_cast<int>(data->size()));
+    formats.push_back(p.kind == Value::Kind::kBytes ? 1 : 0);
   }
   PgResult result(PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr,
                                values.data(), lengths.data(), formats.data(), 1));
@@ -90,22 +79,6 @@ Result<void> exec(PGconn* conn, SqlText sql) {
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
     return pgError(conn, result.get(), "exec");
   return {};
-}
-
-Transaction::~Transaction() {
-  if (open_) (void)exec(conn_, "ROLLBACK");
-}
-
-Result<void> Transaction::begin() {
-  auto r = exec(conn_, "BEGIN");
-  open_ = r.has_value();
-  return r;
-}
-
-Result<void> Transaction::commit() {
-  // A failed COMMIT has already ended the transaction on the server.
-  open_ = false;
-  return exec(conn_, "COMMIT");
 }
 
 int rowCount(const PGresult* r) noexcept {
@@ -138,6 +111,19 @@ std::optional<bool> boolField(const PGresult* r, int row, int column) noexcept {
   return *PQgetvalue(r, row, column) != 0;
 }
 
+bool ResultRow::isNull(int column) const noexcept {
+  return postgres::isNull(result_, row_, column);
+}
+std::string ResultRow::text(int column) const {
+  return field(result_, row_, column);
+}
+std::optional<std::int64_t> ResultRow::integer(int column) const noexcept {
+  return int8Field(result_, row_, column);
+}
+std::optional<bool> ResultRow::boolean(int column) const noexcept {
+  return boolField(result_, row_, column);
+}
+
 std::int64_t affectedRows(const PGresult* r) noexcept {
   const char* s = PQcmdTuples(const_cast<PGresult*>(r));
   std::int64_t n = 0;
@@ -145,35 +131,67 @@ std::int64_t affectedRows(const PGresult* r) noexcept {
   return n;
 }
 
-Result<int> appliedVersion(PGconn* conn, const MigrationLedger& ledger) {
-  auto r = run(conn, ledger.max_version, {});
-  if (!r) return tl::unexpected(r.error());
-  auto v = rowCount(r->get()) == 1 ? int8Field(r->get(), 0, 0) : std::nullopt;
-  if (!v)
-    return fail(ErrorCode::kExecutionUnavailable,
-                std::string("corrupt ") + ledger.schema_name + " migration ledger");
-  return static_cast<int>(*v);
-}
+namespace {
 
-Result<void> migrate(PGconn* conn, const MigrationLedger& ledger,
-                     std::span<const Migration> migrations, int build_version) {
-  Transaction tx(conn);
-  if (auto r = tx.begin(); !r) return r;
-  if (auto r = run(conn, "SELECT pg_advisory_xact_lock($1::bigint)", {int64(ledger.lock_key)}); !r)
-    return tl::unexpected(r.error());
-  if (auto r = exec(conn, ledger.create); !r) return r;
-  auto version = appliedVersion(conn, ledger);
-  if (!version) return tl::unexpected(version.error());
-  if (*version > build_version)
-    return fail(ErrorCode::kConfigurationError,
-                std::string(ledger.schema_name) + " database schema " + std::to_string(*version) +
-                    " is newer than this build's " + std::to_string(build_version));
-  for (const Migration& m : migrations) {
-    if (m.version <= *version) continue;
-    if (auto r = exec(conn, m.sql); !r) return r;
-    if (auto r = run(conn, ledger.record, {int64(m.version)}); !r) return tl::unexpected(r.error());
+class PostgresConnection final : public Connection {
+ public:
+  explicit PostgresConnection(PgConn conn) : conn_(std::move(conn)) {}
+
+  Result<void> begin() override {
+    if (auto r = ready(); !r) return r;
+    auto r = exec(conn_.get(), "BEGIN");
+    in_transaction_ = r.has_value();
+    return r;
   }
-  return tx.commit();
+  Result<void> commit() override {
+    in_transaction_ = false;
+    return exec(conn_.get(), "COMMIT");
+  }
+  void rollback() noexcept override {
+    in_transaction_ = false;
+    (void)exec(conn_.get(), "ROLLBACK");
+  }
+
+  Result<void> executeScript(SqlText sql) override {
+    if (auto r = ready(); !r) return r;
+    return exec(conn_.get(), sql);
+  }
+
+  Result<std::int64_t> execute(SqlText sql, const std::vector<Value>& values) override {
+    if (auto r = ready(); !r) return tl::unexpected(r.error());
+    auto result = run(conn_.get(), sql, values);
+    if (!result) return tl::unexpected(result.error());
+    return affectedRows(result->get());
+  }
+
+  Result<void> query(SqlText sql, const std::vector<Value>& values, int columns, const char* kind,
+                     const RowVisitor& each) override {
+    if (auto r = ready(); !r) return r;
+    auto result = run(conn_.get(), sql, values);
+    if (!result) return tl::unexpected(result.error());
+    const PGresult* rows = result->get();
+    if (columnCount(rows) != columns) return corruptRow(kind, "column count");
+    for (int i = 0; i < rowCount(rows); ++i)
+      if (auto r = each(ResultRow(rows, i)); !r) return r;
+    return {};
+  }
+
+ private:
+  // Outside a transaction a broken connection is reset once; inside one
+  // the failure surfaces from the statement (the transaction is lost).
+  Result<void> ready() {
+    if (in_transaction_ || ensureConnected(conn_.get())) return {};
+    return pgError(conn_.get(), nullptr, "connect");
+  }
+
+  PgConn conn_;
+  bool in_transaction_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> postgresConnection(PgConn conn) {
+  return std::make_unique<PostgresConnection>(std::move(conn));
 }
 
-}  // namespace airlock::artifacts::postgres
+}  // namespace airlock::storage::postgres

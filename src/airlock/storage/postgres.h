@@ -1,7 +1,8 @@
 // The libpq layer shared by the PostgreSQL adapters (artifact metadata,
-// postgres_repository.h; schedules, capability/schedule/schedule.h): an owned
-// connection and result, bound parameters, one transaction guard and one
-// migration runner. The PostgreSQL twin of sqlite.h.
+// artifacts/postgres_repository.h; schedules, capability/schedule/schedule.h):
+// an owned connection and result, bound parameters (storage::Value), rows
+// as storage::Row, and the connection as a storage::Connection. The
+// PostgreSQL twin of sqlite.h.
 //
 // SQL comes only from SqlText literals; every value is
 // a bound parameter (PQexecParams) sent as text, or as bytes for BYTEA.
@@ -22,15 +23,18 @@
 #include <string>
 #include <vector>
 
-#include "airlock/artifacts/sql_text.h"
 #include "airlock/core/error.h"
+#include "airlock/storage/connection.h"
+#include "airlock/storage/row.h"
+#include "airlock/storage/sql_text.h"
+#include "airlock/storage/sql_value.h"
 
 // libpq's own typedefs (libpq-fe.h), repeated so this header does not pull
 // libpq's include path into every user.
 typedef struct pg_conn PGconn;
 typedef struct pg_result PGresult;
 
-namespace airlock::artifacts::postgres {
+namespace airlock::storage::postgres {
 
 struct ConnFinish {
   void operator()(PGconn* conn) const noexcept;
@@ -54,38 +58,12 @@ bool ensureConnected(PGconn* conn);
 // message is used). `what` names the step ("statement", "connect").
 tl::unexpected<Error> pgError(PGconn* conn, const PGresult* result, const char* what);
 
-// One bound value: text, raw bytes (BYTEA), or NULL.
-struct Param {
-  std::optional<std::string> value;
-  bool binary = false;
-};
-Param text(std::string v);
-Param bytes(std::string v);
-Param int64(std::int64_t v);
-Param boolean(bool v);
-Param optionalInt64(const std::optional<std::int64_t>& v);
-Param optionalText(const std::optional<std::string>& v);
-
-// One parameterized statement; rows in binary format.
-Result<PgResult> run(PGconn* conn, SqlText sql, const std::vector<Param>& params);
+// One parameterized statement; rows in binary format. Parameters go as
+// text ($n::bigint, $n::boolean in the SQL say their type), bytes as binary
+// (BYTEA), NULL as NULL.
+Result<PgResult> run(PGconn* conn, SqlText sql, const std::vector<Value>& params);
 // Statements without parameters (DDL, BEGIN/COMMIT; several per string).
 Result<void> exec(PGconn* conn, SqlText sql);
-
-// Rolls back unless committed. begin() opens READ COMMITTED (the server's
-// default); callers that need more take row or advisory locks.
-class Transaction {
- public:
-  explicit Transaction(PGconn* conn) : conn_(conn) {}
-  ~Transaction();
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  Result<void> begin();
-  Result<void> commit();
-
- private:
-  PGconn* conn_;
-  bool open_ = false;
-};
 
 // Reading a binary-format result. Rows and columns are 0-based.
 int rowCount(const PGresult* r) noexcept;
@@ -99,30 +77,22 @@ std::optional<bool> boolField(const PGresult* r, int row, int column) noexcept;
 // Rows an INSERT/UPDATE/DELETE touched (PQcmdTuples).
 std::int64_t affectedRows(const PGresult* r) noexcept;
 
-// One schema step: applied once, in version order.
-struct Migration {
-  int version;
-  SqlText sql;
+// Row `row` of a binary-format result, as a storage::Row (integers are
+// int8, booleans bool; anything else reads as corrupt).
+class ResultRow final : public Row {
+ public:
+  ResultRow(const PGresult* result, int row) : result_(result), row_(row) {}
+  bool isNull(int column) const noexcept override;
+  std::string text(int column) const override;
+  std::optional<std::int64_t> integer(int column) const noexcept override;
+  std::optional<bool> boolean(int column) const noexcept override;
+
+ private:
+  const PGresult* result_;
+  int row_;
 };
 
-// A schema's migration bookkeeping (literals, like all SQL here).
-struct MigrationLedger {
-  SqlText
-      create;  // CREATE TABLE IF NOT EXISTS <t> (version INTEGER PRIMARY KEY, applied_at_ms BIGINT)
-  SqlText max_version;    // SELECT COALESCE(MAX(version), 0)::bigint FROM <t>
-  SqlText record;         // INSERT INTO <t> (version, applied_at_ms) VALUES ($1::integer, <now ms>)
-  std::int64_t lock_key;  // pg_advisory_xact_lock key that serializes concurrent starts
-  const char* schema_name;  // "artifact", "schedule" (in errors)
-};
+// `conn` as a storage::Connection (connection.h), owning it.
+std::unique_ptr<Connection> postgresConnection(PgConn conn);
 
-// The highest applied version (0 when the ledger is empty).
-Result<int> appliedVersion(PGconn* conn, const MigrationLedger& ledger);
-
-// Applies every migration newer than the applied version in one
-// transaction holding the ledger's advisory lock, so concurrent starts apply
-// each once. A database newer than `build_version` is a ConfigurationError
-// naming the schema.
-Result<void> migrate(PGconn* conn, const MigrationLedger& ledger,
-                     std::span<const Migration> migrations, int build_version);
-
-}  // namespace airlock::artifacts::postgres
+}  // namespace airlock::storage::postgres
