@@ -12,9 +12,7 @@
 #include <utility>
 
 #include "airlock/core/command_validation.h"
-#include "airlock/core/ids.h"
-#include "airlock/core/timeout_rule.h"
-#include "airlock/sandbox/host/sandbox_lifecycle.h"
+#include "airlock/sandbox/host/hosted_environment.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/sha256.h"
 
@@ -36,10 +34,6 @@ std::string baseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-Timestamp systemNow() {
-  return std::chrono::time_point_cast<milliseconds>(std::chrono::system_clock::now());
-}
-
 // The workspace of one sandbox: regular files by normalized relative path,
 // and the directories ("" is the root and is implicit).
 struct FakeWorkspace {
@@ -56,29 +50,16 @@ struct FakeWorkspace {
   bool isDir(const std::string& path) const { return path.empty() || dirs.count(path) > 0; }
 };
 
-struct Sandbox {
-  EnvironmentHandle handle;
-  ResourceLimits limits;
-  FakeWorkspace workspace;
+// The host layer's record (handle, limits, lifecycle, running command, end
+// request; sandbox/host/hosted_environment.h), with the workspace kept in
+// memory instead of a directory. The record's directory fields stay empty.
+struct Sandbox : host::SandboxRecord {
+  FakeWorkspace files;
   // Provenance record beside the workspace (same rules as the local
   // workspace): write -> TOOL_WRITTEN, created or modified by a command ->
   // SANDBOX_WRITTEN, deleted -> dropped, anything else UNKNOWN.
   std::map<std::string, WorkspaceProvenance> provenance;
-  // The host layer's lifecycle (sandbox/host/sandbox_lifecycle.h): ready
-  // once provisioned; a command is its activity while it runs (the busy
-  // rule, and the execution id cancel() names). Guarded by the adapter's
-  // mutex; a destroyed sandbox is erased with it.
-  host::SandboxLifecycle life;
-  bool cancel_requested = false;  // cancel() named the running command
 };
-
-// The sandbox's running command with `execution_id`, if one runs.
-bool runsCommand(const Sandbox& sb, std::string_view execution_id) {
-  for (const auto& activity : sb.life.activities())
-    if (activity.kind == host::Activity::Kind::kCommand && activity.execution_id == execution_id)
-      return true;
-  return false;
-}
 
 // Directories that must be created so that `path` can exist (outermost
 // first), or an error when an ancestor is a regular file.
@@ -99,7 +80,7 @@ Result<std::vector<std::string>> missingAncestors(const FakeWorkspace& ws,
 // within the sandbox's workspace limits. ExecutionRejected "workspace full"
 // when it does not fit; nothing is changed then.
 Result<void> putFile(Sandbox& sb, const std::string& path, std::string_view data) {
-  FakeWorkspace& ws = sb.workspace;
+  FakeWorkspace& ws = sb.files;
   if (path.empty() || ws.dirs.count(path)) {
     return fail(ErrorCode::kToolValidationError, "is a directory: " + (path.empty() ? "." : path));
   }
@@ -160,50 +141,49 @@ DiffResult diffFiles(const std::map<std::string, std::string>& before,
 
 struct FakeEnvironment::State {
   FakeOptions options;
+  // The one image the fake runs (kFakeImageDigest), for the host layer's
+  // provision checks.
+  std::vector<std::shared_ptr<const SandboxImage>> images = {
+      std::make_shared<const SandboxImage>(SandboxImage{kFakeImageDigest, {}, {}})};
+  host::ServiceShutdown shutdown;
   mutable std::mutex mu;
   std::map<std::vector<std::string>, ScriptedBehaviour> scripts;
   ScriptFallback fallback;
   std::vector<ExecutionCommand> history;
-  std::map<std::string, Sandbox> sandboxes;  // by environment_id
+  // The host layer's lookups (sandbox_registry.h): unknown, expired,
+  // another tenant's or another owner's handle.
+  host::SandboxRegistry<Sandbox> sandboxes;
 
-  Timestamp now() const { return options.clock ? options.clock() : systemNow(); }
+  Timestamp now() const { return host::wallNow(options.clock); }
 
-  // The live sandbox named by handle's id, or ExecutionRejected. Caller holds mu.
-  Result<Sandbox*> live(const EnvironmentHandle& handle) {
-    auto it = sandboxes.find(handle.environment_id);
-    if (it == sandboxes.end()) {
-      return fail(ErrorCode::kEnvironmentGone, "unknown or destroyed environment");
-    }
-    return &it->second;
-  }
-
-  // live(), for a workspace handle taken before: a destroyed sandbox is
-  // ExecutionRejected there (the WorkspaceHandle port's "handle gone").
-  Result<Sandbox*> liveForWorkspace(const EnvironmentHandle& handle) {
-    auto sb = live(handle);
-    if (!sb) return fail(ErrorCode::kExecutionRejected, "environment was destroyed");
+  // For a workspace handle taken before: a destroyed sandbox is
+  // ExecutionRejected there (the WorkspaceHandle port's "handle gone", as
+  // SandboxWorkspace says it). Caller holds mu.
+  Result<std::shared_ptr<Sandbox>> liveForWorkspace(const EnvironmentHandle& handle) const {
+    auto sb = sandboxes.live(handle);
+    if (!sb)
+      return fail(ErrorCode::kExecutionRejected,
+                  "environment " + handle.environment_id + " was destroyed");
     return sb;
   }
 
-  // The owner check of execute and workspace: a handle whose tenant, run or
-  // epoch differs from the record is an invariant violation, and the sandbox
-  // is destroyed before the error is returned.
-  Result<Sandbox*> owned(const EnvironmentHandle& handle) {
-    auto sb = live(handle);
-    if (!sb) return sb;
-    const EnvironmentHandle& record = (*sb)->handle;
-    if (record.tenant_id != handle.tenant_id || record.run_id != handle.run_id ||
-        record.lease_epoch != handle.lease_epoch) {
-      destroyLocked(handle.environment_id);
-      return fail(ErrorCode::kSandboxEscapeSuspected,
-                  "handle does not match the sandbox's tenant, run or lease epoch; "
-                  "sandbox destroyed");
-    }
-    return sb;
+  // The host layer's destroy (hosted_environment.h beginDestroy): out of
+  // the registry, its command told why it ends, its lifecycle destroyed.
+  // Destroyed means gone: the record and the workspace bytes go with the
+  // last reference. Caller holds mu.
+  void destroyLocked(const std::string& environment_id) {
+    auto sb = sandboxes.take(environment_id);
+    if (!sb) return;
+    sb->life->destroying();
+    sb->end_request->request(
+        host::destroyKillReason(shutdown.raised(), sb->handle.expires_at, now()));
+    sb->life->destroyed();
   }
-
-  // Destroyed means gone: the record and the workspace bytes are erased.
-  void destroyLocked(const std::string& environment_id) { sandboxes.erase(environment_id); }
+  // destroyLocked at the sandbox's expires_at: later calls say "expired".
+  void expireLocked(const std::string& environment_id) {
+    destroyLocked(environment_id);
+    sandboxes.noteExpired(environment_id);
+  }
 };
 
 namespace {
@@ -219,7 +199,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     std::lock_guard lock(state_->mu);
     auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
-    const FakeWorkspace& ws = (*sb)->workspace;
+    const FakeWorkspace& ws = (*sb)->files;
     if (ws.isDir(*rel)) return fail(ErrorCode::kToolValidationError, "is a directory: " + path);
     auto it = ws.files.find(*rel);
     if (it == ws.files.end()) return fail(ErrorCode::kNotFound, "no such file: " + path);
@@ -267,7 +247,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
     Sandbox& box = **sb;
-    FakeWorkspace& ws = box.workspace;
+    FakeWorkspace& ws = box.files;
     if (ws.isDir(*rel)) return {};
     if (ws.files.count(*rel)) return fail(ErrorCode::kToolValidationError, "is a file: " + path);
     auto missing = missingAncestors(ws, *rel);
@@ -286,7 +266,7 @@ class FakeWorkspaceHandle : public WorkspaceHandle {
     std::lock_guard lock(state_->mu);
     auto sb = state_->liveForWorkspace(handle_);
     if (!sb) return tl::unexpected(sb.error());
-    const FakeWorkspace& ws = (*sb)->workspace;
+    const FakeWorkspace& ws = (*sb)->files;
     if (ws.files.count(*rel))
       return fail(ErrorCode::kToolValidationError, "not a directory: " + path);
     if (!ws.isDir(*rel)) return fail(ErrorCode::kNotFound, "no such directory: " + path);
@@ -354,6 +334,9 @@ std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command) 
 
 FakeEnvironment::FakeEnvironment(FakeOptions options) : state_(std::make_shared<State>()) {
   state_->options = std::move(options);
+  // Without its eventfd the flag still works; a command that runs until
+  // cancelled then learns of a shutdown at its next poll instead of at once.
+  (void)state_->shutdown.init();
 }
 
 FakeEnvironment::~FakeEnvironment() = default;
@@ -375,35 +358,29 @@ std::vector<ExecutionCommand> FakeEnvironment::history() const {
 
 std::size_t FakeEnvironment::liveCount() const {
   std::lock_guard lock(state_->mu);
-  return state_->sandboxes.size();
+  return state_->sandboxes.ids().size();
+}
+
+void FakeEnvironment::shutdown() noexcept {
+  state_->shutdown.raise();
 }
 
 Result<EnvironmentHandle> FakeEnvironment::provision(const EnvironmentSpec& spec) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (spec.image_digest != kFakeImageDigest) {
-    return fail(ErrorCode::kExecutionRejected, "unknown image digest: " + spec.image_digest);
-  }
+  // The fake runs nothing, so a spec asking for egress gets it trivially.
+  auto checks = host::checkProvision(spec, state_->images, state_->options.ceilings,
+                                     /*has_egress_route=*/true, state_->shutdown);
+  if (!checks) return tl::unexpected(checks.error());
   if (spec.tenant_id.empty()) return fail(ErrorCode::kExecutionRejected, "tenant_id is empty");
   if (spec.run_id.empty()) return fail(ErrorCode::kExecutionRejected, "run_id is empty");
   std::lock_guard lock(state_->mu);
-  if (auto ok = checkLimits(spec.limits, state_->options.ceilings); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  Sandbox sb;
-  const Timestamp now = state_->now();
-  sb.handle.environment_id = newEnvironmentId(state_->options.node_name, now);
-  sb.handle.tenant_id = spec.tenant_id;
-  sb.handle.run_id = spec.run_id;
-  sb.handle.lease_epoch = spec.lease_epoch;
-  sb.handle.created_at = now;
-  sb.handle.expires_at =
-      now + std::chrono::duration_cast<milliseconds>(state_->options.service_hard_cap);
-  sb.limits = spec.limits;
-  if (auto ready = sb.life.transition(host::SandboxLifecycle::SetUp{}); !ready)
-    return tl::unexpected(ready.error());
-  EnvironmentHandle handle = sb.handle;
-  state_->sandboxes.emplace(handle.environment_id, std::move(sb));
+  auto sb = std::make_shared<Sandbox>();
+  if (auto r = host::initRecord(*sb, spec, *checks, state_->options.service_hard_cap, "",
+                                state_->options.node_name, state_->options.clock);
+      !r)
+    return tl::unexpected(r.error());
+  if (auto ready = sb->life->setUp(); !ready) return tl::unexpected(ready.error());
+  EnvironmentHandle handle = sb->handle;
+  state_->sandboxes.add(std::move(sb));
   return handle;
 }
 
@@ -463,23 +440,17 @@ bool simulateRun(const FakeRun& run, ExecutionResult& result) {
   return true;
 }
 
-Result<FakeRun> planRun(FakeEnvironment::State& st, Sandbox& sb, const ExecutionCommand& command) {
+// The working directory `cwd` (from host::checkCommand) against the
+// in-memory workspace, as host::checkWorkingDirectory checks a real one;
+// the host layer's timeout; then the script.
+Result<FakeRun> planRun(FakeEnvironment::State& st, Sandbox& sb, const ExecutionCommand& command,
+                        const std::string& cwd) {
   FakeRun run;
-  auto workdir = checkRelativePath(command.working_directory);
-  if (!workdir) return tl::unexpected(workdir.error());
-  if (!sb.workspace.isDir(*workdir)) {
+  if (!sb.files.isDir(cwd)) {
     return fail(ErrorCode::kToolValidationError,
-                "working_directory does not exist in the workspace: " + command.working_directory);
+                "working_directory \"" + cwd + "\" is not a directory inside the workspace");
   }
-  // The port receives a command timeout already clamped to the tool's
-  // declared timeout, so at this layer the declared timeout is the hard cap.
-  auto timeout = effectiveTimeout(TimeoutInputs{
-      .service_hard_cap = st.options.service_hard_cap,
-      .spec_wall_clock = std::chrono::seconds(sb.limits.wall_clock_seconds),
-      .remaining_run_budget = std::nullopt,
-      .command_timeout = std::chrono::seconds(command.timeout_seconds),
-      .tool_declared_timeout = st.options.service_hard_cap,
-  });
+  auto timeout = host::commandTimeout(st.options.service_hard_cap, sb.limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
   run.timeout = *timeout;
   run.life = sb.handle.expires_at - st.now();
@@ -509,7 +480,7 @@ Result<FakeRun> planRun(FakeEnvironment::State& st, Sandbox& sb, const Execution
 
 Result<void> applyEffects(const FakeEnvironment::State& st, Sandbox& sb, const FakeRun& run,
                           ExecutionResult& result) {
-  const auto before = sb.workspace.files;
+  const auto before = sb.files.files;
   Result<void> outcome;
   for (const auto& [path, bytes] : run.writes) {
     auto put = putFile(sb, path, bytes);
@@ -522,11 +493,11 @@ Result<void> applyEffects(const FakeEnvironment::State& st, Sandbox& sb, const F
     break;
   }
   if (outcome && !result.killed_by)
-    for (const auto& path : run.deletes) sb.workspace.files.erase(path);
+    for (const auto& path : run.deletes) sb.files.files.erase(path);
   // The record learns every change, not only the listed (possibly
   // truncated) ones: the fake sees its whole workspace.
   for (const auto& change :
-       diffFiles(before, sb.workspace.files, std::numeric_limits<std::int64_t>::max()).changes) {
+       diffFiles(before, sb.files.files, std::numeric_limits<std::int64_t>::max()).changes) {
     if (change.change == ChangeKind::kDeleted) {
       sb.provenance.erase(change.path);
     } else {
@@ -534,65 +505,89 @@ Result<void> applyEffects(const FakeEnvironment::State& st, Sandbox& sb, const F
     }
   }
   if (!outcome) return outcome;
-  DiffResult diff = diffFiles(before, sb.workspace.files, st.options.files_changed_listing);
+  DiffResult diff = diffFiles(before, sb.files.files, st.options.files_changed_listing);
   result.files_changed = std::move(diff.changes);
   result.files_changed_truncated = diff.truncated;
   return {};
 }
 
-// A command that runs until cancelled: the lock is released while it runs
-// (the sandbox is busy), and it ends at the cancel token, its timeout or
-// expiry in real time, a destroy (CANCELLED) or shutdown (SERVICE_SHUTDOWN).
-void runUntilEnded(FakeEnvironment::State& st, const std::atomic<bool>& shutting_down,
-                   std::unique_lock<std::mutex>& lock, const std::string& id, const FakeRun& run,
-                   const CancelToken* cancel, ExecutionResult& result) {
-  const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + std::min(run.timeout, run.life);
-  for (;;) {
-    lock.unlock();
-    pollfd p{cancel != nullptr ? cancel->pollFd() : -1, POLLIN, 0};
-    (void)sys::pollSome(&p, 1, 20);
-    lock.lock();
-    const auto now = std::chrono::steady_clock::now();
-    auto it = st.sandboxes.find(id);
-    std::optional<KillReason> why;
-    if (shutting_down.load())
-      why = KillReason::kServiceShutdown;
-    else if (it == st.sandboxes.end())
-      why = KillReason::kCancelled;
-    else if ((cancel != nullptr && cancel->cancelled()) || it->second.cancel_requested)
-      why = KillReason::kCancelled;
-    else if (now >= deadline)
-      why = run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
-    if (!why) continue;
-    if (it != st.sandboxes.end()) it->second.cancel_requested = false;
-    result.killed_by = why;
-    result.timed_out = why == KillReason::kTimeout;
-    result.duration_ms = std::chrono::duration_cast<milliseconds>(now - started).count();
-    if (why == KillReason::kExpired) st.destroyLocked(id);
-    return;
-  }
+// Why a command that runs until cancelled ends now, if it does: the service
+// stopping, a destroy (the reason the host layer's destroy gave), a cancel
+// (its token, or cancel() by its execution id), else its timeout or the
+// sandbox's expiry once `deadline` passed.
+std::optional<KillReason> endOf(const FakeEnvironment::State& st, const Sandbox& sb,
+                                const FakeRun& run, const CancelToken* cancel,
+                                const std::optional<CancelToken>& by_id,
+                                std::chrono::steady_clock::time_point deadline) {
+  if (st.shutdown.raised()) return KillReason::kServiceShutdown;
+  if (auto destroyed = sb.end_request->reason()) return destroyed;
+  if ((cancel != nullptr && cancel->cancelled()) || (by_id && by_id->cancelled()))
+    return KillReason::kCancelled;
+  if (std::chrono::steady_clock::now() >= deadline)
+    return run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
+  return std::nullopt;
 }
 
-// A command's activity of its sandbox's lifecycle, ended when the command
-// returns (under the adapter's lock) unless the sandbox was destroyed
-// under it.
-class CommandActivity {
- public:
-  CommandActivity(FakeEnvironment::State& st, std::string id, std::uint64_t token)
-      : st_(st), id_(std::move(id)), token_(token) {}
-  CommandActivity(const CommandActivity&) = delete;
-  CommandActivity& operator=(const CommandActivity&) = delete;
-  ~CommandActivity() {
-    if (auto it = st_.sandboxes.find(id_); it != st_.sandboxes.end())
-      (void)it->second.life.transition(host::SandboxLifecycle::End{token_});
+// A command that runs until cancelled: the lock is released while it runs
+// (the sandbox is busy, and cancel() finds it by its execution id: the host
+// layer's RunningCommand) until endOf says why it ends, in real time. A
+// command that outlived the sandbox's expires_at expires it.
+Result<void> runUntilEnded(FakeEnvironment::State& st, std::unique_lock<std::mutex>& lock,
+                           Sandbox& sb, const ExecutionCommand& command, const FakeRun& run,
+                           const CancelToken* cancel, ExecutionResult& result) {
+  std::optional<CancelToken> by_id;
+  if (!command.execution_id.empty()) {
+    auto token = CancelToken::create();
+    if (!token) return tl::unexpected(token.error());
+    by_id.emplace(std::move(*token));
   }
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::min(run.timeout, run.life);
+  std::optional<KillReason> why;
+  {
+    const host::RunningCommand running(sb, command.execution_id, by_id ? &*by_id : nullptr);
+    lock.unlock();
+    while (!(why = endOf(st, sb, run, cancel, by_id, deadline))) {
+      pollfd fds[] = {{cancel != nullptr ? cancel->pollFd() : -1, POLLIN, 0},
+                      {by_id ? by_id->pollFd() : -1, POLLIN, 0},
+                      {sb.end_request->pollFd(), POLLIN, 0},
+                      {st.shutdown.fd(), POLLIN, 0}};
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      (void)sys::pollSome(fds, 4, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 100)));
+    }
+    lock.lock();
+  }
+  result.killed_by = why;
+  result.timed_out = why == KillReason::kTimeout;
+  result.duration_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started).count();
+  if (why == KillReason::kExpired && !sb.end_request->reason())
+    st.expireLocked(sb.handle.environment_id);
+  return {};
+}
 
- private:
-  FakeEnvironment::State& st_;
-  std::string id_;
-  std::uint64_t token_;
-};
+// The host layer's admission (command_admission.h) up to the working
+// directory: the handle (another owner's destroys the sandbox), one command
+// at a time (the lifecycle's activity), the sandbox not past expires_at.
+// Caller holds st.mu.
+Result<std::pair<std::shared_ptr<Sandbox>, host::ActivityScope>> admit(
+    FakeEnvironment::State& st, const EnvironmentHandle& handle, const ExecutionCommand& command) {
+  auto found = st.sandboxes.live(handle, host::HandleMatch::kOwner);
+  if (!found) {
+    if (found.error().code == ErrorCode::kSandboxEscapeSuspected)
+      st.destroyLocked(handle.environment_id);
+    return tl::unexpected(found.error());
+  }
+  auto activity =
+      host::beginActivity((*found)->life, host::Activity::Kind::kCommand, command.execution_id);
+  if (!activity) return tl::unexpected(activity.error());  // EnvironmentBusy while one runs
+  if (st.now() >= (*found)->handle.expires_at) {
+    st.expireLocked(handle.environment_id);
+    return tl::unexpected(host::expiredError(handle.environment_id));
+  }
+  return std::make_pair(std::move(*found), std::move(*activity));
+}
 
 }  // namespace
 
@@ -600,22 +595,14 @@ Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandl
                                                           const ExecutionCommand& command,
                                                           const CancelToken* cancel,
                                                           const OutputSink& sink) {
-  if (shutting_down_.load())
-    return fail(ErrorCode::kExecutionUnavailable, "the execution service is shutting down");
-  if (auto valid = validateCommand(command); !valid) return tl::unexpected(valid.error());
+  auto cwd = host::checkCommand(command);
+  if (!cwd) return tl::unexpected(cwd.error());
+  if (state_->shutdown.raised()) return tl::unexpected(host::shuttingDownError());
   std::unique_lock lock(state_->mu);
-  auto found = state_->owned(handle);
-  if (!found) return tl::unexpected(found.error());
-  Sandbox& sb = **found;
-  auto token = sb.life.transition(
-      host::SandboxLifecycle::Begin{host::Activity::Kind::kCommand, command.execution_id});
-  if (!token) return tl::unexpected(token.error());  // EnvironmentBusy while one runs
-  const CommandActivity activity(*state_, handle.environment_id, *token);
-  if (state_->now() >= sb.handle.expires_at) {
-    state_->destroyLocked(handle.environment_id);
-    return fail(ErrorCode::kEnvironmentGone, "environment expired");
-  }
-  auto run = planRun(*state_, sb, command);
+  auto admitted = admit(*state_, handle, command);
+  if (!admitted) return tl::unexpected(admitted.error());
+  Sandbox& sb = *admitted->first;
+  auto run = planRun(*state_, sb, command, *cwd);
   if (!run) return tl::unexpected(run.error());
 
   ExecutionResult result;
@@ -631,9 +618,10 @@ Result<ExecutionResult> FakeEnvironment::executeStreaming(const EnvironmentHandl
   if (auto r = applyEffects(*state_, sb, *run, result); !r) return tl::unexpected(r.error());
   if (result.killed_by) return result;
   if (run->behaviour.runs_until_cancelled) {
-    runUntilEnded(*state_, shutting_down_, lock, handle.environment_id, *run, cancel, result);
+    if (auto r = runUntilEnded(*state_, lock, sb, command, *run, cancel, result); !r)
+      return tl::unexpected(r.error());
   } else if (simulateRun(*run, result)) {
-    state_->destroyLocked(handle.environment_id);
+    state_->expireLocked(handle.environment_id);
   }
   return result;
 }
@@ -642,16 +630,9 @@ Result<void> FakeEnvironment::cancel(const EnvironmentHandle& handle,
                                      std::string_view execution_id) {
   if (auto valid = checkExecutionIdToCancel(execution_id); !valid) return valid;
   std::lock_guard lock(state_->mu);
-  auto found = state_->live(handle);
-  if (!found) return tl::unexpected(found.error());
-  Sandbox& sb = **found;
-  if (sb.handle.tenant_id != handle.tenant_id)
-    return fail(ErrorCode::kExecutionRejected, "environment does not belong to this tenant");
-  if (!runsCommand(sb, execution_id))
-    return fail(ErrorCode::kNotFound,
-                "no command with execution_id \"" + std::string(execution_id) + "\" is running");
-  sb.cancel_requested = true;
-  return {};
+  auto sb = state_->sandboxes.live(handle, host::HandleMatch::kTenantRefused);
+  if (!sb) return tl::unexpected(sb.error());
+  return host::cancelRunning(**sb, execution_id);
 }
 
 Result<void> FakeEnvironment::destroy(const EnvironmentHandle& handle) {
@@ -663,7 +644,7 @@ Result<void> FakeEnvironment::destroy(const EnvironmentHandle& handle) {
 Result<std::shared_ptr<WorkspaceHandle>> FakeEnvironment::workspace(
     const EnvironmentHandle& handle) {
   std::lock_guard lock(state_->mu);
-  auto sb = state_->owned(handle);
+  auto sb = state_->sandboxes.live(handle);
   if (!sb) return tl::unexpected(sb.error());
   return std::shared_ptr<WorkspaceHandle>(
       std::make_shared<FakeWorkspaceHandle>(state_, (*sb)->handle));

@@ -4,10 +4,14 @@
 // a map from path to bytes. Port semantics (timeout rule, output cap and
 // truncation, files_changed from a snapshot diff, handle and tenant checks)
 // are computed by the adapter exactly as a real mechanism would, and it
-// passes the ExecutionEnvironment contract suite (tests/contract). Each
-// sandbox's state is the host layer's lifecycle
-// (sandbox/host/sandbox_lifecycle.h), as the real mechanisms': a command is
-// its activity while it runs, so the busy rule and its error are theirs.
+// passes the ExecutionEnvironment contract suite (tests/contract). The rules
+// it shares with the real mechanisms are the host layer's
+// (sandbox/host/hosted_environment.h), called rather than restated, so their
+// errors are the same: provision's checks (shutdown, image, ceilings) and
+// its record (id, created_at, expires_at from FakeOptions::clock), the
+// handle lookups (unknown, expired, another tenant or owner), one command at
+// a time (the sandbox's lifecycle), expiry before a command, the command's
+// validation and timeout, cancel by execution id and destroy's kill reason.
 //
 // The model of one command, which fixes every ordering question:
 //   1. If the cancel token is already cancelled, nothing runs: no output, no
@@ -37,7 +41,6 @@
 // directory, which must exist in the workspace.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -87,8 +90,8 @@ struct FakeOptions {
   std::chrono::seconds service_hard_cap{1800};
   LimitCeilings ceilings = defaultCeilings();
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
-  // Wall clock for created_at / expires_at and the expiry check. Simulated
-  // run time does not advance it.
+  // Wall clock for created_at / expires_at and the expiry check
+  // (sandbox/host/wall_clock.h). Simulated run time does not advance it.
   std::function<Timestamp()> clock;  // empty: system_clock
   std::string node_name;             // named by every environment id (core/ids.h); "": none
 };
@@ -112,6 +115,7 @@ class FakeEnvironment : public ExecutionEnvironment {
 
   // ExecutionRejected: unknown image digest (only kFakeImageDigest is
   // known), a limit above its ceiling or not positive, empty tenant or run.
+  // Egress may be asked for (the fake runs nothing, so it means nothing).
   Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
                                   const CancelToken* cancel = nullptr) override {
@@ -119,7 +123,8 @@ class FakeEnvironment : public ExecutionEnvironment {
   }
   // The output, cut at the cap, reaches the sink when the command starts
   // (model step 2), before it runs; a second command while one runs until
-  // cancelled is refused ("another command is running").
+  // cancelled is refused (EnvironmentBusy, "another command is running in
+  // this environment").
   Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
                                            const ExecutionCommand& command,
                                            const CancelToken* cancel,
@@ -128,20 +133,20 @@ class FakeEnvironment : public ExecutionEnvironment {
   // over before execute returns (NotFound).
   Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
-  // The map-backed workspace. read of a directory and listdir of a file are
-  // ToolValidationError; missing paths NotFound; mkdir creates parents and
-  // accepts an existing directory; a write past workspace_bytes / inodes_max
-  // is ExecutionRejected ("workspace full").
+  // The map-backed workspace (another tenant's handle:
+  // SandboxEscapeSuspected, as the host layer's lookup answers it). read of a directory and listdir
+  // of a file are ToolValidationError; missing paths NotFound; mkdir creates parents and accepts an
+  // existing directory; a write past workspace_bytes / inodes_max is ExecutionRejected ("workspace
+  // full").
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
   // Makes provision and execute refuse (ExecutionUnavailable); a command
   // that runs until cancelled ends with SERVICE_SHUTDOWN.
-  void shutdown() noexcept override { shutting_down_.store(true); }
+  void shutdown() noexcept override;
 
   struct State;  // internal; public only so the workspace handle can name it
 
  private:
   std::shared_ptr<State> state_;
-  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace airlock::fake
