@@ -221,7 +221,7 @@ class HostedEnvironment : public ExecutionEnvironment {
     return runCommand(CommandRun{*admitted, command, cancel, sink});
   }
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) final {
+                                  const CancelToken* cancel = nullptr) final {
     return executeStreaming(handle, command, cancel, {});
   }
   // The registry's lookup (another tenant's handle refused), then the
@@ -240,12 +240,14 @@ class HostedEnvironment : public ExecutionEnvironment {
   }
   // The registry's lookup (another tenant's handle refused), the sandbox
   // usable (its lifecycle), then the in-process channel over the record's
-  // capability directory.
+  // capability directory (ExecutionUnavailable, "this mechanism has no
+  // capability channel", for a record without one).
   Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
       const EnvironmentHandle& handle) final {
     auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
     if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
+    if ((*sb)->capability_dir.empty()) return ExecutionEnvironment::openCapabilityChannel(handle);
     sys::UniqueFd fd(
         ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid())
@@ -325,6 +327,13 @@ class HostedEnvironment : public ExecutionEnvironment {
   virtual Result<std::unique_ptr<SideProcess>> launchSideProcess(
       const std::shared_ptr<Sandbox>& sandbox, const SideCommand& command) = 0;
 
+  // Admission's working-directory check (command_admission.h step 5):
+  // `cwd` a directory beneath the record's workspace_fd. A mechanism whose
+  // workspace is not a directory checks it its own way.
+  virtual Result<void> checkWorkingDirectory(Sandbox& sandbox, const std::string& cwd) {
+    return host::checkWorkingDirectory(sandbox.workspace_fd.get(), cwd);
+  }
+
   // Destroys every live sandbox (the adapter's destructor).
   void destroyAll() {
     for (const auto& h : sandboxes_.handles()) (void)destroy(h);
@@ -349,8 +358,9 @@ class HostedEnvironment : public ExecutionEnvironment {
     auto cwd = checkCommand(command);
     if (!cwd) return tl::unexpected(cwd.error());
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
-    return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap,
-                        policy_.clock);
+    return admitCommand(
+        *this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap, policy_.clock,
+        [this](Sandbox& sb, const std::string& dir) { return checkWorkingDirectory(sb, dir); });
   }
 
   // What a mechanism's command runs under besides its channel.

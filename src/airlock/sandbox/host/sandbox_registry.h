@@ -173,15 +173,16 @@ struct AdmittedCommand {
 // "the sandbox has died (<why>); destroy it and provision again" once it
 // was lost), its command lock (asking the lifecycle again under it: a
 // destroy may have begun), expires_at (past it the sandbox is expired,
-// EnvironmentGone; `clock` says when it is), the working directory and
-// the timeout. `Sandbox` has `handle`, `std::shared_ptr<SandboxLife>
-// life`, `std::mutex command_mutex`, a `sys::UniqueFd workspace_fd` (the
-// workspace root) and `ResourceLimits limits`.
-template <class Sandbox>
+// EnvironmentGone; `clock` says when it is), the working directory
+// (`check_cwd(sandbox, cwd)`, checkWorkingDirectory for a workspace on a
+// directory) and the timeout. `Sandbox` has `handle`,
+// `std::shared_ptr<SandboxLife> life`, `std::mutex command_mutex` and
+// `ResourceLimits limits`.
+template <class Sandbox, class CheckCwd>
 Result<AdmittedCommand<Sandbox>> admitCommand(
     ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
     const ExecutionCommand& command, const std::string& cwd, std::chrono::seconds service_hard_cap,
-    const WallClock& clock) {
+    const WallClock& clock, CheckCwd&& check_cwd) {
   auto sb = registry.live(handle, HandleMatch::kOwner);
   if (!sb) {
     if (sb.error().code == ErrorCode::kSandboxEscapeSuspected) (void)env.destroy(handle);
@@ -198,8 +199,7 @@ Result<AdmittedCommand<Sandbox>> admitCommand(
     expireSandbox(env, registry, (*sb)->handle);
     return tl::unexpected(expiredError(handle.environment_id));
   }
-  if (auto r = checkWorkingDirectory((*sb)->workspace_fd.get(), cwd); !r)
-    return tl::unexpected(r.error());
+  if (auto r = check_cwd(**sb, cwd); !r) return tl::unexpected(r.error());
   auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
   return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*activity), std::move(exec),
