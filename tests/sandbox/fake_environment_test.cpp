@@ -261,6 +261,8 @@ TEST(FakeEnvironmentClock, RunningPastExpiresAtIsExpiredAndDestroys) {
   auto again = env.execute(*handle, commandFor({"slow"}));
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().code, ErrorCode::kEnvironmentGone);
+  EXPECT_THAT(again.error().context, HasSubstr("has expired"))
+      << "the host layer remembers a sandbox destroyed at its expires_at";
   EXPECT_EQ(env.liveCount(), 0u);
 }
 
@@ -438,6 +440,29 @@ TEST_F(FakeEnvironmentTest, WorkspaceWritePastTheLimitFailsAndChangesNothing) {
   EXPECT_EQ(codeOf((*ws)->read("big")), ErrorCode::kNotFound);
 }
 
+// The fake is a mechanism without side processes or a capability channel;
+// the host layer's checks come first, so a foreign tenant is refused as it
+// is everywhere.
+TEST_F(FakeEnvironmentTest, NoSideProcessesAndNoCapabilityChannel) {
+  auto handle = provision();
+  SideCommand side;
+  side.argv = {"true"};
+  auto started = env_.startSideProcess(handle, side);
+  ASSERT_FALSE(started.has_value());
+  EXPECT_EQ(started.error().code, ErrorCode::kExecutionUnavailable);
+  EXPECT_THAT(started.error().context, HasSubstr("cannot start side processes"));
+  auto channel = env_.openCapabilityChannel(handle);
+  ASSERT_FALSE(channel.has_value());
+  EXPECT_EQ(channel.error().code, ErrorCode::kExecutionUnavailable);
+  EXPECT_THAT(channel.error().context, HasSubstr("no capability channel"));
+  EnvironmentHandle foreign = handle;
+  foreign.tenant_id = "tenant-b";
+  EXPECT_EQ(codeOf(env_.openCapabilityChannel(foreign)), ErrorCode::kExecutionRejected);
+  EXPECT_EQ(env_.liveCount(), 1u) << "refusals leave the sandbox alone";
+}
+
+// The host layer's lookup for workspace(), as linux and gvisor answer it:
+// refused as suspected, and the owner's sandbox is left alone.
 TEST_F(FakeEnvironmentTest, AForeignTenantCannotOpenTheWorkspace) {
   auto handle = provision();
   EnvironmentHandle foreign = handle;
@@ -445,7 +470,9 @@ TEST_F(FakeEnvironmentTest, AForeignTenantCannotOpenTheWorkspace) {
   auto ws = env_.workspace(foreign);
   ASSERT_FALSE(ws.has_value());
   EXPECT_EQ(ws.error().code, ErrorCode::kSandboxEscapeSuspected);
-  EXPECT_EQ(env_.liveCount(), 0u);
+  EXPECT_THAT(ws.error().context, HasSubstr("does not belong to this tenant"));
+  EXPECT_EQ(env_.liveCount(), 1u);
+  EXPECT_TRUE(env_.workspace(handle).has_value());
 }
 
 // --- concurrency -----------------------------------------------------------

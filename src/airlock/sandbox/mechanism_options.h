@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "airlock/core/limits_defaults.h"
+#include "airlock/core/types.h"
 #include "airlock/port/egress_route.h"
 #include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sandbox/sandbox_image.h"
@@ -45,6 +47,10 @@ struct MechanismOptions {
   // whose egress is deny, or allowlist with no destination, gets no network
   // either way.
   std::shared_ptr<EgressRoute> egress_route;
+  // The wall clock of created_at, expires_at and the expiry checks
+  // (host/wall_clock.h); empty: the system clock. Run time inside a
+  // command is the steady clock's whatever this says.
+  std::function<Timestamp()> clock;
 };
 
 // The digest the host image of a mechanism built with `options` is named by

@@ -121,6 +121,33 @@ TEST(InitRecord, NamesTheSandboxAndCopiesTheSpec) {
   EXPECT_EQ(second.cgroup_name, "airlock-t-" + second.handle.environment_id);
 }
 
+TEST(InitRecord, TakesItsTimesFromTheInjectedClock) {
+  const Timestamp at{std::chrono::milliseconds(1'700'000'000'123)};
+  SandboxRecord record;
+  const ProvisionChecks checks{imageNamed("sha256:image"), false};
+  ASSERT_TRUE(initRecord(record, specOf(), checks, std::chrono::seconds(60), "airlock-t-", "",
+                         [&] { return at; }));
+  EXPECT_EQ(record.handle.created_at, at);
+  EXPECT_EQ(record.handle.expires_at, at + std::chrono::seconds(60));
+}
+
+TEST(WallNow, AnEmptyClockIsTheSystemClock) {
+  const auto before = std::chrono::system_clock::now();
+  const Timestamp now = wallNow({});
+  EXPECT_GE(now + std::chrono::milliseconds(1), before);
+  EXPECT_LE(now, std::chrono::system_clock::now());
+  const Timestamp fixed{std::chrono::milliseconds(42)};
+  EXPECT_EQ(wallNow([&] { return fixed; }), fixed);
+}
+
+TEST(DestroyKillReason, NamesShutdownThenExpiryAtTheGivenTimeElseCancel) {
+  const Timestamp expires{std::chrono::milliseconds(10'000)};
+  const Timestamp before = expires - std::chrono::milliseconds(1);
+  EXPECT_EQ(destroyKillReason(true, expires, expires), KillReason::kServiceShutdown);
+  EXPECT_EQ(destroyKillReason(false, expires, expires), KillReason::kExpired);
+  EXPECT_EQ(destroyKillReason(false, expires, before), KillReason::kCancelled);
+}
+
 // The image's Env joins the environment: its PATH replaces the platform's,
 // its other names fill what is unset, and nothing of tier 0 or tier 2 but
 // PATH comes from it.

@@ -13,12 +13,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -54,6 +57,38 @@ TEST_F(LinuxEnvironmentTest, ANamedNodesEnvironmentIdsCarryItsName) {
   ASSERT_TRUE(ran) << ran.error().message();
   EXPECT_EQ(ran->exit_code, 0) << "the sandbox of a named node works as any other";
   EXPECT_TRUE((*env)->destroy(*handle));
+}
+
+// The options' clock is the one created_at, expires_at and the expiry
+// check read: moved past expires_at, the next command finds the sandbox
+// expired (and destroyed) without anyone waiting for it.
+TEST_F(LinuxEnvironmentTest, AnInjectedClockPastExpiresAtExpiresTheSandbox) {
+  TempStateDir state;
+  auto options = testOptions(state.path());
+  auto now = std::make_shared<std::atomic<std::int64_t>>(1'700'000'000'000);
+  options.clock = [now] { return Timestamp{std::chrono::milliseconds(now->load())}; };
+  auto env = linux_jail::createLinuxEnvironment(options);
+  ASSERT_TRUE(env) << env.error().message();
+  auto handle = (*env)->provision(linuxSpec(options));
+  ASSERT_TRUE(handle) << handle.error().message();
+  EXPECT_EQ(handle->created_at, Timestamp{std::chrono::milliseconds(1'700'000'000'000)});
+  EXPECT_EQ(handle->expires_at, handle->created_at + options.service_hard_cap);
+  ExecutionCommand command;
+  command.argv = {"true"};
+  command.timeout_seconds = 30;
+  command.maximum_output_bytes = 1024;
+  auto ran = (*env)->execute(*handle, command);
+  ASSERT_TRUE(ran) << ran.error().message();
+  EXPECT_EQ(ran->exit_code, 0);
+  now->store(now->load() + std::chrono::milliseconds(options.service_hard_cap).count());
+  auto expired = (*env)->execute(*handle, command);
+  ASSERT_FALSE(expired);
+  EXPECT_EQ(expired.error().code, ErrorCode::kEnvironmentGone);
+  EXPECT_NE(expired.error().context.find("has expired"), std::string::npos)
+      << expired.error().context;
+  auto again = (*env)->workspace(*handle);
+  ASSERT_FALSE(again) << "the expired sandbox was destroyed";
+  EXPECT_EQ(again.error().code, ErrorCode::kEnvironmentGone);
 }
 
 TEST_F(LinuxEnvironmentTest, CommandRunsAsNonRootUser) {

@@ -4,10 +4,9 @@
 // a map from path to bytes. Port semantics (timeout rule, output cap and
 // truncation, files_changed from a snapshot diff, handle and tenant checks)
 // are computed by the adapter exactly as a real mechanism would, and it
-// passes the ExecutionEnvironment contract suite (tests/contract). Each
-// sandbox's state is the host layer's lifecycle
-// (sandbox/host/sandbox_lifecycle.h), as the real mechanisms': a command is
-// its activity while it runs, so the busy rule and its error are theirs.
+// passes the ExecutionEnvironment contract suite (tests/contract). It runs
+// under the host layer as linux and gvisor do (FakeEnvironment below), so
+// every rule of the port that is not the command itself is theirs.
 //
 // The model of one command, which fixes every ordering question:
 //   1. If the cancel token is already cancelled, nothing runs: no output, no
@@ -37,17 +36,18 @@
 // directory, which must exist in the workspace.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "airlock/core/limits_defaults.h"
 #include "airlock/port/execution_environment.h"
+#include "airlock/sandbox/host/hosted_environment.h"
 
 namespace airlock::fake {
 
@@ -87,17 +87,42 @@ struct FakeOptions {
   std::chrono::seconds service_hard_cap{1800};
   LimitCeilings ceilings = defaultCeilings();
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
-  // Wall clock for created_at / expires_at and the expiry check. Simulated
-  // run time does not advance it.
+  // Wall clock for created_at / expires_at and the expiry check
+  // (sandbox/host/wall_clock.h). Simulated run time does not advance it.
   std::function<Timestamp()> clock;  // empty: system_clock
   std::string node_name;             // named by every environment id (core/ids.h); "": none
 };
 
-// Thread-safe: every method takes one internal mutex. Workspace handles keep
-// the adapter's state alive and fail with ExecutionRejected once their
-// sandbox is destroyed.
-class FakeEnvironment : public ExecutionEnvironment {
+class MemoryWorkspace;  // the in-memory workspace (fake_environment.cpp)
+
+// The host layer's record of a fake sandbox: its workspace is kept in
+// memory (the record's `workspace` is the same object), and it has no
+// directory, cgroup, state file, control channel or capability directory.
+struct FakeRecord : host::SandboxRecord {
+  std::shared_ptr<MemoryWorkspace> memory;
+};
+
+// A mechanism under the host layer (sandbox/host/hosted_environment.h),
+// whose commands are scripted: the host layer's provision checks and record
+// (its clock is FakeOptions::clock), handle lookups, admission, busy rule,
+// expiry, cancel by execution id, destroy and shutdown are the ones linux
+// and gvisor run, with their errors. The fake adds only its mechanism: the
+// scripted behaviour (the model above), the in-memory workspace, and no
+// side processes ("this mechanism cannot start side processes") or
+// capability channel. Thread-safe.
+//
+// The workspace port over the in-memory workspace: read of a directory and
+// listdir of a file are ToolValidationError; missing paths NotFound; mkdir
+// creates parents and accepts an existing directory; a write past
+// workspace_bytes / inodes_max is ExecutionRejected ("workspace full").
+// Workspace handles fail with ExecutionRejected once their sandbox is
+// destroyed (SandboxWorkspace).
+class FakeEnvironment final : public host::HostedEnvironment<FakeRecord> {
  public:
+  // provision also refuses an empty tenant or run (ExecutionRejected); an
+  // unknown image digest (only kFakeImageDigest is known) or a limit above
+  // its ceiling is the host layer's ExecutionRejected. Egress may be asked
+  // for (the fake runs nothing, so it means nothing).
   explicit FakeEnvironment(FakeOptions options = {});
   ~FakeEnvironment() override;
 
@@ -110,38 +135,31 @@ class FakeEnvironment : public ExecutionEnvironment {
   // Sandboxes provisioned and not yet destroyed.
   std::size_t liveCount() const;
 
-  // ExecutionRejected: unknown image digest (only kFakeImageDigest is
-  // known), a limit above its ceiling or not positive, empty tenant or run.
-  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
-  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel = nullptr) override {
-    return executeStreaming(handle, command, cancel, {});
-  }
-  // The output, cut at the cap, reaches the sink when the command starts
-  // (model step 2), before it runs; a second command while one runs until
-  // cancelled is refused ("another command is running").
-  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
-                                           const ExecutionCommand& command,
-                                           const CancelToken* cancel,
-                                           const OutputSink& sink) override;
-  // Cancels a command that runs until cancelled; every other command is
-  // over before execute returns (NotFound).
-  Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
-  Result<void> destroy(const EnvironmentHandle& handle) override;
-  // The map-backed workspace. read of a directory and listdir of a file are
-  // ToolValidationError; missing paths NotFound; mkdir creates parents and
-  // accepts an existing directory; a write past workspace_bytes / inodes_max
-  // is ExecutionRejected ("workspace full").
-  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
-  // Makes provision and execute refuse (ExecutionUnavailable); a command
-  // that runs until cancelled ends with SERVICE_SHUTDOWN.
-  void shutdown() noexcept override { shutting_down_.store(true); }
-
-  struct State;  // internal; public only so the workspace handle can name it
+ protected:
+  // Makes the in-memory workspace; refuses an empty tenant or run.
+  Result<void> setUp(FakeRecord& sandbox, const EnvironmentSpec& spec, bool egress) override;
+  void teardown(FakeRecord& sandbox) override;
+  // The model above, for an admitted command. The output, cut at the cap,
+  // reaches the sink when the command starts (model step 2), before it
+  // runs. A command that runs until cancelled is cancel()'s to name by its
+  // execution id; every other command is over before execute returns.
+  Result<ExecutionResult> runCommand(const CommandRun& run) override;
+  void destroyTaken(std::shared_ptr<FakeRecord> sandbox) override;
+  Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<FakeRecord>& sandbox,
+                                                         const SideCommand& command) override;
+  // The working directory must be a directory of the in-memory workspace.
+  Result<void> checkWorkingDirectory(FakeRecord& sandbox, const std::string& cwd) override;
 
  private:
-  std::shared_ptr<State> state_;
-  std::atomic<bool> shutting_down_{false};
+  // The command's script (exact, then the fallback, else "not found"),
+  // and the command joins the history.
+  ScriptedBehaviour behaviourFor(const ExecutionCommand& command);
+
+  const FakeOptions options_;
+  mutable std::mutex mu_;  // the scripts, the fallback and the history
+  std::map<std::vector<std::string>, ScriptedBehaviour> scripts_;
+  ScriptFallback fallback_;
+  std::vector<ExecutionCommand> history_;
 };
 
 }  // namespace airlock::fake

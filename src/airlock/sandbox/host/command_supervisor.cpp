@@ -517,10 +517,8 @@ std::optional<KillReason> EndRequest::reason() const noexcept {
   return static_cast<KillReason>(r);
 }
 
-KillReason destroyKillReason(bool shutting_down, Timestamp expires_at) noexcept {
+KillReason destroyKillReason(bool shutting_down, Timestamp expires_at, Timestamp now) noexcept {
   if (shutting_down) return KillReason::kServiceShutdown;
-  const auto now =
-      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   return now >= expires_at ? KillReason::kExpired : KillReason::kCancelled;
 }
 

@@ -85,10 +85,11 @@ class EndRequest {
   std::unique_ptr<std::atomic<int>> reason_;  // a KillReason, or -1
 };
 
-// The kill reason of a command whose sandbox is destroyed under it: the
-// service stopping (SERVICE_SHUTDOWN), the sandbox past its expires_at
-// (EXPIRED, the reaper's destroy), else CANCELLED (a caller's destroy).
-KillReason destroyKillReason(bool shutting_down, Timestamp expires_at) noexcept;
+// The kill reason of a command whose sandbox is destroyed under it at
+// `now`: the service stopping (SERVICE_SHUTDOWN), the sandbox past its
+// expires_at (EXPIRED, the reaper's destroy), else CANCELLED (a caller's
+// destroy).
+KillReason destroyKillReason(bool shutting_down, Timestamp expires_at, Timestamp now) noexcept;
 
 // What a channel reports about the command it started.
 struct ChannelEvent {

@@ -107,9 +107,9 @@ Result<ProvisionChecks> checkProvision(
 
 Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec,
                         const ProvisionChecks& checks, std::chrono::seconds service_hard_cap,
-                        const std::string& cgroup_prefix, const std::string& node_name) {
-  const Timestamp created =
-      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+                        const std::string& cgroup_prefix, const std::string& node_name,
+                        const WallClock& clock) {
+  const Timestamp created = wallNow(clock);
   record.handle = EnvironmentHandle{newEnvironmentId(node_name, created),
                                     spec.tenant_id,
                                     spec.run_id,

@@ -35,6 +35,7 @@
 #include "airlock/sandbox/host/sandbox_lifecycle.h"
 #include "airlock/sandbox/host/sandbox_registry.h"
 #include "airlock/sandbox/host/sandbox_state.h"
+#include "airlock/sandbox/host/wall_clock.h"
 #include "airlock/sandbox/host/workspace_scan.h"
 #include "airlock/sandbox/sandbox_image.h"
 #include "airlock/sandbox/sandbox_workspace.h"
@@ -141,14 +142,16 @@ Result<ProvisionChecks> checkProvision(
     const LimitCeilings& ceilings, bool has_egress_route, const ServiceShutdown& shutdown);
 
 // A new sandbox's record: a fresh environment id naming `node_name`
-// (newEnvironmentId), created now, expiring `service_hard_cap` later; the
+// (newEnvironmentId), created at `clock`'s now, expiring `service_hard_cap`
+// later; the
 // spec's limits; its image, and the spec's environment with the image's Env
 // (addImageEnvironment) and, when `egress`, the egress proxy variables;
 // cgroup `cgroup_prefix` + id; its end request. ExecutionUnavailable when
 // the end request cannot be made.
 Result<void> initRecord(SandboxRecord& record, const EnvironmentSpec& spec,
                         const ProvisionChecks& checks, std::chrono::seconds service_hard_cap,
-                        const std::string& cgroup_prefix, const std::string& node_name);
+                        const std::string& cgroup_prefix, const std::string& node_name,
+                        const WallClock& clock = {});
 
 // "<tag><FNV-1a of state_dir, 8 hex>-": the name prefix of the cgroups of a
 // service with this state directory (each sweeps only its own).
@@ -194,7 +197,7 @@ class HostedEnvironment : public ExecutionEnvironment {
     if (!checks) return tl::unexpected(checks.error());
     auto sb = std::make_shared<Sandbox>();
     if (auto r = initRecord(*sb, spec, *checks, policy_.service_hard_cap, policy_.cgroup_prefix,
-                            policy_.node_name);
+                            policy_.node_name, policy_.clock);
         !r)
       return tl::unexpected(r.error());
     UndoUnlessDismissed undo([&] {
@@ -218,7 +221,7 @@ class HostedEnvironment : public ExecutionEnvironment {
     return runCommand(CommandRun{*admitted, command, cancel, sink});
   }
   Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
-                                  const CancelToken* cancel) final {
+                                  const CancelToken* cancel = nullptr) final {
     return executeStreaming(handle, command, cancel, {});
   }
   // The registry's lookup (another tenant's handle refused), then the
@@ -237,12 +240,14 @@ class HostedEnvironment : public ExecutionEnvironment {
   }
   // The registry's lookup (another tenant's handle refused), the sandbox
   // usable (its lifecycle), then the in-process channel over the record's
-  // capability directory.
+  // capability directory (ExecutionUnavailable, "this mechanism has no
+  // capability channel", for a record without one).
   Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
       const EnvironmentHandle& handle) final {
     auto sb = sandboxes_.live(handle, HandleMatch::kTenantRefused);
     if (!sb) return tl::unexpected(sb.error());
     if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
+    if ((*sb)->capability_dir.empty()) return ExecutionEnvironment::openCapabilityChannel(handle);
     sys::UniqueFd fd(
         ::open((*sb)->capability_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd.valid())
@@ -289,6 +294,9 @@ class HostedEnvironment : public ExecutionEnvironment {
     bool has_egress_route = false;  // egress may be asked for
     std::string cgroup_prefix;      // cgroup names: prefix + environment id
     std::string node_name;          // named by every environment id; "": none
+    // created_at, expires_at and the expiry checks (wall_clock.h); empty:
+    // the system clock.
+    WallClock clock = {};
   };
   explicit HostedEnvironment(HostPolicy policy) : policy_(std::move(policy)) {}
 
@@ -319,6 +327,13 @@ class HostedEnvironment : public ExecutionEnvironment {
   virtual Result<std::unique_ptr<SideProcess>> launchSideProcess(
       const std::shared_ptr<Sandbox>& sandbox, const SideCommand& command) = 0;
 
+  // Admission's working-directory check (command_admission.h step 5):
+  // `cwd` a directory beneath the record's workspace_fd. A mechanism whose
+  // workspace is not a directory checks it its own way.
+  virtual Result<void> checkWorkingDirectory(Sandbox& sandbox, const std::string& cwd) {
+    return host::checkWorkingDirectory(sandbox.workspace_fd.get(), cwd);
+  }
+
   // Destroys every live sandbox (the adapter's destructor).
   void destroyAll() {
     for (const auto& h : sandboxes_.handles()) (void)destroy(h);
@@ -330,7 +345,8 @@ class HostedEnvironment : public ExecutionEnvironment {
     auto sb = sandboxes_.take(handle.environment_id);
     if (!sb) return sb;
     sb->life->destroying();
-    sb->end_request->request(destroyKillReason(shutdown_.raised(), sb->handle.expires_at));
+    sb->end_request->request(
+        destroyKillReason(shutdown_.raised(), sb->handle.expires_at, wallNow(policy_.clock)));
     return sb;
   }
 
@@ -342,7 +358,9 @@ class HostedEnvironment : public ExecutionEnvironment {
     auto cwd = checkCommand(command);
     if (!cwd) return tl::unexpected(cwd.error());
     if (shutdown_.raised()) return tl::unexpected(shuttingDownError());
-    return admitCommand(*this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap);
+    return admitCommand(
+        *this, sandboxes_, handle, command, *cwd, policy_.service_hard_cap, policy_.clock,
+        [this](Sandbox& sb, const std::string& dir) { return checkWorkingDirectory(sb, dir); });
   }
 
   // What a mechanism's command runs under besides its channel.

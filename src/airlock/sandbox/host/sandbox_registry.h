@@ -46,6 +46,7 @@
 #include "airlock/port/execution_environment.h"
 #include "airlock/sandbox/host/command_admission.h"
 #include "airlock/sandbox/host/sandbox_lifecycle.h"
+#include "airlock/sandbox/host/wall_clock.h"
 
 namespace airlock::host {
 
@@ -172,17 +173,16 @@ struct AdmittedCommand {
 // "the sandbox has died (<why>); destroy it and provision again" once it
 // was lost), its command lock (asking the lifecycle again under it: a
 // destroy may have begun), expires_at (past it the sandbox is expired,
-// EnvironmentGone), the working directory and the timeout. `Sandbox` has
-// `handle`, `std::shared_ptr<SandboxLife> life`, `std::mutex
-// command_mutex`, a `sys::UniqueFd workspace_fd` (the workspace root) and
+// EnvironmentGone; `clock` says when it is), the working directory
+// (`check_cwd(sandbox, cwd)`, checkWorkingDirectory for a workspace on a
+// directory) and the timeout. `Sandbox` has `handle`,
+// `std::shared_ptr<SandboxLife> life`, `std::mutex command_mutex` and
 // `ResourceLimits limits`.
-template <class Sandbox>
-Result<AdmittedCommand<Sandbox>> admitCommand(ExecutionEnvironment& env,
-                                              SandboxRegistry<Sandbox>& registry,
-                                              const EnvironmentHandle& handle,
-                                              const ExecutionCommand& command,
-                                              const std::string& cwd,
-                                              std::chrono::seconds service_hard_cap) {
+template <class Sandbox, class CheckCwd>
+Result<AdmittedCommand<Sandbox>> admitCommand(
+    ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry, const EnvironmentHandle& handle,
+    const ExecutionCommand& command, const std::string& cwd, std::chrono::seconds service_hard_cap,
+    const WallClock& clock, CheckCwd&& check_cwd) {
   auto sb = registry.live(handle, HandleMatch::kOwner);
   if (!sb) {
     if (sb.error().code == ErrorCode::kSandboxEscapeSuspected) (void)env.destroy(handle);
@@ -192,17 +192,14 @@ Result<AdmittedCommand<Sandbox>> admitCommand(ExecutionEnvironment& env,
   if (!activity) return tl::unexpected(activity.error());
   std::unique_lock exec((*sb)->command_mutex);
   if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
-  const Timestamp now =
-      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
-  const auto expires_in =
-      std::chrono::duration_cast<std::chrono::milliseconds>((*sb)->handle.expires_at - now);
+  const auto expires_in = std::chrono::duration_cast<std::chrono::milliseconds>(
+      (*sb)->handle.expires_at - wallNow(clock));
   if (expires_in.count() <= 0) {
     exec.unlock();
     expireSandbox(env, registry, (*sb)->handle);
     return tl::unexpected(expiredError(handle.environment_id));
   }
-  if (auto r = checkWorkingDirectory((*sb)->workspace_fd.get(), cwd); !r)
-    return tl::unexpected(r.error());
+  if (auto r = check_cwd(**sb, cwd); !r) return tl::unexpected(r.error());
   auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
   return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*activity), std::move(exec),

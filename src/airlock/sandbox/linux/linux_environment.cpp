@@ -150,7 +150,7 @@ class LinuxEnvironment final : public host::HostedEnvironment<Sandbox> {
                    SeccompProgram seccomp, std::vector<std::shared_ptr<const SandboxImage>> images)
       : HostedEnvironment({options.service_hard_cap, std::move(images), options.ceilings,
                            options.egress_route != nullptr, cgroupNamePrefix(options.state_dir),
-                           options.node_name}),
+                           options.node_name, options.clock}),
         cgroup_prefix_(cgroupNamePrefix(options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)),

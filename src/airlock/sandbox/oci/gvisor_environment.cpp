@@ -346,7 +346,7 @@ class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
       : HostedEnvironment({options.service_hard_cap, std::move(images), options.ceilings,
                            options.egress_route != nullptr,
                            host::cgroupPrefixFor("airlock-gv-", options.state_dir),
-                           options.node_name}),
+                           options.node_name, options.clock}),
         cgroup_prefix_(host::cgroupPrefixFor("airlock-gv-", options.state_dir)),
         options_(std::move(options)),
         cgroups_(std::move(cgroups)) {}
