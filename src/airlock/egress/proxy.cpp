@@ -403,6 +403,106 @@ class ProxyImpl final : public EgressProxy {
     return stopped_.load() ? "the proxy stopped" : "the sandbox's listener was closed";
   }
 
+  // What reading a request head found: the bytes read (the head and any
+  // bytes after it), and the head's size, or why there is no head.
+  struct HeadRead {
+    std::string buf;
+    std::size_t head_size = 0;
+    const char* client_error = nullptr;  // why the client sent no head
+    std::optional<RequestRefusal> refused_early;
+  };
+
+  // Each read is checked at once: bytes that cannot begin an HTTP/1.x head
+  // with CRLF line ends (a SOCKS greeting, a bare LF) are refused without
+  // waiting for more.
+  template <class Socket>
+  asio::awaitable<HeadRead> readHead(Listener& l, Socket& client, asio::steady_timer& timer) {
+    HeadRead out;
+    std::string& buf = out.buf;
+    const auto head_deadline = Clock::now() + opt_.limits.head_timeout;
+    for (;;) {
+      const std::size_t had = buf.size();
+      buf.resize(kMaxRequestHead);
+      timer.expires_at(head_deadline);
+      const auto room = asio::buffer(buf.data() + had, kMaxRequestHead - had);
+      auto read = co_await (client.async_read_some(room, kNoThrow) || timer.async_wait(kNoThrow));
+      const std::size_t got = read.index() == 0 ? std::get<1>(std::get<0>(read)) : 0;
+      buf.resize(had + got);
+      if (l.closed) {
+        out.client_error = "the listener closed before the request head was complete";
+        break;
+      }
+      if (read.index() == 1) {
+        out.client_error = "no complete request head in time";
+        break;
+      }
+      if (std::get<0>(std::get<0>(read))) {
+        out.client_error = "connection ended before the request head";
+        break;
+      }
+      const auto end = buf.find("\r\n\r\n", had < 3 ? 0 : had - 3);
+      if (end != std::string::npos) {
+        out.head_size = end + 4;
+        break;
+      }
+      if ((out.refused_early = refuseEarly(buf))) break;
+      if (buf.size() >= kMaxRequestHead) {
+        out.refused_early = RequestRefusal{
+            Reason::kMalformedRequest,
+            "request head larger than " + std::to_string(kMaxRequestHead) + " bytes"};
+        break;
+      }
+    }
+    co_return out;
+  }
+
+  // What dialling the checked addresses came to: the address connected, or
+  // the last error and whether the deadline ran out; `cancelled` when the
+  // listener closed under the dial (already logged).
+  struct DialResult {
+    std::optional<IpAddress> dialed;
+    std::string error;
+    bool timed_out = false;
+    bool cancelled = false;
+  };
+
+  asio::awaitable<DialResult> dialChecked(Listener& l, tcp::socket& upstream,
+                                          asio::steady_timer& timer, const Decision& d,
+                                          const std::string& head, Clock::time_point started) {
+    DialResult out;
+    const auto deadline = Clock::now() + opt_.limits.connect_timeout;
+    for (const IpAddress& a : d.dialAddresses()) {
+      if (Clock::now() >= deadline) {
+        out.timed_out = true;
+        break;
+      }
+      timer.expires_at(deadline);
+      const tcp::endpoint endpoint = toEndpoint(a, d.port);
+      auto r = co_await (upstream.async_connect(endpoint, kNoThrow) || timer.async_wait(kNoThrow));
+      if (l.closed) {
+        // Closing the listener closed `upstream` under the dial.
+        log(l, d, TunnelOutcome::kDialCancelled, std::nullopt,
+            a.toString() + ": dial cancelled: " + whyCancelled(), head, started);
+        out.cancelled = true;
+        co_return out;
+      }
+      if (r.index() == 0 && !std::get<0>(std::get<0>(r))) {
+        out.dialed = a;
+        break;
+      }
+      if (r.index() == 1) {
+        out.timed_out = true;
+        out.error = a.toString() + ": connect timeout";
+      } else {
+        out.error = a.toString() + ": " + std::get<0>(std::get<0>(r)).message();
+      }
+      boost::system::error_code ignored;
+      upstream.close(ignored);
+      if (out.timed_out) break;
+    }
+    co_return out;
+  }
+
   template <class Socket>
   asio::awaitable<void> session(std::shared_ptr<Listener> l, Socket client) {
     const auto started = Clock::now();
@@ -433,49 +533,11 @@ class ProxyImpl final : public EgressProxy {
       co_return;
     }
 
-    // 1. The request head, bounded in size and time. Each read is checked
-    // at once: bytes that cannot begin an HTTP/1.x head with CRLF line ends
-    // (a SOCKS greeting, a bare LF) are refused without waiting for more.
-    std::string buf;
-    std::size_t head_size = 0;
+    // 1. The request head, bounded in size and time.
     asio::steady_timer timer(ioc_);
-    const auto head_deadline = Clock::now() + opt_.limits.head_timeout;
-    const char* client_error = nullptr;  // why the client sent no head
-    std::optional<RequestRefusal> refused_early;
-    for (;;) {
-      const std::size_t had = buf.size();
-      buf.resize(kMaxRequestHead);
-      timer.expires_at(head_deadline);
-      const auto room = asio::buffer(buf.data() + had, kMaxRequestHead - had);
-      auto read = co_await (client.async_read_some(room, kNoThrow) || timer.async_wait(kNoThrow));
-      const std::size_t got = read.index() == 0 ? std::get<1>(std::get<0>(read)) : 0;
-      buf.resize(had + got);
-      if (l->closed) {
-        client_error = "the listener closed before the request head was complete";
-        break;
-      }
-      if (read.index() == 1) {
-        client_error = "no complete request head in time";
-        break;
-      }
-      if (std::get<0>(std::get<0>(read))) {
-        client_error = "connection ended before the request head";
-        break;
-      }
-      const auto end = buf.find("\r\n\r\n", had < 3 ? 0 : had - 3);
-      if (end != std::string::npos) {
-        head_size = end + 4;
-        break;
-      }
-      if ((refused_early = refuseEarly(buf))) break;
-      if (buf.size() >= kMaxRequestHead) {
-        refused_early = RequestRefusal{
-            Reason::kMalformedRequest,
-            "request head larger than " + std::to_string(kMaxRequestHead) + " bytes"};
-        break;
-      }
-    }
-    if (refused_early) {
+    HeadRead read = co_await readHead(*l, client, timer);
+    const std::string& buf = read.buf;
+    if (std::optional<RequestRefusal>& refused_early = read.refused_early) {
       Decision d;
       d.reason = refused_early->reason;
       d.detail = std::move(refused_early->detail);
@@ -484,14 +546,15 @@ class ProxyImpl final : public EgressProxy {
       co_await asio::async_write(client, asio::buffer(response), kNoThrow);
       co_return;
     }
-    if (client_error != nullptr) {
+    if (read.client_error != nullptr) {
       if (!buf.empty()) {
         Decision d;
         d.reason = Reason::kMalformedRequest;
-        log(*l, d, TunnelOutcome::kClientError, std::nullopt, client_error, buf, started);
+        log(*l, d, TunnelOutcome::kClientError, std::nullopt, read.client_error, buf, started);
       }
       co_return;
     }
+    const std::size_t head_size = read.head_size;
     const std::string head = buf.substr(0, head_size);
     const std::string early = buf.substr(head_size);
 
@@ -523,38 +586,11 @@ class ProxyImpl final : public EgressProxy {
     }
 
     // 3. Dial exactly the checked addresses, in order, within one deadline.
-    const auto deadline = Clock::now() + opt_.limits.connect_timeout;
-    std::optional<IpAddress> dialed;
-    std::string error;
-    bool timed_out = false;
-    for (const IpAddress& a : d.dialAddresses()) {
-      if (Clock::now() >= deadline) {
-        timed_out = true;
-        break;
-      }
-      timer.expires_at(deadline);
-      const tcp::endpoint endpoint = toEndpoint(a, d.port);
-      auto r = co_await (upstream.async_connect(endpoint, kNoThrow) || timer.async_wait(kNoThrow));
-      if (l->closed) {
-        // Closing the listener closed `upstream` under the dial.
-        log(*l, d, TunnelOutcome::kDialCancelled, std::nullopt,
-            a.toString() + ": dial cancelled: " + whyCancelled(), head, started);
-        co_return;
-      }
-      if (r.index() == 0 && !std::get<0>(std::get<0>(r))) {
-        dialed = a;
-        break;
-      }
-      if (r.index() == 1) {
-        timed_out = true;
-        error = a.toString() + ": connect timeout";
-      } else {
-        error = a.toString() + ": " + std::get<0>(std::get<0>(r)).message();
-      }
-      boost::system::error_code ignored;
-      upstream.close(ignored);
-      if (timed_out) break;
-    }
+    DialResult dial = co_await dialChecked(*l, upstream, timer, d, head, started);
+    if (dial.cancelled) co_return;
+    std::optional<IpAddress>& dialed = dial.dialed;
+    std::string& error = dial.error;
+    const bool timed_out = dial.timed_out;
     if (!dialed) {
       if (error.empty()) error = "connect timeout";
       log(*l, d, TunnelOutcome::kConnectFailed, std::nullopt, error, head, started);
