@@ -13,22 +13,18 @@
 
 namespace airlock::egress::curl_parts {
 
-struct CurlEasyDeleter {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
+// A unique_ptr deleter calling libcurl's cleanup function `Free`.
+template <auto Free>
+struct CurlFree {
+  template <class T>
+  void operator()(T* p) const noexcept {
+    Free(p);
+  }
 };
-using CurlEasy = std::unique_ptr<CURL, CurlEasyDeleter>;
-struct CurlMultiDeleter {
-  void operator()(CURLM* m) const noexcept { curl_multi_cleanup(m); }
-};
-using CurlMulti = std::unique_ptr<CURLM, CurlMultiDeleter>;
-struct CurlListDeleter {
-  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
-};
-using CurlList = std::unique_ptr<curl_slist, CurlListDeleter>;
-struct CurlUrlDeleter {
-  void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
-};
-using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
+using CurlEasy = std::unique_ptr<CURL, CurlFree<curl_easy_cleanup>>;
+using CurlMulti = std::unique_ptr<CURLM, CurlFree<curl_multi_cleanup>>;
+using CurlList = std::unique_ptr<curl_slist, CurlFree<curl_slist_free_all>>;
+using CurlUrl = std::unique_ptr<CURLU, CurlFree<curl_url_cleanup>>;
 
 // A string curl allocated, as a std::string ("" for null); frees it.
 inline std::string takeCurlString(char* s) {
