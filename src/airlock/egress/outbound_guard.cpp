@@ -177,8 +177,7 @@ UrlDecision OutboundGuard::check(std::string_view url) const {
   UrlDecision out;
   auto parsed = parseEgressUrl(url);
   if (!parsed) {
-    out.decision.reason = parsed.error().reason;
-    out.decision.detail = std::move(parsed.error().detail);
+    out.decision = deniedBeforePolicy(parsed.error().reason, std::move(parsed.error().detail));
     return out;
   }
   out.decision = decide(*policy_, parsed->authority, *resolver_, *classifier_);
