@@ -348,6 +348,14 @@ TEST_F(BrokerTest, OneAuditLinePerCallWithoutTokenOrArguments) {
   EXPECT_EQ(lines[1]["code"], "bad_token");
   EXPECT_EQ(lines[2]["code"], "denied");
   std::lock_guard lk(audit_.mu);
+  // The fields in broker.h's order, written by hand.
+  EXPECT_EQ(audit_.lines[0].rfind("{\"ts_ms\":", 0), 0u) << audit_.lines[0];
+  EXPECT_NE(
+      audit_.lines[0].find(
+          ",\"execution\":\"exec-test\",\"call_id\":1,\"cap\":\"test.echo\",\"verdict\":\"ok\","
+          "\"code\":\"\",\"duration_us\":"),
+      std::string::npos)
+      << audit_.lines[0];
   for (const auto& l : audit_.lines) {
     EXPECT_EQ(l.find(s->token()), std::string::npos);
     EXPECT_EQ(l.find(secret_arg), std::string::npos);

@@ -270,6 +270,8 @@ TEST(Summary, FileNamesFromTheSandboxCannotDriveTheTerminal) {
 TEST(Summary, ErrorLinesAreOneLine) {
   EXPECT_EQ(formatErrorLine("a\nb\\c\x01"), "airlock: error: a\\nb\\c\\x01\n");
   EXPECT_EQ(escapeForTerminal("a\\b"), "a\\\\b");
+  // A terminal shows UTF-8 and quotes as they are; DEL is a control byte.
+  EXPECT_EQ(escapeForTerminal("\"\xc3\xa9\x7f"), "\"\xc3\xa9\\x7f");
 }
 
 linux_jail::KernelFeatures healthyKernel() {

@@ -169,6 +169,15 @@ TEST(QuoteForMessage, EscapesControlAndNonAsciiBytes) {
   EXPECT_EQ(quoteForMessage(bytes({0xFF, 'z'})), "\"\\xffz\"");
 }
 
+TEST(AppendEscaped, EscapesOnlyWhatTheSetNames) {
+  std::string out = ">";
+  appendEscaped(out, "\t\"\\\x7f\xc3\xa9", {});
+  EXPECT_EQ(out, ">\\t\"\\\\\\x7f\xc3\xa9");  // appends; UTF-8 and quotes pass
+  out.clear();
+  appendEscaped(out, "\\\"\xc3", {.backslash = false, .double_quote = true, .non_ascii = true});
+  EXPECT_EQ(out, "\\\\\"\\xc3");
+}
+
 TEST(QuoteForMessage, CutsLongText) {
   EXPECT_EQ(quoteForMessage(std::string(100, 'a'), 4), "\"aaaa\"...");
   EXPECT_EQ(quoteForMessage("abcd", 4), "\"abcd\"");

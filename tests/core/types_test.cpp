@@ -28,6 +28,8 @@ TEST(KillReason, RejectsUnknownAndMiscasedNames) {
   EXPECT_EQ(parseKillReason("OOM"), std::nullopt);
   EXPECT_EQ(parseKillReason("TIMEOUT "), std::nullopt);
   EXPECT_EQ(parseKillReason(std::string_view("TIMEOUT\0", 8)), std::nullopt);
+  // An out-of-range value (a bad cast) still has a stable name.
+  EXPECT_EQ(killReasonName(static_cast<KillReason>(99)), "UNKNOWN");
 }
 
 TEST(ChangeKind, NamesAndParsesEveryValue) {

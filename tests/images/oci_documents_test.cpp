@@ -522,6 +522,10 @@ TEST(OciDocuments, BadConfigsAreRefused) {
       {R"({"os":"linux","architecture":"amd64","config":[]})", "config is not an object"},
       {R"({"os":"linux","architecture":"amd64","rootfs":{"diff_ids":["sha256:x"]}})",
        "rootfs.diff_ids[0] 'sha256:x' is not sha256"},
+      {R"({"os":"linux","architecture":"amd64","config":{"Env":"A=1"}})",
+       "config.Env is not an array"},
+      {R"({"os":"linux","architecture":"amd64","rootfs":{"diff_ids":{}}})",
+       "rootfs.diff_ids is not an array"},
   };
   for (const auto& [text, problem] : cases) {
     auto r = parseImageConfig(text);
@@ -529,6 +533,28 @@ TEST(OciDocuments, BadConfigsAreRefused) {
     EXPECT_EQ(r.error().code, ErrorCode::kExecutionRejected);
     EXPECT_TRUE(mentions(r.error(), problem)) << text << " -> " << r.error().context;
   }
+}
+
+TEST(OciDocuments, AnIndexAndAManifestNameEachOther) {
+  auto m = parseImageManifest(
+      R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json"})");
+  ASSERT_FALSE(m);
+  EXPECT_TRUE(mentions(
+      m.error(), "is an image index (application/vnd.oci.image.index.v1+json), not a manifest"))
+      << m.error().context;
+  auto i = parseImageIndex(
+      R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"})");
+  ASSERT_FALSE(i);
+  EXPECT_TRUE(mentions(
+      i.error(), "is an image manifest (application/vnd.oci.image.manifest.v1+json), not an index"))
+      << i.error().context;
+  auto t = parseImageIndex(R"({"schemaVersion":2,"mediaType":"text/plain"})");
+  ASSERT_FALSE(t);
+  EXPECT_TRUE(mentions(t.error(), "mediaType 'text/plain' is not an image index type"))
+      << t.error().context;
+  auto none = parseImageIndex(R"({"schemaVersion":2})");
+  ASSERT_FALSE(none);
+  EXPECT_TRUE(mentions(none.error(), "manifests is missing")) << none.error().context;
 }
 
 TEST(OciDocuments, MediaTypeOfDropsParametersAndCase) {

@@ -1,9 +1,7 @@
 #include "airlock/artifacts/artifact_types.h"
 
-#include <array>
-#include <utility>
-
 #include "airlock/core/encoding.h"
+#include "airlock/core/enum_names.h"
 #include "airlock/core/ids.h"
 
 namespace airlock::artifacts {
@@ -21,7 +19,7 @@ bool isPrintableAscii(std::string_view text, bool space = false) noexcept {
   return true;
 }
 
-constexpr std::array<std::pair<ArtifactOrigin, std::string_view>, 6> kOrigins{{
+constexpr EnumNames<ArtifactOrigin, 6> kOrigins{{
     {ArtifactOrigin::kSandboxExport, "SANDBOX_EXPORT"},
     {ArtifactOrigin::kToolOutput, "TOOL_OUTPUT"},
     {ArtifactOrigin::kModelOutput, "MODEL_OUTPUT"},
@@ -30,7 +28,7 @@ constexpr std::array<std::pair<ArtifactOrigin, std::string_view>, 6> kOrigins{{
     {ArtifactOrigin::kKnowledgeSource, "KNOWLEDGE_SOURCE"},
 }};
 
-constexpr std::array<std::pair<TrustLevel, std::string_view>, 2> kTrust{{
+constexpr EnumNames<TrustLevel, 2> kTrust{{
     {TrustLevel::kInternalTool, "INTERNAL_TOOL"},
     {TrustLevel::kExternalUntrusted, "EXTERNAL_UNTRUSTED"},
 }};
@@ -60,27 +58,19 @@ Result<ArtifactId> ArtifactId::parse(std::string_view text) {
 }
 
 std::string_view artifactOriginName(ArtifactOrigin origin) noexcept {
-  for (const auto& [value, name] : kOrigins)
-    if (value == origin) return name;
-  return "UNKNOWN";
+  return enumName(kOrigins, origin);
 }
 
 std::optional<ArtifactOrigin> parseArtifactOrigin(std::string_view name) noexcept {
-  for (const auto& [value, text] : kOrigins)
-    if (text == name) return value;
-  return std::nullopt;
+  return parseEnum(kOrigins, name);
 }
 
 std::string_view trustLevelName(TrustLevel trust) noexcept {
-  for (const auto& [value, name] : kTrust)
-    if (value == trust) return name;
-  return "UNKNOWN";
+  return enumName(kTrust, trust);
 }
 
 std::optional<TrustLevel> parseTrustLevel(std::string_view name) noexcept {
-  for (const auto& [value, text] : kTrust)
-    if (text == name) return value;
-  return std::nullopt;
+  return parseEnum(kTrust, name);
 }
 
 ArtifactRef refOf(const StoredArtifact& stored) {

@@ -76,12 +76,10 @@ constexpr ArtifactStatements kStatements{
 
 Result<std::unique_ptr<SqlArtifactRepository>> PostgresArtifactRepository::connect(
     const std::string& conninfo) {
-  auto conn = postgres::connect(conninfo);
-  if (!conn) return tl::unexpected(conn.error());
-  auto db = postgres::postgresConnection(std::move(*conn));
-  if (auto r = storage::migrate(*db, kLedger, kMigrations, kArtifactSchemaVersion); !r)
-    return tl::unexpected(r.error());
-  return std::make_unique<SqlArtifactRepository>(std::move(db), kStatements);
+  auto db = storage::migrated(postgres::connectConnection(conninfo), kLedger, kMigrations,
+                              kArtifactSchemaVersion);
+  if (!db) return tl::unexpected(db.error());
+  return std::make_unique<SqlArtifactRepository>(std::move(*db), kStatements);
 }
 
 }  // namespace airlock::artifacts

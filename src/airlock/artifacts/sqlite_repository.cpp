@@ -66,12 +66,10 @@ constexpr ArtifactStatements kStatements{
 
 Result<std::unique_ptr<SqlArtifactRepository>> SqliteArtifactRepository::open(
     const std::string& path) {
-  auto db = sqlite::Database::open(path);
-  if (!db) return tl::unexpected(db.error());
-  auto conn = sqlite::sqliteConnection(std::move(*db));
-  if (auto r = storage::migrate(*conn, kLedger, kMigrations, kArtifactSchemaVersion); !r)
-    return tl::unexpected(r.error());
-  return std::make_unique<SqlArtifactRepository>(std::move(conn), kStatements);
+  auto conn =
+      storage::migrated(sqlite::openConnection(path), kLedger, kMigrations, kArtifactSchemaVersion);
+  if (!conn) return tl::unexpected(conn.error());
+  return std::make_unique<SqlArtifactRepository>(std::move(*conn), kStatements);
 }
 
 }  // namespace airlock::artifacts

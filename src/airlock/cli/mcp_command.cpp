@@ -5,13 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <memory>
 
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
+#include "airlock/cli/termination_signals.h"
 #include "airlock/core/ids.h"
 #include "airlock/execution/adapters.h"
 #include "airlock/gateway/mcp/mcp_session.h"
@@ -25,24 +25,6 @@
 
 namespace airlock::cli {
 namespace {
-
-std::atomic<const CancelToken*> g_mcp_stop{nullptr};
-
-extern "C" void onMcpTerminationSignal(int /*signo*/) {
-  const int saved_errno = errno;
-  if (const CancelToken* token = g_mcp_stop.load()) token->cancel();
-  errno = saved_errno;
-}
-
-void installStopHandlers(const CancelToken& token) {
-  g_mcp_stop.store(&token);
-  struct sigaction action {};
-  action.sa_handler = onMcpTerminationSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
 
 void logLine(const std::string& text) {
   const std::string line = "airlock mcp: " + text + "\n";
@@ -143,7 +125,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   (void)::signal(SIGPIPE, SIG_IGN);
   auto stop = CancelToken::create();
   if (!stop) return printErrorLine(stop.error());
-  installStopHandlers(*stop);
+  cancelOnTerminationSignals(*stop);
 
   auto adapter =
       execution::createAdapter(plan->mechanism, {}, execution::DevelopmentMechanismsAllowed{});

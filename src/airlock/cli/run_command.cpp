@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <memory>
 
@@ -15,6 +14,7 @@
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/image_command.h"
 #include "airlock/cli/summary.h"
+#include "airlock/cli/termination_signals.h"
 #include "airlock/core/json.h"
 #include "airlock/execution/adapters.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
@@ -27,26 +27,6 @@ namespace {
 
 // Upper bound of --stdin: the bytes are held in memory and sent whole.
 constexpr std::size_t kMaxStdinBytes = std::size_t{64} << 20;
-
-// The token the signal handler cancels. Set once before the handlers are
-// installed; the handler only calls CancelToken::cancel (one write(2)).
-std::atomic<const CancelToken*> g_cancel_token{nullptr};
-
-extern "C" void onTerminationSignal(int /*signo*/) {
-  const int saved_errno = errno;
-  if (const CancelToken* token = g_cancel_token.load()) token->cancel();
-  errno = saved_errno;
-}
-
-void installCancelHandlers(const CancelToken& token) {
-  g_cancel_token.store(&token);
-  struct sigaction action {};
-  action.sa_handler = onTerminationSignal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
 
 Result<std::string> readAllStdin() {
   std::string data;
@@ -220,7 +200,7 @@ int executeRun(RunPlan plan) {
 
   auto token = CancelToken::create();
   if (!token) return printErrorLine(token.error());
-  installCancelHandlers(*token);
+  cancelOnTerminationSignals(*token);
 
   auto store = openRunStore(plan);
   if (!store) return printErrorLine(store.error());

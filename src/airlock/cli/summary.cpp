@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <cstdio>
-
 #include "airlock/cli/exit_codes.h"
+#include "airlock/core/encoding.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::cli {
@@ -12,30 +11,7 @@ namespace airlock::cli {
 std::string escapeForTerminal(std::string_view bytes, Backslash backslash) {
   std::string out;
   out.reserve(bytes.size());
-  for (unsigned char c : bytes) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\\':
-        out += backslash == Backslash::kEscape ? "\\\\" : "\\";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[5];
-          (void)std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
+  appendEscaped(out, bytes, {.backslash = backslash == Backslash::kEscape});
   return out;
 }
 

@@ -130,19 +130,10 @@ Result<std::string> base64Decode(std::string_view text) {
   return out;
 }
 
-std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
-  const bool cut = text.size() > max_bytes;
-  if (cut) text = text.substr(0, max_bytes);
-  std::string out = "\"";
-  for (const char ch : text) {
+void appendEscaped(std::string& out, std::string_view bytes, EscapeSet escape) {
+  for (const char ch : bytes) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
       case '\n':
         out += "\\n";
         break;
@@ -152,8 +143,14 @@ std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
       case '\r':
         out += "\\r";
         break;
+      case '\\':
+        out += escape.backslash ? "\\\\" : "\\";
+        break;
+      case '"':
+        out += escape.double_quote ? "\\\"" : "\"";
+        break;
       default:
-        if (c < 0x20 || c >= 0x7F) {
+        if (c < 0x20 || c == 0x7F || (c > 0x7F && escape.non_ascii)) {
           out += "\\x";
           appendHexByte(out, c);
         } else {
@@ -161,6 +158,13 @@ std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
         }
     }
   }
+}
+
+std::string quoteForMessage(std::string_view text, std::size_t max_bytes) {
+  const bool cut = text.size() > max_bytes;
+  if (cut) text = text.substr(0, max_bytes);
+  std::string out = "\"";
+  appendEscaped(out, text, {.backslash = true, .double_quote = true, .non_ascii = true});
   out += '"';
   if (cut) out += "...";
   return out;

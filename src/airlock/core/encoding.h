@@ -31,6 +31,20 @@ Result<std::string> base64Decode(std::string_view text);
 // untrusted input (a path, a unit string) inside an error message.
 std::string quoteForMessage(std::string_view text, std::size_t max_bytes = 80);
 
+// Which bytes appendEscaped escapes besides the control bytes (< 0x20 and
+// 0x7F), which it always does.
+struct EscapeSet {
+  bool backslash = true;      // '\' as \\ (so that escaped text stays unambiguous)
+  bool double_quote = false;  // '"' as \"
+  bool non_ascii = false;     // bytes >= 0x80 as \xNN (else UTF-8 passes through)
+};
+
+// Appends `bytes` to `out` on one line: \n, \t and \r for those control
+// bytes, \xNN (lower case) for the other escaped bytes, every other byte
+// unchanged. The one escaper behind quoteForMessage and the CLI's
+// escapeForTerminal.
+void appendEscaped(std::string& out, std::string_view bytes, EscapeSet escape);
+
 // ---- Hexadecimal --------------------------------------------------------------
 // The one hex encoder of the project: digests, random tokens and ids, the
 // \xNN escapes of untrusted bytes in messages, percent-encoding. Lower case

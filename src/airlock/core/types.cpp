@@ -1,12 +1,11 @@
 #include "airlock/core/types.h"
 
-#include <array>
-#include <utility>
+#include "airlock/core/enum_names.h"
 
 namespace airlock {
 namespace {
 
-constexpr std::array<std::pair<KillReason, std::string_view>, 8> kKillReasonNames{{
+constexpr EnumNames<KillReason, 8> kKillReasonNames{{
     {KillReason::kTimeout, "TIMEOUT"},
     {KillReason::kMemory, "MEMORY"},
     {KillReason::kOutputLimit, "OUTPUT_LIMIT"},
@@ -17,7 +16,7 @@ constexpr std::array<std::pair<KillReason, std::string_view>, 8> kKillReasonName
     {KillReason::kServiceShutdown, "SERVICE_SHUTDOWN"},
 }};
 
-constexpr std::array<std::pair<ChangeKind, std::string_view>, 3> kChangeKindNames{{
+constexpr EnumNames<ChangeKind, 3> kChangeKindNames{{
     {ChangeKind::kCreated, "CREATED"},
     {ChangeKind::kModified, "MODIFIED"},
     {ChangeKind::kDeleted, "DELETED"},
@@ -26,32 +25,19 @@ constexpr std::array<std::pair<ChangeKind, std::string_view>, 3> kChangeKindName
 }  // namespace
 
 std::string_view killReasonName(KillReason reason) noexcept {
-  for (const auto& [value, name] : kKillReasonNames) {
-    if (value == reason) return name;
-  }
-  return "UNKNOWN";
+  return enumName(kKillReasonNames, reason);
 }
 
-// Exact, case-sensitive: the vocabulary is closed and spelled one way.
 std::optional<KillReason> parseKillReason(std::string_view name) noexcept {
-  for (const auto& [value, spelled] : kKillReasonNames) {
-    if (spelled == name) return value;
-  }
-  return std::nullopt;
+  return parseEnum(kKillReasonNames, name);
 }
 
 std::string_view changeKindName(ChangeKind kind) noexcept {
-  for (const auto& [value, name] : kChangeKindNames) {
-    if (value == kind) return name;
-  }
-  return "UNKNOWN";
+  return enumName(kChangeKindNames, kind);
 }
 
 std::optional<ChangeKind> parseChangeKind(std::string_view name) noexcept {
-  for (const auto& [value, spelled] : kChangeKindNames) {
-    if (spelled == name) return value;
-  }
-  return std::nullopt;
+  return parseEnum(kChangeKindNames, name);
 }
 
 }  // namespace airlock

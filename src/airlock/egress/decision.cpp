@@ -30,6 +30,13 @@ Decision decideNameOnly(const Policy& policy, const Authority& target) noexcept 
   return d;
 }
 
+Decision deniedBeforePolicy(Reason reason, std::string detail) {
+  Decision d;
+  d.reason = reason;
+  d.detail = std::move(detail);
+  return d;
+}
+
 Decision decide(const Policy& policy, const Authority& target, Resolver& resolver,
                 const AddressClassifier& classifier) noexcept {
   Decision d = decideNameOnly(policy, target);
@@ -70,12 +77,7 @@ Decision decideAuthority(const Policy& policy, std::string_view target, Resolver
                          const AddressClassifier& classifier) noexcept {
   try {
     auto parsed = parseAuthority(target);
-    if (!parsed) {
-      Decision d;
-      d.reason = parsed.error().reason;
-      d.detail = std::move(parsed.error().detail);
-      return d;
-    }
+    if (!parsed) return deniedBeforePolicy(parsed.error().reason, std::move(parsed.error().detail));
     return decide(policy, *parsed, resolver, classifier);
   } catch (...) {
     return Decision{};

@@ -57,6 +57,10 @@ struct Decision {
   const std::vector<IpAddress>& dialAddresses() const noexcept;
 };
 
+// The denial for input refused before any policy step (an authority or a
+// request head that did not parse): `reason` and `detail`, nothing else.
+Decision deniedBeforePolicy(Reason reason, std::string detail);
+
 // Steps 2-5 for an already parsed authority. Never throws (an internal
 // failure is a refusal with internal_error).
 Decision decide(const Policy& policy, const Authority& target, Resolver& resolver,

@@ -12,42 +12,12 @@
 #include <memory>
 #include <mutex>
 
+#include "airlock/egress/curl_parts.h"
+
 namespace airlock::egress {
 namespace {
 
-struct CurlEasyDeleter {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
-};
-using CurlEasy = std::unique_ptr<CURL, CurlEasyDeleter>;
-struct CurlMultiDeleter {
-  void operator()(CURLM* m) const noexcept { curl_multi_cleanup(m); }
-};
-using CurlMulti = std::unique_ptr<CURLM, CurlMultiDeleter>;
-struct CurlListDeleter {
-  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
-};
-using CurlList = std::unique_ptr<curl_slist, CurlListDeleter>;
-struct CurlUrlDeleter {
-  void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
-};
-using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::optional<std::string> urlPart(CURLU* u, CURLUPart part, unsigned flags = 0) {
-  char* out = nullptr;
-  if (curl_url_get(u, part, &out, flags) != CURLUE_OK) {
-    curl_free(out);
-    return std::nullopt;
-  }
-  std::string s = out != nullptr ? out : "";
-  curl_free(out);
-  return s;
-}
+using namespace curl_parts;
 
 bool isRedirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
@@ -516,10 +486,7 @@ std::string urlEscape(std::string_view text) {
   curlGlobalInitOnce();
   CurlEasy c(curl_easy_init());
   if (!c) return {};
-  char* e = curl_easy_escape(c.get(), text.data(), static_cast<int>(text.size()));
-  std::string out = e != nullptr ? e : "";
-  curl_free(e);
-  return out;
+  return takeCurlString(curl_easy_escape(c.get(), text.data(), static_cast<int>(text.size())));
 }
 
 void curlGlobalInitOnce() {

@@ -7,37 +7,13 @@
 #include <memory>
 #include <stdexcept>
 
+#include "airlock/egress/curl_parts.h"
 #include "airlock/egress/http_client.h"
 
 namespace airlock::egress {
 namespace {
 
-struct CurlUrlDeleter {
-  void operator()(CURLU* u) const noexcept { curl_url_cleanup(u); }
-};
-using CurlUrl = std::unique_ptr<CURLU, CurlUrlDeleter>;
-
-// A string curl allocated.
-std::string takeCurlString(char* s) {
-  std::string out = s != nullptr ? s : "";
-  curl_free(s);
-  return out;
-}
-
-std::optional<std::string> urlPart(CURLU* u, CURLUPart part, unsigned flags = 0) {
-  char* out = nullptr;
-  if (curl_url_get(u, part, &out, flags) != CURLUE_OK) {
-    curl_free(out);
-    return std::nullopt;
-  }
-  return takeCurlString(out);
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using namespace curl_parts;
 
 constexpr const char* kUserinfoRefused =
     "userinfo in the URL is refused (send credentials in a header)";
@@ -201,8 +177,7 @@ UrlDecision OutboundGuard::check(std::string_view url) const {
   UrlDecision out;
   auto parsed = parseEgressUrl(url);
   if (!parsed) {
-    out.decision.reason = parsed.error().reason;
-    out.decision.detail = std::move(parsed.error().detail);
+    out.decision = deniedBeforePolicy(parsed.error().reason, std::move(parsed.error().detail));
     return out;
   }
   out.decision = decide(*policy_, parsed->authority, *resolver_, *classifier_);

@@ -88,6 +88,8 @@ std::string firstLine(std::string_view bytes) {
 }
 
 struct Listener {
+  Listener(ProxyIdentity w, std::shared_ptr<const Policy> p)
+      : who(std::move(w)), policy(std::move(p)) {}
   ListenerId id = 0;
   ProxyIdentity who;
   std::shared_ptr<const Policy> policy;
@@ -130,9 +132,7 @@ class ProxyImpl final : public EgressProxy {
     if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
     if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path))
       return fail(ErrorCode::kConfigurationError, "UNIX socket path is empty or too long");
-    auto l = std::make_shared<Listener>();
-    l->who = std::move(who);
-    l->policy = std::move(policy);
+    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
     l->unix_path = path;
     l->unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
     boost::system::error_code ec;
@@ -152,9 +152,7 @@ class ProxyImpl final : public EgressProxy {
     if (classifyAddress(address) != AddressClass::kLoopback)
       return fail(ErrorCode::kConfigurationError,
                   "the proxy listens on TCP only on a loopback address, not " + address.toString());
-    auto l = std::make_shared<Listener>();
-    l->who = std::move(who);
-    l->policy = std::move(policy);
+    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
     l->tcp_acceptor = std::make_unique<tcp::acceptor>(ioc_);
     boost::system::error_code ec;
     const tcp::endpoint ep = toEndpoint(address, port);
@@ -176,9 +174,7 @@ class ProxyImpl final : public EgressProxy {
     if (!isSocket(listener.get(), AF_UNIX, SOCK_STREAM, true))
       return fail(ErrorCode::kConfigurationError,
                   "adoptListener needs a listening UNIX stream socket");
-    auto l = std::make_shared<Listener>();
-    l->who = std::move(who);
-    l->policy = std::move(policy);
+    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
     l->unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
     boost::system::error_code ec;
     l->unix_acceptor->assign(unix_stream(), listener.get(), ec);
@@ -193,9 +189,7 @@ class ProxyImpl final : public EgressProxy {
     if (!isSocket(channel.get(), AF_UNIX, SOCK_SEQPACKET, false))
       return fail(ErrorCode::kConfigurationError,
                   "adoptHandoff needs a SOCK_SEQPACKET UNIX socket");
-    auto l = std::make_shared<Listener>();
-    l->who = std::move(who);
-    l->policy = std::move(policy);
+    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
     l->handoff = std::make_unique<asio::posix::stream_descriptor>(ioc_);
     boost::system::error_code ec;
     l->handoff->assign(channel.get(), ec);

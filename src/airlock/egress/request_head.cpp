@@ -268,12 +268,7 @@ Decision decideRequest(const Policy& policy, std::string_view head, Resolver& re
                        const AddressClassifier& classifier) noexcept {
   try {
     auto parsed = parseRequestHead(head);
-    if (!parsed) {
-      Decision d;
-      d.reason = parsed.error().reason;
-      d.detail = std::move(parsed.error().detail);
-      return d;
-    }
+    if (!parsed) return deniedBeforePolicy(parsed.error().reason, std::move(parsed.error().detail));
     if (parsed->form == RequestForm::kConnect)
       return decide(policy, parsed->target, resolver, classifier);
     Decision d = decideNameOnly(policy, parsed->target);

@@ -26,6 +26,17 @@ Options hostedOptions(const AdapterOptions& options, const std::string& state_di
   return out;
 }
 
+// A hosted mechanism's adapter: the digest of the image it runs, then the
+// environment `create` makes from `options`; the first error otherwise.
+template <class Options, class Digest, class Create>
+Result<Adapter> hostedAdapter(const Options& options, Digest digest_of, Create create) {
+  auto digest = digest_of(options);
+  if (!digest) return tl::unexpected(digest.error());
+  auto env = create(options);
+  if (!env) return tl::unexpected(env.error());
+  return Adapter{std::move(*env), std::move(*digest)};
+}
+
 Result<Adapter> fakeAdapter(const AdapterOptions& options) {
   if (!options.images.empty())
     return fail(ErrorCode::kExecutionRejected, "the fake mechanism runs no images (image " +
@@ -41,13 +52,12 @@ Result<Adapter> fakeAdapter(const AdapterOptions& options) {
 
 Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 #if AIRLOCK_HAVE_LINUX_MECHANISM
-  auto linux_options =
-      hostedOptions<linux_jail::LinuxEnvironmentOptions>(options, options.state_dir);
-  auto digest = airlock::computeImageDigest(linux_options);
-  if (!digest) return tl::unexpected(digest.error());
-  auto env = linux_jail::createLinuxEnvironment(linux_options);
-  if (!env) return tl::unexpected(env.error());
-  return Adapter{std::move(*env), std::move(*digest)};
+  return hostedAdapter(
+      hostedOptions<linux_jail::LinuxEnvironmentOptions>(options, options.state_dir),
+      [](const MechanismOptions& o) { return airlock::computeImageDigest(o); },
+      [](const linux_jail::LinuxEnvironmentOptions& o) {
+        return linux_jail::createLinuxEnvironment(o);
+      });
 #else
   return fail(ErrorCode::kExecutionUnavailable,
               "the linux mechanism is not built into this airlock; use the fake mechanism");
@@ -58,13 +68,10 @@ Result<Adapter> linuxAdapter([[maybe_unused]] const AdapterOptions& options) {
 Result<Adapter> gvisorAdapter(const AdapterOptions& options) {
   // Its own state directory: the two mechanisms' crash recovery must not
   // see each other's lock files.
-  auto gvisor_options =
-      hostedOptions<gvisor::GvisorEnvironmentOptions>(options, options.state_dir + "/gvisor");
-  auto digest = gvisor::gvisorImageDigest(gvisor_options);
-  if (!digest) return tl::unexpected(digest.error());
-  auto env = gvisor::createGvisorEnvironment(gvisor_options);
-  if (!env) return tl::unexpected(env.error());
-  return Adapter{std::move(*env), std::move(*digest)};
+  return hostedAdapter(
+      hostedOptions<gvisor::GvisorEnvironmentOptions>(options, options.state_dir + "/gvisor"),
+      [](const gvisor::GvisorEnvironmentOptions& o) { return gvisor::gvisorImageDigest(o); },
+      [](const gvisor::GvisorEnvironmentOptions& o) { return gvisor::createGvisorEnvironment(o); });
 }
 #endif
 

@@ -471,6 +471,19 @@ class ImageStoreImpl final : public ImageStore {
     if (!random) return tl::unexpected(random.error());
     return dir_ + "/tmp/" + what + "-" + *random + "." + std::to_string(::getpid());
   }
+  // A new file under tmp/ for a blob, open with `access` (O_WRONLY or
+  // O_RDWR), created 0444: read-only once it is committed by its digest.
+  struct TmpBlob {
+    std::string path;
+    sys::UniqueFd fd;
+  };
+  Result<TmpBlob> createTmpBlob(int access) const {
+    auto path = tmpPath("blob");
+    if (!path) return tl::unexpected(path.error());
+    sys::UniqueFd fd(::open(path->c_str(), access | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+    if (!fd.valid()) return tl::unexpected(storeError("create " + *path, errno));
+    return TmpBlob{std::move(*path), std::move(fd)};
+  }
   bool hasBlob(const std::string& digest) const {
     struct stat st {};
     return ::stat(blobPath(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -495,11 +508,10 @@ class ImageStoreImpl final : public ImageStore {
     if ("sha256:" + sys::sha256Hex(bytes) != digest)
       return tl::unexpected(rejected("image blob " + digest + ": its bytes have another digest"));
     if (hasBlob(digest)) return {};
-    auto tmp_path = tmpPath("blob");
-    if (!tmp_path) return tl::unexpected(tmp_path.error());
-    const std::string& tmp = *tmp_path;
-    sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-    if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
+    auto blob = createTmpBlob(O_WRONLY);
+    if (!blob) return tl::unexpected(blob.error());
+    const std::string& tmp = blob->path;
+    const sys::UniqueFd& fd = blob->fd;
     if (!sys::writeAll(fd.get(), bytes.data(), bytes.size())) {
       const int err = errno;
       (void)::unlink(tmp.c_str());
@@ -550,11 +562,10 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   Result<void> fetchOnce(const Descriptor& d, const std::function<Result<void>(int)>& fetch) {
-    auto tmp_path = tmpPath("blob");
-    if (!tmp_path) return tl::unexpected(tmp_path.error());
-    const std::string& tmp = *tmp_path;
-    sys::UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-    if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
+    auto blob = createTmpBlob(O_RDWR);
+    if (!blob) return tl::unexpected(blob.error());
+    const std::string& tmp = blob->path;
+    const sys::UniqueFd& fd = blob->fd;
     auto fetched = fetch(fd.get());
     if (fetched) {
       // Verified again from the file itself.
@@ -580,11 +591,10 @@ class ImageStoreImpl final : public ImageStore {
   // `expect`: the digest its name claims, or "" (docker save names).
   Result<std::pair<std::string, std::int64_t>> putStream(int in, const std::string& expect,
                                                          const std::string& what) {
-    auto tmp_path = tmpPath("blob");
-    if (!tmp_path) return tl::unexpected(tmp_path.error());
-    const std::string& tmp = *tmp_path;
-    sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-    if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
+    auto blob = createTmpBlob(O_WRONLY);
+    if (!blob) return tl::unexpected(blob.error());
+    const std::string& tmp = blob->path;
+    const sys::UniqueFd& fd = blob->fd;
     auto hashed = copyHashed(in, fd.get(), options_.max_blob_bytes, what);
     if (hashed && !expect.empty() && "sha256:" + hashed->first != expect)
       hashed = tl::unexpected(rejected(what + ": its bytes do not have the digest its name says"));
@@ -708,11 +718,10 @@ class ImageStoreImpl final : public ImageStore {
   Result<std::pair<std::string, std::int64_t>> putArchiveEntry(struct archive* a,
                                                                const std::string& expect,
                                                                const std::string& what) {
-    auto tmp_path = tmpPath("blob");
-    if (!tmp_path) return tl::unexpected(tmp_path.error());
-    const std::string& tmp = *tmp_path;
-    sys::UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-    if (!fd.valid()) return tl::unexpected(storeError("create " + tmp, errno));
+    auto blob = createTmpBlob(O_WRONLY);
+    if (!blob) return tl::unexpected(blob.error());
+    const std::string& tmp = blob->path;
+    const sys::UniqueFd& fd = blob->fd;
     sys::Sha256 h;
     std::int64_t total = 0;
     std::vector<char> buf(1 << 16);

@@ -1,5 +1,6 @@
 #include "airlock/images/oci_documents.h"
 
+#include <functional>
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -189,21 +190,51 @@ Result<std::string> documentMediaType(std::string_view what, const json& doc) {
   return t->value_or("");
 }
 
-Result<ImageIndex> indexFrom(const json& doc) {
-  constexpr std::string_view what = "image index";
+// An index or a manifest, as its "mediaType" may say, in messages.
+struct KindWords {
+  bool (*is)(std::string_view media_type);
+  const char* name;        // "an image index"
+  const char* short_name;  // "an index"
+  const char* type_name;   // "an image index type"
+};
+constexpr KindWords kIndexWords{isIndexType, "an image index", "an index", "an image index type"};
+constexpr KindWords kManifestWords{isManifestType, "an image manifest", "a manifest",
+                                   "an image manifest type"};
+
+// What an index and a manifest check first: a "mediaType" that is absent or
+// of `own` kind (schema 1 and the `other` kind named as such), and
+// schemaVersion 2.
+Result<void> checkDocumentKind(std::string_view what, const json& doc, const KindWords& own,
+                               const KindWords& other) {
   auto t = documentMediaType(what, doc);
   if (!t) return tl::unexpected(t.error());
   if (isSchema1Type(*t)) return refuse(what, std::string(kSchema1Hint));
-  if (isManifestType(*t)) return refuse(what, "is an image manifest (" + *t + "), not an index");
-  if (!t->empty() && !isIndexType(*t))
-    return refuse(what, "mediaType " + inQuotes(*t) + " is not an image index type");
-  if (auto v = checkSchemaVersion(what, doc); !v) return tl::unexpected(v.error());
-  const auto m = doc.find("manifests");
-  if (m == doc.end()) return refuse(what, "manifests is missing");
-  if (!m->is_array()) return refuse(what, "manifests is not an array");
-  if (m->size() > kMaxIndexEntries)
-    return refuse(what, "has " + std::to_string(m->size()) + " manifests, more than the limit of " +
-                            std::to_string(kMaxIndexEntries));
+  if (other.is(*t))
+    return refuse(what, std::string("is ") + other.name + " (" + *t + "), not " + own.short_name);
+  if (!t->empty() && !own.is(*t))
+    return refuse(what, "mediaType " + inQuotes(*t) + " is not " + own.type_name);
+  return checkSchemaVersion(what, doc);
+}
+
+// The required array `key` of `doc`, of at most `max_entries` entries.
+Result<const json*> requiredArray(std::string_view what, const json& doc, const char* key,
+                                  std::size_t max_entries) {
+  const auto a = doc.find(key);
+  if (a == doc.end()) return refuse(what, std::string(key) + " is missing");
+  if (!a->is_array()) return refuse(what, std::string(key) + " is not an array");
+  if (a->size() > max_entries)
+    return refuse(what, "has " + std::to_string(a->size()) + " " + key +
+                            ", more than the limit of " + std::to_string(max_entries));
+  return &*a;
+}
+
+Result<ImageIndex> indexFrom(const json& doc) {
+  constexpr std::string_view what = "image index";
+  if (auto k = checkDocumentKind(what, doc, kIndexWords, kManifestWords); !k)
+    return tl::unexpected(k.error());
+  auto manifests = requiredArray(what, doc, "manifests", kMaxIndexEntries);
+  if (!manifests) return tl::unexpected(manifests.error());
+  const json* m = *manifests;
   ImageIndex index;
   index.manifests.reserve(m->size());
   for (std::size_t i = 0; i < m->size(); ++i) {
@@ -230,13 +261,8 @@ Result<void> checkLayerType(std::string_view what, const Descriptor& d, const st
 
 Result<ImageManifest> manifestFrom(const json& doc) {
   constexpr std::string_view what = "image manifest";
-  auto t = documentMediaType(what, doc);
-  if (!t) return tl::unexpected(t.error());
-  if (isSchema1Type(*t)) return refuse(what, std::string(kSchema1Hint));
-  if (isIndexType(*t)) return refuse(what, "is an image index (" + *t + "), not a manifest");
-  if (!t->empty() && !isManifestType(*t))
-    return refuse(what, "mediaType " + inQuotes(*t) + " is not an image manifest type");
-  if (auto v = checkSchemaVersion(what, doc); !v) return tl::unexpected(v.error());
+  if (auto k = checkDocumentKind(what, doc, kManifestWords, kIndexWords); !k)
+    return tl::unexpected(k.error());
   ImageManifest manifest;
   const auto c = doc.find("config");
   if (c == doc.end()) return refuse(what, "config is missing");
@@ -249,12 +275,9 @@ Result<ImageManifest> manifestFrom(const json& doc) {
     return refuse(what, "config is " + std::to_string(config->size) +
                             " bytes, more than the limit of " + std::to_string(kMaxDocumentBytes));
   manifest.config = std::move(*config);
-  const auto l = doc.find("layers");
-  if (l == doc.end()) return refuse(what, "layers is missing");
-  if (!l->is_array()) return refuse(what, "layers is not an array");
-  if (l->size() > kMaxLayers)
-    return refuse(what, "has " + std::to_string(l->size()) + " layers, more than the limit of " +
-                            std::to_string(kMaxLayers));
+  auto layers = requiredArray(what, doc, "layers", kMaxLayers);
+  if (!layers) return tl::unexpected(layers.error());
+  const json* l = *layers;
   manifest.layers.reserve(l->size());
   for (std::size_t i = 0; i < l->size(); ++i) {
     const std::string path = "layers[" + std::to_string(i) + "]";
@@ -264,6 +287,31 @@ Result<ImageManifest> manifestFrom(const json& doc) {
     manifest.layers.push_back(std::move(*d));
   }
   return manifest;
+}
+
+// The optional array `key` of `obj` (`path` in messages): its strings, at
+// most `max_entries`, in order, each accepted by `check` (nullopt) or
+// refused with the problem it names ("<path>[i] <problem>"). Absent or
+// null: none.
+Result<std::vector<std::string>> optionalStringArray(
+    std::string_view what, const json& obj, const char* key, const std::string& path,
+    std::size_t max_entries,
+    const std::function<std::optional<std::string>(const std::string&)>& check) {
+  std::vector<std::string> out;
+  const auto a = obj.find(key);
+  if (a == obj.end() || a->is_null()) return out;
+  if (!a->is_array()) return refuse(what, path + " is not an array");
+  if (a->size() > max_entries)
+    return refuse(what, path + " has more than " + std::to_string(max_entries) + " entries");
+  for (std::size_t i = 0; i < a->size(); ++i) {
+    const std::string item = path + "[" + std::to_string(i) + "]";
+    const json& e = (*a)[i];
+    if (!e.is_string()) return refuse(what, item + " is not a string");
+    const auto& s = e.get_ref<const std::string&>();
+    if (auto problem = check(s)) return refuse(what, item + " " + *problem);
+    out.push_back(s);
+  }
+  return out;
 }
 
 Result<ImageConfig> configFrom(const json& doc) {
@@ -279,27 +327,20 @@ Result<ImageConfig> configFrom(const json& doc) {
   const auto c = doc.find("config");
   if (c != doc.end() && !c->is_null()) {
     if (!c->is_object()) return refuse(what, "config is not an object");
-    const auto env = c->find("Env");
-    if (env != c->end() && !env->is_null()) {
-      if (!env->is_array()) return refuse(what, "config.Env is not an array");
-      if (env->size() > kMaxEnvEntries)
-        return refuse(what,
-                      "config.Env has more than " + std::to_string(kMaxEnvEntries) + " entries");
-      for (std::size_t i = 0; i < env->size(); ++i) {
-        const std::string path = "config.Env[" + std::to_string(i) + "]";
-        const json& e = (*env)[i];
-        if (!e.is_string()) return refuse(what, path + " is not a string");
-        const auto& s = e.get_ref<const std::string&>();
-        if (s.size() > kMaxEnvEntryBytes)
-          return refuse(what,
-                        path + " is longer than " + std::to_string(kMaxEnvEntryBytes) + " bytes");
-        if (s.find('\0') != std::string::npos) return refuse(what, path + " contains a NUL byte");
-        const std::size_t eq = s.find('=');
-        if (eq == std::string::npos || eq == 0)
-          return refuse(what, path + " " + inQuotes(s) + " is not NAME=value");
-        out.env.push_back(s);
-      }
-    }
+    auto env = optionalStringArray(what, *c, "Env", "config.Env", kMaxEnvEntries,
+                                   [](const std::string& s) -> std::optional<std::string> {
+                                     if (s.size() > kMaxEnvEntryBytes)
+                                       return "is longer than " +
+                                              std::to_string(kMaxEnvEntryBytes) + " bytes";
+                                     if (s.find('\0') != std::string::npos)
+                                       return "contains a NUL byte";
+                                     const std::size_t eq = s.find('=');
+                                     if (eq == std::string::npos || eq == 0)
+                                       return inQuotes(s) + " is not NAME=value";
+                                     return std::nullopt;
+                                   });
+    if (!env) return tl::unexpected(env.error());
+    out.env = std::move(*env);
     auto user = optionalString(what, *c, "User", "config.User", kMaxConfigStringBytes);
     if (!user) return tl::unexpected(user.error());
     if (*user) out.user = std::move(**user);
@@ -311,23 +352,14 @@ Result<ImageConfig> configFrom(const json& doc) {
   const auto r = doc.find("rootfs");
   if (r != doc.end() && !r->is_null()) {
     if (!r->is_object()) return refuse(what, "rootfs is not an object");
-    const auto ids = r->find("diff_ids");
-    if (ids != r->end() && !ids->is_null()) {
-      if (!ids->is_array()) return refuse(what, "rootfs.diff_ids is not an array");
-      if (ids->size() > kMaxLayers)
-        return refuse(what,
-                      "rootfs.diff_ids has more than " + std::to_string(kMaxLayers) + " entries");
-      for (std::size_t i = 0; i < ids->size(); ++i) {
-        const std::string path = "rootfs.diff_ids[" + std::to_string(i) + "]";
-        const json& d = (*ids)[i];
-        if (!d.is_string()) return refuse(what, path + " is not a string");
-        const auto& s = d.get_ref<const std::string&>();
-        if (!isDigest(s))
-          return refuse(what,
-                        path + " " + inQuotes(s) + " is not sha256: and 64 lowercase hex digits");
-        out.diff_ids.push_back(s);
-      }
-    }
+    auto ids =
+        optionalStringArray(what, *r, "diff_ids", "rootfs.diff_ids", kMaxLayers,
+                            [](const std::string& s) -> std::optional<std::string> {
+                              if (isDigest(s)) return std::nullopt;
+                              return inQuotes(s) + " is not sha256: and 64 lowercase hex digits";
+                            });
+    if (!ids) return tl::unexpected(ids.error());
+    out.diff_ids = std::move(*ids);
   }
   return out;
 }

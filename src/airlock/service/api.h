@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "airlock/artifacts/artifact_store.h"
+#include "airlock/artifacts/artifact_writer.h"
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
 #include "airlock/capability/broker/execution_half.h"
@@ -251,6 +252,12 @@ class Api {
   // The stored artifact the call names, of the call's tenant (another
   // tenant's is not_found), or the response refusing the call.
   tl::expected<artifacts::StoredArtifact, HttpResponse> artifactOf(const RouteCall& call);
+  // Stores `stream` as an untrusted artifact of `scope` (an export or an
+  // upload), updates the tenant's byte gauge and answers 201 with its
+  // metadata; the store's error as the response otherwise.
+  HttpResponse storeUntrustedArtifact(const artifacts::ArtifactWriterScope& scope,
+                                      artifacts::MeasuredStream stream, std::string filename,
+                                      std::string media_type);
   void sweepArtifacts();
   std::optional<LiveEnvironment> find(const std::string& id) const;
   // The tenant a request names (nullopt: none, the operator's call), or

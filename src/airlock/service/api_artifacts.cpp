@@ -109,16 +109,7 @@ HttpResponse Api::exportArtifact(const RouteCall& call) {
   artifacts::ArtifactWriterScope scope{*tenant, live->handle.run_id,
                                        artifacts::ArtifactOrigin::kSandboxExport,
                                        artifacts::TrustLevel::kExternalUntrusted};
-  auto writer =
-      artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
-  auto ref = writer->create(std::move(stream), filename, *media,
-                            artifacts::TrustLevel::kExternalUntrusted);
-  if (!ref) return errorResponse(ref.error());
-  auto stored = artifacts_->repository->find(ref->artifact_id);
-  if (!stored) return errorResponse(stored.error());
-  if (auto bytes = artifacts_->repository->tenantBytes(*tenant))
-    metrics_.artifactBytes(tenant->str(), static_cast<double>(*bytes));
-  return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
+  return storeUntrustedArtifact(scope, std::move(stream), std::move(filename), std::move(*media));
 }
 
 HttpResponse Api::uploadArtifact(const RouteCall& call) {
@@ -133,15 +124,22 @@ HttpResponse Api::uploadArtifact(const RouteCall& call) {
   artifacts::ArtifactWriterScope scope{*tenant, call.queryValue("run_id"),
                                        artifacts::ArtifactOrigin::kUpload,
                                        artifacts::TrustLevel::kExternalUntrusted};
+  return storeUntrustedArtifact(scope, artifacts::measuredBytes(call.request.body), filename,
+                                std::move(*media));
+}
+
+HttpResponse Api::storeUntrustedArtifact(const artifacts::ArtifactWriterScope& scope,
+                                         artifacts::MeasuredStream stream, std::string filename,
+                                         std::string media_type) {
   auto writer =
       artifacts::makeArtifactWriter(*artifacts_->store, scope, artifacts_->retention, clock_);
-  auto ref = writer->create(artifacts::measuredBytes(call.request.body), filename, *media,
+  auto ref = writer->create(std::move(stream), std::move(filename), std::move(media_type),
                             artifacts::TrustLevel::kExternalUntrusted);
   if (!ref) return errorResponse(ref.error());
   auto stored = artifacts_->repository->find(ref->artifact_id);
   if (!stored) return errorResponse(stored.error());
-  if (auto bytes = artifacts_->repository->tenantBytes(*tenant))
-    metrics_.artifactBytes(tenant->str(), static_cast<double>(*bytes));
+  if (auto bytes = artifacts_->repository->tenantBytes(scope.tenant_id))
+    metrics_.artifactBytes(scope.tenant_id.str(), static_cast<double>(*bytes));
   return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
 }
 

@@ -109,17 +109,22 @@ Result<std::chrono::seconds> secondsSetting(std::string_view setting, std::strin
   return std::chrono::duration_cast<std::chrono::seconds>(*d);
 }
 
+// `parsed` into `field`, or its error.
+template <class Field, class Value>
+Result<void> assignParsed(Field& field, Result<Value> parsed) {
+  if (!parsed) return tl::unexpected(parsed.error());
+  field = std::move(*parsed);
+  return {};
+}
+
 // One top-level scalar setting, from the file or the environment.
 Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value,
                          const std::string& prefix) {
   if (key == "deployment_mode") {
-    auto v = pick("deployment_mode", value, kDeploymentModes, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.deployment_mode = *v;
+    return assignParsed(s.deployment_mode,
+                        pick("deployment_mode", value, kDeploymentModes, prefix));
   } else if (key == "auth_mode") {
-    auto v = pick("auth_mode", value, kAuthModes, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.auth_mode = *v;
+    return assignParsed(s.auth_mode, pick("auth_mode", value, kAuthModes, prefix));
   } else if (key == "sandbox") {
     auto v = mechanismNamed(value);
     if (!v)
@@ -153,13 +158,10 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
   } else if (key == "reaper_interval") {
-    auto v = secondsSetting("reaper_interval", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.reaper_interval = *v;
+    return assignParsed(s.reaper_interval, secondsSetting("reaper_interval", value, prefix));
   } else if (key == "schedule_fire_interval") {
-    auto v = secondsSetting("schedule_fire_interval", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.schedule_fire_interval = *v;
+    return assignParsed(s.schedule_fire_interval,
+                        secondsSetting("schedule_fire_interval", value, prefix));
   } else if (key == "schedule_database") {
     if (!value.empty() && value.rfind("postgresql://", 0) != 0 &&
         value.rfind("postgres://", 0) != 0)
@@ -169,33 +171,22 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
           "postgresql:// connection URI (the value is not repeated: it may hold a password)"));
     s.schedule_database = value;
   } else if (key == "request_timeout") {
-    auto v = secondsSetting("request_timeout", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.request_timeout = *v;
+    return assignParsed(s.request_timeout, secondsSetting("request_timeout", value, prefix));
   } else if (key == "max_header_bytes") {
-    auto v = sizeSetting("max_header_bytes", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.max_header_bytes = *v;
+    return assignParsed(s.max_header_bytes, sizeSetting("max_header_bytes", value, prefix));
   } else if (key == "max_body_bytes") {
-    auto v = sizeSetting("max_body_bytes", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.max_body_bytes = *v;
+    return assignParsed(s.max_body_bytes, sizeSetting("max_body_bytes", value, prefix));
   } else if (key == "max_concurrent_executions") {
-    auto v = positiveInt("max_concurrent_executions", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.max_concurrent_executions = *v;
+    return assignParsed(s.max_concurrent_executions,
+                        positiveInt("max_concurrent_executions", value, prefix));
   } else if (key == "max_connections") {
-    auto v = positiveInt("max_connections", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.max_connections = *v;
+    return assignParsed(s.max_connections, positiveInt("max_connections", value, prefix));
   } else if (key == "max_unauthenticated_connections") {
-    auto v = positiveInt("max_unauthenticated_connections", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.max_unauthenticated_connections = *v;
+    return assignParsed(s.max_unauthenticated_connections,
+                        positiveInt("max_unauthenticated_connections", value, prefix));
   } else if (key == "unauthenticated_request_timeout") {
-    auto v = secondsSetting("unauthenticated_request_timeout", value, prefix);
-    if (!v) return tl::unexpected(v.error());
-    s.unauthenticated_request_timeout = *v;
+    return assignParsed(s.unauthenticated_request_timeout,
+                        secondsSetting("unauthenticated_request_timeout", value, prefix));
   } else {
     return tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(key)));
   }

@@ -4,6 +4,16 @@
 
 namespace airlock::storage {
 
+Result<std::unique_ptr<Connection>> migrated(Result<std::unique_ptr<Connection>> opened,
+                                             const MigrationLedger& ledger,
+                                             std::span<const Migration> migrations,
+                                             int build_version) {
+  if (!opened) return opened;
+  if (auto r = migrate(**opened, ledger, migrations, build_version); !r)
+    return tl::unexpected(r.error());
+  return opened;
+}
+
 Result<void> checkSchemaVersion(const char* schema_name, int applied, int build_version) {
   if (applied <= build_version) return {};
   return fail(ErrorCode::kConfigurationError,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "airlock/core/error.h"
@@ -48,6 +49,14 @@ Result<int> appliedVersion(Connection& db, const MigrationLedger& ledger);
 // checkSchemaVersion; a failing step rolls every step back.
 Result<void> migrate(Connection& db, const MigrationLedger& ledger,
                      std::span<const Migration> migrations, int build_version);
+
+// How a user of the storage layer opens its database: `opened` (a backend's
+// openConnection, or the error opening it) with migrate() run on it. The
+// error of either step; the connection otherwise.
+Result<std::unique_ptr<Connection>> migrated(Result<std::unique_ptr<Connection>> opened,
+                                             const MigrationLedger& ledger,
+                                             std::span<const Migration> migrations,
+                                             int build_version);
 
 // ConfigurationError "<schema> database schema N is newer than this build's
 // M" when applied > build_version; success otherwise.

@@ -194,4 +194,8 @@ std::unique_ptr<Connection> postgresConnection(PgConn conn) {
   return std::make_unique<PostgresConnection>(std::move(conn));
 }
 
+Result<std::unique_ptr<Connection>> connectConnection(const std::string& conninfo) {
+  return connect(conninfo).map(postgresConnection);
+}
+
 }  // namespace airlock::storage::postgres

@@ -94,5 +94,7 @@ class ResultRow final : public Row {
 
 // `conn` as a storage::Connection (connection.h), owning it.
 std::unique_ptr<Connection> postgresConnection(PgConn conn);
+// connect, as a Connection.
+Result<std::unique_ptr<Connection>> connectConnection(const std::string& conninfo);
 
 }  // namespace airlock::storage::postgres

@@ -209,4 +209,8 @@ std::unique_ptr<Connection> sqliteConnection(Database db) {
   return std::make_unique<SqliteConnection>(std::move(db));
 }
 
+Result<std::unique_ptr<Connection>> openConnection(const std::string& path) {
+  return Database::open(path).map(sqliteConnection);
+}
+
 }  // namespace airlock::storage::sqlite

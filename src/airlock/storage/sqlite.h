@@ -96,5 +96,7 @@ class Statement final : public Row {
 
 // `db` as a storage::Connection (connection.h), owning it.
 std::unique_ptr<Connection> sqliteConnection(Database db);
+// Database::open, as a Connection.
+Result<std::unique_ptr<Connection>> openConnection(const std::string& path);
 
 }  // namespace airlock::storage::sqlite

@@ -11,6 +11,20 @@
 #include <cstdio>
 
 namespace airlock::sys {
+namespace {
+
+// `call()` (one syscall) again while it fails with EINTR; its result
+// otherwise. No allocation: the lambdas capture by reference.
+template <class Call>
+auto retryOnEintr(const Call& call) noexcept {
+  for (;;) {
+    const auto n = call();
+    if (n < 0 && errno == EINTR) continue;
+    return n;
+  }
+}
+
+}  // namespace
 
 bool writeAll(int fd, const void* data, std::size_t size) noexcept {
   const char* p = static_cast<const char*>(data);
@@ -27,19 +41,11 @@ bool writeAll(int fd, const void* data, std::size_t size) noexcept {
 }
 
 ssize_t readSome(int fd, void* data, std::size_t size) noexcept {
-  for (;;) {
-    ssize_t n = ::read(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::read(fd, data, size); });
 }
 
 ssize_t writeSome(int fd, const void* data, std::size_t size) noexcept {
-  for (;;) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::write(fd, data, size); });
 }
 
 int pollSome(pollfd* fds, nfds_t nfds, int timeout_ms) noexcept {
@@ -60,11 +66,7 @@ ssize_t readFull(int fd, void* data, std::size_t size) noexcept {
 }
 
 ssize_t preadSome(int fd, void* data, std::size_t size, off_t offset) noexcept {
-  for (;;) {
-    ssize_t n = ::pread(fd, data, size, offset);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::pread(fd, data, size, offset); });
 }
 
 bool sendAll(int fd, const void* data, std::size_t size) noexcept {
@@ -80,49 +82,28 @@ bool sendAll(int fd, const void* data, std::size_t size) noexcept {
 }
 
 ssize_t recvmsgSome(int fd, msghdr* msg, int flags) noexcept {
-  for (;;) {
-    ssize_t n = ::recvmsg(fd, msg, flags);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::recvmsg(fd, msg, flags); });
 }
 
 ssize_t spliceSome(int fd_in, int fd_out, std::size_t size, unsigned int flags) noexcept {
-  for (;;) {
-    ssize_t n = ::splice(fd_in, nullptr, fd_out, nullptr, size, flags);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::splice(fd_in, nullptr, fd_out, nullptr, size, flags); });
 }
 
 ssize_t getdentsSome(int dirfd, void* buffer, std::size_t size) noexcept {
-  for (;;) {
-    ssize_t n = ::getdents64(dirfd, buffer, size);
-    if (n < 0 && errno == EINTR) continue;
-    return n;
-  }
+  return retryOnEintr([&] { return ::getdents64(dirfd, buffer, size); });
 }
 
 int flockWait(int fd, int operation) noexcept {
-  for (;;) {
-    if (::flock(fd, operation) == 0) return 0;
-    if (errno != EINTR) return -1;
-  }
+  return retryOnEintr([&] { return ::flock(fd, operation); });
 }
 
 int openAtRaw(int dirfd, const char* path, int flags, mode_t mode) noexcept {
-  for (;;) {
-    int fd = ::openat(dirfd, path, flags | O_CLOEXEC, mode);
-    if (fd >= 0 || errno != EINTR) return fd;
-  }
+  return retryOnEintr([&] { return ::openat(dirfd, path, flags | O_CLOEXEC, mode); });
 }
 
 int openat2Raw(int dirfd, const char* path, const ::open_how& how) noexcept {
-  for (;;) {
-    long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    if (fd >= 0) return static_cast<int>(fd);
-    if (errno != EINTR) return -1;
-  }
+  return static_cast<int>(
+      retryOnEintr([&] { return ::syscall(SYS_openat2, dirfd, path, &how, sizeof how); }));
 }
 
 Result<UniqueFd> openAt(int dirfd, const char* path, int flags, mode_t mode) {

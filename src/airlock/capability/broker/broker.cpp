@@ -119,6 +119,26 @@ void appendJsonString(std::string& out, std::string_view s) {
       nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// `"key":json` into an object written by hand (`out` starts with '{'), after
+// a comma unless it is the first field.
+void appendRawField(std::string& out, std::string_view key, std::string_view json) {
+  if (out.size() > 1) out += ',';
+  out += '"';
+  out += key;
+  out += "\":";
+  out += json;
+}
+// `"key":` and a number or a JSON string, likewise.
+template <typename N>
+void appendField(std::string& out, std::string_view key, N n) {
+  appendRawField(out, key, {});
+  appendNumber(out, n);
+}
+void appendField(std::string& out, std::string_view key, std::string_view s) {
+  appendRawField(out, key, {});
+  appendJsonString(out, s);
+}
+
 wire::Refusal refusal(std::string code, std::string message) {
   return wire::Refusal{std::move(code), std::move(message)};
 }
@@ -173,6 +193,11 @@ struct Connection {
       if (!encoded) return {};
     }
     return std::move(*encoded);
+  }
+
+  // The refusal (`code`, `message`) answering call `id`, encoded.
+  static std::string encodeRefusal(std::uint64_t id, std::string code, std::string message) {
+    return encode(wire::Frame{id, wire::CapResult{refusal(std::move(code), std::move(message))}});
   }
 
   bool send(const wire::Frame& frame, std::size_t* bytes = nullptr) {
@@ -306,26 +331,17 @@ struct BrokerSession::Impl {
                                 .count();
     const long long duration_us =
         std::chrono::duration_cast<std::chrono::microseconds>(BrokerClock::now() - started).count();
-    std::string line;
+    std::string line = "{";
     line.reserve(192 + audit_execution.size() + cap.size() + code.size());
-    line += "{\"ts_ms\":";
-    appendNumber(line, ts_ms);
-    line += ",\"execution\":";
-    line += audit_execution;
-    line += ",\"call_id\":";
-    appendNumber(line, id);
-    line += ",\"cap\":";
-    appendJsonString(line, cap);
-    line += ",\"verdict\":";
-    appendJsonString(line, verdict);
-    line += ",\"code\":";
-    appendJsonString(line, code);
-    line += ",\"duration_us\":";
-    appendNumber(line, duration_us);
-    line += ",\"request_bytes\":";
-    appendNumber(line, request_bytes);
-    line += ",\"response_bytes\":";
-    appendNumber(line, response_bytes);
+    appendField(line, "ts_ms", ts_ms);
+    appendRawField(line, "execution", audit_execution);
+    appendField(line, "call_id", id);
+    appendField(line, "cap", cap);
+    appendField(line, "verdict", verdict);
+    appendField(line, "code", code);
+    appendField(line, "duration_us", duration_us);
+    appendField(line, "request_bytes", request_bytes);
+    appendField(line, "response_bytes", response_bytes);
     line += '}';
     options.audit(line);
   }
@@ -740,16 +756,14 @@ void BrokerSession::Impl::runCall(Connection& conn, Call& call, const Capability
     case Stop::kDeadline:
       verdict = "refused";
       code = "deadline_exceeded";
-      bytes = Connection::encode(wire::Frame{
-          call.id,
-          wire::CapResult{refusal(code, "the call's deadline passed; its effect was stopped")}});
+      bytes = Connection::encodeRefusal(call.id, code,
+                                        "the call's deadline passed; its effect was stopped");
       break;
     case Stop::kCancelFrame:
       verdict = "cancelled";
       code = "cancelled";
-      bytes = Connection::encode(wire::Frame{
-          call.id,
-          wire::CapResult{refusal(code, "the call was cancelled; its effect was stopped")}});
+      bytes = Connection::encodeRefusal(call.id, code,
+                                        "the call was cancelled; its effect was stopped");
       break;
     case Stop::kDisconnect:
     case Stop::kFinish:

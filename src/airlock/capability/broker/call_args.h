@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "airlock/capability/broker/broker.h"
 #include "airlock/capability/wire/frame.h"
 #include "airlock/capability/wire/value.h"
 #include "airlock/core/error.h"
@@ -40,5 +41,20 @@ Arg<std::optional<std::string>> optionalData(const wire::Value& args, std::strin
 // A non-negative integer field; `fallback` when absent or nil.
 Arg<std::uint64_t> optionalUint(const wire::Value& args, std::string_view key,
                                 std::uint64_t fallback);
+
+// The words a capability module's handlers are written in: the call, its
+// answer and the wire values, and the helpers above. A module's .cpp takes
+// them in with `using namespace capability::handler_terms;`.
+namespace handler_terms {
+using capability::badRequest;
+using capability::BrokerClock;
+using capability::CallContext;
+using capability::textOrBytes;
+using wire::Answer;
+using wire::Array;
+using wire::Map;
+using wire::Refusal;
+using wire::Value;
+}  // namespace handler_terms
 
 }  // namespace airlock::capability

@@ -122,12 +122,10 @@ Result<std::shared_ptr<ScheduleStore>> openPostgresScheduleStore(
   if (options.outbox_capacity == 0 || options.creator_share == 0)
     return fail(ErrorCode::kConfigurationError,
                 "schedule outbox capacity and creator share must be at least 1");
-  auto conn = pg::connect(conninfo);
-  if (!conn) return tl::unexpected(conn.error());
-  auto db = pg::postgresConnection(std::move(*conn));
-  if (auto r = storage::migrate(*db, kLedger, kMigrations, kScheduleSchemaVersion); !r)
-    return tl::unexpected(r.error());
-  return sqlScheduleStore(std::move(db), kStatements, options);
+  auto db = storage::migrated(pg::connectConnection(conninfo), kLedger, kMigrations,
+                              kScheduleSchemaVersion);
+  if (!db) return tl::unexpected(db.error());
+  return sqlScheduleStore(std::move(*db), kStatements, options);
 }
 
 }  // namespace airlock::capability::schedule

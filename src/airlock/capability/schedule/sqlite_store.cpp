@@ -113,12 +113,10 @@ Result<std::shared_ptr<ScheduleStore>> openSqliteScheduleStore(
   if (options.outbox_capacity == 0 || options.creator_share == 0)
     return fail(ErrorCode::kConfigurationError,
                 "schedule outbox capacity and creator share must be at least 1");
-  auto db = sql::Database::open(path);
-  if (!db) return tl::unexpected(db.error());
-  auto conn = sql::sqliteConnection(std::move(*db));
-  if (auto r = storage::migrate(*conn, kLedger, kMigrations, kScheduleSchemaVersion); !r)
-    return tl::unexpected(r.error());
-  return sqlScheduleStore(std::move(conn), kStatements, options);
+  auto conn =
+      storage::migrated(sql::openConnection(path), kLedger, kMigrations, kScheduleSchemaVersion);
+  if (!conn) return tl::unexpected(conn.error());
+  return sqlScheduleStore(std::move(*conn), kStatements, options);
 }
 
 }  // namespace airlock::capability::schedule

@@ -5,12 +5,7 @@
 
 namespace airlock::execution {
 
-using capability::CallContext;
-using capability::textOrBytes;
-using capability::wire::Answer;
-using capability::wire::Array;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

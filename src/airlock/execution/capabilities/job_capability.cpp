@@ -20,14 +20,7 @@
 
 namespace airlock::execution {
 
-using capability::BrokerClock;
-using capability::CallContext;
-using capability::textOrBytes;
-using capability::wire::Answer;
-using capability::wire::Array;
-using capability::wire::Map;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

@@ -10,13 +10,7 @@
 
 namespace airlock::execution {
 
-using capability::badRequest;
-using capability::BrokerClock;
-using capability::CallContext;
-using capability::textOrBytes;
-using capability::wire::Map;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

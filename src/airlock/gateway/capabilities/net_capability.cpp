@@ -9,14 +9,7 @@
 
 namespace airlock::gateway {
 
-using capability::badRequest;
-using capability::BrokerClock;
-using capability::CallContext;
-using capability::textOrBytes;
-using capability::wire::Answer;
-using capability::wire::Array;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

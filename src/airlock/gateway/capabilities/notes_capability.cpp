@@ -8,12 +8,7 @@
 
 namespace airlock::gateway {
 
-using capability::badRequest;
-using capability::CallContext;
-using capability::wire::Answer;
-using capability::wire::Array;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

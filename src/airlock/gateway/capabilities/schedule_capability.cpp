@@ -9,13 +9,7 @@ namespace airlock::gateway {
 
 namespace sched = capability::schedule;
 
-using capability::badRequest;
-using capability::CallContext;
-using capability::wire::Answer;
-using capability::wire::Array;
-using capability::wire::Map;
-using capability::wire::Refusal;
-using capability::wire::Value;
+using namespace capability::handler_terms;
 
 namespace {
 

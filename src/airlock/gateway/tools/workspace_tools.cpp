@@ -87,6 +87,49 @@ tl::expected<void, ToolFailure> requireObject(const json& arguments, const char*
                          std::string("arguments must be a JSON object like ") + example);
 }
 
+// A workspace file's bytes and where they came from (the trust they carry).
+struct FileRead {
+  std::string bytes;
+  WorkspaceProvenance provenance;
+};
+
+tl::expected<FileRead, ToolFailure> readWithProvenance(ToolContext& context,
+                                                       const std::string& path) {
+  auto ws = workspaceOf(context);
+  if (!ws) return tl::unexpected(ws.error());
+  auto bytes = (*ws)->read(path);
+  if (!bytes) return pathFailure(bytes.error(), path);
+  auto provenance = (*ws)->provenance(path);
+  if (!provenance) return pathFailure(provenance.error(), path);
+  return FileRead{std::move(*bytes), *provenance};
+}
+
+// What a "path" argument names: a file (required), or a directory ("."
+// when absent; the workspace root allowed).
+enum class PathKind { kFile, kDirectory };
+
+// The "path" argument, checked as a workspace path.
+tl::expected<std::string, ToolFailure> pathArgument(const json& arguments, PathKind kind) {
+  const bool directory = kind == PathKind::kDirectory;
+  auto raw = directory ? detail::optionalString(arguments, "path", ".")
+                       : detail::requiredString(arguments, "path");
+  if (!raw) return tl::unexpected(raw.error());
+  return detail::workspacePath("path", *raw, /*allow_root=*/directory);
+}
+
+// Arguments that are an object like `example` with a "path" and nothing
+// else: the path.
+tl::expected<std::string, ToolFailure> onlyPathArgument(const json& arguments, const char* example,
+                                                        PathKind kind) {
+  if (auto ok = requireObject(arguments, example); !ok) return tl::unexpected(ok.error());
+  auto path = pathArgument(arguments, kind);
+  if (!path) return path;
+  if (auto known = detail::onlyKnownArguments(arguments, {"path"}); !known) {
+    return tl::unexpected(known.error());
+  }
+  return path;
+}
+
 }  // namespace
 
 json artifactRefJson(const ExportedArtifact& ref) {
@@ -134,32 +177,21 @@ std::string mediaTypeFor(std::string_view filename) {
 }
 
 ToolResult readText(const json& arguments, ToolContext& context, const ToolOptions& options) {
-  if (auto ok = requireObject(arguments, "{\"path\": \"results.csv\"}"); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  auto raw = detail::requiredString(arguments, "path");
-  if (!raw) return tl::unexpected(raw.error());
-  auto path = detail::workspacePath("path", *raw, /*allow_root=*/false);
+  auto path = onlyPathArgument(arguments, "{\"path\": \"results.csv\"}", PathKind::kFile);
   if (!path) return tl::unexpected(path.error());
-  if (auto known = detail::onlyKnownArguments(arguments, {"path"}); !known) {
-    return tl::unexpected(known.error());
-  }
 
-  auto ws = workspaceOf(context);
-  if (!ws) return tl::unexpected(ws.error());
-  auto bytes = (*ws)->read(*path);
-  if (!bytes) return pathFailure(bytes.error(), *path);
-  auto provenance = (*ws)->provenance(*path);
-  if (!provenance) return pathFailure(provenance.error(), *path);
+  auto file = readWithProvenance(context, *path);
+  if (!file) return tl::unexpected(file.error());
+  const std::string& bytes = file->bytes;
 
   const std::size_t limit =
       static_cast<std::size_t>(std::max<std::int64_t>(options.read_text_max_bytes, 0));
-  const std::size_t keep = utf8Prefix(*bytes, limit);
-  const std::string_view text = std::string_view(*bytes).substr(0, keep);
+  const std::size_t keep = utf8Prefix(bytes, limit);
+  const std::string_view text = std::string_view(bytes).substr(0, keep);
   if (!isValidUtf8(text)) {
     return invalidArgument(
         "path", "path " + detail::quoteArg(*path) + " is not UTF-8 text (" +
-                    std::to_string(bytes->size()) +
+                    std::to_string(bytes.size()) +
                     " bytes); inspect it with sandbox.run_command (e.g. [\"xxd\", \"" + *path +
                     "\"] or [\"file\", \"" + *path +
                     "\"]) or give it to the user with "
@@ -167,19 +199,17 @@ ToolResult readText(const json& arguments, ToolContext& context, const ToolOptio
   }
   return json{{"path", bytesToJson(*path)},
               {"text", std::string(text)},
-              {"size_bytes", static_cast<std::int64_t>(bytes->size())},
-              {"truncated", keep < bytes->size()},
-              {"provenance", workspaceProvenanceName(*provenance)},
-              {"trust", exportTrustName(trustOf(*provenance))}};
+              {"size_bytes", static_cast<std::int64_t>(bytes.size())},
+              {"truncated", keep < bytes.size()},
+              {"provenance", workspaceProvenanceName(file->provenance)},
+              {"trust", exportTrustName(trustOf(file->provenance))}};
 }
 
 ToolResult writeText(const json& arguments, ToolContext& context, const ToolOptions& options) {
   if (auto ok = requireObject(arguments, "{\"path\": \"notes.md\", \"text\": \"...\"}"); !ok) {
     return tl::unexpected(ok.error());
   }
-  auto raw = detail::requiredString(arguments, "path");
-  if (!raw) return tl::unexpected(raw.error());
-  auto path = detail::workspacePath("path", *raw, /*allow_root=*/false);
+  auto path = pathArgument(arguments, PathKind::kFile);
   if (!path) return tl::unexpected(path.error());
   auto text = detail::requiredString(arguments, "text");
   if (!text) return tl::unexpected(text.error());
@@ -204,16 +234,8 @@ ToolResult writeText(const json& arguments, ToolContext& context, const ToolOpti
 }
 
 ToolResult listWorkspace(const json& arguments, ToolContext& context, const ToolOptions& options) {
-  if (auto ok = requireObject(arguments, "{\"path\": \".\"}"); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  auto raw = detail::optionalString(arguments, "path", ".");
-  if (!raw) return tl::unexpected(raw.error());
-  auto path = detail::workspacePath("path", *raw, /*allow_root=*/true);
+  auto path = onlyPathArgument(arguments, "{\"path\": \".\"}", PathKind::kDirectory);
   if (!path) return tl::unexpected(path.error());
-  if (auto known = detail::onlyKnownArguments(arguments, {"path"}); !known) {
-    return tl::unexpected(known.error());
-  }
 
   auto ws = workspaceOf(context);
   if (!ws) return tl::unexpected(ws.error());
@@ -254,35 +276,28 @@ ToolResult exportArtifact(const json& arguments, ToolContext& context, const Too
   ExportRequest request;
   std::string bytes;
   std::optional<std::string> workspace_path;
+  std::string default_filename = "export.txt";
   if (has_path) {
-    auto raw = detail::requiredString(arguments, "path");
-    if (!raw) return tl::unexpected(raw.error());
-    auto path = detail::workspacePath("path", *raw, /*allow_root=*/false);
+    auto path = pathArgument(arguments, PathKind::kFile);
     if (!path) return tl::unexpected(path.error());
     workspace_path = *path;
-    const std::string basename = path->substr(path->rfind('/') + 1);
-    auto filename = filenameArgument(arguments, basename);
-    if (!filename) return tl::unexpected(filename.error());
-    request.filename = *filename;
-    auto media = mediaTypeArgument(arguments, mediaTypeFor(request.filename));
-    if (!media) return tl::unexpected(media.error());
-    request.media_type = *media;
+    default_filename = path->substr(path->rfind('/') + 1);  // the basename
     request.origin = ExportOrigin::kSandboxExport;
   } else {
     auto text = detail::requiredString(arguments, "text");
     if (!text) return tl::unexpected(text.error());
     if (!isValidUtf8(*text)) return invalidArgument("text", "text must be valid UTF-8");
     bytes = std::move(*text);
-    auto filename = filenameArgument(arguments, "export.txt");
-    if (!filename) return tl::unexpected(filename.error());
-    request.filename = *filename;
-    auto media = mediaTypeArgument(arguments, mediaTypeFor(request.filename));
-    if (!media) return tl::unexpected(media.error());
-    request.media_type = *media;
     request.origin = ExportOrigin::kModelOutput;
     // The model's own words, as workspace.write_text labels them.
     request.trust = ExportTrust::kInternalTool;
   }
+  auto filename = filenameArgument(arguments, std::move(default_filename));
+  if (!filename) return tl::unexpected(filename.error());
+  request.filename = *filename;
+  auto media = mediaTypeArgument(arguments, mediaTypeFor(request.filename));
+  if (!media) return tl::unexpected(media.error());
+  request.media_type = *media;
   if (auto known =
           detail::onlyKnownArguments(arguments, {"path", "text", "filename", "media_type"});
       !known) {
@@ -296,14 +311,10 @@ ToolResult exportArtifact(const json& arguments, ToolContext& context, const Too
                     "artifact export is not available: this session has no artifact store"});
   }
   if (workspace_path) {
-    auto ws = workspaceOf(context);
-    if (!ws) return tl::unexpected(ws.error());
-    auto read = (*ws)->read(*workspace_path);
-    if (!read) return pathFailure(read.error(), *workspace_path);
-    auto provenance = (*ws)->provenance(*workspace_path);
-    if (!provenance) return pathFailure(provenance.error(), *workspace_path);
-    bytes = std::move(*read);
-    request.trust = trustOf(*provenance);
+    auto file = readWithProvenance(context, *workspace_path);
+    if (!file) return tl::unexpected(file.error());
+    bytes = std::move(file->bytes);
+    request.trust = trustOf(file->provenance);
   }
   request.bytes = bytes;
   auto created = context.artifacts->create(ToolScope{context.tenant_id, context.run_id}, request);

@@ -150,37 +150,22 @@ void handOffConnections(int listener, int channel) noexcept {
 
 // --- the command child ------------------------------------------------------
 
-struct RunRequest {
-  const char* cwd;
-  char** argv;
-  char** envp;
-  int stdin_fd;  // -1: /dev/null
-  int stdout_fd;
-  int stderr_fd;
-};
-
-// Every signal back to its default action matters here too: the service may
-// ignore SIGPIPE or handle SIGINT, and an ignored signal would survive exec
-// into the command. sandboxed_exec.h lists every step.
-[[noreturn]] void execCommand(const InitContext& ctx, const RunRequest& req) noexcept {
-  SandboxedExec e;
-  e.argv = req.argv;
-  e.envp = req.envp;
-  e.cwd = req.cwd;
-  e.stdin_fd = req.stdin_fd;
-  e.stdout_fd = req.stdout_fd;
-  e.stderr_fd = req.stderr_fd;
-  e.seccomp = ctx.seccomp;
-  e.uid = ctx.sandbox_uid;
-  e.gid = ctx.sandbox_gid;
-  e.first_for_oom_killer = true;
-  e.cgroup_entry_fd = ctx.command_cgroup_fd;
-  execSandboxed(e);
+// A command's steps before the request fills in what to run (cwd, argv,
+// envp, stdio). Every signal back to its default action matters here too: the
+// service may ignore SIGPIPE or handle SIGINT, and an ignored signal would
+// survive exec into the command. sandboxed_exec.h lists every step.
+SandboxedExec commandExec(const InitContext& ctx) noexcept {
+  return SandboxedExec{.seccomp = ctx.seccomp,
+                       .uid = ctx.sandbox_uid,
+                       .gid = ctx.sandbox_gid,
+                       .first_for_oom_killer = true,
+                       .cgroup_entry_fd = ctx.command_cgroup_fd};
 }
 
-// Parses a kRun payload in place into the preallocated slots.
+// Parses a kRun payload in place into the preallocated slots: out's cwd,
+// argv and envp.
 bool parseRun(const InitContext& ctx, const MessageHeader& h, char* payload, std::size_t len,
-              RunRequest& out) noexcept {
+              SandboxedExec& out) noexcept {
   if (h.argc == 0 || h.argc > kMaxArgs || h.envc > kMaxArgs || len == 0 || payload[len - 1] != '\0')
     return false;
   char* p = payload;
@@ -274,7 +259,7 @@ void closeIf(int fd) noexcept {
         for (int i = 0; i < npassed; ++i) closeIf(passed[i]);
         continue;
       }
-      RunRequest req{};
+      SandboxedExec req = commandExec(ctx);
       int start_errno = EINVAL;
       const int want = h.has_stdin ? 3 : 2;
       bool ok = npassed == want &&
@@ -290,7 +275,7 @@ void closeIf(int fd) noexcept {
         // forever. glibc's fork() takes those locks and would hang, so init
         // forks with _Fork(), the async-signal-safe fork that takes none.
         pid_t child = ::_Fork();
-        if (child == 0) execCommand(ctx, req);
+        if (child == 0) execSandboxed(req);
         if (child < 0) start_errno = errno;
         command = child;
       }

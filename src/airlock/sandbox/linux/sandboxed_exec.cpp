@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "airlock/sandbox/host/image_exec.h"
+#include "airlock/sys/io.h"
 
 namespace airlock::linux_jail {
 
@@ -24,14 +25,7 @@ std::size_t cstrlen(const char* s) noexcept {
 }
 
 void writeStr(int fd, const char* s) noexcept {
-  std::size_t n = cstrlen(s);
-  while (n > 0) {
-    ssize_t w = ::write(fd, s, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    s += w;
-    n -= static_cast<std::size_t>(w);
-  }
+  (void)sys::writeAll(fd, s, cstrlen(s));  // a message nobody can read is dropped
 }
 
 long rawSetresuid(uid_t uid) noexcept {

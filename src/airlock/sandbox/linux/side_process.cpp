@@ -47,48 +47,17 @@ constexpr const char* kStepNames[] = {"", "wait for the cgroup", "enter the sand
 // --- after fork: no allocation, no locks, no logging ------------------------
 
 void writeRecord(int fd, StatusRecord r) noexcept {
-  const char* p = reinterpret_cast<const char*>(&r);
-  std::size_t left = sizeof r;
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
+  (void)sys::writeAll(fd, &r, sizeof r);  // a service that is gone reads nothing
 }
 
 struct Prepared {
-  char** argv;
-  char** envp;
-  const char* cwd;  // relative to /workspace; "" is the root
-  int stdin_fd;     // -1: /dev/null
-  int stdout_fd;
-  int stderr_fd;
+  // The effect process: exactly a command's steps (sandboxed_exec.h), and it
+  // dies with its helper (die_with_parent).
+  SandboxedExec effect_exec;
   int go_fd;      // read end: one byte once the helper is in the cgroup
   int status_fd;  // write end of the status pipe
   int init_pidfd;
-  const sock_fprog* seccomp;
-  uid_t uid;
-  gid_t gid;
 };
-
-// The effect process: exactly a command's steps (sandboxed_exec.h), and it
-// dies with its helper.
-[[noreturn]] void execEffect(const Prepared& p) noexcept {
-  SandboxedExec e;
-  e.argv = p.argv;
-  e.envp = p.envp;
-  e.cwd = p.cwd;
-  e.stdin_fd = p.stdin_fd;
-  e.stdout_fd = p.stdout_fd;
-  e.stderr_fd = p.stderr_fd;
-  e.seccomp = p.seccomp;
-  e.uid = p.uid;
-  e.gid = p.gid;
-  e.die_with_parent = true;
-  execSandboxed(e);
-}
 
 // The helper: waits to be in the cgroup, enters the namespaces, forks the
 // effect, reports its pid and later its wait status.
@@ -114,7 +83,7 @@ struct Prepared {
     writeRecord(p.status_fd, {StatusRecord::kFailed, 3, errno});
     ::_exit(1);
   }
-  if (effect == 0) execEffect(p);
+  if (effect == 0) execSandboxed(p.effect_exec);
   writeRecord(p.status_fd, {StatusRecord::kStarted, 0, effect});
   // Not reaped before the service holds a pidfd of it: until then its pid
   // cannot be reused, so the pidfd is the effect's and no other process's.
@@ -219,18 +188,19 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   if (auto r = makePipe(go_r, go_w); !r) return tl::unexpected(r.error());
   if (auto r = makePipe(st_r, st_w); !r) return tl::unexpected(r.error());
 
-  Prepared p{argv.data(),
-             envp.data(),
-             prepared->working_directory.c_str(),
-             in_r.valid() ? in_r.get() : -1,
-             out_w.get(),
-             err_w.get(),
-             go_r.get(),
-             st_w.get(),
-             target.init_pidfd,
-             target.seccomp,
-             target.sandbox_uid,
-             target.sandbox_gid};
+  Prepared p{.effect_exec = {.argv = argv.data(),
+                             .envp = envp.data(),
+                             .cwd = prepared->working_directory.c_str(),
+                             .stdin_fd = in_r.valid() ? in_r.get() : -1,
+                             .stdout_fd = out_w.get(),
+                             .stderr_fd = err_w.get(),
+                             .seccomp = target.seccomp,
+                             .uid = target.sandbox_uid,
+                             .gid = target.sandbox_gid,
+                             .die_with_parent = true},
+             .go_fd = go_r.get(),
+             .status_fd = st_w.get(),
+             .init_pidfd = target.init_pidfd};
   // _Fork: the service is multi-threaded; the child must take no lock that
   // another thread may hold (see init_process.cpp).
   pid_t helper = ::_Fork();

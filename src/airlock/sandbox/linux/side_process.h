@@ -16,7 +16,7 @@
 //     also moves its root and working directory to the sandbox's root.
 //  4. It forks the effect process, which is the first process it creates in
 //     the sandbox's pid namespace. The effect process does what init does for
-//     a command (init_process.cpp execCommand): default signal dispositions,
+//     a command (execSandboxed, sandboxed_exec.h): default signal dispositions,
 //     setsid (a process group of its own, so the broker can kill it whole),
 //     stdio from the pipes and nothing else open, core 0 and nofile <= 4096,
 //     every capability dropped from the bounding set, setgroups/setresgid/

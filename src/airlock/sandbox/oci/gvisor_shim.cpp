@@ -560,14 +560,24 @@ void* relayThread(void* arg) {
   return nullptr;
 }
 
+// Starts fn(fd) on a detached thread with a stack of `stack_bytes` (0: the
+// default); false when pthread_create fails.
+bool startDetached(void* (*fn)(void*), int fd, std::size_t stack_bytes) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (stack_bytes != 0) pthread_attr_setstacksize(&attr, stack_bytes);
+  pthread_t t;
+  const bool started =
+      pthread_create(&t, &attr, fn, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd))) == 0;
+  pthread_attr_destroy(&attr);
+  return started;
+}
+
 // Accepts on the loopback listener for the sandbox's life; one thread per
 // connection, at most kMaxRelays at once.
 void* acceptThread(void* arg) {
   const int listener = static_cast<int>(reinterpret_cast<std::intptr_t>(arg));
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, kRelayStack);
   for (;;) {
     pthread_mutex_lock(&g_relay_mu);
     while (g_relays >= kMaxRelays) pthread_cond_wait(&g_relay_cv, &g_relay_mu);
@@ -581,9 +591,7 @@ void* acceptThread(void* arg) {
     pthread_mutex_lock(&g_relay_mu);
     ++g_relays;
     pthread_mutex_unlock(&g_relay_mu);
-    pthread_t t;
-    if (pthread_create(&t, &attr, relayThread,
-                       reinterpret_cast<void*>(static_cast<std::intptr_t>(client))) != 0) {
+    if (!startDetached(relayThread, client, kRelayStack)) {
       ::close(client);
       pthread_mutex_lock(&g_relay_mu);
       --g_relays;
@@ -754,28 +762,13 @@ void reapExited() {
   const int sigchld_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   // Started after SIGCHLD is blocked: the relay threads inherit the mask, so
   // a command's exit always reaches the signalfd.
-  if (egress) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, kRelayStack);
-    pthread_t t;
-    if (pthread_create(&t, &attr, acceptThread,
-                       reinterpret_cast<void*>(static_cast<std::intptr_t>(egress_listener))) != 0) {
-      writeStr(2, "airlock: the sandbox's init cannot start the egress relay\n");
-      ::_exit(125);
-    }
+  if (egress && !startDetached(acceptThread, egress_listener, kRelayStack)) {
+    writeStr(2, "airlock: the sandbox's init cannot start the egress relay\n");
+    ::_exit(125);
   }
-  {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    if (pthread_create(&t, &attr, sideThread,
-                       reinterpret_cast<void*>(static_cast<std::intptr_t>(side_sock))) != 0) {
-      writeStr(2, "airlock: the sandbox's init cannot start the side-process thread\n");
-      ::_exit(125);
-    }
+  if (!startDetached(sideThread, side_sock, 0)) {
+    writeStr(2, "airlock: the sandbox's init cannot start the side-process thread\n");
+    ::_exit(125);
   }
   for (;;) {
     // Between commands: reap side processes' keepers as they exit, until
