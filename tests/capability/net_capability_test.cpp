@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -25,7 +26,7 @@
 #include "airlock/sys/unique_fd.h"
 #include "broker_test_support.h"
 #include "fake_dns.h"
-#include "hermetic_net.h"
+#include "hermetic_main.h"
 
 namespace airlock {
 namespace {
@@ -371,31 +372,13 @@ TEST(NetCapability, ASameOriginRedirectKeepsTheProgramsHeaders) {
 }  // namespace airlock
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  namespace fs = std::filesystem;
-  char dir_template[] = "/tmp/airlock-net-cap-test-XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) return 1;
-  const fs::path dir(dir_template);
-  {
-    // Every test name points at nothing listening: a lookup that escaped the
-    // FakeDns would dial nothing off the machine.
-    std::ofstream hosts(dir / "hosts");
-    hosts << "127.0.0.1 localhost\n";
-    for (const char* name : {"hooks.example.com", "other.example.com", "evil.example.org"})
-      hosts << "127.0.0.3 " << name << " " << name << ".\n";
-    std::ofstream resolv(dir / "resolv.conf");
-  }
-  const char* step = nullptr;
-  const int err = airlock::egress::testing::enterHermeticNetwork(
-      (dir / "hosts").c_str(), (dir / "resolv.conf").c_str(), &step);
-  if (err == 0) {
-    airlock::g_hermetic = true;
-  } else {
-    std::fprintf(stderr, "net capability tests: %s: %s (the dialling test is skipped)\n", step,
-                 std::strerror(err));
-  }
-  const int rc = RUN_ALL_TESTS();
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
-  return rc;
+  // Every test name points at nothing listening: a lookup that escaped the
+  // FakeDns would dial nothing off the machine.
+  std::ostringstream hosts;
+  hosts << "127.0.0.1 localhost\n";
+  for (const char* name : {"hooks.example.com", "other.example.com", "evil.example.org"})
+    hosts << "127.0.0.3 " << name << " " << name << ".\n";
+  return airlock::egress::testing::runTestsInHermeticNetwork(argc, argv, "net capability tests",
+                                                             hosts.str(), airlock::g_hermetic,
+                                                             "the dialling test is skipped");
 }

@@ -19,9 +19,10 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <sstream>
 
 #include "airlock/sys/unique_fd.h"
-#include "hermetic_net.h"
+#include "hermetic_main.h"
 #include "http_test_server.h"
 
 namespace airlock::egress {
@@ -368,28 +369,10 @@ TEST(HttpClient, UrlOriginIsSchemeHostAndExplicitPort) {
 // The whole binary runs in its own network and mount namespace (see the top
 // of this file), entered before any thread exists.
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  namespace fs = std::filesystem;
-  char dir_template[] = "/tmp/airlock-http-client-test-XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) return 1;
-  const fs::path dir(dir_template);
-  {
-    std::ofstream hosts(dir / "hosts");
-    hosts << "127.0.0.1 localhost\n"
-          << airlock::egress::kHostsTrap << " pinned.example pinned.example.\n";
-    std::ofstream resolv(dir / "resolv.conf");
-  }
-  const char* step = nullptr;
-  const int err = airlock::egress::testing::enterHermeticNetwork(
-      (dir / "hosts").c_str(), (dir / "resolv.conf").c_str(), &step);
-  if (err == 0) {
-    airlock::egress::g_hermetic = true;
-  } else {
-    std::fprintf(stderr, "http client tests: %s: %s (the pin test is skipped)\n", step,
-                 std::strerror(err));
-  }
-  const int rc = RUN_ALL_TESTS();
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
-  return rc;
+  std::ostringstream hosts;
+  hosts << "127.0.0.1 localhost\n"
+        << airlock::egress::kHostsTrap << " pinned.example pinned.example.\n";
+  return airlock::egress::testing::runTestsInHermeticNetwork(
+      argc, argv, "http client tests", hosts.str(), airlock::egress::g_hermetic,
+      "the pin test is skipped");
 }

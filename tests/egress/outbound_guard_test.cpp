@@ -25,12 +25,13 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "airlock/sys/unique_fd.h"
 #include "egress_printers.h"
 #include "fake_dns.h"
-#include "hermetic_net.h"
+#include "hermetic_main.h"
 
 namespace airlock::egress {
 namespace {
@@ -698,32 +699,14 @@ TEST(EgressUrl, EveryPlatformVectorRow) {
 // The whole binary runs in its own network and mount namespace (see the top
 // of this file), entered before any thread exists.
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  namespace fs = std::filesystem;
-  char dir_template[] = "/tmp/airlock-guard-test-XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) return 1;
-  const fs::path dir(dir_template);
-  {
-    // glibc compares /etc/hosts names literally and the resolver asks for
-    // "name.", so both spellings are listed.
-    std::ofstream hosts(dir / "hosts");
-    hosts << "127.0.0.1 localhost\n";
-    for (const char* name : {"hooks.example.com", "other.example.com", "meta.example.com",
-                             "private.example.com", "evil.example.org"})
-      hosts << airlock::egress::kHostsTrap << " " << name << " " << name << ".\n";
-    std::ofstream resolv(dir / "resolv.conf");
-  }
-  const char* step = nullptr;
-  const int err = airlock::egress::testing::enterHermeticNetwork(
-      (dir / "hosts").c_str(), (dir / "resolv.conf").c_str(), &step);
-  if (err == 0) {
-    airlock::egress::g_hermetic = true;
-  } else {
-    std::fprintf(stderr, "outbound guard tests: %s: %s (tests that dial are skipped)\n", step,
-                 std::strerror(err));
-  }
-  const int rc = RUN_ALL_TESTS();
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);  // the bind mounts die with the namespace
-  return rc;
+  // glibc compares /etc/hosts names literally and the resolver asks for
+  // "name.", so both spellings are listed.
+  std::ostringstream hosts;
+  hosts << "127.0.0.1 localhost\n";
+  for (const char* name : {"hooks.example.com", "other.example.com", "meta.example.com",
+                           "private.example.com", "evil.example.org"})
+    hosts << airlock::egress::kHostsTrap << " " << name << " " << name << ".\n";
+  return airlock::egress::testing::runTestsInHermeticNetwork(
+      argc, argv, "outbound guard tests", hosts.str(), airlock::egress::g_hermetic,
+      "tests that dial are skipped");
 }
