@@ -352,6 +352,7 @@ Api::Api(const Settings& settings, ExecutionEnvironment& env, ServiceImages imag
       images_(std::move(images)),
       metrics_(metrics),
       clock_(std::move(clock)) {
+  attachExecutionCapabilities({});  // the gateway half alone until one is attached
   if (!clock_)
     clock_ = [] {
       return std::chrono::time_point_cast<std::chrono::milliseconds>(

@@ -178,9 +178,7 @@ class Api {
   // The execution half of code mode's capability table (proc, fs, job):
   // the composition root passes execution::addExecutionCapabilities, so the
   // API links no execution code. Without it programs get none of them.
-  void attachExecutionCapabilities(capability::AddExecutionCapabilities add) {
-    add_execution_ = std::move(add);
-  }
+  void attachExecutionCapabilities(capability::AddExecutionCapabilities add);
   void attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
                        capability::schedule::ScheduleCeilings ceilings = {});
   // One firing pass at the API's clock (the server calls it every
@@ -285,6 +283,9 @@ class Api {
   std::shared_ptr<capability::schedule::ScheduleStore> schedules_;
   capability::schedule::ScheduleCeilings schedule_ceilings_;
   capability::AddExecutionCapabilities add_execution_;
+  // The names a program's table serves with add_execution_ (listed once, at
+  // attach): what a code request's "capabilities" may name.
+  std::vector<std::string> capability_names_;
   // What runs through this API, per environment (under mu_): a program
   // is refused while anything runs there (it writes /run/airlock before its
   // command starts), and a command while a program runs.

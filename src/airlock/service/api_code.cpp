@@ -42,13 +42,10 @@ struct KnownCapabilities {
   std::set<std::string> platform_modules;
 };
 
-// Built per code request from a table that serves nothing (no environment):
-// its names depend on the execution half the composition root attached.
-KnownCapabilities knownCapabilities(const capability::AddExecutionCapabilities& add_execution) {
+// From the names a program's table serves (Api::capability_names_).
+KnownCapabilities knownCapabilities(const std::vector<std::string>& names) {
   KnownCapabilities k;
-  capability::SandboxServices names_only;
-  names_only.add_execution = add_execution;
-  k.names = capability::makeSandboxCapabilities(names_only)->names();
+  k.names = names;
   std::set<std::string> modules;
   for (const auto& n : k.names) modules.insert(n.substr(0, n.find('.')));
   for (const auto& wildcard : capability::defaultCodeModePolicy().allowed) {
@@ -162,6 +159,14 @@ std::int64_t unixSeconds(Timestamp t) {
 
 }  // namespace
 
+void Api::attachExecutionCapabilities(capability::AddExecutionCapabilities add) {
+  // A table that serves nothing (no environment), built once to list names.
+  capability::SandboxServices names_only;
+  names_only.add_execution = add;
+  capability_names_ = capability::makeSandboxCapabilities(names_only)->names();
+  add_execution_ = std::move(add);
+}
+
 void Api::attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
                           capability::schedule::ScheduleCeilings ceilings) {
   schedules_ = std::move(store);
@@ -224,7 +229,7 @@ HttpResponse Api::runCode(const RouteCall& call) {
   if (program->get_ref<const std::string&>().size() > kMaxProgramBytes)
     return errorResponse(
         badRequest("program is larger than " + std::to_string(kMaxProgramBytes) + " bytes"));
-  auto policy = policyFrom(*object, knownCapabilities(add_execution_));
+  auto policy = policyFrom(*object, knownCapabilities(capability_names_));
   if (!policy) return errorResponse(policy.error());
   // The command's limits come from the execute route's rules; argv is the
   // interpreter's (runCode replaces it) and stdin is the channel's.
