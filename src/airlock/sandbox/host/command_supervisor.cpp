@@ -130,6 +130,25 @@ class StdinFeeder {
   std::size_t off_ = 0;
 };
 
+// ---- time: the steady clock and poll(2), or the mechanism's clock -----------
+
+class Time {
+ public:
+  explicit Time(SupervisionClock* clock) : clock_(clock) {}
+  Clock::time_point now() const { return clock_ != nullptr ? clock_->now() : Clock::now(); }
+  // Waits for `fds` until `wake`; `now` is the time the caller last read.
+  int poll(std::vector<pollfd>& fds, Clock::time_point now, Clock::time_point wake) const {
+    if (clock_ != nullptr) return clock_->poll(fds.data(), fds.size(), wake);
+    const auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    return sys::pollSome(fds.data(), fds.size(),
+                         static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
+  }
+
+ private:
+  SupervisionClock* clock_;
+};
+
 // ---- lifecycle: one variant of states, one transition function ----------------
 
 struct Running {};  // the main process runs
@@ -190,8 +209,8 @@ Overloaded(F...) -> Overloaded<F...>;
 
 class Lifecycle {
  public:
-  Lifecycle(CommandChannel& channel, std::chrono::milliseconds kill_grace)
-      : channel_(channel), kill_grace_(kill_grace) {}
+  Lifecycle(CommandChannel& channel, std::chrono::milliseconds kill_grace, Time time)
+      : channel_(channel), kill_grace_(kill_grace), time_(time) {}
   void on(const Event& event) { state_ = next(event); }
   const State& state() const noexcept { return state_; }
   bool terminal() const noexcept {
@@ -209,12 +228,13 @@ class Lifecycle {
   // Tells the channel to stop (once per command); a failed send is a loss.
   State stopping(std::optional<KillReason> reason, std::optional<int> status) {
     if (!channel_.stop()) return Lost{reason};
-    return Stopping{reason, status, Clock::now()};
+    return Stopping{reason, status, time_.now()};
   }
   State next(const Event& event);
 
   CommandChannel& channel_;
   std::chrono::milliseconds kill_grace_;
+  Time time_;
   State state_ = Running{};
 };
 
@@ -250,7 +270,7 @@ State Lifecycle::next(const Event& event) {
             } else {
               return state_;
             }
-            return Draining{reason, e.status ? e.status : status, e.cpu_usec, Clock::now()};
+            return Draining{reason, e.status ? e.status : status, e.cpu_usec, time_.now()};
           },
           [&](const StartFailedEvent& e) -> State { return Refused{e.start_errno}; },
           [&](const OutputClosedEvent&) -> State {
@@ -317,7 +337,8 @@ class Supervision {
         in_(in),
         pump_(pump),
         feeder_(feeder),
-        life_(channel, in.kill_grace) {}
+        time_(in.clock),
+        life_(channel, in.kill_grace, time_) {}
 
   Result<void> run(Clock::time_point started);
   const Lifecycle& life() const noexcept { return life_; }
@@ -332,6 +353,7 @@ class Supervision {
   const SupervisionInputs& in_;
   OutputPump& pump_;
   StdinFeeder& feeder_;
+  Time time_;
   Lifecycle life_;
   std::vector<ChannelEvent> events_;
 };
@@ -422,7 +444,7 @@ Result<void> Supervision::run(Clock::time_point started) {
     // found (an answer to the stop, the pipes' end) counts first, so a
     // supervisor starved of CPU past a deadline or the kill grace does not
     // miss what arrived in time.
-    const auto now = Clock::now();
+    const auto now = time_.now();
     if (!life_.mainRunning()) feeder_.close();
     if (!pump_.open()) life_.on(OutputClosedEvent{});
     if (life_.terminal()) break;
@@ -431,11 +453,8 @@ Result<void> Supervision::run(Clock::time_point started) {
     Clock::time_point wake = std::min(deadline, next_watch);
     if (auto* st = std::get_if<Stopping>(&s)) wake = st->since + in_.kill_grace;
     if (auto* d = std::get_if<Draining>(&s)) wake = d->since + in_.kill_grace;
-    const auto wait_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
     PollSet set = pollSet();
-    const int rc = sys::pollSome(set.fds.data(), set.fds.size(),
-                                 static_cast<int>(std::clamp<long long>(wait_ms, 0, 60000)));
+    const int rc = time_.poll(set.fds, now, wake);
     if (rc < 0) {
       const int e = errno;
       channel_.abandon();
@@ -558,11 +577,12 @@ Result<ExecutionResult> superviseCommand(CommandChannel& channel,
   OutputPump pump(std::move(out_r), std::move(err_r), command.maximum_output_bytes, in.sink);
   StdinFeeder feeder(std::move(in_w), command.stdin_data);
 
-  const auto started = Clock::now();
+  const Time time(in.clock);
+  const auto started = time.now();
   if (auto r = channel.start(std::move(ends)); !r) return tl::unexpected(r.error());
   Supervision supervision(channel, limits, in, pump, feeder);
   if (auto r = supervision.run(started); !r) return tl::unexpected(r.error());
-  const auto finished = Clock::now();
+  const auto finished = time.now();
   auto end = endingOf(supervision.life().state(), limits, in, pump);
   if (!end) return tl::unexpected(end.error());
 

@@ -14,7 +14,8 @@
 //   with OUTPUT_LIMIT; a stream that writes after that is flagged too;
 // * stdin, fed from the command's stdin_data without blocking;
 // * the kill reasons, each from the thing that enforced it: TIMEOUT and
-//   EXPIRED (the host's clock), MEMORY / PIDS / DISK (LimitSources, and a
+//   EXPIRED (the supervision clock: the host's unless the mechanism gives its
+//   own), MEMORY / PIDS / DISK (LimitSources, and a
 //   channel's own limit reports), OUTPUT_LIMIT (the pump), CANCELLED (the
 //   cancel token, or the sandbox destroyed under the command: EndRequest),
 //   EXPIRED / SERVICE_SHUTDOWN (likewise an EndRequest, or the shutdown fd);
@@ -41,6 +42,8 @@
 // there; nothing else of the supervisor is shared. EndRequest::request is
 // thread-safe and async-signal-safe.
 #pragma once
+
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -176,6 +179,23 @@ class FilesystemFullLimit final : public LimitSource {
 // True when the filesystem of `fd` has no byte or no inode left.
 bool filesystemFull(int fd) noexcept;
 
+// The time a supervisor runs on. Without one (SupervisionInputs::clock
+// null) it is the steady clock, and the supervisor waits in poll(2); a
+// mechanism whose commands run on simulated time (the fake) supplies its
+// own, and every deadline, the kill grace, the watch interval and
+// duration_ms are then in its time. Called only from the supervising
+// thread.
+class SupervisionClock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  virtual ~SupervisionClock() = default;
+  virtual TimePoint now() = 0;
+  // Waits, as poll(2) over `fds` does, until one of them is ready or
+  // `wake` (in this clock's time) is reached. poll's answer: the number of
+  // ready fds, 0 at `wake`, -1 with errno set.
+  virtual int poll(pollfd* fds, std::size_t count, TimePoint wake) = 0;
+};
+
 struct SupervisionInputs {
   const ExecutionCommand* command = nullptr;  // stdin_data, maximum_output_bytes
   std::chrono::milliseconds timeout{0};       // the effective timeout (timeout_rule.h)
@@ -189,6 +209,8 @@ struct SupervisionInputs {
       nullptr;  // ExecutionEnvironment::cancel: CANCELLED; may be null
   // How long the channel has to answer a stop (kKillGrace; tests shorten it).
   std::chrono::milliseconds kill_grace = kKillGrace;
+  // The time the command runs on; null: the steady clock and poll(2).
+  SupervisionClock* clock = nullptr;
 };
 
 // Runs one command through `channel` to its end and builds its result

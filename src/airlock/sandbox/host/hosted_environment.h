@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -392,28 +393,44 @@ class HostedEnvironment : public ExecutionEnvironment {
     sources.push_back(&cgroup_limits);
     sources.insert(sources.end(), limits.sources.begin(), limits.sources.end());
     sources.push_back(&disk);
-    std::optional<CancelToken> by_id;  // cancel(handle, execution_id)
-    if (!run.command.execution_id.empty()) {
-      auto token = CancelToken::create();
-      if (!token) return tl::unexpected(token.error());
-      by_id.emplace(std::move(*token));
-    }
-    // Named for cancel() while the supervisor can act on it, not during the
-    // workspace scan after it.
-    std::optional<RunningCommand> running;
-    running.emplace(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
-    auto result =
-        superviseCommand(channel, sources,
-                         SupervisionInputs{&run.command, admitted.timeout, admitted.expires_in,
-                                           sb.limits.pids_max, run.cancel, shutdown_.fd(),
-                                           &*sb.end_request, &run.sink, by_id ? &*by_id : nullptr});
-    running.reset();
+    auto result = superviseNamed(run, channel, sources);
     if (channel.lost() && sb.cgroup) (void)sb.cgroup->killAll();
     if (!result) return result;
     if (limits.after_supervision) limits.after_supervision(*result);
     scan.finish(*result, !channel.lost());
     afterCommand(*this, sandboxes_, admitted, *result);
     return result;
+  }
+
+  // An admitted command through `channel` under `sources`
+  // (superviseCommand, on `clock`; null: the steady clock), with the
+  // admitted timeout and expiry, the caller's cancel, the service's shutdown
+  // and the sandbox's end request. The command is named for cancel() by its
+  // execution id while the supervisor runs it, and only then (not during a
+  // workspace scan after it). Result and errors: superviseCommand's; the
+  // caller adds files_changed and calls afterCommand.
+  Result<ExecutionResult> superviseNamed(const CommandRun& run, CommandChannel& channel,
+                                         std::span<LimitSource* const> sources,
+                                         SupervisionClock* clock = nullptr) {
+    Sandbox& sb = *run.admitted.sandbox;
+    std::optional<CancelToken> by_id;  // cancel(handle, execution_id)
+    if (!run.command.execution_id.empty()) {
+      auto token = CancelToken::create();
+      if (!token) return tl::unexpected(token.error());
+      by_id.emplace(std::move(*token));
+    }
+    const RunningCommand running(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
+    SupervisionInputs inputs{&run.command,
+                             run.admitted.timeout,
+                             run.admitted.expires_in,
+                             sb.limits.pids_max,
+                             run.cancel,
+                             shutdown_.fd(),
+                             &*sb.end_request,
+                             &run.sink,
+                             by_id ? &*by_id : nullptr};
+    inputs.clock = clock;
+    return superviseCommand(channel, sources, inputs);
   }
 
   const HostPolicy policy_;
