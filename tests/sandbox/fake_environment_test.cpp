@@ -1,12 +1,15 @@
-// The fake adapter's own rules, beyond the contract suite: the output cap
-// split between the streams, the timeout minimum, expiry, the disk limit,
-// the listing cap, the workspace model and thread safety.
+// The fake adapter, beyond the contract suite: its command through the
+// host layer's supervisor (the output cap split between the streams, the
+// timeout minimum and expiry on simulated time), the disk limit, the
+// listing cap, the workspace model and thread safety.
 #include "airlock/sandbox/fake/fake_environment.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <string_view>
 #include <thread>
 
 #include "airlock/core/limits_defaults.h"
@@ -178,6 +181,65 @@ TEST_F(FakeEnvironmentTest, StdoutOverflowStopsTheCommandBeforeStderrAndWrites) 
   EXPECT_FALSE(result.stderr_truncated);
   EXPECT_EQ(result.killed_by, KillReason::kOutputLimit);
   EXPECT_TRUE(result.files_changed.empty());
+}
+
+// --- through the host layer's supervisor ------------------------------------
+
+// The command runs on a scripted channel under the host layer's supervisor:
+// stdout larger than a pipe holds is read in several reads, the read that
+// crosses the cap keeps what fits, and the supervisor decides OUTPUT_LIMIT
+// once and stops the channel exactly once. Nothing later in the script
+// (stderr) happens.
+TEST_F(FakeEnvironmentTest, OutputPastTheCapIsTheSupervisorsKillAndStopsTheChannelOnce) {
+  ScriptedBehaviour b;
+  b.stdout_data = std::string(300'000, 'x');
+  b.stderr_data = "late";
+  env_.script({"big"}, b);
+  auto handle = provision();
+  ExecutionCommand command = commandFor({"big"});
+  command.maximum_output_bytes = 200'000;
+  std::string streamed;
+  auto result = env_.executeStreaming(
+      handle, command, nullptr,
+      [&](ExecutionEnvironment::OutputStream, std::string_view s) { streamed.append(s); });
+  ASSERT_TRUE(result.has_value()) << result.error().message();
+  EXPECT_EQ(result->killed_by, KillReason::kOutputLimit);
+  EXPECT_EQ(result->stdout_data.size(), 200'000u);
+  EXPECT_TRUE(result->stdout_truncated);
+  EXPECT_EQ(result->stderr_data, "");
+  EXPECT_FALSE(result->stderr_truncated);
+  EXPECT_EQ(streamed, result->stdout_data) << "the sink saw each kept byte, once";
+  const auto calls = env_.channelCalls();
+  ASSERT_EQ(calls.size(), 1u) << "the command did not go through a channel";
+  EXPECT_EQ(calls[0].starts, 1);
+  EXPECT_EQ(calls[0].stops, 1);
+  EXPECT_EQ(calls[0].abandons, 0);
+  EXPECT_THAT(calls[0].kills, ElementsAre(KillReason::kOutputLimit));
+}
+
+// A normal end is the supervisor's too (one stop per command, no kill),
+// and a scripted minute against a 1 s timeout is the supervisor's TIMEOUT
+// on simulated time: it costs no wall time.
+TEST_F(FakeEnvironmentTest, ANormalEndAndATimeoutAreTheSupervisors) {
+  ScriptedBehaviour slow;
+  slow.runs_for = seconds(60);
+  env_.script({"slow"}, slow);
+  env_.script({"ok"}, ScriptedBehaviour{});
+  auto handle = provision();
+  EXPECT_THAT(run(handle, commandFor({"ok"})).exit_code, Optional(0));
+  ExecutionCommand command = commandFor({"slow"});
+  command.timeout_seconds = 1;
+  const auto called = std::chrono::steady_clock::now();
+  auto result = run(handle, command);
+  EXPECT_LT(std::chrono::steady_clock::now() - called, seconds(1));
+  EXPECT_EQ(result.killed_by, KillReason::kTimeout);
+  EXPECT_EQ(result.duration_ms, 1000);
+  const auto calls = env_.channelCalls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].stops, 1);
+  EXPECT_TRUE(calls[0].kills.empty());
+  EXPECT_EQ(calls[1].stops, 1);
+  EXPECT_THAT(calls[1].kills, ElementsAre(KillReason::kTimeout));
 }
 
 // --- time ------------------------------------------------------------------
@@ -352,6 +414,9 @@ TEST_F(FakeEnvironmentTest, AFullWorkspaceKillsWithDisk) {
   auto result = run(handle, commandFor({"fill"}));
   EXPECT_EQ(result.killed_by, KillReason::kDisk);
   EXPECT_EQ(result.exit_code, std::nullopt);
+  ASSERT_FALSE(env_.channelCalls().empty());
+  EXPECT_THAT(env_.channelCalls().back().kills, ElementsAre(KillReason::kDisk))
+      << "the supervisor learns DISK from the fake's limit source";
   ASSERT_EQ(result.files_changed.size(), 1u);
   EXPECT_EQ(result.files_changed[0].path, "a.bin");
 }

@@ -1,7 +1,5 @@
 #include "airlock/sandbox/fake/fake_environment.h"
 
-#include <poll.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -12,14 +10,12 @@
 #include <utility>
 
 #include "airlock/core/command_validation.h"
-#include "airlock/sys/io.h"
+#include "airlock/sandbox/fake/scripted_channel.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
 
 namespace airlock::fake {
 namespace {
-
-using std::chrono::milliseconds;
 
 using sys::sha256Hex;
 
@@ -128,11 +124,11 @@ DiffResult diffFiles(const std::map<std::string, std::string>& before,
 
 }  // namespace
 
-// The workspace of a fake sandbox, in memory, under its own mutex. The
-// command model writes it through applyCommand; the record's provenance is
+// The workspace of a fake sandbox, in memory, under its own mutex. A
+// scripted command writes it through ScriptedWorkspace; the record's provenance is
 // kept here (the fake sees every change, so beginSandboxCommand and
 // recordSandboxChanges have nothing to add).
-class MemoryWorkspace final : public workspace::LocalWorkspaceHandle {
+class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public ScriptedWorkspace {
  public:
   explicit MemoryWorkspace(const ResourceLimits& limits) : limits_(limits) {}
 
@@ -200,30 +196,30 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle {
     return ws_.isDir(rel);
   }
 
-  // A command's workspace effects (model steps 2 and 4): `writes` in order
-  // until one does not fit (DISK), then, if all did, `deletes`; files_changed
-  // listed up to `listing` paths. An error other than a full workspace ends
-  // the command with it.
-  Result<void> applyCommand(const std::vector<std::pair<std::string, std::string>>& writes,
-                            const std::vector<std::string>& deletes, std::int64_t listing,
-                            ExecutionResult& result) {
+  // ScriptedWorkspace: a scripted command's writes and deletes.
+  Result<bool> put(const std::string& path, const std::string& bytes) override {
     std::lock_guard lock(mu_);
-    const auto before = ws_.files;
-    Result<void> outcome;
-    for (const auto& [path, bytes] : writes) {
-      auto put = putFile(ws_, limits_, path, bytes);
-      if (put) continue;
-      if (put.error().code != ErrorCode::kExecutionRejected) {
-        outcome = put;
-      } else {
-        result.killed_by = KillReason::kDisk;  // a full workspace stops the command
-      }
-      break;
-    }
-    if (outcome && !result.killed_by)
-      for (const auto& path : deletes) ws_.files.erase(path);
-    // The record learns every change, not only the listed (possibly
-    // truncated) ones: the fake sees its whole workspace.
+    auto put = putFile(ws_, limits_, path, bytes);
+    if (put) return true;
+    if (put.error().code == ErrorCode::kExecutionRejected) return false;  // workspace full
+    return tl::unexpected(put.error());
+  }
+  void remove(const std::string& path) override {
+    std::lock_guard lock(mu_);
+    ws_.files.erase(path);
+  }
+
+  std::map<std::string, std::string> files() {
+    std::lock_guard lock(mu_);
+    return ws_.files;
+  }
+
+  // A command's files_changed, from the files `before` it to now (at most
+  // `listing` paths); the provenance record learns every change, not only
+  // the listed ones: the fake sees its whole workspace.
+  void commandChanged(const std::map<std::string, std::string>& before, std::int64_t listing,
+                      ExecutionResult& result) {
+    std::lock_guard lock(mu_);
     for (const auto& change :
          diffFiles(before, ws_.files, std::numeric_limits<std::int64_t>::max()).changes) {
       if (change.change == ChangeKind::kDeleted) {
@@ -232,11 +228,9 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle {
         provenance_[change.path] = WorkspaceProvenance::kSandboxWritten;
       }
     }
-    if (!outcome) return outcome;
     DiffResult diff = diffFiles(before, ws_.files, listing);
     result.files_changed = std::move(diff.changes);
     result.files_changed_truncated = diff.truncated;
-    return {};
   }
 
  private:
@@ -303,22 +297,11 @@ std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command) 
 
 namespace {
 
-// What one command will do, decided (and checked) before anything happens.
-struct FakeRun {
-  ScriptedBehaviour behaviour;
-  std::vector<std::pair<std::string, std::string>> writes;  // normalized path -> bytes
-  std::vector<std::string> deletes;
-  milliseconds timeout{0};  // the host layer's effective timeout
-  milliseconds life{0};     // until expires_at
-};
-
 // Scripted paths are the script author's, not the sandbox's: one that fails
 // containment is an error before anything happens.
-Result<FakeRun> planRun(ScriptedBehaviour behaviour, milliseconds timeout, milliseconds life) {
-  FakeRun run;
+Result<ScriptedRun> planRun(ScriptedBehaviour behaviour) {
+  ScriptedRun run;
   run.behaviour = std::move(behaviour);
-  run.timeout = timeout;
-  run.life = life;
   for (const auto& [path, bytes] : run.behaviour.writes) {
     auto rel = checkRelativePath(path);
     if (!rel) return tl::unexpected(rel.error());
@@ -330,86 +313,6 @@ Result<FakeRun> planRun(ScriptedBehaviour behaviour, milliseconds timeout, milli
     run.deletes.push_back(std::move(*rel));
   }
   return run;
-}
-
-// Output: stdout then stderr against one shared cap, each kept part passed
-// to the sink. False when the cap was crossed (the command is killed).
-bool emitOutput(const FakeRun& run, const ExecutionCommand& command,
-                const ExecutionEnvironment::OutputSink& sink, ExecutionResult& result) {
-  using Stream = ExecutionEnvironment::OutputStream;
-  std::int64_t room = command.maximum_output_bytes;
-  auto emit = [&](const std::string& produced, Stream which, std::string& kept, bool& truncated) {
-    const auto size = static_cast<std::int64_t>(produced.size());
-    kept = produced.substr(0, static_cast<std::size_t>(std::min(size, room)));
-    if (sink && !kept.empty()) sink(which, kept);
-    if (size <= room) {
-      room -= size;
-      return true;
-    }
-    room = 0;
-    truncated = true;
-    return false;
-  };
-  const std::string produced_stdout =
-      (run.behaviour.echo_stdin_to_stdout ? command.stdin_data.value_or("") : std::string()) +
-      run.behaviour.stdout_data;
-  return emit(produced_stdout, Stream::kStdout, result.stdout_data, result.stdout_truncated) &&
-         emit(run.behaviour.stderr_data, Stream::kStderr, result.stderr_data,
-              result.stderr_truncated);
-}
-
-// The simulated run time against the timeout and the sandbox's life: past
-// the sandbox's expires_at is EXPIRED (afterCommand then expires it).
-void simulateRun(const FakeRun& run, ExecutionResult& result) {
-  const milliseconds limit = std::min(run.timeout, run.life);
-  if (run.behaviour.runs_for <= limit) {
-    result.exit_code = run.behaviour.exit_code;
-    result.duration_ms = run.behaviour.runs_for.count();
-    return;
-  }
-  result.duration_ms = limit.count();
-  result.killed_by = run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
-  result.timed_out = result.killed_by == KillReason::kTimeout;
-}
-
-// Why a command that runs until cancelled ends now, if it does: the service
-// stopping, a destroy (the reason the host layer's destroy gave), a cancel
-// (its token, or cancel() by its execution id), else its timeout or the
-// sandbox's expiry once `deadline` passed.
-std::optional<KillReason> endOf(const host::ServiceShutdown& shutdown, const FakeRecord& sb,
-                                const FakeRun& run, const CancelToken* cancel,
-                                const std::optional<CancelToken>& by_id,
-                                std::chrono::steady_clock::time_point deadline) {
-  if (shutdown.raised()) return KillReason::kServiceShutdown;
-  if (auto destroyed = sb.end_request->reason()) return destroyed;
-  if ((cancel != nullptr && cancel->cancelled()) || (by_id && by_id->cancelled()))
-    return KillReason::kCancelled;
-  if (std::chrono::steady_clock::now() >= deadline)
-    return run.timeout <= run.life ? KillReason::kTimeout : KillReason::kExpired;
-  return std::nullopt;
-}
-
-// A command that runs until cancelled, in real time, until endOf says why
-// it ends; `by_id` is what cancel() fires for it.
-void runUntilEnded(const host::ServiceShutdown& shutdown, const FakeRecord& sb, const FakeRun& run,
-                   const CancelToken* cancel, const std::optional<CancelToken>& by_id,
-                   ExecutionResult& result) {
-  const auto started = std::chrono::steady_clock::now();
-  const auto deadline = started + std::min(run.timeout, run.life);
-  std::optional<KillReason> why;
-  while (!(why = endOf(shutdown, sb, run, cancel, by_id, deadline))) {
-    pollfd fds[] = {{cancel != nullptr ? cancel->pollFd() : -1, POLLIN, 0},
-                    {by_id ? by_id->pollFd() : -1, POLLIN, 0},
-                    {sb.end_request->pollFd(), POLLIN, 0},
-                    {shutdown.fd(), POLLIN, 0}};
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    (void)sys::pollSome(fds, 4, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 100)));
-  }
-  result.killed_by = why;
-  result.timed_out = why == KillReason::kTimeout;
-  result.duration_ms =
-      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started).count();
 }
 
 }  // namespace
@@ -424,8 +327,8 @@ FakeEnvironment::FakeEnvironment(FakeOptions options)
                      options.node_name,
                      options.clock}),
       options_(std::move(options)) {
-  // Without its eventfd the flag still works; a command that runs until
-  // cancelled then learns of a shutdown at its next poll instead of at once.
+  // Without its eventfd the flag still refuses new work; a running command
+  // then learns of the shutdown only from destroy's end request.
   (void)initHost();
 }
 
@@ -446,6 +349,11 @@ void FakeEnvironment::setFallback(ScriptFallback fallback) {
 std::vector<ExecutionCommand> FakeEnvironment::history() const {
   std::lock_guard lock(mu_);
   return history_;
+}
+
+std::vector<ChannelCalls> FakeEnvironment::channelCalls() const {
+  std::lock_guard lock(mu_);
+  return channel_calls_;
 }
 
 std::size_t FakeEnvironment::liveCount() const {
@@ -492,38 +400,21 @@ Result<void> FakeEnvironment::checkWorkingDirectory(FakeRecord& sandbox, const s
 
 Result<ExecutionResult> FakeEnvironment::runCommand(const CommandRun& run) {
   FakeRecord& sb = *run.admitted.sandbox;
-  auto plan = planRun(behaviourFor(run.command), run.admitted.timeout, run.admitted.expires_in);
+  auto plan = planRun(behaviourFor(run.command));
   if (!plan) return tl::unexpected(plan.error());
-  // Named for cancel() (the host layer's RunningCommand) before its output
-  // is out, as superviseAdmitted names a real command before it starts.
-  std::optional<CancelToken> by_id;
-  if (!run.command.execution_id.empty()) {
-    auto token = CancelToken::create();
-    if (!token) return tl::unexpected(token.error());
-    by_id.emplace(std::move(*token));
+  auto channel = ScriptedChannel::create(std::move(*plan), *sb.memory);
+  if (!channel) return tl::unexpected(channel.error());
+  const auto before = sb.memory->files();
+  host::LimitSource* const sources[] = {&(*channel)->diskLimit()};
+  auto result = superviseNamed(run, **channel, sources, channel->get());
+  {
+    std::lock_guard lock(mu_);
+    channel_calls_.push_back((*channel)->calls());
   }
-  const host::RunningCommand running(sb, run.command.execution_id, by_id ? &*by_id : nullptr);
-  ExecutionResult result;
-  if (run.cancel != nullptr && run.cancel->cancelled()) {
-    result.killed_by = KillReason::kCancelled;
-    return result;
-  }
-  if (!emitOutput(*plan, run.command, run.sink, result)) {
-    result.killed_by = KillReason::kOutputLimit;
-    plan->writes.clear();  // nothing after the cap happens
-    plan->deletes.clear();
-  }
-  if (auto r = sb.memory->applyCommand(plan->writes, plan->deletes, options_.files_changed_listing,
-                                       result);
-      !r)
-    return tl::unexpected(r.error());
-  if (result.killed_by) return result;
-  if (plan->behaviour.runs_until_cancelled) {
-    runUntilEnded(shutdown_, sb, *plan, run.cancel, by_id, result);
-  } else {
-    simulateRun(*plan, result);
-  }
-  host::afterCommand(*this, sandboxes_, run.admitted, result);  // EXPIRED expires the sandbox
+  if (!result) return result;
+  sb.memory->commandChanged(before, options_.files_changed_listing, *result);
+  if (const auto& failure = (*channel)->failure()) return tl::unexpected(*failure);
+  host::afterCommand(*this, sandboxes_, run.admitted, *result);  // EXPIRED expires the sandbox
   return result;
 }
 

@@ -1,36 +1,47 @@
 // The `fake` mechanism (spec 000: "fake is a fourth SandboxMechanism value
 // and a production adapter, not a test double"). It executes nothing: it
-// records commands, returns scripted behaviour, and models each workspace as
-// a map from path to bytes. Port semantics (timeout rule, output cap and
-// truncation, files_changed from a snapshot diff, handle and tenant checks)
-// are computed by the adapter exactly as a real mechanism would, and it
-// passes the ExecutionEnvironment contract suite (tests/contract). It runs
-// under the host layer as linux and gvisor do (FakeEnvironment below), so
-// every rule of the port that is not the command itself is theirs.
+// records commands, plays scripted behaviour, and models each workspace as
+// a map from path to bytes. It passes the ExecutionEnvironment contract
+// suite (tests/contract) and runs under the host layer as linux and gvisor
+// do (FakeEnvironment below): admission, the timeout rule, the output cap
+// and truncation, the kill reasons, cancel, destroy and shutdown under a
+// command are theirs. A command runs through the host layer's supervisor
+// (sandbox/host/command_supervisor.h) over a scripted channel
+// (scripted_channel.h), on simulated time. What is the fake's own: the
+// scripts, the in-memory workspace, the DISK it reports from that
+// workspace, and files_changed from a diff of it.
 //
 // The model of one command, which fixes every ordering question:
-//   1. If the cancel token is already cancelled, nothing runs: no output, no
-//      workspace change, duration 0, killed_by CANCELLED.
-//   2. Otherwise the command does all its effects at once when it starts:
-//      it writes stdout, then stderr, then applies `writes` (in path order)
-//      and then `deletes`. Then it "runs" for `runs_for`.
-//   3. Output: stdout and stderr share one cap, maximum_output_bytes. The
-//      first byte past the cap is where the service stops reading: the
-//      overflowing stream is cut and flagged *_truncated, nothing after it
-//      happens (no later output, no workspace effect), and the command is
-//      killed with OUTPUT_LIMIT.
+//   1. The scripted process takes one step each time the supervisor reads
+//      its channel, the first being its start: a command whose cancel token
+//      is already cancelled (or that is destroyed or shut down before its
+//      first poll) writes nothing and changes nothing; killed_by CANCELLED
+//      (or the destroy's reason), duration 0.
+//   2. It writes stdout (the stdin first when echo_stdin_to_stdout), then
+//      stderr, then applies `writes` (in path order) and then `deletes`;
+//      then it runs for `runs_for` and exits with exit_code (0..255, as a
+//      process's), or runs until it is stopped (runs_until_cancelled). Each
+//      stream is read by the supervisor before the next step.
+//   3. Output: the supervisor's rule. stdout and stderr share one cap,
+//      maximum_output_bytes; the read that crosses it keeps what fits, flags
+//      that stream *_truncated and kills with OUTPUT_LIMIT, and nothing
+//      later in the script happens (no later output, no workspace effect).
 //   4. Workspace: a write that would take the workspace past workspace_bytes
-//      or inodes_max is not applied, nor anything after it; the command is
-//      killed with DISK (as a full tmpfs does to a real one).
-//   5. Time: the effective timeout is the spec's minimum rule
-//      (core/timeout_rule.h) over the service hard cap, the spec's
-//      wall_clock_seconds and the command's timeout_seconds; the tool's
-//      declared timeout was applied above the port, so here it is the hard
-//      cap. runs_for beyond it is a TIMEOUT kill. runs_for beyond the
-//      sandbox's expires_at is an EXPIRED kill, and the sandbox is destroyed.
+//      or inodes_max is not applied, nor anything after it; the fake's DISK
+//      limit source tells the supervisor, which kills with DISK (as a full
+//      tmpfs does to a real one).
+//   5. Time: the supervisor's deadlines on simulated time. The effective
+//      timeout (core/timeout_rule.h: the service hard cap, the spec's
+//      wall_clock_seconds and the command's timeout_seconds) passing first
+//      is a TIMEOUT kill; the sandbox's expires_at passing first is an
+//      EXPIRED kill, and the sandbox is destroyed. A scripted runs_for
+//      costs no wall time; a command that runs until cancelled waits in
+//      real time for a cancel (its token, or cancel() by its execution id),
+//      a destroy or the service stopping.
 //   6. A kill never undoes the effects of step 2: a real process may well
 //      have written its files before it was killed, and files_changed
-//      reports them. duration_ms is min(runs_for, time until the kill).
+//      reports them. duration_ms is the simulated time from the start to
+//      the end (min(runs_for, time until the kill) for a scripted sleep).
 // A command that is not scripted exits 127 with "command not found" on
 // stderr. Scripted paths are relative to /workspace, not to the working
 // directory, which must exist in the workspace.
@@ -83,6 +94,16 @@ using ScriptFallback = std::function<std::optional<ScriptedBehaviour>(const Exec
 // nullopt.
 std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command);
 
+// What the host layer's supervisor asked of one command's scripted channel
+// (host::CommandChannel): starts, stops and abandons, and the kill reasons
+// it decided (noteKill), in order.
+struct ChannelCalls {
+  int starts = 0;
+  int stops = 0;
+  int abandons = 0;
+  std::vector<KillReason> kills;
+};
+
 struct FakeOptions {
   std::chrono::seconds service_hard_cap{1800};
   LimitCeilings ceilings = defaultCeilings();
@@ -105,9 +126,10 @@ struct FakeRecord : host::SandboxRecord {
 // A mechanism under the host layer (sandbox/host/hosted_environment.h),
 // whose commands are scripted: the host layer's provision checks and record
 // (its clock is FakeOptions::clock), handle lookups, admission, busy rule,
-// expiry, cancel by execution id, destroy and shutdown are the ones linux
-// and gvisor run, with their errors. The fake adds only its mechanism: the
-// scripted behaviour (the model above), the in-memory workspace, and no
+// expiry, cancel by execution id, destroy and shutdown, and the command
+// supervisor, are the ones linux and gvisor run, with their errors and
+// kill reasons. The fake adds only its mechanism: the scripted channel and
+// its simulated time (the model above), the in-memory workspace, and no
 // side processes ("this mechanism cannot start side processes") or
 // capability channel. Thread-safe.
 //
@@ -132,6 +154,9 @@ class FakeEnvironment final : public host::HostedEnvironment<FakeRecord> {
   void setFallback(ScriptFallback fallback);
   // Every command executed (after validation and the handle checks), in order.
   std::vector<ExecutionCommand> history() const;
+  // For every command that reached the supervisor, in order: what it asked
+  // of the command's channel.
+  std::vector<ChannelCalls> channelCalls() const;
   // Sandboxes provisioned and not yet destroyed.
   std::size_t liveCount() const;
 
@@ -139,10 +164,13 @@ class FakeEnvironment final : public host::HostedEnvironment<FakeRecord> {
   // Makes the in-memory workspace; refuses an empty tenant or run.
   Result<void> setUp(FakeRecord& sandbox, const EnvironmentSpec& spec, bool egress) override;
   void teardown(FakeRecord& sandbox) override;
-  // The model above, for an admitted command. The output, cut at the cap,
-  // reaches the sink when the command starts (model step 2), before it
-  // runs. A command that runs until cancelled is cancel()'s to name by its
-  // execution id; every other command is over before execute returns.
+  // The model above, for an admitted command: its script on a scripted
+  // channel through the host layer's supervisor (superviseNamed), then
+  // files_changed from the workspace's diff. Output reaches the sink as the
+  // supervisor reads it. The command is cancel()'s to name by its execution
+  // id while it runs. A scripted write refused for another reason than a
+  // full workspace (a file where a directory must be) is the execute's
+  // error, after its effects so far.
   Result<ExecutionResult> runCommand(const CommandRun& run) override;
   void destroyTaken(std::shared_ptr<FakeRecord> sandbox) override;
   Result<std::unique_ptr<SideProcess>> launchSideProcess(const std::shared_ptr<FakeRecord>& sandbox,
@@ -156,10 +184,11 @@ class FakeEnvironment final : public host::HostedEnvironment<FakeRecord> {
   ScriptedBehaviour behaviourFor(const ExecutionCommand& command);
 
   const FakeOptions options_;
-  mutable std::mutex mu_;  // the scripts, the fallback and the history
+  mutable std::mutex mu_;  // the scripts, the fallback, the history and the channel calls
   std::map<std::vector<std::string>, ScriptedBehaviour> scripts_;
   ScriptFallback fallback_;
   std::vector<ExecutionCommand> history_;
+  std::vector<ChannelCalls> channel_calls_;
 };
 
 }  // namespace airlock::fake
