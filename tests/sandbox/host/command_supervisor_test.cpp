@@ -1,16 +1,20 @@
 // The command supervisor with a scripted channel: how it judges the kill
-// grace when the supervising thread itself was late.
+// grace when the supervising thread itself was late, and the deadlines on
+// a clock the mechanism supplies.
 #include "airlock/sandbox/host/command_supervisor.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "airlock/port/cancel_token.h"
@@ -42,6 +46,7 @@ class ScriptedChannel final : public CommandChannel {
   }
   bool stop() override {
     ++stops;
+    if (answer_stop) answer();
     const std::string_view tail = "last words\n";
     EXPECT_EQ(::write(ends_.stdout_write.get(), tail.data(), tail.size()),
               static_cast<ssize_t>(tail.size()));
@@ -60,6 +65,7 @@ class ScriptedChannel final : public CommandChannel {
 
   int stops = 0;
   int abandons = 0;
+  bool answer_stop = false;  // stop() gives the answer itself
 
  private:
   sys::UniqueFd event_;
@@ -127,6 +133,50 @@ TEST(CommandSupervisor, NoAnswerWithinTheGraceAbandonsTheSandbox) {
   EXPECT_EQ(r->killed_by, KillReason::kCancelled);
   EXPECT_EQ(r->stdout_data, "last words\n");
   EXPECT_FALSE(r->cpu_time_ms);
+}
+
+// Simulated time: when nothing is ready, time jumps to the supervisor's
+// next wake-up instead of passing.
+class SimulatedClock final : public SupervisionClock {
+ public:
+  TimePoint now() override { return now_; }
+  int poll(pollfd* fds, std::size_t count, TimePoint wake) override {
+    const int ready = ::poll(fds, count, 0);
+    if (ready == 0) now_ = std::max(now_, wake);
+    return ready;
+  }
+
+ private:
+  TimePoint now_ = std::chrono::steady_clock::now();
+};
+
+// A supplied clock is the one every deadline is judged on: a command that
+// never exits is killed at its timeout, or at its expiry when that comes
+// first, in that clock's time, and duration_ms is that time too.
+TEST(CommandSupervisor, ASuppliedClockTellsTheTimeoutAndTheExpiry) {
+  ExecutionCommand command;
+  command.argv = {"x"};
+  command.maximum_output_bytes = 1 << 20;
+  const auto called = std::chrono::steady_clock::now();
+  for (const auto& [timeout, expiry, why] :
+       {std::tuple{60s, 3600s, KillReason::kTimeout}, std::tuple{60s, 30s, KillReason::kExpired}}) {
+    ScriptedChannel channel;
+    channel.answer_stop = true;
+    SimulatedClock clock;
+    SupervisionInputs in;
+    in.command = &command;
+    in.timeout = timeout;
+    in.until_expiry = expiry;
+    in.clock = &clock;
+    auto r = superviseCommand(channel, {}, in);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->killed_by, why);
+    EXPECT_EQ(r->timed_out, why == KillReason::kTimeout);
+    EXPECT_EQ(r->duration_ms, std::chrono::milliseconds(std::min(timeout, expiry)).count());
+    EXPECT_EQ(channel.stops, 1);
+    EXPECT_EQ(channel.abandons, 0);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - called, 10s) << "simulated minutes took real time";
 }
 
 }  // namespace

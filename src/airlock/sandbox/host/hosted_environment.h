@@ -183,7 +183,8 @@ class UndoUnlessDismissed {
 // The adapter base. A mechanism supplies setUp and teardown (provision is
 // here), destroyTaken (destroy is here), launchSideProcess, and for execute
 // runCommand (usually one superviseAdmitted with its channel and limit
-// sources); its record's lifecycle (SandboxRecord::life) says whether a
+// sources; superviseNamed for a mechanism without a cgroup or a workspace
+// directory, the fake); its record's lifecycle (SandboxRecord::life) says whether a
 // command or side process can be taken, and the mechanism's channel reports
 // loss to it (life->markLost).
 template <class Sandbox>
