@@ -1,8 +1,12 @@
 #include "airlock/cli/image_command.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -166,14 +170,34 @@ int runImageList(const std::string& state_dir, bool json) {
     writeOut(STDOUT_FILENO, nlohmann::json{{"images", out}}.dump() + "\n");
     return 0;
   }
-  std::string text = "DIGEST" + std::string(71, ' ') + "SIZE  REFERENCES\n";
-  for (const auto& image : all) {
-    std::string size = humanSize(image.size_bytes);
-    if (size.size() < 10) size.insert(0, 10 - size.size(), ' ');
-    text += image.digest + size + "  " + shown(image.references) + "\n";
-  }
-  writeOut(STDOUT_FILENO, text);
+  writeOut(STDOUT_FILENO, formatImageTable(all));
   return 0;
+}
+
+std::string formatImageTable(const std::vector<images::StoredImage>& all) {
+  // Columns two spaces apart: the digest (71 characters) padded, the size
+  // right-aligned to the widest ("1023.9 KiB"), then the references.
+  constexpr std::size_t kDigestWidth = 71;
+  std::size_t size_width = 10;
+  std::vector<std::string> sizes;
+  for (const auto& image : all) {
+    sizes.push_back(humanSize(image.size_bytes));
+    size_width = std::max(size_width, sizes.back().size());
+  }
+  const auto padRight = [](std::string text, std::size_t width) {
+    if (text.size() < width) text.append(width - text.size(), ' ');
+    return text;
+  };
+  const auto padLeft = [](std::string text, std::size_t width) {
+    if (text.size() < width) text.insert(0, width - text.size(), ' ');
+    return text;
+  };
+  std::string text =
+      padRight("DIGEST", kDigestWidth) + "  " + padLeft("SIZE", size_width) + "  REFERENCES\n";
+  for (std::size_t i = 0; i < all.size(); ++i)
+    text += padRight(all[i].digest, kDigestWidth) + "  " + padLeft(sizes[i], size_width) + "  " +
+            shown(all[i].references) + "\n";
+  return text;
 }
 
 int runImageRemove(const std::string& state_dir, const std::string& name) {

@@ -77,6 +77,10 @@ int runImagePull(const std::string& state_dir, const std::string& reference, boo
 int runImageImport(const std::string& state_dir, const std::string& path,
                    const std::string& ref_name, bool json);
 int runImageList(const std::string& state_dir, bool json);
+// What `ls` prints: a header, then per image its digest, its size
+// right-aligned ("1023.5 KiB") and its references, two spaces between
+// columns whatever the size's width.
+std::string formatImageTable(const std::vector<images::StoredImage>& images);
 int runImageRemove(const std::string& state_dir, const std::string& name);
 
 }  // namespace airlock::cli
