@@ -231,6 +231,21 @@ TEST_F(ImageRun, RunsTheImagesRuntimeOnLinuxAndGvisor) {
   EXPECT_EQ(images[0]["references"], json::array({f().lua_ref}));
 }
 
+// Code mode on an image without python3 is refused before a sandbox
+// starts, naming python3 and the image (not the /usr/bin/env it would have
+// failed to execute first).
+TEST_F(ImageRun, CodeModeOnAnImageWithoutPython3NamesPython3AndTheImage) {
+  const std::string program = state_.path() + "/main.py";
+  std::ofstream(program) << "print(1)\n";
+  auto run =
+      airlock({"run", "--state-dir", state_.path(), "--image", f().lua_ref, "--code", program},
+              home_.path());
+  EXPECT_EQ(run.status, 125) << run.out << run.err;
+  EXPECT_NE(run.err.find("has no python3"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(f().lua_digest), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("cannot execute"), std::string::npos) << run.err;
+}
+
 // A reference not in the store is pulled by run itself, and said so.
 TEST_F(ImageRun, RunPullsAReferenceItHasNotStored) {
   auto run = runLua(f().second_ref);

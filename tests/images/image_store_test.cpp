@@ -310,7 +310,8 @@ TEST_F(ImageStoreTest, ANamePicksOneOfSeveralImagesOfALayout) {
   layout.writeIndexJson(json::array({ea, eb}));
   auto unnamed = store_->importPath(tmp_.sub("layout"));
   ASSERT_FALSE(unnamed);
-  EXPECT_NE(unnamed.error().context.find("name one of t1, t2"), std::string::npos)
+  EXPECT_NE(unnamed.error().context.find("pick one by its name with --ref (one of t1, t2)"),
+            std::string::npos)
       << unnamed.error().context;
   auto missing = store_->importPath(tmp_.sub("layout"), "t3");
   ASSERT_FALSE(missing);
@@ -321,6 +322,41 @@ TEST_F(ImageStoreTest, ANamePicksOneOfSeveralImagesOfALayout) {
   ASSERT_TRUE(named) << named.error().message();
   EXPECT_EQ(named->digest, b.manifest_digest);
   EXPECT_EQ(named->references, std::vector<std::string>{"t2"});
+}
+
+// Two tags of one digest (umoci's layout after a second tag): refused
+// without a name, with a message naming --ref; either name imports it.
+TEST_F(ImageStoreTest, TwoTagsOfOneDigestAskForRef) {
+  OciLayout layout(tmp_.sub("layout"));
+  const BuiltImage img = layout.addImage("amd64", "twice");
+  json first = img.indexEntry("t1"), second = img.indexEntry("t2");
+  first.erase("platform");
+  second.erase("platform");
+  layout.writeIndexJson(json::array({first, second}));
+  auto unnamed = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(unnamed);
+  EXPECT_EQ(unnamed.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_NE(unnamed.error().context.find("--ref (one of t1, t2)"), std::string::npos)
+      << unnamed.error().context;
+  auto named = store_->importPath(tmp_.sub("layout"), "t1");
+  ASSERT_TRUE(named) << named.error().message();
+  EXPECT_EQ(named->digest, img.manifest_digest);
+}
+
+// "host" names the host image: an imported image may not take the name.
+TEST_F(ImageStoreTest, AnImageNamedHostIsRefused) {
+  layoutWith("layout", "host", "host");
+  auto stored = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(stored);
+  EXPECT_EQ(stored.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_NE(stored.error().context.find("is named 'host', the name of the host image"),
+            std::string::npos)
+      << stored.error().context;
+  EXPECT_TRUE(store_->list().empty());
+  EXPECT_EQ(entriesIn(store_->directory() + "/blobs/sha256"), 0u);
+  // Another name of the same image is fine.
+  layoutWith("other", "host", "host-tools");
+  EXPECT_TRUE(store_->importPath(tmp_.sub("other")));
 }
 
 TEST_F(ImageStoreTest, NotALayoutNorAnArchiveIsNamed) {

@@ -572,6 +572,14 @@ TEST(OciDocuments, ConfigNullsAreEmpty) {
   ASSERT_TRUE(c);
 }
 
+// A name the config's Env gives twice: the last value wins.
+TEST(OciDocuments, ARepeatedEnvNameKeepsItsLastValue) {
+  auto c = parseImageConfig(
+      R"({"os":"linux","architecture":"amd64","config":{"Env":["A=1","PATH=/bin","A=3","B=","B=x=y"]}})");
+  ASSERT_TRUE(c) << c.error().context;
+  EXPECT_EQ(c->env, (std::vector<std::string>{"PATH=/bin", "A=3", "B=x=y"}));
+}
+
 TEST(OciDocuments, BadConfigsAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"architecture":"amd64"})", "os is missing"},

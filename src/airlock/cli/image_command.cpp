@@ -20,6 +20,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/images/registry_client.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock::cli {
 namespace {
@@ -107,6 +108,34 @@ Result<ResolvedImage> resolveImage(images::ImageStore& store, const std::string&
   auto pulled = store.pull(*ref, registry);
   if (!pulled) return tl::unexpected(pulled.error());
   return ResolvedImage{std::move(*pulled), true};
+}
+
+Result<void> checkCodeModeImage(images::ImageStore& store, const std::string& digest) {
+  auto root = store.use(digest);
+  if (!root) return tl::unexpected(root.error());
+  sys::UniqueFd dir(::open(root->root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the root of image " + digest, errno);
+  // What the sandbox will execute, in order, and why.
+  const std::pair<const char*, const char*> needed[] = {
+      {"/usr/bin/python3", "python3, which code mode runs the program with"},
+      {"/usr/bin/env", "/usr/bin/env, which code mode starts python3 with"}};
+  for (const auto& [path, what] : needed) {
+    // Resolved as the sandbox will: symlinks stay inside the image's root.
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    const long fd = ::syscall(SYS_openat2, dir.get(), path, &how, sizeof how);
+    if (fd >= 0) {
+      ::close(static_cast<int>(fd));
+      continue;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) return {};  // no openat2: the exec says why
+    return fail(ErrorCode::kExecutionRejected,
+                "--code: image " + digest + " has no " + what + " (" + path +
+                    "): run code mode on an image that has Python 3, or on the host image");
+  }
+  return {};
 }
 
 PullProgress terminalPullProgress(const std::string& reference) {

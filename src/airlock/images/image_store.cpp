@@ -35,6 +35,8 @@ constexpr std::size_t kMaxDocumentBytes = 4u << 20;
 constexpr const char* kOciManifestType = "application/vnd.oci.image.manifest.v1+json";
 constexpr const char* kOciConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kOciLayerType = "application/vnd.oci.image.layer.v1.tar";
+// The name of the host image: an image may not take it.
+constexpr const char* kReservedName = "host";
 
 // The store's own failures (its directory, a write): retriable.
 Error storeError(const std::string& what, int err = 0) {
@@ -819,10 +821,11 @@ class ImageStoreImpl final : public ImageStore {
     } else {
       auto sel = selectPlatform(*index, options_.os, options_.architecture);
       if (!sel)
-        return tl::unexpected(rejected("image import: " + path + ": " + sel.error().message() +
-                                       (ref_name.empty() && index->manifests.size() > 1
-                                            ? "; name one of " + names + " to import it"
-                                            : "")));
+        return tl::unexpected(
+            rejected("image import: " + path + ": " + sel.error().message() +
+                     (ref_name.empty() && index->manifests.size() > 1
+                          ? "; pick one by its name with --ref (one of " + names + ")"
+                          : "")));
       chosen = *sel;
     }
     if (auto r = copyLayoutBlob(source, chosen.digest); !r) return tl::unexpected(r.error());
@@ -913,6 +916,11 @@ class ImageStoreImpl final : public ImageStore {
   // named another image moves here. Then the root is unpacked.
   Result<StoredImage> recordAndUnpack(const std::string& digest,
                                       const std::vector<std::string>& refs) {
+    if (std::find(refs.begin(), refs.end(), kReservedName) != refs.end())
+      return tl::unexpected(rejected(
+          "image " + digest + " is named '" + kReservedName +
+          "', the name of the host image (this host's /usr): give it another name (for a layout, "
+          "skopeo copy oci:DIR:host oci:DIR:NAME)"));
     auto bytes = readBlob(digest);
     if (!bytes) return tl::unexpected(bytes.error());
     auto manifest = parseImageManifest(*bytes);

@@ -113,11 +113,15 @@ class ImageStore {
   // archive with several images takes the one for the store's platform, or
   // the only one there is; its reference (the index's
   // org.opencontainers.image.ref.name, docker's RepoTags) is recorded.
-  // ExecutionRejected naming the file or entry that is wrong.
+  // ExecutionRejected naming the file or entry that is wrong, and for an
+  // image named "host" (the name of the host image, which an image may not
+  // take).
   // `ref_name`, when not empty, picks the layout's image by the name its
   // index gives it (org.opencontainers.image.ref.name: umoci's and skopeo's
   // tag), among several; ExecutionRejected listing the names when none has
-  // it.
+  // it, and, when it is empty and several images name no platform (two
+  // tags of one layout, even of one digest), listing them and saying to
+  // pick one with --ref (the command line's spelling).
   virtual Result<StoredImage> importPath(const std::string& path, const std::string& ref_name) = 0;
   Result<StoredImage> importPath(const std::string& path) { return importPath(path, ""); }
 

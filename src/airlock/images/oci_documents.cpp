@@ -1,9 +1,11 @@
 #include "airlock/images/oci_documents.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
@@ -379,6 +381,17 @@ Result<std::vector<std::string>> optionalStringArray(
   return out;
 }
 
+// "NAME=value" entries with a name given twice reduced to its last one
+// (where it stands), as a later assignment replaces an earlier one.
+std::vector<std::string> lastOfEachName(std::vector<std::string> env) {
+  std::vector<std::string> out;
+  std::set<std::string_view> seen;
+  for (auto it = env.rbegin(); it != env.rend(); ++it)
+    if (seen.insert(std::string_view(*it).substr(0, it->find('='))).second) out.push_back(*it);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 Result<ImageConfig> configFrom(const json& doc) {
   constexpr std::string_view what = "image config";
   ImageConfig out;
@@ -405,7 +418,7 @@ Result<ImageConfig> configFrom(const json& doc) {
                                      return std::nullopt;
                                    });
     if (!env) return tl::unexpected(env.error());
-    out.env = std::move(*env);
+    out.env = lastOfEachName(std::move(*env));
     auto user = optionalString(what, *c, "User", "config.User", kMaxConfigStringBytes);
     if (!user) return tl::unexpected(user.error());
     if (*user) out.user = std::move(**user);

@@ -99,7 +99,9 @@ struct ImageManifest {
 // The parts of an OCI image config the sandbox uses ("Properties": os,
 // architecture, config.Env, config.User, config.WorkingDir, rootfs.diff_ids).
 // Absent or null members are empty. Env entries are "NAME=value" with a
-// non-empty NAME; no string contains a NUL byte (they reach execve).
+// non-empty NAME, each NAME once: of a name the config gives twice the last
+// entry is kept, where it stands; no string contains a NUL byte (they
+// reach execve).
 struct ImageConfig {
   std::vector<std::string> env;
   std::string user;
