@@ -4,7 +4,10 @@
 // promises: digests are sha256 + 64 hex, sizes non-negative, layer types
 // the four distributable ones, Env entries NAME=value without NUL, a
 // selected platform entry is an image manifest for linux/amd64, and an
-// accepted reference round-trips through toString.
+// accepted reference round-trips through toString. One digest, one kind
+// (CVE-2021-41190): no bytes parse both as an index and as a manifest, and
+// a kind classifyDocument accepts under a Content-Type is the one the bytes
+// have without it.
 // Input: the first line is the Content-Type given to classifyDocument, the
 // rest the document; the whole input is also parsed as a reference.
 #include <cstddef>
@@ -51,7 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view header = nl == std::string_view::npos ? "" : input.substr(0, nl);
   const std::string_view doc = nl == std::string_view::npos ? input : input.substr(nl + 1);
 
-  checkRefusal(classifyDocument(header, doc));
+  const auto kind = classifyDocument(header, doc);
+  checkRefusal(kind);
+  if (kind) {
+    const auto own = classifyDocument("", doc);
+    if (!own || *own != *kind) std::abort();
+  }
 
   auto index = parseImageIndex(doc);
   checkRefusal(index);
@@ -79,6 +87,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::abort();
     }
   }
+
+  if (index && manifest) std::abort();
+  if (index && kind && *kind != DocumentKind::kIndex) std::abort();
+  if (manifest && kind && *kind != DocumentKind::kManifest) std::abort();
 
   auto config = parseImageConfig(doc);
   checkRefusal(config);

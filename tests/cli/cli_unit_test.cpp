@@ -8,6 +8,7 @@
 #include "airlock/cli/command.h"
 #include "airlock/cli/doctor.h"
 #include "airlock/cli/exit_codes.h"
+#include "airlock/cli/image_command.h"
 #include "airlock/cli/run_plan.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/command_validation.h"
@@ -358,4 +359,20 @@ TEST(CommandRegistry, HoldsEveryCommandOnceWithAOneLineSummary) {
 }
 
 }  // namespace
+// `airlock image ls`: a size of four digits ("1023.5 KiB") stays apart
+// from the digest, and every size column lines up under SIZE.
+TEST(ImageList, TheSizeColumnNeverRunsIntoTheDigest) {
+  images::StoredImage wide, narrow;
+  wide.digest = "sha256:" + std::string(64, 'a');
+  wide.size_bytes = 1023 * 1024 + 512;  // 1023.5 KiB
+  wide.references = {"127.0.0.1:5000/team/lua:5.4"};
+  narrow.digest = "sha256:" + std::string(64, 'b');
+  narrow.size_bytes = 812;
+  const std::string table = formatImageTable({wide, narrow});
+  const std::string d = std::string(64, 'a'), e = std::string(64, 'b');
+  EXPECT_EQ(table, "DIGEST" + std::string(65, ' ') + "        SIZE  REFERENCES\n" + "sha256:" + d +
+                       "  1023.5 KiB  127.0.0.1:5000/team/lua:5.4\n" + "sha256:" + e +
+                       "       812 B  -\n");
+}
+
 }  // namespace airlock::cli

@@ -54,8 +54,8 @@ bool HttpRequest::hasHeader(const std::string& name) const {
   return false;
 }
 
-HttpTestServer::HttpTestServer(const std::string& ip, Handler handler)
-    : ip_(ip), handler_(std::move(handler)) {
+HttpTestServer::HttpTestServer(const std::string& ip, Handler handler, Mode mode)
+    : ip_(ip), handler_(std::move(handler)), mode_(mode) {
   sys::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -80,6 +80,7 @@ HttpTestServer::~HttpTestServer() {
     (void)sys::writeAll(stop_write_.get(), &b, 1);
     thread_.join();
   }
+  for (auto& t : connections_) t.join();
 }
 
 std::string HttpTestServer::authority() const {
@@ -98,7 +99,12 @@ void HttpTestServer::serve() {
     if (p[1].revents != 0) return;
     if ((p[0].revents & POLLIN) == 0) continue;
     sys::UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (conn.valid()) handle(conn.get());
+    if (!conn.valid()) continue;
+    if (mode_ == Mode::kOneAtATime) {
+      handle(conn.get());
+    } else {
+      connections_.emplace_back([this, fd = std::move(conn)] { handle(fd.get()); });
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // A scripted HTTP/1.1 server on a loopback address for the registry client
-// tests: one connection at a time, one request per connection (every
-// response says Connection: close), GET only. Each request is recorded
+// tests: one connection at a time (or, kConcurrent, each on its own thread,
+// so that a handler may wait for another request), one request per
+// connection (every response says Connection: close), GET only. Each request is recorded
 // before its response is written, so a client that has its answer can
 // already see the record. The handler runs on the server's thread.
 #pragma once
@@ -39,10 +40,12 @@ struct HttpResponse {
 class HttpTestServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  enum class Mode { kOneAtATime, kConcurrent };
 
   // Listens on ip:0 (a 127.0.0.0/8 address) and serves until destroyed.
-  // ok() is false when the socket could not be set up.
-  HttpTestServer(const std::string& ip, Handler handler);
+  // ok() is false when the socket could not be set up. kConcurrent: the
+  // destructor waits for every handler to return.
+  HttpTestServer(const std::string& ip, Handler handler, Mode mode = Mode::kOneAtATime);
   ~HttpTestServer();
   HttpTestServer(const HttpTestServer&) = delete;
   HttpTestServer& operator=(const HttpTestServer&) = delete;
@@ -60,6 +63,8 @@ class HttpTestServer {
 
   std::string ip_;
   Handler handler_;
+  Mode mode_;
+  std::vector<std::thread> connections_;  // kConcurrent: the serving thread's only
   sys::UniqueFd listener_;
   sys::UniqueFd stop_read_, stop_write_;
   std::uint16_t port_ = 0;

@@ -3,19 +3,27 @@
 // never installed on this machine) and this machine's C libraries, pushed
 // with skopeo to a real docker-registry on loopback; then `airlock image
 // pull`, `airlock run --image` on linux and gvisor, a tag moved in the
-// registry, and `airlock serve` with both images configured.
+// registry, and `airlock serve` with both images configured. And two
+// `airlock image pull` processes sharing their downloads through the store.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../service/serve_process.h"
+#include "http_test_server.h"
+#include "oci_layout.h"
 #include "registry_server.h"
 #include "test_tree.h"
 
@@ -223,6 +231,21 @@ TEST_F(ImageRun, RunsTheImagesRuntimeOnLinuxAndGvisor) {
   EXPECT_EQ(images[0]["references"], json::array({f().lua_ref}));
 }
 
+// Code mode on an image without python3 is refused before a sandbox
+// starts, naming python3 and the image (not the /usr/bin/env it would have
+// failed to execute first).
+TEST_F(ImageRun, CodeModeOnAnImageWithoutPython3NamesPython3AndTheImage) {
+  const std::string program = state_.path() + "/main.py";
+  std::ofstream(program) << "print(1)\n";
+  auto run =
+      airlock({"run", "--state-dir", state_.path(), "--image", f().lua_ref, "--code", program},
+              home_.path());
+  EXPECT_EQ(run.status, 125) << run.out << run.err;
+  EXPECT_NE(run.err.find("has no python3"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(f().lua_digest), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("cannot execute"), std::string::npos) << run.err;
+}
+
 // A reference not in the store is pulled by run itself, and said so.
 TEST_F(ImageRun, RunPullsAReferenceItHasNotStored) {
   auto run = runLua(f().second_ref);
@@ -349,6 +372,88 @@ TEST_F(ImageRun, ServeRefusesToStartOnAReferenceThatDoesNotResolve) {
   EXPECT_EQ(run.status, 125) << run.err;
   EXPECT_NE(run.err.find("refusing to start: images entry \"" + missing + "\""), std::string::npos)
       << run.err;
+}
+
+// Whether /proc/locks shows a process waiting ("->") for an flock on the
+// file with inode `ino`.
+bool someoneWaitsOnLock(ino_t ino) {
+  std::ifstream in("/proc/locks");
+  const std::string suffix = ":" + std::to_string(ino) + " ";
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" -> FLOCK ") != std::string::npos && line.find(suffix) != std::string::npos)
+      return true;
+  return false;
+}
+
+// A registry on loopback serving one image, counting the GETs of each blob.
+// The first GET of a blob is answered only once the other pull has reached
+// that blob too: it asked for it as well (two downloads), or it waits on the
+// blob's lock in the store (one). So the two pulls overlap on every blob.
+struct CountingRegistry {
+  testing::BuiltImage image;
+  std::string locks_dir;  // the store's locks/
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, int> blob_gets;
+  std::unique_ptr<testing::HttpTestServer> server;
+
+  testing::HttpResponse blob(const std::string& digest, const std::string& bytes) {
+    std::unique_lock<std::mutex> lock(mu);
+    const int nth = ++blob_gets[digest];
+    cv.notify_all();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::string lock_file = locks_dir + "/" + digest.substr(7);
+    // /proc/locks has no notification: checked again every 20 ms.
+    while (nth == 1 && blob_gets[digest] < 2 && std::chrono::steady_clock::now() < deadline) {
+      struct stat st {};
+      if (::stat(lock_file.c_str(), &st) == 0 && someoneWaitsOnLock(st.st_ino)) break;
+      cv.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    return {200, {{"Content-Type", "application/octet-stream"}}, bytes};
+  }
+
+  testing::HttpResponse answer(const testing::HttpRequest& req) {
+    if (req.path == "/v2/team/app/manifests/v1")
+      return {
+          200, {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}}, image.manifest};
+    if (req.path == "/v2/team/app/blobs/" + image.config_digest)
+      return blob(image.config_digest, image.config);
+    for (std::size_t i = 0; i < image.layers.size(); ++i)
+      if (req.path == "/v2/team/app/blobs/" + image.layer_digests[i])
+        return blob(image.layer_digests[i], image.layers[i]);
+    return {404, {}, ""};
+  }
+};
+
+// Two `airlock image pull` processes pulling one image at once fetch each
+// blob once: the second waits on the blob's lock in the store, then finds
+// it stored. Both succeed with the same digest.
+TEST(ImagePullProcesses, TwoPullsOfOneImageFetchEachBlobOnce) {
+  TempDir tmp, state, home;
+  testing::OciLayout layout(tmp.sub("layout"));
+  CountingRegistry registry;
+  registry.image = layout.addImage("amd64", "shared");
+  registry.locks_dir = state.path() + "/images/locks";
+  registry.server = std::make_unique<testing::HttpTestServer>(
+      "127.0.0.1", [&registry](const testing::HttpRequest& req) { return registry.answer(req); },
+      testing::HttpTestServer::Mode::kConcurrent);
+  ASSERT_TRUE(registry.server->ok());
+  const std::string ref = registry.server->authority() + "/team/app:v1";
+  Outcome first, second;
+  std::thread other([&] {
+    second = airlock({"image", "pull", "--state-dir", state.path(), ref}, home.path());
+  });
+  first = airlock({"image", "pull", "--state-dir", state.path(), ref}, home.path());
+  other.join();
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(firstWord(first.out), registry.image.manifest_digest);
+  EXPECT_EQ(firstWord(second.out), registry.image.manifest_digest);
+  std::lock_guard<std::mutex> lock(registry.mu);
+  EXPECT_EQ(registry.blob_gets.size(), 1 + registry.image.layers.size());
+  for (const auto& [digest, gets] : registry.blob_gets)
+    EXPECT_EQ(gets, 1) << digest << " was fetched " << gets << " times";
+  EXPECT_TRUE(fs::is_empty(registry.locks_dir)) << "a lock file was left behind";
 }
 
 }  // namespace

@@ -13,10 +13,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "airlock/images/registry_client.h"
+#include "http_test_server.h"
 #include "oci_layout.h"
 #include "registry_server.h"
 #include "test_tree.h"
@@ -305,7 +310,8 @@ TEST_F(ImageStoreTest, ANamePicksOneOfSeveralImagesOfALayout) {
   layout.writeIndexJson(json::array({ea, eb}));
   auto unnamed = store_->importPath(tmp_.sub("layout"));
   ASSERT_FALSE(unnamed);
-  EXPECT_NE(unnamed.error().context.find("name one of t1, t2"), std::string::npos)
+  EXPECT_NE(unnamed.error().context.find("pick one by its name with --ref (one of t1, t2)"),
+            std::string::npos)
       << unnamed.error().context;
   auto missing = store_->importPath(tmp_.sub("layout"), "t3");
   ASSERT_FALSE(missing);
@@ -316,6 +322,41 @@ TEST_F(ImageStoreTest, ANamePicksOneOfSeveralImagesOfALayout) {
   ASSERT_TRUE(named) << named.error().message();
   EXPECT_EQ(named->digest, b.manifest_digest);
   EXPECT_EQ(named->references, std::vector<std::string>{"t2"});
+}
+
+// Two tags of one digest (umoci's layout after a second tag): refused
+// without a name, with a message naming --ref; either name imports it.
+TEST_F(ImageStoreTest, TwoTagsOfOneDigestAskForRef) {
+  OciLayout layout(tmp_.sub("layout"));
+  const BuiltImage img = layout.addImage("amd64", "twice");
+  json first = img.indexEntry("t1"), second = img.indexEntry("t2");
+  first.erase("platform");
+  second.erase("platform");
+  layout.writeIndexJson(json::array({first, second}));
+  auto unnamed = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(unnamed);
+  EXPECT_EQ(unnamed.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_NE(unnamed.error().context.find("--ref (one of t1, t2)"), std::string::npos)
+      << unnamed.error().context;
+  auto named = store_->importPath(tmp_.sub("layout"), "t1");
+  ASSERT_TRUE(named) << named.error().message();
+  EXPECT_EQ(named->digest, img.manifest_digest);
+}
+
+// "host" names the host image: an imported image may not take the name.
+TEST_F(ImageStoreTest, AnImageNamedHostIsRefused) {
+  layoutWith("layout", "host", "host");
+  auto stored = store_->importPath(tmp_.sub("layout"));
+  ASSERT_FALSE(stored);
+  EXPECT_EQ(stored.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_NE(stored.error().context.find("is named 'host', the name of the host image"),
+            std::string::npos)
+      << stored.error().context;
+  EXPECT_TRUE(store_->list().empty());
+  EXPECT_EQ(entriesIn(store_->directory() + "/blobs/sha256"), 0u);
+  // Another name of the same image is fine.
+  layoutWith("other", "host", "host-tools");
+  EXPECT_TRUE(store_->importPath(tmp_.sub("other")));
 }
 
 TEST_F(ImageStoreTest, NotALayoutNorAnArchiveIsNamed) {
@@ -377,6 +418,81 @@ TEST_F(ImageStoreTest, RemoveForgetsTheImageAndCollectsWhatNothingElseUses) {
   EXPECT_FALSE(fs::exists(roots + b.manifest_digest.substr(7)));
   EXPECT_EQ(entriesIn(store_->directory() + "/blobs/sha256"), 0u);
   EXPECT_FALSE(store_->remove("b:1"));
+}
+
+// A scripted registry on loopback serving `images` by tag (their manifests
+// as OCI manifests, their config and layers as blobs); `blob_requests`
+// counts the GETs of each blob.
+struct ScriptedRegistry {
+  std::map<std::string, BuiltImage> images;
+  std::map<std::string, int> blob_requests;
+  std::mutex mu;
+  std::unique_ptr<testing::HttpTestServer> server;
+
+  testing::HttpResponse answer(const testing::HttpRequest& req) {
+    const std::string manifests = "/v2/test/img/manifests/", blobs = "/v2/test/img/blobs/";
+    for (const auto& [tag, img] : images) {
+      if (req.path == manifests + tag || req.path == manifests + img.manifest_digest)
+        return {
+            200, {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}}, img.manifest};
+      std::vector<std::pair<std::string, std::string>> all{{img.config_digest, img.config}};
+      for (std::size_t i = 0; i < img.layers.size(); ++i)
+        all.emplace_back(img.layer_digests[i], img.layers[i]);
+      for (const auto& [digest, bytes] : all)
+        if (req.path == blobs + digest) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++blob_requests[digest];
+          return {200, {{"Content-Type", "application/octet-stream"}}, bytes};
+        }
+    }
+    return {404, {}, ""};
+  }
+  void start() {
+    server = std::make_unique<testing::HttpTestServer>(
+        "127.0.0.1", [this](const testing::HttpRequest& req) { return answer(req); });
+  }
+  ImageReference ref(const std::string& tag) const {
+    auto r = parseImageReference(server->authority() + "/test/img:" + tag);
+    EXPECT_TRUE(r);
+    return r ? *r : ImageReference{};
+  }
+};
+
+std::set<std::string> namesIn(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.insert(e.path().filename().string());
+  return out;
+}
+
+// A pull that is refused after its blobs were fetched and verified (a layer
+// that climbs out of the root; an image for another platform) leaves
+// nothing: the store's blobs are those of before, and nothing is recorded.
+TEST_F(ImageStoreTest, ARefusedPullLeavesNoBlobBehind) {
+  const BuiltImage good = layoutWith("good", "good", "v1");
+  ASSERT_TRUE(store_->importPath(tmp_.sub("good")));
+  OciLayout layout(tmp_.sub("served"));
+  ScriptedRegistry registry;
+  registry.images["hostile"] = layout.addImageOf(
+      "amd64", {{{"ok.txt", "fine"}}, {{"../../escaped.txt", "out"}}}, {"PATH=/usr/bin"});
+  registry.images["arm"] = layout.addImage("arm64", "arm");
+  registry.start();
+  ASSERT_TRUE(registry.server->ok());
+  const std::string blobs = store_->directory() + "/blobs/sha256";
+  const std::set<std::string> before = namesIn(blobs);
+  ASSERT_FALSE(before.empty());
+  RegistryClient client;
+  for (const char* tag : {"hostile", "arm"}) {
+    auto pulled = store_->pull(registry.ref(tag), client);
+    ASSERT_FALSE(pulled) << tag;
+    EXPECT_EQ(pulled.error().code, ErrorCode::kExecutionRejected) << pulled.error().message();
+    EXPECT_EQ(registry.blob_requests[registry.images[tag].config_digest], 1) << "fetched: " << tag;
+    EXPECT_EQ(namesIn(blobs), before) << tag << ": " << pulled.error().message();
+    EXPECT_EQ(store_->list().size(), 1u);
+    EXPECT_EQ(namesIn(store_->directory() + "/locks").size(), 0u);
+    expectNothingInFlight();
+  }
+  EXPECT_EQ(store_->find("v1")->digest, good.manifest_digest);
 }
 
 TEST(ImageStoreOpen, TheDirectoryMustBeAbsolute) {

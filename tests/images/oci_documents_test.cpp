@@ -207,6 +207,74 @@ TEST(OciDocuments, ClassifyRefusesUnknownTypesAndDisagreement) {
   EXPECT_TRUE(mentions(k.error(), "not valid JSON"));
 }
 
+// One digest, one kind (CVE-2021-41190): the kind is the bytes' own, a
+// document that could be either is refused, and a Content-Type that names
+// the other kind is a refusal, never a choice.
+TEST(OciDocuments, ADocumentWithTheMembersOfBothKindsIsRefusedUnderEveryContentType) {
+  json both = ociManifestJson();
+  both.erase("mediaType");
+  both["manifests"] = json::parse(ociIndex())["manifests"];
+  for (const char* header : {"", "application/json", kOciIndexType.data(), kOciManifestType.data(),
+                             kDockerManifestListType.data(), kDockerManifestType.data()}) {
+    auto k = classifyDocument(header, both.dump());
+    ASSERT_FALSE(k) << header;
+    EXPECT_EQ(k.error().code, ErrorCode::kExecutionRejected);
+    EXPECT_TRUE(mentions(k.error(), "has no mediaType and has both manifests"))
+        << k.error().context;
+  }
+  // Only layers (no config) beside manifests is still both.
+  json layers_only = json::parse(ociIndex());
+  layers_only.erase("mediaType");
+  layers_only["layers"] = json::array();
+  EXPECT_FALSE(classifyDocument("", layers_only.dump()));
+  // Neither parser takes it, whatever a caller thinks it is.
+  auto m = parseImageManifest(both.dump());
+  ASSERT_FALSE(m);
+  EXPECT_TRUE(mentions(m.error(), "has manifests, which only an image index has"))
+      << m.error().context;
+  auto i = parseImageIndex(both.dump());
+  ASSERT_FALSE(i);
+  EXPECT_TRUE(mentions(i.error(), "has config or layers, which only an image manifest has"))
+      << i.error().context;
+}
+
+TEST(OciDocuments, AMediaTypeItsMembersContradictIsRefused) {
+  json manifest = ociManifestJson();
+  manifest["manifests"] = json::array();
+  auto k = classifyDocument(kOciManifestType, manifest.dump());
+  ASSERT_FALSE(k);
+  EXPECT_TRUE(mentions(k.error(), "(an image manifest) but has manifests")) << k.error().context;
+  EXPECT_FALSE(parseImageManifest(manifest.dump()));
+  json index = json::parse(ociIndex());
+  index["config"] = ociManifestJson()["config"];
+  k = classifyDocument("", index.dump());
+  ASSERT_FALSE(k);
+  EXPECT_TRUE(mentions(k.error(), "(an image index) but has config or layers"))
+      << k.error().context;
+  EXPECT_FALSE(parseImageIndex(index.dump()));
+}
+
+TEST(OciDocuments, TheContentTypeNeverDecidesTheKind) {
+  // An index by its members, served as a manifest: refused, not read as one.
+  json index = json::parse(ociIndex());
+  index.erase("mediaType");
+  auto k = classifyDocument(kOciManifestType, index.dump());
+  ASSERT_FALSE(k);
+  EXPECT_TRUE(mentions(k.error(), "disagree")) << k.error().context;
+  json manifest = ociManifestJson();
+  manifest.erase("mediaType");
+  k = classifyDocument(kDockerManifestListType, manifest.dump());
+  ASSERT_FALSE(k);
+  EXPECT_TRUE(mentions(k.error(), "disagree")) << k.error().context;
+  // Agreeing or generic: the bytes' kind.
+  k = classifyDocument(kOciIndexType, index.dump());
+  ASSERT_TRUE(k) << k.error().context;
+  EXPECT_EQ(*k, DocumentKind::kIndex);
+  k = classifyDocument("text/plain", manifest.dump());
+  ASSERT_TRUE(k) << k.error().context;
+  EXPECT_EQ(*k, DocumentKind::kManifest);
+}
+
 // --- indexes and platforms ---
 
 TEST(OciDocuments, OciIndexParsesWithEveryEntry) {
@@ -504,6 +572,14 @@ TEST(OciDocuments, ConfigNullsAreEmpty) {
   ASSERT_TRUE(c);
 }
 
+// A name the config's Env gives twice: the last value wins.
+TEST(OciDocuments, ARepeatedEnvNameKeepsItsLastValue) {
+  auto c = parseImageConfig(
+      R"({"os":"linux","architecture":"amd64","config":{"Env":["A=1","PATH=/bin","A=3","B=","B=x=y"]}})");
+  ASSERT_TRUE(c) << c.error().context;
+  EXPECT_EQ(c->env, (std::vector<std::string>{"PATH=/bin", "A=3", "B=x=y"}));
+}
+
 TEST(OciDocuments, BadConfigsAreRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"architecture":"amd64"})", "os is missing"},
@@ -595,6 +671,43 @@ RC_GTEST_PROP(OciDocuments, GeneratedManifestsParseToTheirDescriptors, ()) {
   auto k = classifyDocument("", j.dump());
   RC_ASSERT(k.has_value());
   RC_ASSERT(*k == DocumentKind::kManifest);
+}
+
+// Whatever else a manifest holds, adding an index's manifests makes it a
+// document no reader takes, under any Content-Type and any mediaType.
+RC_GTEST_PROP(OciDocuments, AManifestWithAnIndexsMembersIsNeverAccepted, ()) {
+  json j = ociManifestJson();
+  const auto media = *rc::gen::element<std::string>(
+      "", std::string(kOciManifestType), std::string(kDockerManifestType),
+      std::string(kOciIndexType), std::string(kDockerManifestListType));
+  if (media.empty())
+    j.erase("mediaType");
+  else
+    j["mediaType"] = media;
+  if (*rc::gen::arbitrary<bool>()) j.erase("config");
+  if (j.contains("config") && *rc::gen::arbitrary<bool>()) j.erase("layers");
+  j["manifests"] =
+      *rc::gen::arbitrary<bool>() ? json::parse(ociIndex())["manifests"] : json::array();
+  const auto header = *rc::gen::element<std::string>(
+      "", "application/json", std::string(kOciManifestType), std::string(kDockerManifestType),
+      std::string(kOciIndexType), std::string(kDockerManifestListType));
+  RC_ASSERT_FALSE(classifyDocument(header, j.dump()).has_value());
+  RC_ASSERT_FALSE(parseImageManifest(j.dump()).has_value());
+  RC_ASSERT_FALSE(parseImageIndex(j.dump()).has_value());
+}
+
+// The kind a Content-Type lets through is the one the bytes have alone.
+RC_GTEST_PROP(OciDocuments, AnAcceptedKindIsTheBytesOwn, ()) {
+  json j = *rc::gen::element(json::parse(ociIndex()), json::parse(dockerManifestList()),
+                             ociManifestJson(), json::parse(dockerManifest()));
+  if (*rc::gen::arbitrary<bool>()) j.erase("mediaType");
+  const auto header = *rc::gen::element<std::string>(
+      "", "text/plain", std::string(kOciManifestType), std::string(kDockerManifestType),
+      std::string(kOciIndexType), std::string(kDockerManifestListType));
+  auto own = classifyDocument("", j.dump());
+  RC_ASSERT(own.has_value());
+  auto k = classifyDocument(header, j.dump());
+  if (k) RC_ASSERT(*k == *own);
 }
 
 template <class T>

@@ -551,6 +551,51 @@ TEST(RegistryClientScripted, AnIndexEntryMustMatchTheManifestItNames) {
   EXPECT_TRUE(mentions(m.error(), "is an index inside an index")) << m.error().context;
 }
 
+// One document, two images (CVE-2021-41190): a document without mediaType
+// that holds both an image manifest's config and layers and an index's
+// manifests (whose linux/amd64 entry is another, valid manifest). Read by
+// the Content-Type it would be image X under one and image Y under the
+// other; it is refused under both, by tag and by digest, and no blob is
+// asked for.
+TEST(RegistryClientScripted, ADocumentThatReadsAsBothKindsIsRefusedWhateverTheContentType) {
+  const Served other = servedManifest();
+  json both = json::parse(other.manifest);
+  both.erase("mediaType");
+  both["layers"] =
+      json::array({{{"mediaType", kOciLayerGzipType}, {"digest", sha256Digest("x")}, {"size", 1}}});
+  both["manifests"] = json::array({{{"mediaType", kOciManifestType},
+                                    {"digest", other.digest},
+                                    {"size", other.manifest.size()},
+                                    {"platform", {{"os", "linux"}, {"architecture", "amd64"}}}}});
+  const std::string ambiguous = both.dump();
+  const std::string digest = sha256Digest(ambiguous);
+  std::string content_type;  // what the registry says the document is
+  HttpTestServer registry("127.0.0.1", [&](const HttpRequest& req) -> HttpResponse {
+    if (req.path == "/v2/test/img/manifests/v1" || req.path == "/v2/test/img/manifests/" + digest)
+      return {200, {{"Content-Type", content_type}, {"Docker-Content-Digest", digest}}, ambiguous};
+    if (req.path == "/v2/test/img/manifests/" + other.digest) return manifestResponse(other);
+    return {404, {}, ""};
+  });
+  ASSERT_TRUE(registry.ok());
+  RegistryClient client;
+  for (const std::string_view type : {kOciManifestType, kOciIndexType, kDockerManifestType,
+                                      kDockerManifestListType, std::string_view()}) {
+    content_type = type;
+    for (const std::string& name : {std::string("/test/img:v1"), "/test/img@" + digest}) {
+      auto m = client.resolve(refOf(registry.authority() + name));
+      ASSERT_FALSE(m) << "Content-Type '" << type << "', " << name << " resolved to " << m->digest;
+      EXPECT_EQ(m.error().code, ErrorCode::kExecutionRejected);
+      EXPECT_TRUE(mentions(m.error(), "has no mediaType and has both manifests"))
+          << m.error().context;
+      EXPECT_TRUE(mentions(m.error(), "CVE-2021-41190")) << m.error().context;
+    }
+  }
+  for (const auto& req : registry.requests())
+    EXPECT_EQ(req.path.find("/v2/test/img/manifests/"), 0u) << "fetched " << req.path;
+  for (const auto& req : registry.requests())
+    EXPECT_NE(req.path, "/v2/test/img/manifests/" + other.digest) << "followed the index entry";
+}
+
 TEST(RegistryClientScripted, BodiesOverTheirCapsAndShortOrWrongBlobsAreRefused) {
   const std::string blob(1000, 'b');
   HttpTestServer registry("127.0.0.1", [&](const HttpRequest& req) -> HttpResponse {

@@ -1,8 +1,12 @@
 #include "airlock/cli/image_command.h"
 
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -16,6 +20,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/images/registry_client.h"
 #include "airlock/sys/io.h"
+#include "airlock/sys/unique_fd.h"
 
 namespace airlock::cli {
 namespace {
@@ -105,6 +110,34 @@ Result<ResolvedImage> resolveImage(images::ImageStore& store, const std::string&
   return ResolvedImage{std::move(*pulled), true};
 }
 
+Result<void> checkCodeModeImage(images::ImageStore& store, const std::string& digest) {
+  auto root = store.use(digest);
+  if (!root) return tl::unexpected(root.error());
+  sys::UniqueFd dir(::open(root->root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "open the root of image " + digest, errno);
+  // What the sandbox will execute, in order, and why.
+  const std::pair<const char*, const char*> needed[] = {
+      {"/usr/bin/python3", "python3, which code mode runs the program with"},
+      {"/usr/bin/env", "/usr/bin/env, which code mode starts python3 with"}};
+  for (const auto& [path, what] : needed) {
+    // Resolved as the sandbox will: symlinks stay inside the image's root.
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    const long fd = ::syscall(SYS_openat2, dir.get(), path, &how, sizeof how);
+    if (fd >= 0) {
+      ::close(static_cast<int>(fd));
+      continue;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) return {};  // no openat2: the exec says why
+    return fail(ErrorCode::kExecutionRejected,
+                "--code: image " + digest + " has no " + what + " (" + path +
+                    "): run code mode on an image that has Python 3, or on the host image");
+  }
+  return {};
+}
+
 PullProgress terminalPullProgress(const std::string& reference) {
   if (::isatty(STDERR_FILENO) != 1) return {};
   const std::string shown_ref = escapeForTerminal(reference);
@@ -166,14 +199,34 @@ int runImageList(const std::string& state_dir, bool json) {
     writeOut(STDOUT_FILENO, nlohmann::json{{"images", out}}.dump() + "\n");
     return 0;
   }
-  std::string text = "DIGEST" + std::string(71, ' ') + "SIZE  REFERENCES\n";
-  for (const auto& image : all) {
-    std::string size = humanSize(image.size_bytes);
-    if (size.size() < 10) size.insert(0, 10 - size.size(), ' ');
-    text += image.digest + size + "  " + shown(image.references) + "\n";
-  }
-  writeOut(STDOUT_FILENO, text);
+  writeOut(STDOUT_FILENO, formatImageTable(all));
   return 0;
+}
+
+std::string formatImageTable(const std::vector<images::StoredImage>& all) {
+  // Columns two spaces apart: the digest (71 characters) padded, the size
+  // right-aligned to the widest ("1023.9 KiB"), then the references.
+  constexpr std::size_t kDigestWidth = 71;
+  std::size_t size_width = 10;
+  std::vector<std::string> sizes;
+  for (const auto& image : all) {
+    sizes.push_back(humanSize(image.size_bytes));
+    size_width = std::max(size_width, sizes.back().size());
+  }
+  const auto padRight = [](std::string text, std::size_t width) {
+    if (text.size() < width) text.append(width - text.size(), ' ');
+    return text;
+  };
+  const auto padLeft = [](std::string text, std::size_t width) {
+    if (text.size() < width) text.insert(0, width - text.size(), ' ');
+    return text;
+  };
+  std::string text =
+      padRight("DIGEST", kDigestWidth) + "  " + padLeft("SIZE", size_width) + "  REFERENCES\n";
+  for (std::size_t i = 0; i < all.size(); ++i)
+    text += padRight(all[i].digest, kDigestWidth) + "  " + padLeft(sizes[i], size_width) + "  " +
+            shown(all[i].references) + "\n";
+  return text;
 }
 
 int runImageRemove(const std::string& state_dir, const std::string& name) {

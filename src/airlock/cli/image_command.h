@@ -58,6 +58,12 @@ struct ResolvedImage {
 Result<ResolvedImage> resolveImage(images::ImageStore& store, const std::string& name,
                                    const PullProgress& progress);
 
+// Code mode runs the image's /usr/bin/env and /usr/bin/python3: an image
+// (a digest the store holds) without them is ExecutionRejected, naming
+// python3 (or env) and the image, before any sandbox starts. Where openat2
+// is missing nothing is checked (the sandbox's exec reports it).
+Result<void> checkCodeModeImage(images::ImageStore& store, const std::string& digest);
+
 // A progress line for a pull on a terminal: "\rpulling REF: 12 MiB of 40 MiB"
 // on standard error, rewritten as bytes arrive and cleared at the end. Empty
 // (no progress) when standard error is not a terminal.
@@ -77,6 +83,10 @@ int runImagePull(const std::string& state_dir, const std::string& reference, boo
 int runImageImport(const std::string& state_dir, const std::string& path,
                    const std::string& ref_name, bool json);
 int runImageList(const std::string& state_dir, bool json);
+// What `ls` prints: a header, then per image its digest, its size
+// right-aligned ("1023.5 KiB") and its references, two spaces between
+// columns whatever the size's width.
+std::string formatImageTable(const std::vector<images::StoredImage>& images);
 int runImageRemove(const std::string& state_dir, const std::string& name);
 
 }  // namespace airlock::cli

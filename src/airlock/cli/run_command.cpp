@@ -218,6 +218,9 @@ int executeRun(RunPlan plan) {
     endTerminalPullProgress();
     if (!resolved) return printErrorLine(resolved.error());
     image_digest = resolved->stored.digest;
+    if (plan.code_path)
+      if (auto usable = checkCodeModeImage(**image_store, image_digest); !usable)
+        return printErrorLine(usable.error());
     if (resolved->pulled || plan.verbose)
       writeOut(STDERR_FILENO, "airlock: image " + escapeForTerminal(plan.image) + " is " +
                                   image_digest + (resolved->pulled ? " (pulled)" : "") + "\n");

@@ -35,6 +35,8 @@ constexpr std::size_t kMaxDocumentBytes = 4u << 20;
 constexpr const char* kOciManifestType = "application/vnd.oci.image.manifest.v1+json";
 constexpr const char* kOciConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kOciLayerType = "application/vnd.oci.image.layer.v1.tar";
+// The name of the host image: an image may not take it.
+constexpr const char* kReservedName = "host";
 
 // The store's own failures (its directory, a write): retriable.
 Error storeError(const std::string& what, int err = 0) {
@@ -203,6 +205,7 @@ class ImageStoreImpl final : public ImageStore {
                              {"/blobs", 0700},
                              {"/blobs/sha256", 0700},
                              {"/images", 0700},
+                             {"/locks", 0700},
                              {"/roots", 0711},
                              {"/tmp", 0700}}) {
       const std::string path = dir_ + sub;
@@ -227,10 +230,24 @@ class ImageStoreImpl final : public ImageStore {
   const std::string& directory() const override { return dir_; }
 
   Result<StoredImage> pull(const ImageReference& ref, RegistryClient& registry) override {
-    // Held while blobs are written and not yet recorded: collectGarbage
-    // leaves blobs alone meanwhile.
-    auto writing = lockFile(dir_ + "/gc.lock", LOCK_SH);
-    if (!writing) return tl::unexpected(writing.error());
+    // The blobs this pull adds: removed again when it is refused (a hostile
+    // layer, another platform), as an import's are.
+    std::vector<std::string> added;
+    Result<StoredImage> pulled;
+    {
+      // Held while blobs are written and not yet recorded: collectGarbage
+      // leaves blobs alone meanwhile.
+      auto writing = lockFile(dir_ + "/gc.lock", LOCK_SH);
+      if (!writing) return tl::unexpected(writing.error());
+      t_added = &added;
+      pulled = pullOnce(ref, registry);
+      t_added = nullptr;
+    }
+    removeUnrecorded(added);
+    return pulled;
+  }
+
+  Result<StoredImage> pullOnce(const ImageReference& ref, RegistryClient& registry) {
     auto manifest = registry.resolve(ref);
     if (!manifest) return tl::unexpected(manifest.error());
     auto parsed = parseImageManifest(manifest->bytes);
@@ -247,6 +264,25 @@ class ImageStoreImpl final : public ImageStore {
     return recordAndUnpack(manifest->digest, {toString(ref)});
   }
 
+  // Removes those of `added` (blobs an import or pull stored) that no record
+  // uses: all of them after a refusal; after a success, an archive's entries
+  // its manifest does not name. Not while another import or pull is writing:
+  // it may need the same blobs (collectGarbage takes them later).
+  void removeUnrecorded(const std::vector<std::string>& added) {
+    if (added.empty()) return;
+    auto alone = lockFile(dir_ + "/gc.lock", LOCK_EX | LOCK_NB);
+    if (!alone) return;
+    auto lock = lockFile(dir_ + "/lock", LOCK_EX);
+    std::set<std::string> live;
+    for (const auto& image : list()) {
+      live.insert(image.digest);
+      live.insert(image.config_digest);
+      live.insert(image.layer_digests.begin(), image.layer_digests.end());
+    }
+    for (const auto& digest : added)
+      if (!live.count(digest)) (void)::unlink(blobPath(digest).c_str());
+  }
+
   using ImageStore::importPath;
   Result<StoredImage> importPath(const std::string& path, const std::string& ref_name) override {
     // The blobs this import adds: removed again when it fails (those of a
@@ -261,21 +297,7 @@ class ImageStoreImpl final : public ImageStore {
       imported = importOnce(path, ref_name);
       t_added = nullptr;
     }
-    // What this import added that no record uses (all of it when the
-    // import failed; an archive's entries its manifest does not name when
-    // it succeeded) goes, unless another import or pull is writing now: it
-    // may need the same blobs (collectGarbage takes them later).
-    if (auto alone = lockFile(dir_ + "/gc.lock", LOCK_EX | LOCK_NB)) {
-      auto lock = lockFile(dir_ + "/lock", LOCK_EX);
-      std::set<std::string> live;
-      for (const auto& image : list()) {
-        live.insert(image.digest);
-        live.insert(image.config_digest);
-        live.insert(image.layer_digests.begin(), image.layer_digests.end());
-      }
-      for (const auto& digest : added)
-        if (!live.count(digest)) (void)::unlink(blobPath(digest).c_str());
-    }
+    removeUnrecorded(added);
     return imported;
   }
 
@@ -382,15 +404,21 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   // The lock of `root`, held with `operation`. collectGarbage() unlinks a
-  // lock file once its root is gone, so a lock taken on a file that is no
-  // longer at the path is taken again on the one that is.
+  // lock file once its root is gone.
   static Result<sys::UniqueFd> holdRoot(const std::string& root, int operation) {
+    return lockCurrent(root + ".lock", operation);
+  }
+
+  // An flock on the file at `path`, held with `operation`. A lock file may
+  // be unlinked by its holder, so a lock taken on a file that is no longer
+  // at the path is taken again on the one that is.
+  static Result<sys::UniqueFd> lockCurrent(const std::string& path, int operation) {
     for (;;) {
-      auto fd = lockFile(root + ".lock", operation);
+      auto fd = lockFile(path, operation);
       if (!fd) return fd;
       struct stat held {
       }, named{};
-      if (::fstat(fd->get(), &held) == 0 && ::stat((root + ".lock").c_str(), &named) == 0 &&
+      if (::fstat(fd->get(), &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
           held.st_ino == named.st_ino && held.st_dev == named.st_dev)
         return fd;
     }
@@ -532,8 +560,9 @@ class ImageStoreImpl final : public ImageStore {
   }
 
   // Stores the blob `d` by calling `fetch` with a file to write it to, once
-  // per digest at a time in this process: a second caller for the same
-  // digest waits for the first and shares its result. The fetcher verifies
+  // per digest at a time: in this process a second caller for the same
+  // digest waits for the first and shares its result; across processes
+  // fetchOnce's lock serializes them. The fetcher verifies
   // (the registry client does); the store checks the digest again before
   // the rename, so nothing unverified is ever named by its digest.
   Result<void> fetchShared(const Descriptor& d, const std::function<Result<void>(int)>& fetch) {
@@ -561,7 +590,20 @@ class ImageStoreImpl final : public ImageStore {
     return result;
   }
 
+  // Across processes, one fetch of a blob at a time: under an exclusive
+  // lock on locks/<hex>, after which a waiter finds the blob stored by the
+  // one before it (or fetches it itself when that one failed). The holder
+  // unlinks the lock file before it lets go, so locks/ keeps nothing.
   Result<void> fetchOnce(const Descriptor& d, const std::function<Result<void>(int)>& fetch) {
+    const std::string lock_path = dir_ + "/locks/" + hexOf(d.digest);
+    auto lock = lockCurrent(lock_path, LOCK_EX);
+    if (!lock) return tl::unexpected(lock.error());
+    Result<void> result = hasBlob(d.digest) ? Result<void>{} : fetchUnlocked(d, fetch);
+    (void)::unlink(lock_path.c_str());
+    return result;
+  }
+
+  Result<void> fetchUnlocked(const Descriptor& d, const std::function<Result<void>(int)>& fetch) {
     auto blob = createTmpBlob(O_RDWR);
     if (!blob) return tl::unexpected(blob.error());
     const std::string& tmp = blob->path;
@@ -779,10 +821,11 @@ class ImageStoreImpl final : public ImageStore {
     } else {
       auto sel = selectPlatform(*index, options_.os, options_.architecture);
       if (!sel)
-        return tl::unexpected(rejected("image import: " + path + ": " + sel.error().message() +
-                                       (ref_name.empty() && index->manifests.size() > 1
-                                            ? "; name one of " + names + " to import it"
-                                            : "")));
+        return tl::unexpected(
+            rejected("image import: " + path + ": " + sel.error().message() +
+                     (ref_name.empty() && index->manifests.size() > 1
+                          ? "; pick one by its name with --ref (one of " + names + ")"
+                          : "")));
       chosen = *sel;
     }
     if (auto r = copyLayoutBlob(source, chosen.digest); !r) return tl::unexpected(r.error());
@@ -873,6 +916,11 @@ class ImageStoreImpl final : public ImageStore {
   // named another image moves here. Then the root is unpacked.
   Result<StoredImage> recordAndUnpack(const std::string& digest,
                                       const std::vector<std::string>& refs) {
+    if (std::find(refs.begin(), refs.end(), kReservedName) != refs.end())
+      return tl::unexpected(rejected(
+          "image " + digest + " is named '" + kReservedName +
+          "', the name of the host image (this host's /usr): give it another name (for a layout, "
+          "skopeo copy oci:DIR:host oci:DIR:NAME)"));
     auto bytes = readBlob(digest);
     if (!bytes) return tl::unexpected(bytes.error());
     auto manifest = parseImageManifest(*bytes);

@@ -8,6 +8,9 @@
 //                         their bytes (written to tmp/, verified, renamed)
 //   images/<hex>.json     one record per image: its manifest digest, config
 //                         and layer digests, the references that named it
+//   locks/<hex>           held while the blob <hex> is fetched (one fetch
+//                         of a blob at a time across processes); unlinked
+//                         by its holder
 //   roots/<hex>/          the image's unpacked root (layer_unpack.h), made
 //                         once under roots/<hex>.lock and renamed into place
 //   tmp/                  what is being written; swept at open
@@ -26,9 +29,10 @@
 // it) only once its root is unpacked: a refused image changes no record.
 //
 // Concurrency: any number of threads and processes may use one store. Two
-// pulls of one blob in a process share one download; across processes the
-// second finds the blob already stored or writes the same verified bytes
-// again (renames are atomic). A root in use is held with a shared lock on
+// pulls of one blob share one download: in a process the second waits for
+// the first's result; across processes the second waits on the blob's lock
+// (locks/<hex>) and then finds the blob stored, fetching it itself only when
+// the first failed. A root in use is held with a shared lock on
 // roots/<hex>.lock (ImageStore::use); remove() and collectGarbage() skip a
 // root someone holds.
 #pragma once
@@ -99,8 +103,8 @@ class ImageStore {
   // Errors: those of the registry client (which name the registry and
   // repository), ExecutionRejected for a manifest or layer the store cannot
   // use, and the unpacker's errors naming the entry. Nothing of a failed pull
-  // is recorded; verified blobs stay for the next attempt (collectGarbage
-  // removes them).
+  // is recorded, and the blobs it stored are removed again (unless another
+  // pull or import is writing meanwhile: collectGarbage removes them later).
   virtual Result<StoredImage> pull(const ImageReference& ref, RegistryClient& registry) = 0;
 
   // Imports the image of an OCI image layout directory (oci-layout,
@@ -109,11 +113,15 @@ class ImageStore {
   // archive with several images takes the one for the store's platform, or
   // the only one there is; its reference (the index's
   // org.opencontainers.image.ref.name, docker's RepoTags) is recorded.
-  // ExecutionRejected naming the file or entry that is wrong.
+  // ExecutionRejected naming the file or entry that is wrong, and for an
+  // image named "host" (the name of the host image, which an image may not
+  // take).
   // `ref_name`, when not empty, picks the layout's image by the name its
   // index gives it (org.opencontainers.image.ref.name: umoci's and skopeo's
   // tag), among several; ExecutionRejected listing the names when none has
-  // it.
+  // it, and, when it is empty and several images name no platform (two
+  // tags of one layout, even of one digest), listing them and saying to
+  // pick one with --ref (the command line's spelling).
   virtual Result<StoredImage> importPath(const std::string& path, const std::string& ref_name) = 0;
   Result<StoredImage> importPath(const std::string& path) { return importPath(path, ""); }
 

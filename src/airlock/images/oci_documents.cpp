@@ -1,9 +1,11 @@
 #include "airlock/images/oci_documents.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
@@ -190,16 +192,80 @@ Result<std::string> documentMediaType(std::string_view what, const json& doc) {
   return t->value_or("");
 }
 
+// Whether `doc` has any of the members only an image index has
+// ("manifests"), or any of those only an image manifest has ("config",
+// "layers"), whatever their values.
+bool hasIndexMembers(const json& doc) {
+  return doc.contains("manifests");
+}
+bool hasManifestMembers(const json& doc) {
+  return doc.contains("config") || doc.contains("layers");
+}
+
+constexpr std::string_view kBothKindsHint =
+    "a document that reads as both an image index and an image manifest could name two images by "
+    "one digest (CVE-2021-41190)";
+
+// Refuses a document of kind `own` (by its mediaType, or as the caller
+// takes it) that has a member of the other kind.
+Result<void> checkMembers(std::string_view what, const json& doc, DocumentKind own) {
+  if (own == DocumentKind::kIndex && hasManifestMembers(doc))
+    return refuse(what, "has config or layers, which only an image manifest has: " +
+                            std::string(kBothKindsHint));
+  if (own == DocumentKind::kManifest && hasIndexMembers(doc))
+    return refuse(what,
+                  "has manifests, which only an image index has: " + std::string(kBothKindsHint));
+  return {};
+}
+
+// The kind of a document by its own bytes (never by a Content-Type): its
+// "mediaType" when it has one, which its members must not contradict; else
+// its members, which must be those of one kind only.
+Result<DocumentKind> kindOfBytes(std::string_view what, const json& doc) {
+  auto t = documentMediaType(what, doc);
+  if (!t) return tl::unexpected(t.error());
+  const bool index_members = hasIndexMembers(doc);
+  const bool manifest_members = hasManifestMembers(doc);
+  if (t->empty()) {
+    if (index_members && manifest_members)
+      return refuse(what,
+                    "has no mediaType and has both manifests (an image index's member) and config "
+                    "or layers (an image manifest's): " +
+                        std::string(kBothKindsHint));
+    if (index_members) return DocumentKind::kIndex;
+    if (manifest_members) return DocumentKind::kManifest;
+    return refuse(what,
+                  "has no media type and is shaped like neither an image index nor a manifest");
+  }
+  if (isSchema1Type(*t)) return refuse(what, std::string(kSchema1Hint));
+  if (isIndexType(*t) && manifest_members)
+    return refuse(what, "says mediaType " + inQuotes(*t) +
+                            " (an image index) but has config or layers, members of an image "
+                            "manifest: " +
+                            std::string(kBothKindsHint));
+  if (isManifestType(*t) && index_members)
+    return refuse(what, "says mediaType " + inQuotes(*t) +
+                            " (an image manifest) but has manifests, the member of an image "
+                            "index: " +
+                            std::string(kBothKindsHint));
+  if (isIndexType(*t)) return DocumentKind::kIndex;
+  if (isManifestType(*t)) return DocumentKind::kManifest;
+  return refuse(what,
+                "mediaType " + inQuotes(*t) + " is not an image index or image manifest type");
+}
+
 // An index or a manifest, as its "mediaType" may say, in messages.
 struct KindWords {
+  DocumentKind kind;
   bool (*is)(std::string_view media_type);
   const char* name;        // "an image index"
   const char* short_name;  // "an index"
   const char* type_name;   // "an image index type"
 };
-constexpr KindWords kIndexWords{isIndexType, "an image index", "an index", "an image index type"};
-constexpr KindWords kManifestWords{isManifestType, "an image manifest", "a manifest",
-                                   "an image manifest type"};
+constexpr KindWords kIndexWords{DocumentKind::kIndex, isIndexType, "an image index", "an index",
+                                "an image index type"};
+constexpr KindWords kManifestWords{DocumentKind::kManifest, isManifestType, "an image manifest",
+                                   "a manifest", "an image manifest type"};
 
 // What an index and a manifest check first: a "mediaType" that is absent or
 // of `own` kind (schema 1 and the `other` kind named as such), and
@@ -213,6 +279,7 @@ Result<void> checkDocumentKind(std::string_view what, const json& doc, const Kin
     return refuse(what, std::string("is ") + other.name + " (" + *t + "), not " + own.short_name);
   if (!t->empty() && !own.is(*t))
     return refuse(what, "mediaType " + inQuotes(*t) + " is not " + own.type_name);
+  if (auto m = checkMembers(what, doc, own.kind); !m) return m;
   return checkSchemaVersion(what, doc);
 }
 
@@ -314,6 +381,17 @@ Result<std::vector<std::string>> optionalStringArray(
   return out;
 }
 
+// "NAME=value" entries with a name given twice reduced to its last one
+// (where it stands), as a later assignment replaces an earlier one.
+std::vector<std::string> lastOfEachName(std::vector<std::string> env) {
+  std::vector<std::string> out;
+  std::set<std::string_view> seen;
+  for (auto it = env.rbegin(); it != env.rend(); ++it)
+    if (seen.insert(std::string_view(*it).substr(0, it->find('='))).second) out.push_back(*it);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
 Result<ImageConfig> configFrom(const json& doc) {
   constexpr std::string_view what = "image config";
   ImageConfig out;
@@ -340,7 +418,7 @@ Result<ImageConfig> configFrom(const json& doc) {
                                      return std::nullopt;
                                    });
     if (!env) return tl::unexpected(env.error());
-    out.env = std::move(*env);
+    out.env = lastOfEachName(std::move(*env));
     auto user = optionalString(what, *c, "User", "config.User", kMaxConfigStringBytes);
     if (!user) return tl::unexpected(user.error());
     if (*user) out.user = std::move(**user);
@@ -415,34 +493,15 @@ Result<DocumentKind> classifyDocument(std::string_view media_type, std::string_v
     if (!doc) return tl::unexpected(doc.error());
     const auto version = doc->find("schemaVersion");
     if (version != doc->end() && *version == 1) return refuse(what, std::string(kSchema1Hint));
-    auto t = documentMediaType(what, *doc);
-    if (!t) return tl::unexpected(t.error());
-    if (!t->empty()) {
-      std::optional<DocumentKind> json_kind;
-      if (isIndexType(*t)) {
-        json_kind = DocumentKind::kIndex;
-      } else if (isManifestType(*t)) {
-        json_kind = DocumentKind::kManifest;
-      } else if (isSchema1Type(*t)) {
-        return refuse(what, std::string(kSchema1Hint));
-      } else {
-        return refuse(
-            what, "mediaType " + inQuotes(*t) + " is not an image index or image manifest type");
-      }
-      if (header_kind && *header_kind != *json_kind)
-        return refuse(what, "the registry's Content-Type " + inQuotes(header) +
-                                " and the document's mediaType " + inQuotes(*t) + " disagree");
-      return *json_kind;
-    }
-    if (header_kind) return *header_kind;
-    const auto m = doc->find("manifests");
-    if (m != doc->end() && m->is_array()) return DocumentKind::kIndex;
-    const auto c = doc->find("config");
-    const auto l = doc->find("layers");
-    if (c != doc->end() && c->is_object() && l != doc->end() && l->is_array())
-      return DocumentKind::kManifest;
-    return refuse(what,
-                  "has no media type and is shaped like neither an image index nor a manifest");
+    // The kind is the bytes' own; the Content-Type only has to agree.
+    auto kind = kindOfBytes(what, *doc);
+    if (!kind) return kind;
+    if (header_kind && *header_kind != *kind)
+      return refuse(what,
+                    "the registry's Content-Type " + inQuotes(header) + " and the document (" +
+                        (*kind == DocumentKind::kIndex ? "an image index" : "an image manifest") +
+                        " by its own bytes) disagree");
+    return *kind;
   });
 }
 

@@ -99,7 +99,9 @@ struct ImageManifest {
 // The parts of an OCI image config the sandbox uses ("Properties": os,
 // architecture, config.Env, config.User, config.WorkingDir, rootfs.diff_ids).
 // Absent or null members are empty. Env entries are "NAME=value" with a
-// non-empty NAME; no string contains a NUL byte (they reach execve).
+// non-empty NAME, each NAME once: of a name the config gives twice the last
+// entry is kept, where it stands; no string contains a NUL byte (they
+// reach execve).
 struct ImageConfig {
   std::vector<std::string> env;
   std::string user;
@@ -112,25 +114,30 @@ struct ImageConfig {
 
 enum class DocumentKind { kIndex, kManifest };
 
-// Which document the bytes are, from (in this order) the Content-Type the
-// registry sent (`media_type`; parameters after ';' and case ignored), else
-// the JSON's own "mediaType", else its shape ("manifests" array: index;
-// "config" and "layers": manifest). A generic or empty Content-Type
-// ("", application/json, text/plain, application/octet-stream) defers to
-// the JSON. When both name a known type they must agree. Docker schema 1
-// (application/vnd.docker.distribution.manifest.v1+json, ...v1+prettyjws,
-// or "schemaVersion": 1) is refused, and so is any other media type.
-// ExecutionRejected with the reason.
+// Which document the bytes are, by the bytes alone (a digest names one
+// document, so it names one kind: CVE-2021-41190): the JSON's own
+// "mediaType" when it has one, else its members ("manifests": an index;
+// "config" or "layers": a manifest). Refused: a document with members of
+// both kinds (with or without a mediaType), a mediaType its members
+// contradict, and one with members of neither. The Content-Type the
+// registry sent (`media_type`; parameters after ';' and case ignored) never
+// decides: when it names an index or manifest type it must agree with the
+// bytes, else the document is refused; a generic or empty one ("",
+// application/json, text/plain, application/octet-stream) is ignored. Docker
+// schema 1 (application/vnd.docker.distribution.manifest.v1+json,
+// ...v1+prettyjws, or "schemaVersion": 1) is refused, and so is any other
+// media type. ExecutionRejected with the reason.
 Result<DocumentKind> classifyDocument(std::string_view media_type, std::string_view json);
 
 // ExecutionRejected for anything but a schemaVersion 2 index or manifest
 // list (a "mediaType" member, if present, must be one of the two index
-// types), with a message naming the member at fault.
+// types; "config" and "layers" must be absent), with a message naming the
+// member at fault.
 Result<ImageIndex> parseImageIndex(std::string_view json);
 
 // ExecutionRejected for anything but a schemaVersion 2 OCI or Docker image
-// manifest with an image config; schema 1 and foreign or non-distributable
-// layers (application/vnd.docker.image.rootfs.foreign.diff.tar.gzip,
+// manifest with an image config ("manifests" must be absent); schema 1 and foreign or
+// non-distributable layers (application/vnd.docker.image.rootfs.foreign.diff.tar.gzip,
 // application/vnd.oci.image.layer.nondistributable.*) are refused by name,
 // as is any other layer type (an artifact that is not a container image).
 Result<ImageManifest> parseImageManifest(std::string_view json);
