@@ -12,6 +12,7 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
+#include "airlock/execution/node.h"
 #include "airlock/service/api.h"
 #include "airlock/service/metrics.h"
 #include "linux_test_support.h"
@@ -34,8 +35,10 @@ class ApiCodeLinuxTest : public SandboxTest {
     settings_.service_token = kToken;
     now_ =
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    node_ = std::make_unique<execution::LocalNode>(
+        *env_, [this] { return now_.load(); }, service::nodeEvents(metrics_));
     api_ = std::make_unique<Api>(
-        settings_, *env_,
+        settings_, *node_,
         service::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
         [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
@@ -63,6 +66,7 @@ class ApiCodeLinuxTest : public SandboxTest {
   service::Settings settings_;
   service::Metrics metrics_{"linux"};
   std::atomic<Timestamp> now_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
   std::string id_, base_;
 };
@@ -328,7 +332,8 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
 }
 
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
-  Api bare(settings_, *env_, service::ServiceImages::hostOnly("digest"), metrics_);
+  execution::LocalNode bare_node(*env_);
+  Api bare(settings_, bare_node, service::ServiceImages::hostOnly("digest"), metrics_);
   auto r =
       bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
   EXPECT_EQ(r.status, 503) << r.body;

@@ -16,6 +16,7 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
@@ -34,7 +35,9 @@ class ApiTest : public ::testing::Test {
     options.clock = [this] { return now_; };
     env_ = std::make_unique<fake::FakeEnvironment>(options);
     env_->setFallback(fake::basicCommands);
-    api_ = std::make_unique<Api>(settings_, *env_, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node_ = std::make_unique<execution::LocalNode>(
+        *env_, [this] { return now_; }, nodeEvents(metrics_));
+    api_ = std::make_unique<Api>(settings_, *node_, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                  metrics_, [this] { return now_; });
   }
   HttpResponse call(std::string method, std::string target, std::string body = "",
@@ -58,6 +61,7 @@ class ApiTest : public ::testing::Test {
   Settings settings_;
   Metrics metrics_{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
 };
 

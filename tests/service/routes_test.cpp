@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
@@ -216,7 +217,8 @@ class RoutesApiTest : public ::testing::Test {
   RoutesApiTest() {
     settings_.service_token = kToken;
     env_ = std::make_unique<fake::FakeEnvironment>(fake::FakeOptions{});
-    api_ = std::make_unique<Api>(settings_, *env_, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node_ = std::make_unique<execution::LocalNode>(*env_);
+    api_ = std::make_unique<Api>(settings_, *node_, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                  metrics_);
   }
   HttpRequest request(std::string_view method, std::string target, std::string body = "") {
@@ -231,6 +233,7 @@ class RoutesApiTest : public ::testing::Test {
   Settings settings_;
   Metrics metrics_{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
 };
 

@@ -22,6 +22,7 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
+#include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
@@ -48,7 +49,9 @@ struct World {
     options.clock = [this] { return now; };
     env = std::make_unique<fake::FakeEnvironment>(options);
     env->setFallback(fake::basicCommands);
-    api = std::make_unique<Api>(settings, *env, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node = std::make_unique<execution::LocalNode>(
+        *env, [this] { return now; }, nodeEvents(metrics));
+    api = std::make_unique<Api>(settings, *node, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                 metrics, [this] { return now; });
     repository = std::make_shared<artifacts::MemoryArtifactRepository>();
     std::filesystem::create_directory(dir + "/artifacts");
@@ -129,6 +132,7 @@ struct World {
   Settings settings;
   Metrics metrics{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env;
+  std::unique_ptr<execution::LocalNode> node;
   std::unique_ptr<Api> api;
   std::shared_ptr<artifacts::MemoryArtifactRepository> repository;
   std::unique_ptr<artifacts::FilesystemArtifactStore> store;

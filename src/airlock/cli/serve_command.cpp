@@ -15,6 +15,7 @@
 #include "airlock/egress/policy.h"
 #include "airlock/execution/adapters.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
+#include "airlock/execution/node.h"
 #include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
@@ -124,7 +125,10 @@ int executeServe(const std::optional<std::string>& config_path) {
                                                                  : " " + image.reference) +
                                 " is " + image.digest + notes + "\n");
   }
-  service::Api api(*settings, *adapter->env, std::move(images), metrics);
+  // The execution node keeps what runs where and reaps; the API is the
+  // gateway in front of it.
+  execution::LocalNode node(*adapter->env, {}, service::nodeEvents(metrics));
+  service::Api api(*settings, node, std::move(images), metrics);
   api.allowEgress(operator_egress);
   api.attachExecutionCapabilities(execution::addExecutionCapabilities);
 
@@ -146,7 +150,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
   if (!schedules) return printErrorLine(schedules.error());
   api.attachSchedules(std::move(*schedules));
-  auto server = service::HttpServer::create(*settings, api, *adapter->env);
+  auto server = service::HttpServer::create(*settings, api, node);
   if (!server) return printErrorLine(server.error());
   (*server)->run();
   return 0;

@@ -337,6 +337,14 @@ std::int64_t LeaseBook::renew(const std::string& tenant_id, const std::string& r
   return it->second;
 }
 
+std::vector<std::string> LeaseBook::stale(const std::vector<LiveLease>& leases) const {
+  std::vector<std::string> out;
+  for (const LiveLease& lease : leases)
+    if (auto epoch = current(lease.tenant_id, lease.run_id); epoch && *epoch > lease.lease_epoch)
+      out.push_back(lease.environment_id);
+  return out;
+}
+
 std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id,
                                                const std::string& run_id) const {
   std::lock_guard lk(mu_);
@@ -345,10 +353,10 @@ std::optional<std::int64_t> LeaseBook::current(const std::string& tenant_id,
   return it->second;
 }
 
-Api::Api(const Settings& settings, ExecutionEnvironment& env, ServiceImages images,
-         Metrics& metrics, std::function<Timestamp()> clock)
+Api::Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Metrics& metrics,
+         std::function<Timestamp()> clock)
     : settings_(settings),
-      env_(env),
+      node_(node),
       images_(std::move(images)),
       metrics_(metrics),
       clock_(std::move(clock)) {
@@ -516,16 +524,9 @@ HttpResponse Api::provision(const RouteCall& call) {
   if (network) spec.egress = egress_;
 
   const auto started = Clock::now();
-  auto handle = env_.provision(spec);
+  auto handle = node_.provision(spec);
   if (!handle) return errorResponse(handle.error());
   metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
-  {
-    std::lock_guard lk(mu_);
-    live_[handle->environment_id] =
-        LiveEnvironment{*handle,     Clock::now(),     {}, spec.limits.wall_clock_seconds, 0,
-                        spec.egress, spec.image_digest};
-    metrics_.liveSandboxes(static_cast<double>(live_.size()));
-  }
   return jsonResponse(201, handleJson(*handle, spec.image_digest));
 }
 
@@ -564,10 +565,8 @@ HttpResponse Api::listImages(const RouteCall&) {
 HttpResponse Api::listEnvironments(const RouteCall& call) {
   const std::optional<std::string>& tenant = call.tenant;
   json out = json::array();
-  std::lock_guard lk(mu_);
-  for (const auto& [id, live] : live_)
-    if (!tenant || live.handle.tenant_id == *tenant)
-      out.push_back(handleJson(live.handle, live.image_digest));
+  for (const LiveEnvironment& live : node_.live(tenant))
+    out.push_back(handleJson(live.handle, live.image_digest));
   return jsonResponse(200, json{{"environments", out}});
 }
 
@@ -582,55 +581,32 @@ tl::expected<std::optional<std::string>, HttpResponse> Api::namedTenant(
 std::optional<HttpResponse> Api::refuseOtherTenant(const std::string& id,
                                                    const std::optional<std::string>& tenant) const {
   if (!tenant) return std::nullopt;
-  if (auto live = find(id); live && live->handle.tenant_id == *tenant) return std::nullopt;
+  if (auto live = node_.find(id); live && live->handle.tenant_id == *tenant) return std::nullopt;
   return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-}
-
-std::optional<LiveEnvironment> Api::find(const std::string& id) const {
-  std::lock_guard lk(mu_);
-  auto it = live_.find(id);
-  if (it == live_.end()) return std::nullopt;
-  return it->second;
 }
 
 HttpResponse Api::getEnvironment(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   return jsonResponse(200, handleJson(live->handle, live->image_digest));
 }
 
-Result<void> Api::destroyTracked(const std::string& id, const char* why) {
-  auto live = find(id);
+Result<void> Api::destroyLive(const std::string& id) {
+  auto live = node_.find(id);
   if (!live) return {};
-  auto r = env_.destroy(live->handle);
-  std::lock_guard lk(mu_);
-  auto it = live_.find(id);
-  if (!r) {
-    if (it != live_.end()) ++it->second.destroy_failures;
-    metrics_.destroyFailed();
-    return r;
-  }
-  if (it != live_.end()) {
-    metrics_.destroyed(
-        std::chrono::duration<double>(Clock::now() - it->second.provisioned_at).count());
-    live_.erase(it);
-  }
-  if (why != nullptr) metrics_.orphanReaped(why);
-  metrics_.liveSandboxes(static_cast<double>(live_.size()));
-  return {};
+  return node_.destroy(live->handle);
 }
 
 HttpResponse Api::destroyEnvironment(const RouteCall& call) {
   // Idempotent: an unknown or already destroyed id is success.
-  if (auto r = destroyTracked(call.param("environment_id"), nullptr); !r)
-    return errorResponse(r.error());
+  if (auto r = destroyLive(call.param("environment_id")); !r) return errorResponse(r.error());
   return noContent();
 }
 
 tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::string& id,
                                                                      const HttpRequest& request) {
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live)
     return tl::unexpected(
         errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
@@ -646,10 +622,6 @@ tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::
 
 HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
                                 const Result<ExecutionResult>& result, json* result_json) {
-  {
-    std::lock_guard lk(mu_);
-    if (auto it = live_.find(id); it != live_.end()) it->second.busy += busy;
-  }
   if (!result) {
     // A foreign handle: the adapter destroyed the sandbox; forget it too.
     // An expired or destroyed one is gone from the adapter: forget it too.
@@ -657,12 +629,13 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
     // live sandbox, and its running command, alone.
     const ErrorCode code = result.error().code;
     if (code == ErrorCode::kSandboxEscapeSuspected || code == ErrorCode::kEnvironmentGone)
-      (void)destroyTracked(id, nullptr);
+      (void)destroyLive(id);
     return errorResponse(result.error());
   }
   metrics_.executed(std::chrono::duration<double>(busy).count(),
                     result->killed_by ? json(*result->killed_by).get<std::string>() : "none");
-  if (result->killed_by == KillReason::kExpired) (void)destroyTracked(id, "expired");
+  if (result->killed_by == KillReason::kExpired && destroyLive(id))
+    metrics_.orphanReaped("expired");
   json object = *result;
   HttpResponse response = jsonResponse(200, object);
   if (result_json != nullptr) *result_json = std::move(object);
@@ -672,11 +645,11 @@ HttpResponse Api::finishExecute(const std::string& id, Clock::duration busy,
 HttpResponse Api::cancelExecution(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   const std::string& execution_id = call.param("execution_id");
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  if (auto cancelled = env_.cancel(live->handle, execution_id); !cancelled) {
+  if (auto cancelled = node_.cancel(live->handle, execution_id); !cancelled) {
     // Gone from the adapter (expired or reaped): forget it too, as execute does.
-    if (cancelled.error().code == ErrorCode::kEnvironmentGone) (void)destroyTracked(id, nullptr);
+    if (cancelled.error().code == ErrorCode::kEnvironmentGone) (void)destroyLive(id);
     return errorResponse(cancelled.error());
   }
   return noContent();
@@ -686,10 +659,13 @@ HttpResponse Api::execute(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   auto prepared = prepareExecute(id, call.request);
   if (!prepared) return prepared.error();
-  if (auto refused = claimRun(id, false)) return *refused;
   const auto started = Clock::now();
-  auto result = env_.execute(prepared->handle, prepared->command);
-  releaseRun(id, false);
+  Result<ExecutionResult> result;
+  {
+    auto claim = node_.claim(id, RunKind::kCommand);
+    if (!claim) return errorResponse(claim.error());
+    result = node_.execute(prepared->handle, prepared->command);
+  }
   return finishExecute(id, Clock::now() - started, result);
 }
 
@@ -728,14 +704,10 @@ HttpResponse Api::handleStreaming(const HttpRequest& request,
     const std::string& id = call->param("environment_id");
     auto prepared = prepareExecute(id, request);
     if (!prepared) return prepared.error();
-    if (auto refused = claimRun(id, false)) return *refused;
-    struct Release {
-      Api* api;
-      const std::string& id;
-      ~Release() { api->releaseRun(id, false); }
-    } release{this, id};
+    auto claim = node_.claim(id, RunKind::kCommand);
+    if (!claim) return errorResponse(claim.error());
     const auto started = Clock::now();
-    auto result = env_.executeStreaming(
+    auto result = node_.executeStreaming(
         prepared->handle, prepared->command, cancel,
         [&](ExecutionEnvironment::OutputStream stream, std::string_view bytes) {
           emit(json{{"stream",
@@ -755,7 +727,7 @@ HttpResponse Api::handleStreaming(const HttpRequest& request,
 
 tl::expected<Api::WorkspaceTarget, HttpResponse> Api::workspaceTarget(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live)
     return tl::unexpected(
         errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
@@ -763,7 +735,7 @@ tl::expected<Api::WorkspaceTarget, HttpResponse> Api::workspaceTarget(const Rout
   if (!path)
     return tl::unexpected(
         errorResponse(badRequest("the path query parameter is required (percent-encoded)")));
-  auto ws = env_.workspace(live->handle);
+  auto ws = node_.workspace(live->handle);
   if (!ws) return tl::unexpected(errorResponse(ws.error()));
   return WorkspaceTarget{std::move(*ws), std::move(*path)};
 }
@@ -829,40 +801,10 @@ HttpResponse Api::renewLease(const RouteCall& call) {
 }
 
 int Api::reap() {
-  std::vector<std::pair<std::string, const char*>> doomed;
-  const Timestamp now = clock_();
-  {
-    std::lock_guard lk(mu_);
-    for (const auto& [id, live] : live_) {
-      if (live.destroy_failures > 0) {
-        doomed.emplace_back(id, "retried");
-      } else if (live.handle.expires_at <= now) {
-        doomed.emplace_back(id, "expired");
-      } else if (auto current = leases_.current(live.handle.tenant_id, live.handle.run_id);
-                 current && *current > live.handle.lease_epoch) {
-        doomed.emplace_back(id, "stale_lease");
-      }
-    }
-  }
-  int destroyed = 0;
-  for (const auto& [id, why] : doomed)
-    if (destroyTracked(id, why)) ++destroyed;
+  const int destroyed =
+      node_.reap([this](const std::vector<LiveLease>& leases) { return leases_.stale(leases); });
   sweepArtifacts();
   return destroyed;
-}
-
-void Api::destroyAll() {
-  std::vector<std::string> ids;
-  {
-    std::lock_guard lk(mu_);
-    for (const auto& [id, live] : live_) ids.push_back(id);
-  }
-  for (const auto& id : ids) (void)destroyTracked(id, nullptr);
-}
-
-std::size_t Api::liveCount() const {
-  std::lock_guard lk(mu_);
-  return live_.size();
 }
 
 // The body helpers other route files share (api_body.h).

@@ -24,7 +24,6 @@
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -38,7 +37,7 @@
 #include "airlock/core/types.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/port/cancel_token.h"
-#include "airlock/port/execution_environment.h"
+#include "airlock/port/execution_node.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/routes.h"
 #include "airlock/service/settings.h"
@@ -80,21 +79,13 @@ class LeaseBook {
   std::int64_t renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch);
   std::optional<std::int64_t> current(const std::string& tenant_id,
                                       const std::string& run_id) const;
+  // The environment ids of `leases` whose run's current epoch is newer than
+  // theirs: the answer to the execution node's reaper (StaleLeaseQuery).
+  std::vector<std::string> stale(const std::vector<LiveLease>& leases) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::int64_t> epochs_;  // (tenant, run) -> epoch
-};
-
-// What the API knows about one live environment.
-struct LiveEnvironment {
-  EnvironmentHandle handle;
-  std::chrono::steady_clock::time_point provisioned_at;
-  std::chrono::nanoseconds busy{0};     // time inside execute (utilization)
-  std::int64_t wall_clock_seconds = 0;  // the spec's limit, for the tools' timeout rule
-  int destroy_failures = 0;
-  EgressPolicy egress;       // what the sandbox was provisioned with (net.fetch decides by it)
-  std::string image_digest;  // the image it runs (the handle's JSON carries it)
 };
 
 // The artifact store the API exports into and serves from (borrowed).
@@ -122,16 +113,17 @@ struct ServiceImages {
   }
 };
 
-// Owns the registry of environments it provisioned, the lease book and the
-// metrics; borrows the port. Thread-safe: handle() is called concurrently
-// from the server's worker threads; execute on one environment at a time is
-// refused by the adapter ("another command is running").
+// Owns the lease book; borrows the execution node (which keeps the registry
+// of live environments, the claims and the reaper: port/execution_node.h)
+// and the metrics. Thread-safe: handle() is called concurrently from the
+// server's worker threads; execute on one environment at a time is refused
+// by the adapter ("another command is running").
 class Api {
  public:
-  // `clock` is the wall clock the reaper compares expires_at with (the
-  // adapter's; empty: system_clock).
-  // `images` must hold at least one image, the default first.
-  Api(const Settings& settings, ExecutionEnvironment& env, ServiceImages images, Metrics& metrics,
+  // `clock` is the wall clock of schedules and artifacts (the adapter's;
+  // empty: system_clock). `images` must hold at least one image, the
+  // default first.
+  Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Metrics& metrics,
       std::function<Timestamp()> clock = {});
 
   HttpResponse handle(const HttpRequest& request);
@@ -157,13 +149,14 @@ class Api {
                                const std::function<void(std::string)>& emit,
                                const CancelToken* cancel);
 
-  // One reaper pass: destroys environments past expires_at, with a stale
-  // lease epoch, or whose earlier destroy failed (retried). Returns how many
-  // were destroyed. Called on an interval by the server.
+  // One reaper pass: the node's (environments past expires_at, with a
+  // stale lease epoch by the lease book, or whose earlier destroy failed),
+  // then expired artifacts are swept. Returns how many environments were
+  // destroyed. Called on an interval by the server.
   int reap();
   // Destroys every environment (service shutdown).
-  void destroyAll();
-  std::size_t liveCount() const;
+  void destroyAll() { node_.destroyAll(); }
+  std::size_t liveCount() const { return node_.liveCount(); }
   LeaseBook& leases() { return leases_; }
   Metrics& metrics() { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
@@ -257,7 +250,6 @@ class Api {
                                       artifacts::MeasuredStream stream, std::string filename,
                                       std::string media_type);
   void sweepArtifacts();
-  std::optional<LiveEnvironment> find(const std::string& id) const;
   // The tenant a request names (nullopt: none, the operator's call), or
   // the 400 refusing a malformed one.
   static tl::expected<std::optional<std::string>, HttpResponse> namedTenant(
@@ -267,16 +259,15 @@ class Api {
   // may go on (always, without a tenant).
   std::optional<HttpResponse> refuseOtherTenant(const std::string& id,
                                                 const std::optional<std::string>& tenant) const;
-  Result<void> destroyTracked(const std::string& id, const char* why);
+  // Destroys the environment `id` if it is live (the node forgets it).
+  Result<void> destroyLive(const std::string& id);
 
   const Settings& settings_;
-  ExecutionEnvironment& env_;
+  ExecutionNode& node_;
   const ServiceImages images_;
   Metrics& metrics_;
   std::function<Timestamp()> clock_;
   LeaseBook leases_;
-  mutable std::mutex mu_;
-  std::map<std::string, LiveEnvironment> live_;
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
   std::shared_ptr<const gateway::ToolRegistry> tools_;
@@ -286,15 +277,6 @@ class Api {
   // The names a program's table serves with add_execution_ (listed once, at
   // attach): what a code request's "capabilities" may name.
   std::vector<std::string> capability_names_;
-  // What runs through this API, per environment (under mu_): a program
-  // is refused while anything runs there (it writes /run/airlock before its
-  // command starts), and a command while a program runs.
-  std::set<std::string> code_running_;
-  std::multiset<std::string> commands_running_;
-  // Claims the environment for a command (program = false) or a program;
-  // the refusal when it cannot be claimed. releaseRun undoes a claim.
-  std::optional<HttpResponse> claimRun(const std::string& id, bool program);
-  void releaseRun(const std::string& id, bool program);
 };
 
 // Percent-decodes a query parameter's value; nullopt when malformed.

@@ -82,7 +82,7 @@ HttpResponse Api::exportArtifact(const RouteCall& call) {
   if (!artifacts_)
     return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   const std::string& id = call.param("environment_id");
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   auto parsed = body::parse(call.request.body);
   if (!parsed) return errorResponse(parsed.error());
@@ -97,7 +97,7 @@ HttpResponse Api::exportArtifact(const RouteCall& call) {
   auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
   if (!tenant) return errorResponse(tenant.error());
 
-  auto ws = env_.workspace(live->handle);
+  auto ws = node_.workspace(live->handle);
   if (!ws) return errorResponse(ws.error());
   auto opened = artifacts::openWorkspaceExport(**ws, path, artifacts_->max_bytes);
   if (!opened) return errorResponse(opened.error());

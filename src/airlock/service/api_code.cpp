@@ -181,38 +181,10 @@ Result<std::size_t> Api::fireSchedules() {
   return fired->size();
 }
 
-std::optional<HttpResponse> Api::claimRun(const std::string& id, bool program) {
-  std::lock_guard lk(mu_);
-  if (code_running_.contains(id))
-    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
-                               "a program is running in environment " + quoteForMessage(id)});
-  if (program) {
-    if (commands_running_.contains(id))
-      return errorResponse(
-          Error{ErrorCode::kExecutionRejected, 0,
-                "another command is running in environment " + quoteForMessage(id)});
-    code_running_.insert(id);
-  } else {
-    // Two commands: the adapter refuses the second ("another command is
-    // running"), as it always has.
-    commands_running_.insert(id);
-  }
-  return std::nullopt;
-}
-
-void Api::releaseRun(const std::string& id, bool program) {
-  std::lock_guard lk(mu_);
-  if (program) {
-    code_running_.erase(id);
-  } else if (auto it = commands_running_.find(id); it != commands_running_.end()) {
-    commands_running_.erase(it);
-  }
-}
-
 HttpResponse Api::runCode(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   const HttpRequest& request = call.request;
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live)
     return errorResponse(
         Error{ErrorCode::kNotFound, 0, "no live environment " + quoteForMessage(id)});
@@ -255,10 +227,13 @@ HttpResponse Api::runCode(const RouteCall& call) {
   // Nothing else may run: a second program would replace the first's
   // program file and broker socket in /run/airlock, and a running command
   // could read this program's source as it is written.
-  if (auto refused = claimRun(id, true)) return *refused;
   const auto started = Clock::now();
-  auto ran = capability::runCode(env_, live->handle, *options);
-  releaseRun(id, true);
+  Result<capability::CodeRunResult> ran;
+  {
+    auto claim = node_.claim(id, RunKind::kProgram);
+    if (!claim) return errorResponse(claim.error());
+    ran = capability::runCode(node_, live->handle, *options);
+  }
   Result<ExecutionResult> execution =
       ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
   json result_json;

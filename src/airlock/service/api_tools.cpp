@@ -89,7 +89,7 @@ HttpResponse Api::callTool(const RouteCall& call) {
   if (env_id == body.end() || !env_id->is_string())
     return errorResponse(400, "tool_validation_error",
                          "environment_id is required and must be a string");
-  auto live = find(env_id->get<std::string>());
+  auto live = node_.find(env_id->get<std::string>());
   if (!live)
     return errorResponse(404, "not_found",
                          "no live environment " + quoteForMessage(env_id->get<std::string>()));
@@ -101,18 +101,12 @@ HttpResponse Api::callTool(const RouteCall& call) {
   context.tenant_id = live->handle.tenant_id;
   context.run_id = live->handle.run_id;
   context.environment = live->handle;
-  context.execution = &env_;
+  context.execution = &node_;  // the node adds a command's time to the environment's busy time
   context.artifacts = exporter ? &*exporter : nullptr;
   if (live->wall_clock_seconds > 0)
     context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
 
-  const auto started = std::chrono::steady_clock::now();
   auto result = tools_->call(name, arguments, context);
-  if (name == "sandbox.run_command") {
-    std::lock_guard lk(mu_);
-    if (auto it = live_.find(live->handle.environment_id); it != live_.end())
-      it->second.busy += std::chrono::steady_clock::now() - started;
-  }
   if (!result) {
     json error = {{"code", errorCodeName(result.error().code)},
                   {"message", result.error().message}};
