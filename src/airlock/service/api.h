@@ -38,34 +38,13 @@
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_node.h"
+#include "airlock/service/http_message.h"
 #include "airlock/service/metrics.h"
+#include "airlock/service/request_handler.h"
 #include "airlock/service/routes.h"
 #include "airlock/service/settings.h"
 
 namespace airlock::service {
-
-struct HttpRequest {
-  std::string method;         // "GET", "POST", ...
-  std::string target;         // "/v1/environments/abc/files?path=a%20b"
-  std::string authorization;  // the Authorization header's value, or empty
-  std::string body;
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
-};
-
-// The HTTP status of an error code: 400 for the caller's input (validation,
-// containment), 404, 409 for a rejected or suspicious handle, 422 for an
-// integrity failure, 503 when the service cannot serve now, 500 otherwise.
-int httpStatusFor(ErrorCode code) noexcept;
-
-// The response for an Error: its HTTP status and JSON body.
-HttpResponse errorResponse(const Error& error);
-HttpResponse errorResponse(int status, std::string_view code, std::string_view message);
 
 // Current lease epochs by (tenant, run), as the platform last reported
 // them (PUT /v1/runs/{run_id}/lease). An environment whose epoch is older
@@ -118,7 +97,7 @@ struct ServiceImages {
 // and the metrics. Thread-safe: handle() is called concurrently from the
 // server's worker threads; execute on one environment at a time is refused
 // by the adapter ("another command is running").
-class Api {
+class Api final : public RequestHandler {
  public:
   // `clock` is the wall clock of schedules and artifacts (the adapter's;
   // empty: system_clock). `images` must hold at least one image, the
@@ -126,19 +105,21 @@ class Api {
   Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Metrics& metrics,
       std::function<Timestamp()> clock = {});
 
-  HttpResponse handle(const HttpRequest& request);
+  HttpResponse handle(const HttpRequest& request) override;
 
   // True for a request of a route that streams (kStreams) with ?stream=1.
-  bool wantsStream(const HttpRequest& request) const;
+  bool wantsStream(const HttpRequest& request) const override;
   // True for a request of a route that runs a command or program for as
   // long as its own timeout (kRunsCommand): the server runs these on
   // threads of their own and bounds how many run.
-  bool runsCommand(const HttpRequest& request) const;
+  bool runsCommand(const HttpRequest& request) const override;
   // True for a request of a route that needs no token (kNoAuthentication):
   // the server answers it at once, on its loop.
-  bool needsNoToken(const HttpRequest& request) const;
+  bool needsNoToken(const HttpRequest& request) const override;
   // True when the request carries the service token.
-  bool authorized(const HttpRequest& request) const;
+  bool authorized(const HttpRequest& request) const override;
+  // The route table's pattern of `path` (routeLabel of routes.h).
+  std::string routeLabel(std::string_view path) const override;
   // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
   // as it is produced, the result line last. A request refused before the
   // command starts emits nothing and returns the error response; otherwise
@@ -147,18 +128,18 @@ class Api {
   // CANCELLED (the server cancels when the client goes away).
   HttpResponse handleStreaming(const HttpRequest& request,
                                const std::function<void(std::string)>& emit,
-                               const CancelToken* cancel);
+                               const CancelToken* cancel) override;
 
   // One reaper pass: the node's (environments past expires_at, with a
   // stale lease epoch by the lease book, or whose earlier destroy failed),
   // then expired artifacts are swept. Returns how many environments were
   // destroyed. Called on an interval by the server.
-  int reap();
+  int reap() override;
   // Destroys every environment (service shutdown).
-  void destroyAll() { node_.destroyAll(); }
+  void destroyAll() override { node_.destroyAll(); }
   std::size_t liveCount() const { return node_.liveCount(); }
   LeaseBook& leases() { return leases_; }
-  Metrics& metrics() { return metrics_; }
+  Metrics& metrics() override { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
   // The operator's egress policy (the settings' egress_policy, compiled and
@@ -177,7 +158,7 @@ class Api {
   // One firing pass at the API's clock (the server calls it every
   // schedule_fire_interval): due occurrences move into the fire outbox.
   // Returns how many fired (0 without a store).
-  Result<std::size_t> fireSchedules();
+  Result<std::size_t> fireSchedules() override;
 
  private:
   friend struct RouteRows;  // routes.cpp: the table names the handlers below
@@ -278,11 +259,5 @@ class Api {
   // attach): what a code request's "capabilities" may name.
   std::vector<std::string> capability_names_;
 };
-
-// Percent-decodes a query parameter's value; nullopt when malformed.
-std::optional<std::string> queryParam(const std::string& query, const std::string& name);
-// Percent-decodes `raw` (a path segment; a query value with plus_is_space,
-// where "+" is a space); nullopt when a "%" is not followed by two hex digits.
-std::optional<std::string> percentDecoded(std::string_view raw, bool plus_is_space);
 
 }  // namespace airlock::service

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "airlock/service/api.h"
+#include "airlock/service/http_message.h"
 
 namespace airlock::service {
 

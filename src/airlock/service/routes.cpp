@@ -236,6 +236,10 @@ RouteLookup lookupRoute(std::string_view method, std::string_view path) {
   return lookup;
 }
 
+std::string routeLabel(std::string_view path) {
+  return std::string(routePattern(path));
+}
+
 std::string_view routePattern(std::string_view path) {
   const auto parts = segmentsOf(path);
   for (const Route& route : routes())

@@ -124,6 +124,10 @@ RouteLookup lookupRoute(std::string_view method, std::string_view path);
 // paths.
 std::string_view routePattern(std::string_view path);
 
+// The route label of metrics and logs: routePattern's, as a string (e.g.
+// "/v1/environments/{environment_id}/execute"; "other" for no route).
+std::string routeLabel(std::string_view path);
+
 // "GET, DELETE": the methods of `lookup.of_path`, for the Allow header.
 std::string allowedMethods(const RouteLookup& lookup);
 
