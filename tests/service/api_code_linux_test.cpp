@@ -13,7 +13,7 @@
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/execution/node.h"
-#include "airlock/service/api.h"
+#include "airlock/gateway/api/api.h"
 #include "airlock/service/metrics.h"
 #include "linux_test_support.h"
 
@@ -21,7 +21,7 @@ namespace airlock::testing {
 namespace {
 
 using json = nlohmann::json;
-using service::Api;
+using gateway::Api;
 using service::HttpRequest;
 using service::HttpResponse;
 
@@ -39,7 +39,7 @@ class ApiCodeLinuxTest : public SandboxTest {
         *env_, [this] { return now_.load(); }, service::nodeEvents(metrics_));
     api_ = std::make_unique<Api>(
         settings_, *node_,
-        service::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
+        gateway::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
         [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
@@ -263,7 +263,7 @@ TEST_F(ApiCodeLinuxTest, AJobsWholeOutputIsSpilledIntoTheEnvironmentsArtifacts) 
   auto store = artifacts::FilesystemArtifactStore::create(
       sys::UniqueFd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), repository);
   ASSERT_TRUE(store) << store.error().message();
-  api_->attachArtifacts(service::ArtifactBackend{store->get(), repository.get(), {}, 8 << 20});
+  api_->attachArtifacts(gateway::ArtifactBackend{store->get(), repository.get(), {}, 8 << 20});
 
   // 200000 numbered lines: far more than the job's 64 KiB tail.
   auto r = code(R"(from airlock_cap import job
@@ -333,7 +333,7 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
 
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
   execution::LocalNode bare_node(*env_);
-  Api bare(settings_, bare_node, service::ServiceImages::hostOnly("digest"), metrics_);
+  Api bare(settings_, bare_node, gateway::ServiceImages::hostOnly("digest"), metrics_);
   auto r =
       bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
   EXPECT_EQ(r.status, 503) << r.body;

@@ -1,7 +1,7 @@
 // The HTTP API as a handler (no sockets): authentication, routes, request
 // validation with errors that name the field, workspace calls that never
 // echo a host path, leases and the reaper. Runs on the fake mechanism.
-#include "airlock/service/api.h"
+#include "airlock/gateway/api/api.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,16 @@
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::closestKey;
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::percentDecoded;
+using service::queryParam;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -365,10 +373,18 @@ TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::closestKey;
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::percentDecoded;
+using service::queryParam;
+using service::Settings;
 
 // The artifact routes over a real filesystem store (in-memory metadata).
 class ApiArtifactTest : public ApiTest {
@@ -485,10 +501,19 @@ TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::closestKey;
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::percentDecoded;
+using service::queryParam;
+using service::Settings;
+using service::unknownKeyMessage;
 
 TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
   auto list = call("GET", "/v1/tools");
@@ -698,4 +723,4 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

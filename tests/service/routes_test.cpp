@@ -5,7 +5,7 @@
 // query parameter the route does not take (naming it), 405 with Allow for
 // another method, 404 for an unknown path. A row added without its OpenAPI
 // entry, or a client method, fails here.
-#include "airlock/service/routes.h"
+#include "airlock/gateway/api/routes.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -21,12 +21,17 @@
 #include <vector>
 
 #include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
 #include "airlock/sandbox/fake/fake_environment.h"
-#include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -329,4 +334,4 @@ TEST_F(RoutesApiTest, TheServersQuestionsAreTheRowsTraits) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -23,13 +23,18 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/routes.h"
 #include "airlock/sandbox/fake/fake_environment.h"
-#include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
-#include "airlock/service/routes.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -515,4 +520,4 @@ TEST(TenantIsolation, ATenantNamedWhereTheRouteTakesNoneIsRefused) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -1,7 +1,7 @@
 // What the HTTP server (http_server.h) serves: the requests it has read,
 // and the periodic passes it runs. The server only moves bytes and enforces
 // request bounds; everything a request means is the handler's (the API:
-// service/api.h). Keeping this interface between them lets the server be
+// gateway/api/api.h). Keeping this interface between them lets the server be
 // built without the handlers.
 //
 // Thread-safety: every method may be called concurrently from the server's

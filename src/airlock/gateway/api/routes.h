@@ -38,11 +38,11 @@
 #include <string_view>
 #include <vector>
 
-namespace airlock::service {
+#include "airlock/service/http_message.h"
+
+namespace airlock::gateway {
 
 class Api;
-struct HttpRequest;
-struct HttpResponse;
 struct RouteCall;
 
 // What a route holds of a tenant, and where its call names one.
@@ -82,7 +82,7 @@ enum RouteFlag : unsigned {
 };
 
 // A route's handler: a member of Api given the matched call.
-using RouteHandler = HttpResponse (Api::*)(const RouteCall&);
+using RouteHandler = service::HttpResponse (Api::*)(const RouteCall&);
 
 inline constexpr std::size_t kMaxQueryParams = 6;
 
@@ -135,7 +135,7 @@ std::string allowedMethods(const RouteLookup& lookup);
 // the method, the query parameters and the tenant are checked): what a
 // handler is given.
 struct RouteCall {
-  const HttpRequest& request;
+  const service::HttpRequest& request;
   const Route& route;
   // The named segments, percent-decoded ("environment_id" -> "0190...").
   std::map<std::string, std::string, std::less<>> params;
@@ -155,4 +155,4 @@ struct RouteCall {
   std::optional<std::string> queryValue(std::string_view name) const;
 };
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

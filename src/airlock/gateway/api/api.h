@@ -1,7 +1,8 @@
-// The HTTP/JSON API of `airlock serve`, as a transport-independent
-// handler: a request in, a response out. The Beast server (http_server.h)
-// only moves bytes; everything a caller can get wrong is decided here, so it
-// is tested without sockets.
+// The HTTP/JSON API of `airlock serve`: the gateway in front of an
+// execution node (port/execution_node.h), as a transport-independent
+// handler (service/request_handler.h): a request in, a response out. The
+// Beast server (service/http_server.h) only moves bytes; everything a caller can get wrong is
+// decided here, so it is tested without sockets.
 //
 // The routes, what each takes and how a call's tenant is checked are the
 // table of routes.h (for clients: docs/openapi.yaml). Every route but
@@ -11,7 +12,7 @@
 // "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
 // (with an Allow header naming the path's methods), "bad_request" (a query
 // parameter, or a top-level key of a JSON body, that the route does not
-// take, named; request_keys.h) and "payload_too_large". Paths in errors are
+// take, named; service/request_keys.h) and "payload_too_large". Paths in errors are
 // the workspace paths as given, never host paths.
 #pragma once
 
@@ -21,7 +22,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -35,37 +35,17 @@
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
+#include "airlock/gateway/api/lease_book.h"
+#include "airlock/gateway/api/routes.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_node.h"
 #include "airlock/service/http_message.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/request_handler.h"
-#include "airlock/service/routes.h"
 #include "airlock/service/settings.h"
 
-namespace airlock::service {
-
-// Current lease epochs by (tenant, run), as the platform last reported
-// them (PUT /v1/runs/{run_id}/lease). An environment whose epoch is older
-// than its tenant's run's current epoch is stale and the reaper destroys it.
-// Run ids are the platform's and only unique within a tenant: two tenants'
-// runs of one id are two leases.
-class LeaseBook {
- public:
-  // Raises the run's current epoch; a lower epoch than the known one is
-  // ignored (leases move forward). Returns the current epoch.
-  std::int64_t renew(const std::string& tenant_id, const std::string& run_id, std::int64_t epoch);
-  std::optional<std::int64_t> current(const std::string& tenant_id,
-                                      const std::string& run_id) const;
-  // The environment ids of `leases` whose run's current epoch is newer than
-  // theirs: the answer to the execution node's reaper (StaleLeaseQuery).
-  std::vector<std::string> stale(const std::vector<LiveLease>& leases) const;
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::int64_t> epochs_;  // (tenant, run) -> epoch
-};
+namespace airlock::gateway {
 
 // The artifact store the API exports into and serves from (borrowed).
 struct ArtifactBackend {
@@ -97,27 +77,27 @@ struct ServiceImages {
 // and the metrics. Thread-safe: handle() is called concurrently from the
 // server's worker threads; execute on one environment at a time is refused
 // by the adapter ("another command is running").
-class Api final : public RequestHandler {
+class Api final : public service::RequestHandler {
  public:
   // `clock` is the wall clock of schedules and artifacts (the adapter's;
   // empty: system_clock). `images` must hold at least one image, the
   // default first.
-  Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Metrics& metrics,
-      std::function<Timestamp()> clock = {});
+  Api(const service::Settings& settings, ExecutionNode& node, ServiceImages images,
+      service::Metrics& metrics, std::function<Timestamp()> clock = {});
 
-  HttpResponse handle(const HttpRequest& request) override;
+  service::HttpResponse handle(const service::HttpRequest& request) override;
 
   // True for a request of a route that streams (kStreams) with ?stream=1.
-  bool wantsStream(const HttpRequest& request) const override;
+  bool wantsStream(const service::HttpRequest& request) const override;
   // True for a request of a route that runs a command or program for as
   // long as its own timeout (kRunsCommand): the server runs these on
   // threads of their own and bounds how many run.
-  bool runsCommand(const HttpRequest& request) const override;
+  bool runsCommand(const service::HttpRequest& request) const override;
   // True for a request of a route that needs no token (kNoAuthentication):
   // the server answers it at once, on its loop.
-  bool needsNoToken(const HttpRequest& request) const override;
+  bool needsNoToken(const service::HttpRequest& request) const override;
   // True when the request carries the service token.
-  bool authorized(const HttpRequest& request) const override;
+  bool authorized(const service::HttpRequest& request) const override;
   // The route table's pattern of `path` (routeLabel of routes.h).
   std::string routeLabel(std::string_view path) const override;
   // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
@@ -126,9 +106,9 @@ class Api final : public RequestHandler {
   // the return value is the final response (its status tells the server
   // nothing more: the lines were the answer). `cancel` ends the command with
   // CANCELLED (the server cancels when the client goes away).
-  HttpResponse handleStreaming(const HttpRequest& request,
-                               const std::function<void(std::string)>& emit,
-                               const CancelToken* cancel) override;
+  service::HttpResponse handleStreaming(const service::HttpRequest& request,
+                                        const std::function<void(std::string)>& emit,
+                                        const CancelToken* cancel) override;
 
   // One reaper pass: the node's (environments past expires_at, with a
   // stale lease epoch by the lease book, or whose earlier destroy failed),
@@ -139,7 +119,7 @@ class Api final : public RequestHandler {
   void destroyAll() override { node_.destroyAll(); }
   std::size_t liveCount() const { return node_.liveCount(); }
   LeaseBook& leases() { return leases_; }
-  Metrics& metrics() override { return metrics_; }
+  service::Metrics& metrics() override { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
   // The operator's egress policy (the settings' egress_policy, compiled and
@@ -163,43 +143,43 @@ class Api final : public RequestHandler {
  private:
   friend struct RouteRows;  // routes.cpp: the table names the handlers below
 
-  HttpResponse route(const HttpRequest& request);
+  service::HttpResponse route(const service::HttpRequest& request);
   // The request's route and call, checked as routes.h says (the token, the
   // method, the query parameters, the tenant), or the response refusing it.
-  tl::expected<RouteCall, HttpResponse> admit(const HttpRequest& request) const;
+  tl::expected<RouteCall, service::HttpResponse> admit(const service::HttpRequest& request) const;
   // The tenant check of the call's route (TenantScope): sets call.tenant
   // (and call.body for kEnvironmentInBody); the refusal otherwise.
-  std::optional<HttpResponse> checkTenant(RouteCall& call) const;
+  std::optional<service::HttpResponse> checkTenant(RouteCall& call) const;
 
   // The handlers of routes.cpp's rows, each given its admitted call.
-  HttpResponse health(const RouteCall& call);
-  HttpResponse metricsText(const RouteCall& call);
-  HttpResponse listImages(const RouteCall& call);
-  HttpResponse provision(const RouteCall& call);
-  HttpResponse listEnvironments(const RouteCall& call);
-  HttpResponse getEnvironment(const RouteCall& call);
-  HttpResponse destroyEnvironment(const RouteCall& call);
-  HttpResponse execute(const RouteCall& call);
+  service::HttpResponse health(const RouteCall& call);
+  service::HttpResponse metricsText(const RouteCall& call);
+  service::HttpResponse listImages(const RouteCall& call);
+  service::HttpResponse provision(const RouteCall& call);
+  service::HttpResponse listEnvironments(const RouteCall& call);
+  service::HttpResponse getEnvironment(const RouteCall& call);
+  service::HttpResponse destroyEnvironment(const RouteCall& call);
+  service::HttpResponse execute(const RouteCall& call);
   // 204 once the running command of that execution_id is told to end
   // (CANCELLED).
-  HttpResponse cancelExecution(const RouteCall& call);
-  HttpResponse readFile(const RouteCall& call);
-  HttpResponse writeFile(const RouteCall& call);
-  HttpResponse listDirectory(const RouteCall& call);
-  HttpResponse provenance(const RouteCall& call);
-  HttpResponse renewLease(const RouteCall& call);
-  HttpResponse exportArtifact(const RouteCall& call);
-  HttpResponse uploadArtifact(const RouteCall& call);
-  HttpResponse getArtifact(const RouteCall& call);
-  HttpResponse deleteArtifact(const RouteCall& call);
-  HttpResponse downloadArtifact(const RouteCall& call);
-  HttpResponse runCode(const RouteCall& call);
+  service::HttpResponse cancelExecution(const RouteCall& call);
+  service::HttpResponse readFile(const RouteCall& call);
+  service::HttpResponse writeFile(const RouteCall& call);
+  service::HttpResponse listDirectory(const RouteCall& call);
+  service::HttpResponse provenance(const RouteCall& call);
+  service::HttpResponse renewLease(const RouteCall& call);
+  service::HttpResponse exportArtifact(const RouteCall& call);
+  service::HttpResponse uploadArtifact(const RouteCall& call);
+  service::HttpResponse getArtifact(const RouteCall& call);
+  service::HttpResponse deleteArtifact(const RouteCall& call);
+  service::HttpResponse downloadArtifact(const RouteCall& call);
+  service::HttpResponse runCode(const RouteCall& call);
   // GET lists the environment's schedules, DELETE cancels {name}.
-  HttpResponse scheduleCall(const RouteCall& call);
-  HttpResponse pendingFires(const RouteCall& call);
-  HttpResponse acknowledgeFires(const RouteCall& call);
-  HttpResponse listTools(const RouteCall& call);
-  HttpResponse callTool(const RouteCall& call);
+  service::HttpResponse scheduleCall(const RouteCall& call);
+  service::HttpResponse pendingFires(const RouteCall& call);
+  service::HttpResponse acknowledgeFires(const RouteCall& call);
+  service::HttpResponse listTools(const RouteCall& call);
+  service::HttpResponse callTool(const RouteCall& call);
 
   // The digest a provision body's `image` names (a name, reference or
   // digest; absent: the default). ExecutionRejected for an unknown name.
@@ -209,49 +189,50 @@ class Api final : public RequestHandler {
     ExecutionCommand command;
   };
   // The command of an execute request, or the response refusing it.
-  tl::expected<PreparedExecute, HttpResponse> prepareExecute(const std::string& id,
-                                                             const HttpRequest& request);
-  HttpResponse finishExecute(const std::string& id, std::chrono::steady_clock::duration busy,
-                             const Result<ExecutionResult>& result,
-                             nlohmann::json* result_json = nullptr);
+  tl::expected<PreparedExecute, service::HttpResponse> prepareExecute(
+      const std::string& id, const service::HttpRequest& request);
+  service::HttpResponse finishExecute(const std::string& id,
+                                      std::chrono::steady_clock::duration busy,
+                                      const Result<ExecutionResult>& result,
+                                      nlohmann::json* result_json = nullptr);
   // The workspace of the call's environment and its "path" query
   // parameter, or the response refusing the call.
   struct WorkspaceTarget {
     std::shared_ptr<WorkspaceHandle> workspace;
     std::string path;
   };
-  tl::expected<WorkspaceTarget, HttpResponse> workspaceTarget(const RouteCall& call);
+  tl::expected<WorkspaceTarget, service::HttpResponse> workspaceTarget(const RouteCall& call);
   // The stored artifact the call names, of the call's tenant (another
   // tenant's is not_found), or the response refusing the call.
-  tl::expected<artifacts::StoredArtifact, HttpResponse> artifactOf(const RouteCall& call);
+  tl::expected<artifacts::StoredArtifact, service::HttpResponse> artifactOf(const RouteCall& call);
   // Stores `stream` as an untrusted artifact of `scope` (an export or an
   // upload), updates the tenant's byte gauge and answers 201 with its
   // metadata; the store's error as the response otherwise.
-  HttpResponse storeUntrustedArtifact(const artifacts::ArtifactWriterScope& scope,
-                                      artifacts::MeasuredStream stream, std::string filename,
-                                      std::string media_type);
+  service::HttpResponse storeUntrustedArtifact(const artifacts::ArtifactWriterScope& scope,
+                                               artifacts::MeasuredStream stream,
+                                               std::string filename, std::string media_type);
   void sweepArtifacts();
   // The tenant a request names (nullopt: none, the operator's call), or
   // the 400 refusing a malformed one.
-  static tl::expected<std::optional<std::string>, HttpResponse> namedTenant(
+  static tl::expected<std::optional<std::string>, service::HttpResponse> namedTenant(
       const std::optional<std::string>& tenant_id);
   // With a named tenant: the 404 for an environment that is not live or not
   // that tenant's (the same answer as an unknown id); nullopt when the call
   // may go on (always, without a tenant).
-  std::optional<HttpResponse> refuseOtherTenant(const std::string& id,
-                                                const std::optional<std::string>& tenant) const;
+  std::optional<service::HttpResponse> refuseOtherTenant(
+      const std::string& id, const std::optional<std::string>& tenant) const;
   // Destroys the environment `id` if it is live (the node forgets it).
   Result<void> destroyLive(const std::string& id);
 
-  const Settings& settings_;
+  const service::Settings& settings_;
   ExecutionNode& node_;
   const ServiceImages images_;
-  Metrics& metrics_;
+  service::Metrics& metrics_;
   std::function<Timestamp()> clock_;
   LeaseBook leases_;
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
-  std::shared_ptr<const gateway::ToolRegistry> tools_;
+  std::shared_ptr<const ToolRegistry> tools_;
   std::shared_ptr<capability::schedule::ScheduleStore> schedules_;
   capability::schedule::ScheduleCeilings schedule_ceilings_;
   capability::AddExecutionCapabilities add_execution_;
@@ -260,4 +241,4 @@ class Api final : public RequestHandler {
   std::vector<std::string> capability_names_;
 };
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway
