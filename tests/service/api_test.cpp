@@ -24,7 +24,6 @@
 namespace airlock::gateway {
 namespace {
 
-using service::closestKey;
 using service::HttpRequest;
 using service::HttpResponse;
 using service::Metrics;
@@ -378,14 +377,6 @@ TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
 namespace airlock::gateway {
 namespace {
 
-using service::closestKey;
-using service::HttpRequest;
-using service::HttpResponse;
-using service::Metrics;
-using service::percentDecoded;
-using service::queryParam;
-using service::Settings;
-
 // The artifact routes over a real filesystem store (in-memory metadata).
 class ApiArtifactTest : public ApiTest {
  protected:
@@ -509,10 +500,6 @@ namespace {
 using service::closestKey;
 using service::HttpRequest;
 using service::HttpResponse;
-using service::Metrics;
-using service::percentDecoded;
-using service::queryParam;
-using service::Settings;
 using service::unknownKeyMessage;
 
 TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
