@@ -321,6 +321,7 @@ TEST(GateNoRuntimeInWorker, GatewayLinkClosureHoldsNoMechanism) {
   const auto closures = linkClosures();
   ASSERT_TRUE(closures.count("airlock_gateway_tools")) << "closure file lacks the gateway";
   ASSERT_TRUE(closures.count("airlock_gateway_mcp"));
+  ASSERT_TRUE(closures.count("airlock_gateway_api"));
   for (const auto& [target, deps] : closures) {
     if (target.rfind("check:", 0) == 0) continue;  // the self-check lines below
     EXPECT_FALSE(deps.empty() && target == "airlock_gateway_tools");

@@ -12,7 +12,8 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
-#include "airlock/service/api.h"
+#include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
 #include "airlock/service/metrics.h"
 #include "linux_test_support.h"
 
@@ -20,7 +21,7 @@ namespace airlock::testing {
 namespace {
 
 using json = nlohmann::json;
-using service::Api;
+using gateway::Api;
 using service::HttpRequest;
 using service::HttpResponse;
 
@@ -34,9 +35,11 @@ class ApiCodeLinuxTest : public SandboxTest {
     settings_.service_token = kToken;
     now_ =
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
+    node_ = std::make_unique<execution::LocalNode>(
+        *env_, [this] { return now_.load(); }, service::nodeEvents(metrics_));
     api_ = std::make_unique<Api>(
-        settings_, *env_,
-        service::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
+        settings_, *node_,
+        gateway::ServiceImages::hostOnly(airlock::computeImageDigest(options_).value()), metrics_,
         [this] { return now_.load(); });
     auto store = capability::schedule::openSqliteScheduleStore(state_.path() + "/schedules.db");
     ASSERT_TRUE(store) << store.error().message();
@@ -63,6 +66,7 @@ class ApiCodeLinuxTest : public SandboxTest {
   service::Settings settings_;
   service::Metrics metrics_{"linux"};
   std::atomic<Timestamp> now_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
   std::string id_, base_;
 };
@@ -259,7 +263,7 @@ TEST_F(ApiCodeLinuxTest, AJobsWholeOutputIsSpilledIntoTheEnvironmentsArtifacts) 
   auto store = artifacts::FilesystemArtifactStore::create(
       sys::UniqueFd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), repository);
   ASSERT_TRUE(store) << store.error().message();
-  api_->attachArtifacts(service::ArtifactBackend{store->get(), repository.get(), {}, 8 << 20});
+  api_->attachArtifacts(gateway::ArtifactBackend{store->get(), repository.get(), {}, 8 << 20});
 
   // 200000 numbered lines: far more than the job's 64 KiB tail.
   auto r = code(R"(from airlock_cap import job
@@ -328,7 +332,8 @@ TEST_F(ApiCodeLinuxTest, AnOutcomeThatCannotBeCarriedIsAnErrorNotANull) {
 }
 
 TEST_F(ApiCodeLinuxTest, WithoutAScheduleStoreTheRoutesSayUnavailable) {
-  Api bare(settings_, *env_, service::ServiceImages::hostOnly("digest"), metrics_);
+  execution::LocalNode bare_node(*env_);
+  Api bare(settings_, bare_node, gateway::ServiceImages::hostOnly("digest"), metrics_);
   auto r =
       bare.handle(HttpRequest{"GET", "/v1/schedule-fires", std::string("Bearer ") + kToken, ""});
   EXPECT_EQ(r.status, 503) << r.body;

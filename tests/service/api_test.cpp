@@ -1,7 +1,7 @@
 // The HTTP API as a handler (no sockets): authentication, routes, request
 // validation with errors that name the field, workspace calls that never
 // echo a host path, leases and the reaper. Runs on the fake mechanism.
-#include "airlock/service/api.h"
+#include "airlock/gateway/api/api.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,12 +16,20 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::percentDecoded;
+using service::queryParam;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -34,7 +42,9 @@ class ApiTest : public ::testing::Test {
     options.clock = [this] { return now_; };
     env_ = std::make_unique<fake::FakeEnvironment>(options);
     env_->setFallback(fake::basicCommands);
-    api_ = std::make_unique<Api>(settings_, *env_, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node_ = std::make_unique<execution::LocalNode>(
+        *env_, [this] { return now_; }, nodeEvents(metrics_));
+    api_ = std::make_unique<Api>(settings_, *node_, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                  metrics_, [this] { return now_; });
   }
   HttpResponse call(std::string method, std::string target, std::string body = "",
@@ -58,6 +68,7 @@ class ApiTest : public ::testing::Test {
   Settings settings_;
   Metrics metrics_{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
 };
 
@@ -361,9 +372,9 @@ TEST(QueryParam, DecodesAndRefusesMalformedEscapes) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
 
 // The artifact routes over a real filesystem store (in-memory metadata).
@@ -481,10 +492,15 @@ TEST_F(ApiArtifactTest, UploadKeepsTheFilenameAsMetadataOnly) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::closestKey;
+using service::HttpRequest;
+using service::HttpResponse;
+using service::unknownKeyMessage;
 
 TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
   auto list = call("GET", "/v1/tools");
@@ -694,4 +710,4 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

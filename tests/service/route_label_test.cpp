@@ -7,10 +7,10 @@
 #include <regex>
 #include <set>
 
+#include "airlock/gateway/api/routes.h"
 #include "airlock/service/http_server.h"
-#include "airlock/service/routes.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
 
 TEST(RouteLabel, EveryRouteMapsToItsPattern) {
@@ -48,4 +48,4 @@ TEST(RouteLabel, InventedPathsShareOneLabel) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

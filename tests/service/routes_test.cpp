@@ -5,7 +5,7 @@
 // query parameter the route does not take (naming it), 405 with Allow for
 // another method, 404 for an unknown path. A row added without its OpenAPI
 // entry, or a client method, fails here.
-#include "airlock/service/routes.h"
+#include "airlock/gateway/api/routes.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -20,12 +20,18 @@
 #include <tuple>
 #include <vector>
 
+#include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
 #include "airlock/sandbox/fake/fake_environment.h"
-#include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -216,7 +222,8 @@ class RoutesApiTest : public ::testing::Test {
   RoutesApiTest() {
     settings_.service_token = kToken;
     env_ = std::make_unique<fake::FakeEnvironment>(fake::FakeOptions{});
-    api_ = std::make_unique<Api>(settings_, *env_, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node_ = std::make_unique<execution::LocalNode>(*env_);
+    api_ = std::make_unique<Api>(settings_, *node_, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                  metrics_);
   }
   HttpRequest request(std::string_view method, std::string target, std::string body = "") {
@@ -231,6 +238,7 @@ class RoutesApiTest : public ::testing::Test {
   Settings settings_;
   Metrics metrics_{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env_;
+  std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<Api> api_;
 };
 
@@ -326,4 +334,4 @@ TEST_F(RoutesApiTest, TheServersQuestionsAreTheRowsTraits) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

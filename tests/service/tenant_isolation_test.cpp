@@ -22,13 +22,19 @@
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/schedule/schedule.h"
+#include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/routes.h"
 #include "airlock/sandbox/fake/fake_environment.h"
-#include "airlock/service/api.h"
 #include "airlock/service/http_server.h"
-#include "airlock/service/routes.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
+
+using service::HttpRequest;
+using service::HttpResponse;
+using service::Metrics;
+using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
@@ -48,7 +54,9 @@ struct World {
     options.clock = [this] { return now; };
     env = std::make_unique<fake::FakeEnvironment>(options);
     env->setFallback(fake::basicCommands);
-    api = std::make_unique<Api>(settings, *env, ServiceImages::hostOnly(fake::kFakeImageDigest),
+    node = std::make_unique<execution::LocalNode>(
+        *env, [this] { return now; }, nodeEvents(metrics));
+    api = std::make_unique<Api>(settings, *node, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                 metrics, [this] { return now; });
     repository = std::make_shared<artifacts::MemoryArtifactRepository>();
     std::filesystem::create_directory(dir + "/artifacts");
@@ -129,6 +137,7 @@ struct World {
   Settings settings;
   Metrics metrics{"fake"};
   std::unique_ptr<fake::FakeEnvironment> env;
+  std::unique_ptr<execution::LocalNode> node;
   std::unique_ptr<Api> api;
   std::shared_ptr<artifacts::MemoryArtifactRepository> repository;
   std::unique_ptr<artifacts::FilesystemArtifactStore> store;
@@ -511,4 +520,4 @@ TEST(TenantIsolation, ATenantNamedWhereTheRouteTakesNoneIsRefused) {
 }
 
 }  // namespace
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -1,7 +1,7 @@
 """The Airlock HTTP client (standard library only: urllib.request, json).
 
 One method per route of the service's route table
-(src/airlock/service/routes.cpp); each method's docstring starts with its
+(src/airlock/gateway/api/routes.cpp); each method's docstring starts with its
 route, "METHOD /path/{param}", as the table spells it (a test checks that
 every route has one). Every method either
 returns a typed value (models.py) or raises an AirlockError subclass

@@ -1,7 +1,7 @@
 """Exceptions raised by the Airlock client.
 
 Every error the service returns is JSON ``{"error": {"code", "message"}}``
-with a stable lower_snake_case code (src/airlock/service/api.h). The client
+with a stable lower_snake_case code (src/airlock/gateway/api/api.h). The client
 raises the subclass of :class:`AirlockError` registered for that code; a
 code this client does not know becomes a plain :class:`AirlockError`, so
 catching the base class always works.

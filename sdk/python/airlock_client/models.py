@@ -1,5 +1,5 @@
 """Typed values of the Airlock HTTP API (spec 000 "The ExecutionEnvironment
-port"; JSON shapes in src/airlock/core/json.cpp and service/api.cpp).
+port"; JSON shapes in src/airlock/core/json.cpp and gateway/api/).
 
 Bytes in JSON: a value that is valid UTF-8 is a JSON string, anything else
 an object ``{"base64": "..."}``. The client decodes both:

@@ -14,12 +14,12 @@ from .support import REPO_ROOT
 
 def service_error_codes() -> set[str]:
     """The codes the service sends: errorCodeName() in core/error.cpp plus
-    the transport codes named in service/api.h's comment and "internal"."""
+    the transport codes named in gateway/api/api.h's comment and "internal"."""
     error_cpp = (REPO_ROOT / "src/airlock/core/error.cpp").read_text()
     body = error_cpp[error_cpp.index("errorCodeName") :]
     body = body[: body.index("unknown_error")]
     codes = set(re.findall(r'return "([a-z_]+)";', body))
-    api_h = (REPO_ROOT / "src/airlock/service/api.h").read_text()
+    api_h = (REPO_ROOT / "src/airlock/gateway/api/api.h").read_text()
     header = api_h[: api_h.index("#pragma once")]
     codes |= set(re.findall(r'"([a-z]+(?:_[a-z]+)*)"', header[header.index("stable") :].split("\n//   ")[0]))
     codes.add("internal")  # Api::handle on an unexpected exception

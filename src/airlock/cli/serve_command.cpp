@@ -15,7 +15,8 @@
 #include "airlock/egress/policy.h"
 #include "airlock/execution/adapters.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
-#include "airlock/service/api.h"
+#include "airlock/execution/node.h"
+#include "airlock/gateway/api/api.h"
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
@@ -68,7 +69,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   execution::LocalExecutionOptions execution_options;
   // Images: each configured reference resolved to a digest now (spec 000,
   // "EnvironmentSpec"); only the digest is used after this.
-  std::vector<service::ServiceImage> configured;
+  std::vector<gateway::ServiceImage> configured;
   std::set<std::string> pulled;  // names of the entries fetched now
   if (!settings->images.empty()) {
     auto store = openImageStore(settings->state_dir);
@@ -83,7 +84,7 @@ int executeServe(const std::optional<std::string>& config_path) {
         return printErrorLine(error);
       }
       configured.push_back(
-          service::ServiceImage{image.name, image.reference, resolved->stored.digest});
+          gateway::ServiceImage{image.name, image.reference, resolved->stored.digest});
       execution_options.image_digests.push_back(resolved->stored.digest);
       if (resolved->pulled) pulled.insert(image.name);
     }
@@ -105,8 +106,8 @@ int executeServe(const std::optional<std::string>& config_path) {
   if (!execution) return printErrorLine(execution.error());
   execution::Adapter* adapter = &execution->adapter;
   // The default image first; every image named in the log with its digest.
-  service::ServiceImages images;
-  images.images.push_back(service::ServiceImage{kHostImageName, "", adapter->image_digest});
+  gateway::ServiceImages images;
+  images.images.push_back(gateway::ServiceImage{kHostImageName, "", adapter->image_digest});
   for (auto& image : configured) {
     auto& list = images.images;
     if (image.name == settings->default_image)
@@ -124,7 +125,10 @@ int executeServe(const std::optional<std::string>& config_path) {
                                                                  : " " + image.reference) +
                                 " is " + image.digest + notes + "\n");
   }
-  service::Api api(*settings, *adapter->env, std::move(images), metrics);
+  // The execution node keeps what runs where and reaps; the API is the
+  // gateway in front of it.
+  execution::LocalNode node(*adapter->env, {}, service::nodeEvents(metrics));
+  gateway::Api api(*settings, node, std::move(images), metrics);
   api.allowEgress(operator_egress);
   api.attachExecutionCapabilities(execution::addExecutionCapabilities);
 
@@ -135,7 +139,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   store_options.tenant_byte_cap = settings->artifacts.tenant_byte_cap;
   auto local_store = openLocalArtifactStore(settings->state_dir, store_options);
   if (!local_store) return printErrorLine(local_store.error());
-  service::ArtifactBackend backend;
+  gateway::ArtifactBackend backend;
   backend.store = local_store->store.get();
   backend.repository = local_store->repository.get();
   backend.retention.retention = std::chrono::hours(24 * settings->artifacts.retention_days);
@@ -146,7 +150,7 @@ int executeServe(const std::optional<std::string>& config_path) {
   auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
   if (!schedules) return printErrorLine(schedules.error());
   api.attachSchedules(std::move(*schedules));
-  auto server = service::HttpServer::create(*settings, api, *adapter->env);
+  auto server = service::HttpServer::create(*settings, api, node);
   if (!server) return printErrorLine(server.error());
   (*server)->run();
   return 0;

@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "airlock/core/json.h"
-#include "airlock/service/routes.h"
 #include "airlock/sys/resource_limits.h"
 #include "airlock/sys/unique_fd.h"
 
@@ -213,7 +212,7 @@ class StreamQueue {
 
 class BeastServer final : public HttpServer {
  public:
-  BeastServer(const Settings& settings, Api& api, ExecutionEnvironment& env)
+  BeastServer(const Settings& settings, RequestHandler& api, ExecutionEnvironment& env)
       : settings_(settings),
         api_(api),
         env_(env),
@@ -661,7 +660,7 @@ class BeastServer final : public HttpServer {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::string route =
-        routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
+        api_.routeLabel(std::string_view(req.target).substr(0, req.target.find('?')));
     api_.metrics().request(route, status, seconds);
     nlohmann::json line = {{"level", status >= 500 ? "error" : "info"},
                            {"event", "request"},
@@ -801,12 +800,12 @@ class BeastServer final : public HttpServer {
   }
 
   const Settings& settings_;
-  Api& api_;
+  RequestHandler& api_;
   ExecutionEnvironment& env_;
   asio::io_context ioc_;
   // Requests that answer promptly (provision, files, listing, health).
   asio::thread_pool pool_{16};
-  // Requests that run a command or program (Api::runsCommand): at most
+  // Requests that run a command or program (RequestHandler::runsCommand): at most
   // max_concurrent_executions at once, each on a thread of its own, so they
   // never hold up pool_.
   asio::thread_pool exec_pool_;
@@ -832,11 +831,8 @@ class BeastServer final : public HttpServer {
 
 }  // namespace
 
-std::string routeLabel(std::string_view path) {
-  return std::string(routePattern(path));
-}
-
-Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings, Api& api,
+Result<std::unique_ptr<HttpServer>> HttpServer::create(const Settings& settings,
+                                                       RequestHandler& api,
                                                        ExecutionEnvironment& env) {
   // Connections, sandboxes and their pipes all hold descriptors: start with
   // as many as the process may have, never fewer than the connection bounds

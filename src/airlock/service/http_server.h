@@ -1,5 +1,6 @@
 // The HTTP/1.1 server of `airlock serve` (Boost.Beast on Asio with C++20
-// coroutines). It moves bytes and enforces request bounds; Api decides.
+// coroutines). It moves bytes and enforces request bounds; its
+// RequestHandler (request_handler.h: the API) decides.
 //
 // Bounds: headers up to settings.max_header_bytes (431 past it), bodies up
 // to settings.max_body_bytes (413), a request must arrive within
@@ -16,7 +17,7 @@
 // Threads: one loop thread accepts, reads and writes for every connection
 // (an idle or slow connection costs a coroutine, never a thread) and
 // answers the routes that need no token (/healthz) itself. Requests that run a command or program
-// (Api::runsCommand) run on threads of their own, at most
+// (RequestHandler::runsCommand) run on threads of their own, at most
 // settings.max_concurrent_executions at once (503 past it; a slot is held
 // while the command runs, not while its answer is written), at a lower CPU
 // priority than the loop; every other request runs on a small pool of its
@@ -54,7 +55,7 @@
 
 #include "airlock/core/error.h"
 #include "airlock/port/execution_environment.h"
-#include "airlock/service/api.h"
+#include "airlock/service/request_handler.h"
 #include "airlock/service/settings.h"
 
 namespace airlock::service {
@@ -63,7 +64,7 @@ class HttpServer {
  public:
   // Binds settings.listen (ExecutionUnavailable naming the address when it
   // cannot). `env` is shut down when the server stops.
-  static Result<std::unique_ptr<HttpServer>> create(const Settings& settings, Api& api,
+  static Result<std::unique_ptr<HttpServer>> create(const Settings& settings, RequestHandler& api,
                                                     ExecutionEnvironment& env);
   virtual ~HttpServer() = default;
   // The bound port (useful with port 0).
@@ -73,10 +74,5 @@ class HttpServer {
   // Thread-safe, idempotent.
   virtual void stop() = 0;
 };
-
-// The route label of metrics and logs: the pattern of the route table
-// (routes.h) the path matches, e.g. "/v1/environments/{environment_id}/execute";
-// a path that is no route -> "other" (labels stay a fixed set).
-std::string routeLabel(std::string_view path);
 
 }  // namespace airlock::service

@@ -123,4 +123,13 @@ std::string Metrics::render() const {
   return serializer.Serialize(impl_->registry->Collect());
 }
 
+ExecutionNodeEvents nodeEvents(Metrics& metrics) {
+  ExecutionNodeEvents events;
+  events.live_count = [&metrics](std::size_t n) { metrics.liveSandboxes(static_cast<double>(n)); };
+  events.destroyed = [&metrics](double seconds) { metrics.destroyed(seconds); };
+  events.destroy_failed = [&metrics] { metrics.destroyFailed(); };
+  events.reaped = [&metrics](std::string_view why) { metrics.orphanReaped(std::string(why)); };
+  return events;
+}
+
 }  // namespace airlock::service

@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "airlock/port/execution_node.h"
+
 namespace airlock::service {
 
 class Metrics {
@@ -46,5 +48,10 @@ class Metrics {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The execution node's events (port/execution_node.h) into `metrics`: the
+// live gauge, lifetimes, destroy failures and the reaper's orphans. The
+// composition root hands them to its node; `metrics` must outlive it.
+ExecutionNodeEvents nodeEvents(Metrics& metrics);
 
 }  // namespace airlock::service

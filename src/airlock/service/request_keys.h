@@ -1,9 +1,9 @@
 // The one check every JSON route of the API makes on its request body:
 // each top-level key must be one the route reads. A misspelled key
 // ("netwrok") would otherwise be ignored and its default silently used.
-// Shared by api.cpp, api_artifacts.cpp, api_tools.cpp and any new route
-// file; nested objects (limits, environment, tool arguments) are checked
-// where they are read.
+// Shared by the API's route files (gateway/api/) and any new one; nested
+// objects (limits, environment, tool arguments) are checked where they are
+// read.
 #pragma once
 
 #include <initializer_list>
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "airlock/service/api.h"
+#include "airlock/service/http_message.h"
 
 namespace airlock::service {
 

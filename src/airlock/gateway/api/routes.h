@@ -38,11 +38,11 @@
 #include <string_view>
 #include <vector>
 
-namespace airlock::service {
+#include "airlock/service/http_message.h"
+
+namespace airlock::gateway {
 
 class Api;
-struct HttpRequest;
-struct HttpResponse;
 struct RouteCall;
 
 // What a route holds of a tenant, and where its call names one.
@@ -82,7 +82,7 @@ enum RouteFlag : unsigned {
 };
 
 // A route's handler: a member of Api given the matched call.
-using RouteHandler = HttpResponse (Api::*)(const RouteCall&);
+using RouteHandler = service::HttpResponse (Api::*)(const RouteCall&);
 
 inline constexpr std::size_t kMaxQueryParams = 6;
 
@@ -124,6 +124,10 @@ RouteLookup lookupRoute(std::string_view method, std::string_view path);
 // paths.
 std::string_view routePattern(std::string_view path);
 
+// The route label of metrics and logs: routePattern's, as a string (e.g.
+// "/v1/environments/{environment_id}/execute"; "other" for no route).
+std::string routeLabel(std::string_view path);
+
 // "GET, DELETE": the methods of `lookup.of_path`, for the Allow header.
 std::string allowedMethods(const RouteLookup& lookup);
 
@@ -131,7 +135,7 @@ std::string allowedMethods(const RouteLookup& lookup);
 // the method, the query parameters and the tenant are checked): what a
 // handler is given.
 struct RouteCall {
-  const HttpRequest& request;
+  const service::HttpRequest& request;
   const Route& route;
   // The named segments, percent-decoded ("environment_id" -> "0190...").
   std::map<std::string, std::string, std::less<>> params;
@@ -151,4 +155,4 @@ struct RouteCall {
   std::optional<std::string> queryValue(std::string_view name) const;
 };
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -8,11 +8,10 @@
 #include "airlock/artifacts/workspace_export.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
-#include "airlock/service/api.h"
-#include "airlock/service/api_body.h"
-#include "airlock/service/request_keys.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/body.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
 
 using json = nlohmann::json;
@@ -30,13 +29,6 @@ json metadataJson(const artifacts::ArtifactId& id, const artifacts::ArtifactMeta
             {"created_at", formatTimestamp(m.created_at)},
             {"expires_at", m.expires_at ? json(formatTimestamp(*m.expires_at)) : json(nullptr)}};
   return j;
-}
-
-HttpResponse jsonReply(int status, const json& body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = body.dump();
-  return r;
 }
 
 // A media type as the caller gave it: printable ASCII, no ';' games beyond
@@ -82,9 +74,9 @@ HttpResponse Api::exportArtifact(const RouteCall& call) {
   if (!artifacts_)
     return errorResponse(503, "execution_unavailable", "no artifact store is configured");
   const std::string& id = call.param("environment_id");
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  auto parsed = body::parse(call.request.body);
+  auto parsed = parseBody(call.request.body);
   if (!parsed) return errorResponse(parsed.error());
   const json& body = *parsed;
   if (auto refused = refuseUnknownKeys(body, {"path", "filename", "media_type"})) return *refused;
@@ -97,7 +89,7 @@ HttpResponse Api::exportArtifact(const RouteCall& call) {
   auto tenant = artifacts::TenantId::parse(live->handle.tenant_id);
   if (!tenant) return errorResponse(tenant.error());
 
-  auto ws = env_.workspace(live->handle);
+  auto ws = node_.workspace(live->handle);
   if (!ws) return errorResponse(ws.error());
   auto opened = artifacts::openWorkspaceExport(**ws, path, artifacts_->max_bytes);
   if (!opened) return errorResponse(opened.error());
@@ -140,7 +132,7 @@ HttpResponse Api::storeUntrustedArtifact(const artifacts::ArtifactWriterScope& s
   if (!stored) return errorResponse(stored.error());
   if (auto bytes = artifacts_->repository->tenantBytes(scope.tenant_id))
     metrics_.artifactBytes(scope.tenant_id.str(), static_cast<double>(*bytes));
-  return jsonReply(201, metadataJson(stored->artifact_id, stored->metadata));
+  return jsonResponse(201, metadataJson(stored->artifact_id, stored->metadata));
 }
 
 tl::expected<artifacts::StoredArtifact, HttpResponse> Api::artifactOf(const RouteCall& call) {
@@ -164,7 +156,7 @@ tl::expected<artifacts::StoredArtifact, HttpResponse> Api::artifactOf(const Rout
 HttpResponse Api::getArtifact(const RouteCall& call) {
   auto stored = artifactOf(call);
   if (!stored) return std::move(stored.error());
-  return jsonReply(200, metadataJson(stored->artifact_id, stored->metadata));
+  return jsonResponse(200, metadataJson(stored->artifact_id, stored->metadata));
 }
 
 HttpResponse Api::deleteArtifact(const RouteCall& call) {
@@ -205,4 +197,4 @@ void Api::sweepArtifacts() {
   (void)sweeper.sweepOnce();
 }
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

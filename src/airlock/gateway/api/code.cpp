@@ -16,10 +16,10 @@
 #include "airlock/capability/broker/code_run.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
-#include "airlock/service/api_body.h"
-#include "airlock/service/request_keys.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/body.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
 
 using json = nlohmann::json;
@@ -29,10 +29,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxProgramBytes = std::size_t{16} << 20;
 constexpr std::size_t kMaxFiresPerPass = 256;
 constexpr std::int64_t kMaxFiresPerPage = 1000;
-
-Error badRequest(std::string message) {
-  return Error{ErrorCode::kToolValidationError, 0, std::move(message)};
-}
 
 // What a sandbox's capability table serves, and the modules the embedding
 // platform routes (strand, peer, workflow, mcp: any name under them).
@@ -65,7 +61,7 @@ std::optional<std::string> unknownCapability(const std::string& name,
   const std::string module = name.substr(0, name.find('.'));
   auto suggest = [](const std::string& what, const std::vector<std::string>& candidates) {
     std::vector<std::string_view> views(candidates.begin(), candidates.end());
-    auto near = closestKey(what, std::span<const std::string_view>(views));
+    auto near = service::closestKey(what, std::span<const std::string_view>(views));
     return near ? " (did you mean " + quoteForMessage(*near) + "?)" : std::string();
   };
   if (std::find(known.modules.begin(), known.modules.end(), module) == known.modules.end())
@@ -181,42 +177,14 @@ Result<std::size_t> Api::fireSchedules() {
   return fired->size();
 }
 
-std::optional<HttpResponse> Api::claimRun(const std::string& id, bool program) {
-  std::lock_guard lk(mu_);
-  if (code_running_.contains(id))
-    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
-                               "a program is running in environment " + quoteForMessage(id)});
-  if (program) {
-    if (commands_running_.contains(id))
-      return errorResponse(
-          Error{ErrorCode::kExecutionRejected, 0,
-                "another command is running in environment " + quoteForMessage(id)});
-    code_running_.insert(id);
-  } else {
-    // Two commands: the adapter refuses the second ("another command is
-    // running"), as it always has.
-    commands_running_.insert(id);
-  }
-  return std::nullopt;
-}
-
-void Api::releaseRun(const std::string& id, bool program) {
-  std::lock_guard lk(mu_);
-  if (program) {
-    code_running_.erase(id);
-  } else if (auto it = commands_running_.find(id); it != commands_running_.end()) {
-    commands_running_.erase(it);
-  }
-}
-
 HttpResponse Api::runCode(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   const HttpRequest& request = call.request;
-  auto live = find(id);
+  auto live = node_.find(id);
   if (!live)
     return errorResponse(
         Error{ErrorCode::kNotFound, 0, "no live environment " + quoteForMessage(id)});
-  auto object = body::parse(request.body);
+  auto object = parseBody(request.body);
   if (!object) return errorResponse(object.error());
   if (auto refused = refuseUnknownKeys(*object, {"program", "capabilities", "timeout_seconds",
                                                  "maximum_output_bytes", "working_directory"}))
@@ -233,8 +201,8 @@ HttpResponse Api::runCode(const RouteCall& call) {
   if (!policy) return errorResponse(policy.error());
   // The command's limits come from the execute route's rules; argv is the
   // interpreter's (runCode replaces it) and stdin is the channel's.
-  auto command = body::commandLimits(*object);
-  if (!command) return errorResponse(command.error());
+  ExecutionCommand command;
+  if (auto limits = limitsInto(*object, command); !limits) return errorResponse(limits.error());
 
   capability::CodeModeHost host;
   host.add_execution = add_execution_;
@@ -249,16 +217,19 @@ HttpResponse Api::runCode(const RouteCall& call) {
   auto options = capability::codeRunOptionsFor(host, live->handle, live->egress);
   if (!options) return errorResponse(options.error());
   options->program = program->get<std::string>();
-  options->limits = std::move(*command);
+  options->limits = std::move(command);
   options->policy = std::move(*policy);
 
   // Nothing else may run: a second program would replace the first's
   // program file and broker socket in /run/airlock, and a running command
   // could read this program's source as it is written.
-  if (auto refused = claimRun(id, true)) return *refused;
   const auto started = Clock::now();
-  auto ran = capability::runCode(env_, live->handle, *options);
-  releaseRun(id, true);
+  Result<capability::CodeRunResult> ran;
+  {
+    auto claim = node_.claim(id, RunKind::kProgram);
+    if (!claim) return errorResponse(claim.error());
+    ran = capability::runCode(node_, live->handle, *options);
+  }
   Result<ExecutionResult> execution =
       ran ? Result<ExecutionResult>(ran->execution) : tl::unexpected(ran.error());
   json result_json;
@@ -266,10 +237,10 @@ HttpResponse Api::runCode(const RouteCall& call) {
   if (!ran || finished.status != 200) return finished;
   json audit = json::array();
   for (const auto& line : ran->audit_lines) audit.push_back(json::parse(line, nullptr, false));
-  return body::reply(200, json{{"result", std::move(result_json)},
-                               {"outcome", capability::outcomeToJson(ran->outcome)},
-                               {"audit", std::move(audit)},
-                               {"audit_dropped", ran->audit_lines_dropped}});
+  return jsonResponse(200, json{{"result", std::move(result_json)},
+                                {"outcome", capability::outcomeToJson(ran->outcome)},
+                                {"audit", std::move(audit)},
+                                {"audit_dropped", ran->audit_lines_dropped}});
 }
 
 HttpResponse Api::scheduleCall(const RouteCall& call) {
@@ -284,7 +255,7 @@ HttpResponse Api::scheduleCall(const RouteCall& call) {
     if (!listed) return errorResponse(listed.error());
     json out = json::array();
     for (const auto& r : *listed) out.push_back(scheduleToJson(r));
-    return body::reply(200, json{{"schedules", std::move(out)}});
+    return jsonResponse(200, json{{"schedules", std::move(out)}});
   }
   auto removed = schedules_->cancel(id, name);
   if (!removed) return errorResponse(removed.error());
@@ -319,21 +290,21 @@ HttpResponse Api::pendingFires(const RouteCall& call) {
   if (!fires) return errorResponse(fires.error());
   json out = json::array();
   for (const auto& f : *fires) out.push_back(fireToJson(f));
-  return body::reply(200, json{{"fires", std::move(out)}});
+  return jsonResponse(200, json{{"fires", std::move(out)}});
 }
 
 HttpResponse Api::acknowledgeFires(const RouteCall& call) {
   if (!schedules_) return noSchedules();
-  auto object = body::parse(call.request.body);
+  auto object = parseBody(call.request.body);
   if (!object) return errorResponse(object.error());
   if (auto refused = refuseUnknownKeys(*object, {"through"})) return *refused;
-  auto through = body::wholeNumber(*object, "through", std::nullopt);
+  auto through = wholeNumber(*object, "through", std::nullopt);
   if (!through) return errorResponse(through.error());
   if (*through < 0)
     return errorResponse(badRequest("through must be a sequence number, 0 or more"));
   auto n = schedules_->acknowledgeFires(*through);
   if (!n) return errorResponse(n.error());
-  return body::reply(200, json{{"acknowledged", *n}});
+  return jsonResponse(200, json{{"acknowledged", *n}});
 }
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -1,13 +1,13 @@
 // The route table of the HTTP API (routes.h): the one place a path is
 // spelled. A row is method, pattern, handler, tenant scope, flags, the
 // query parameters it takes, and one line of help.
-#include "airlock/service/routes.h"
+#include "airlock/gateway/api/routes.h"
 
 #include <algorithm>
 
-#include "airlock/service/api.h"
+#include "airlock/gateway/api/api.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 
 // A friend of Api: the table names its private handlers.
 struct RouteRows {
@@ -236,6 +236,10 @@ RouteLookup lookupRoute(std::string_view method, std::string_view path) {
   return lookup;
 }
 
+std::string routeLabel(std::string_view path) {
+  return std::string(routePattern(path));
+}
+
 std::string_view routePattern(std::string_view path) {
   const auto parts = segmentsOf(path);
   for (const Route& route : routes())
@@ -264,4 +268,4 @@ std::optional<std::string> RouteCall::queryValue(std::string_view name) const {
   return it->second;
 }
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

@@ -5,11 +5,10 @@
 
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/core/encoding.h"
-#include "airlock/service/api.h"
-#include "airlock/service/api_body.h"
-#include "airlock/service/request_keys.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/body.h"
 
-namespace airlock::service {
+namespace airlock::gateway {
 namespace {
 
 using json = nlohmann::json;
@@ -23,21 +22,19 @@ HttpResponse jsonReply(int status, const json& body) {
 
 // The tool layer's ArtifactExporter over the store: tenant and run from the
 // scope the tool copied out of its context, size and digest from the bytes.
-class StoreExporter final : public gateway::ArtifactExporter {
+class StoreExporter final : public ArtifactExporter {
  public:
   StoreExporter(const ArtifactBackend& backend, std::function<Timestamp()> clock)
       : backend_(backend), clock_(std::move(clock)) {}
 
-  Result<gateway::ExportedArtifact> create(const gateway::ToolScope& scope,
-                                           const gateway::ExportRequest& request) override {
+  Result<ExportedArtifact> create(const ToolScope& scope, const ExportRequest& request) override {
     auto tenant = artifacts::TenantId::parse(scope.tenant_id);
     if (!tenant) return tl::unexpected(tenant.error());
-    const auto origin = request.origin == gateway::ExportOrigin::kModelOutput
-                            ? artifacts::ArtifactOrigin::kModelOutput
-                        : request.origin == gateway::ExportOrigin::kToolOutput
-                            ? artifacts::ArtifactOrigin::kToolOutput
-                            : artifacts::ArtifactOrigin::kSandboxExport;
-    const auto trust = request.trust == gateway::ExportTrust::kInternalTool
+    const auto origin =
+        request.origin == ExportOrigin::kModelOutput  ? artifacts::ArtifactOrigin::kModelOutput
+        : request.origin == ExportOrigin::kToolOutput ? artifacts::ArtifactOrigin::kToolOutput
+                                                      : artifacts::ArtifactOrigin::kSandboxExport;
+    const auto trust = request.trust == ExportTrust::kInternalTool
                            ? artifacts::TrustLevel::kInternalTool
                            : artifacts::TrustLevel::kExternalUntrusted;
     // Sandbox bytes never rise above EXTERNAL_UNTRUSTED, whatever the label.
@@ -50,8 +47,7 @@ class StoreExporter final : public gateway::ArtifactExporter {
     auto ref = writer->create(artifacts::measuredBytes(std::string(request.bytes)),
                               request.filename, request.media_type, trust);
     if (!ref) return tl::unexpected(ref.error());
-    return gateway::ExportedArtifact{ref->artifact_id.str(), ref->sha256, ref->size_bytes,
-                                     ref->media_type};
+    return ExportedArtifact{ref->artifact_id.str(), ref->sha256, ref->size_bytes, ref->media_type};
   }
 
  private:
@@ -89,7 +85,7 @@ HttpResponse Api::callTool(const RouteCall& call) {
   if (env_id == body.end() || !env_id->is_string())
     return errorResponse(400, "tool_validation_error",
                          "environment_id is required and must be a string");
-  auto live = find(env_id->get<std::string>());
+  auto live = node_.find(env_id->get<std::string>());
   if (!live)
     return errorResponse(404, "not_found",
                          "no live environment " + quoteForMessage(env_id->get<std::string>()));
@@ -97,22 +93,16 @@ HttpResponse Api::callTool(const RouteCall& call) {
 
   std::optional<StoreExporter> exporter;
   if (artifacts_) exporter.emplace(*artifacts_, clock_);
-  gateway::ToolContext context;
+  ToolContext context;
   context.tenant_id = live->handle.tenant_id;
   context.run_id = live->handle.run_id;
   context.environment = live->handle;
-  context.execution = &env_;
+  context.execution = &node_;  // the node adds a command's time to the environment's busy time
   context.artifacts = exporter ? &*exporter : nullptr;
   if (live->wall_clock_seconds > 0)
     context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
 
-  const auto started = std::chrono::steady_clock::now();
   auto result = tools_->call(name, arguments, context);
-  if (name == "sandbox.run_command") {
-    std::lock_guard lk(mu_);
-    if (auto it = live_.find(live->handle.environment_id); it != live_.end())
-      it->second.busy += std::chrono::steady_clock::now() - started;
-  }
   if (!result) {
     json error = {{"code", errorCodeName(result.error().code)},
                   {"message", result.error().message}};
@@ -122,4 +112,4 @@ HttpResponse Api::callTool(const RouteCall& call) {
   return jsonReply(200, json{{"result", *result}});
 }
 
-}  // namespace airlock::service
+}  // namespace airlock::gateway

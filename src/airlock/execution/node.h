@@ -1,0 +1,70 @@
+// LocalNode: the execution node (port/execution_node.h) of one process,
+// over an adapter it borrows (spec 000, "Where the boundary is", "Nothing
+// outlives its lease"). The port's methods go to the adapter unchanged;
+// around them the node keeps the registry of what it provisioned, the busy
+// time of each environment, the claims of commands and programs, and the
+// reaper.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "airlock/port/execution_node.h"
+
+namespace airlock::execution {
+
+class LocalNode final : public ExecutionNode {
+ public:
+  // `adapter` is borrowed and must outlive the node. `clock` is the wall
+  // clock the reaper compares expires_at with (the adapter's; empty:
+  // system_clock). `events` observes the registry (metrics).
+  explicit LocalNode(ExecutionEnvironment& adapter, std::function<Timestamp()> clock = {},
+                     ExecutionNodeEvents events = {});
+
+  // The port, forwarded to the adapter (provision registers, destroy
+  // forgets, execute adds busy time).
+  Result<EnvironmentHandle> provision(const EnvironmentSpec& spec) override;
+  Result<ExecutionResult> execute(const EnvironmentHandle& handle, const ExecutionCommand& command,
+                                  const CancelToken* cancel = nullptr) override;
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override;
+  Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
+  Result<void> destroy(const EnvironmentHandle& handle) override;
+  Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
+  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
+                                                        const SideCommand& command) override;
+  Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
+      const EnvironmentHandle& handle) override;
+  void shutdown() noexcept override;
+
+  // The node (port/execution_node.h).
+  std::vector<LiveEnvironment> live(
+      const std::optional<std::string>& tenant_id = std::nullopt) const override;
+  std::optional<LiveEnvironment> find(const std::string& environment_id) const override;
+  Result<RunClaim> claim(const std::string& environment_id, RunKind kind) override;
+  int reap(const StaleLeaseQuery& stale) override;
+  void destroyAll() override;
+  std::size_t liveCount() const override;
+
+ protected:
+  void release(const std::string& environment_id, RunKind kind) noexcept override;
+
+ private:
+  void addBusy(const std::string& environment_id, std::chrono::steady_clock::duration busy);
+
+  ExecutionEnvironment& adapter_;
+  std::function<Timestamp()> clock_;
+  const ExecutionNodeEvents events_;
+  mutable std::mutex mu_;
+  std::map<std::string, LiveEnvironment> live_;
+  // What runs, per environment (under mu_).
+  std::set<std::string> programs_running_;
+  std::multiset<std::string> commands_running_;
+};
+
+}  // namespace airlock::execution

@@ -1,0 +1,244 @@
+// The HTTP/JSON API of `airlock serve`: the gateway in front of an
+// execution node (port/execution_node.h), as a transport-independent
+// handler (service/request_handler.h): a request in, a response out. The
+// Beast server (service/http_server.h) only moves bytes; everything a caller can get wrong is
+// decided here, so it is tested without sockets.
+//
+// The routes, what each takes and how a call's tenant is checked are the
+// table of routes.h (for clients: docs/openapi.yaml). Every route but
+// /healthz needs "Authorization: Bearer <service token>". Bodies are JSON
+// but for file and artifact bytes. Errors are {"error": {"code",
+// "message"}} with the stable lower_snake_case codes of core/error.h plus
+// "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
+// (with an Allow header naming the path's methods), "bad_request" (a query
+// parameter, or a top-level key of a JSON body, that the route does not
+// take, named; service/request_keys.h) and "payload_too_large". Paths in errors are
+// the workspace paths as given, never host paths.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/artifacts/artifact_store.h"
+#include "airlock/artifacts/artifact_writer.h"
+#include "airlock/artifacts/metadata_repository.h"
+#include "airlock/artifacts/retention.h"
+#include "airlock/capability/broker/execution_half.h"
+#include "airlock/capability/schedule/schedule.h"
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/gateway/api/lease_book.h"
+#include "airlock/gateway/api/routes.h"
+#include "airlock/gateway/tools/tool_registry.h"
+#include "airlock/port/cancel_token.h"
+#include "airlock/port/execution_node.h"
+#include "airlock/service/http_message.h"
+#include "airlock/service/metrics.h"
+#include "airlock/service/request_handler.h"
+#include "airlock/service/settings.h"
+
+namespace airlock::gateway {
+
+// The artifact store the API exports into and serves from (borrowed).
+struct ArtifactBackend {
+  artifacts::ArtifactStore* store = nullptr;
+  artifacts::ArtifactRepository* repository = nullptr;
+  artifacts::RetentionSettings retention;
+  std::int64_t max_bytes = artifacts::kDefaultMaxArtifactBytes;
+};
+
+// One image the service runs (GET /v1/images; docs/images.md).
+struct ServiceImage {
+  std::string name;       // what POST /v1/environments `image` may say: "host", a setting's name
+  std::string reference;  // as configured; "" for the host image
+  std::string digest;     // "sha256:<hex>", what the EnvironmentSpec carries
+};
+
+// The images of a service: the first is the default of an environment that
+// names none.
+struct ServiceImages {
+  std::vector<ServiceImage> images;
+  // Only the host image (tests, and a service with no `images` setting).
+  static ServiceImages hostOnly(std::string digest) {
+    return ServiceImages{{ServiceImage{"host", "", std::move(digest)}}};
+  }
+};
+
+// Owns the lease book; borrows the execution node (which keeps the registry
+// of live environments, the claims and the reaper: port/execution_node.h)
+// and the metrics. Thread-safe: handle() is called concurrently from the
+// server's worker threads; execute on one environment at a time is refused
+// by the adapter ("another command is running").
+class Api final : public service::RequestHandler {
+ public:
+  // `clock` is the wall clock of schedules and artifacts (the adapter's;
+  // empty: system_clock). `images` must hold at least one image, the
+  // default first.
+  Api(const service::Settings& settings, ExecutionNode& node, ServiceImages images,
+      service::Metrics& metrics, std::function<Timestamp()> clock = {});
+
+  service::HttpResponse handle(const service::HttpRequest& request) override;
+
+  // True for a request of a route that streams (kStreams) with ?stream=1.
+  bool wantsStream(const service::HttpRequest& request) const override;
+  // True for a request of a route that runs a command or program for as
+  // long as its own timeout (kRunsCommand): the server runs these on
+  // threads of their own and bounds how many run.
+  bool runsCommand(const service::HttpRequest& request) const override;
+  // True for a request of a route that needs no token (kNoAuthentication):
+  // the server answers it at once, on its loop.
+  bool needsNoToken(const service::HttpRequest& request) const override;
+  // True when the request carries the service token.
+  bool authorized(const service::HttpRequest& request) const override;
+  // The route table's pattern of `path` (routeLabel of routes.h).
+  std::string routeLabel(std::string_view path) const override;
+  // Runs a streaming execute. Each NDJSON line (no newline) goes to `emit`
+  // as it is produced, the result line last. A request refused before the
+  // command starts emits nothing and returns the error response; otherwise
+  // the return value is the final response (its status tells the server
+  // nothing more: the lines were the answer). `cancel` ends the command with
+  // CANCELLED (the server cancels when the client goes away).
+  service::HttpResponse handleStreaming(const service::HttpRequest& request,
+                                        const std::function<void(std::string)>& emit,
+                                        const CancelToken* cancel) override;
+
+  // One reaper pass: the node's (environments past expires_at, with a
+  // stale lease epoch by the lease book, or whose earlier destroy failed),
+  // then expired artifacts are swept. Returns how many environments were
+  // destroyed. Called on an interval by the server.
+  int reap() override;
+  // Destroys every environment (service shutdown).
+  void destroyAll() override { node_.destroyAll(); }
+  std::size_t liveCount() const { return node_.liveCount(); }
+  LeaseBook& leases() { return leases_; }
+  service::Metrics& metrics() override { return metrics_; }
+  // Enables the artifact routes; without it they answer 503.
+  void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
+  // The operator's egress policy (the settings' egress_policy, compiled and
+  // validated at start). A provision with "network": true gets it as its
+  // EnvironmentSpec.egress when it allows something, and is refused when it
+  // does not (spec 000, "Egress needs two independent yeses"). Default: deny.
+  void allowEgress(EgressPolicy policy) { egress_ = std::move(policy); }
+  // Enables schedule.* in code mode and the schedule routes; without it
+  // schedule.* is refused "unavailable" and the routes answer 503.
+  // The execution half of code mode's capability table (proc, fs, job):
+  // the composition root passes execution::addExecutionCapabilities, so the
+  // API links no execution code. Without it programs get none of them.
+  void attachExecutionCapabilities(capability::AddExecutionCapabilities add);
+  void attachSchedules(std::shared_ptr<capability::schedule::ScheduleStore> store,
+                       capability::schedule::ScheduleCeilings ceilings = {});
+  // One firing pass at the API's clock (the server calls it every
+  // schedule_fire_interval): due occurrences move into the fire outbox.
+  // Returns how many fired (0 without a store).
+  Result<std::size_t> fireSchedules() override;
+
+ private:
+  friend struct RouteRows;  // routes.cpp: the table names the handlers below
+
+  service::HttpResponse route(const service::HttpRequest& request);
+  // The request's route and call, checked as routes.h says (the token, the
+  // method, the query parameters, the tenant), or the response refusing it.
+  tl::expected<RouteCall, service::HttpResponse> admit(const service::HttpRequest& request) const;
+  // The tenant check of the call's route (TenantScope): sets call.tenant
+  // (and call.body for kEnvironmentInBody); the refusal otherwise.
+  std::optional<service::HttpResponse> checkTenant(RouteCall& call) const;
+
+  // The handlers of routes.cpp's rows, each given its admitted call.
+  service::HttpResponse health(const RouteCall& call);
+  service::HttpResponse metricsText(const RouteCall& call);
+  service::HttpResponse listImages(const RouteCall& call);
+  service::HttpResponse provision(const RouteCall& call);
+  service::HttpResponse listEnvironments(const RouteCall& call);
+  service::HttpResponse getEnvironment(const RouteCall& call);
+  service::HttpResponse destroyEnvironment(const RouteCall& call);
+  service::HttpResponse execute(const RouteCall& call);
+  // 204 once the running command of that execution_id is told to end
+  // (CANCELLED).
+  service::HttpResponse cancelExecution(const RouteCall& call);
+  service::HttpResponse readFile(const RouteCall& call);
+  service::HttpResponse writeFile(const RouteCall& call);
+  service::HttpResponse listDirectory(const RouteCall& call);
+  service::HttpResponse provenance(const RouteCall& call);
+  service::HttpResponse renewLease(const RouteCall& call);
+  service::HttpResponse exportArtifact(const RouteCall& call);
+  service::HttpResponse uploadArtifact(const RouteCall& call);
+  service::HttpResponse getArtifact(const RouteCall& call);
+  service::HttpResponse deleteArtifact(const RouteCall& call);
+  service::HttpResponse downloadArtifact(const RouteCall& call);
+  service::HttpResponse runCode(const RouteCall& call);
+  // GET lists the environment's schedules, DELETE cancels {name}.
+  service::HttpResponse scheduleCall(const RouteCall& call);
+  service::HttpResponse pendingFires(const RouteCall& call);
+  service::HttpResponse acknowledgeFires(const RouteCall& call);
+  service::HttpResponse listTools(const RouteCall& call);
+  service::HttpResponse callTool(const RouteCall& call);
+
+  // The digest a provision body's `image` names (a name, reference or
+  // digest; absent: the default). ExecutionRejected for an unknown name.
+  Result<std::string> imageFrom(const nlohmann::json& body) const;
+  struct PreparedExecute {
+    EnvironmentHandle handle;
+    ExecutionCommand command;
+  };
+  // The command of an execute request, or the response refusing it.
+  tl::expected<PreparedExecute, service::HttpResponse> prepareExecute(
+      const std::string& id, const service::HttpRequest& request);
+  service::HttpResponse finishExecute(const std::string& id,
+                                      std::chrono::steady_clock::duration busy,
+                                      const Result<ExecutionResult>& result,
+                                      nlohmann::json* result_json = nullptr);
+  // The workspace of the call's environment and its "path" query
+  // parameter, or the response refusing the call.
+  struct WorkspaceTarget {
+    std::shared_ptr<WorkspaceHandle> workspace;
+    std::string path;
+  };
+  tl::expected<WorkspaceTarget, service::HttpResponse> workspaceTarget(const RouteCall& call);
+  // The stored artifact the call names, of the call's tenant (another
+  // tenant's is not_found), or the response refusing the call.
+  tl::expected<artifacts::StoredArtifact, service::HttpResponse> artifactOf(const RouteCall& call);
+  // Stores `stream` as an untrusted artifact of `scope` (an export or an
+  // upload), updates the tenant's byte gauge and answers 201 with its
+  // metadata; the store's error as the response otherwise.
+  service::HttpResponse storeUntrustedArtifact(const artifacts::ArtifactWriterScope& scope,
+                                               artifacts::MeasuredStream stream,
+                                               std::string filename, std::string media_type);
+  void sweepArtifacts();
+  // The tenant a request names (nullopt: none, the operator's call), or
+  // the 400 refusing a malformed one.
+  static tl::expected<std::optional<std::string>, service::HttpResponse> namedTenant(
+      const std::optional<std::string>& tenant_id);
+  // With a named tenant: the 404 for an environment that is not live or not
+  // that tenant's (the same answer as an unknown id); nullopt when the call
+  // may go on (always, without a tenant).
+  std::optional<service::HttpResponse> refuseOtherTenant(
+      const std::string& id, const std::optional<std::string>& tenant) const;
+  // Destroys the environment `id` if it is live (the node forgets it).
+  Result<void> destroyLive(const std::string& id);
+
+  const service::Settings& settings_;
+  ExecutionNode& node_;
+  const ServiceImages images_;
+  service::Metrics& metrics_;
+  std::function<Timestamp()> clock_;
+  LeaseBook leases_;
+  std::optional<ArtifactBackend> artifacts_;
+  EgressPolicy egress_;
+  std::shared_ptr<const ToolRegistry> tools_;
+  std::shared_ptr<capability::schedule::ScheduleStore> schedules_;
+  capability::schedule::ScheduleCeilings schedule_ceilings_;
+  capability::AddExecutionCapabilities add_execution_;
+  // The names a program's table serves with add_execution_ (listed once, at
+  // attach): what a code request's "capabilities" may name.
+  std::vector<std::string> capability_names_;
+};
+
+}  // namespace airlock::gateway

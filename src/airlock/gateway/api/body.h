@@ -1,0 +1,49 @@
+// What the API's route files share (internal to airlock_gateway_api; body.cpp
+// defines it): the HTTP plumbing's names, and the helpers that read a JSON
+// request body. Each error is ToolValidationError ("bad_request" over HTTP)
+// whose message names the field.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "airlock/core/error.h"
+#include "airlock/core/types.h"
+#include "airlock/service/http_message.h"
+#include "airlock/service/metrics.h"
+#include "airlock/service/request_keys.h"
+#include "airlock/service/settings.h"
+
+namespace airlock::gateway {
+
+using service::errorResponse;
+using service::HttpRequest;
+using service::HttpResponse;
+using service::httpStatusFor;
+using service::Metrics;
+using service::percentDecoded;
+using service::queryParam;
+using service::refuseUnknownKeys;
+using service::Settings;
+
+// A JSON response of `status`.
+HttpResponse jsonResponse(int status, const nlohmann::json& body);
+// 204, no body.
+HttpResponse noContent();
+// ToolValidationError with `message`.
+Error badRequest(std::string message);
+// The body as a JSON object; an empty body is {}.
+Result<nlohmann::json> parseBody(const std::string& body);
+// A platform identifier field (tenant, run): 1..128 bytes of [A-Za-z0-9._:-].
+Result<std::string> platformIdentifier(const nlohmann::json& body, const char* field);
+// An integer field; `fallback` when absent or null, else an error naming it.
+Result<std::int64_t> wholeNumber(const nlohmann::json& body, const char* field,
+                                 std::optional<std::int64_t> fallback);
+// The limits of a command (working_directory?, timeout_seconds?,
+// maximum_output_bytes?) into `c`, with the execute route's defaults and
+// caps; other keys are not looked at.
+Result<void> limitsInto(const nlohmann::json& body, ExecutionCommand& c);
+
+}  // namespace airlock::gateway

@@ -1,0 +1,227 @@
+// The environment routes of the API (api.h): provision, list, get, destroy,
+// the images, the lease of a run, and the reaper pass.
+#include <nlohmann/json.hpp>
+
+#include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/core/ids.h"
+#include "airlock/core/json.h"
+#include "airlock/core/limits_defaults.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/body.h"
+#include "airlock/port/egress_route.h"
+
+namespace airlock::gateway {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// An EnvironmentHandle as the API answers it: the handle, and the digest of
+// the image the environment runs.
+json handleJson(const EnvironmentHandle& handle, const std::string& image_digest) {
+  json j = handle;
+  j["image_digest"] = image_digest;
+  return j;
+}
+
+Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
+  ResourceLimits limits = settings.limit_defaults;
+  auto it = body.find("limits");
+  if (it == body.end() || it->is_null()) return limits;
+  if (!it->is_object()) return tl::unexpected(badRequest("limits must be an object"));
+  for (const auto& [key, value] : it->items()) {
+    std::int64_t* field = key == "cpu_millicores"       ? &limits.cpu_millicores
+                          : key == "memory_bytes"       ? &limits.memory_bytes
+                          : key == "pids_max"           ? &limits.pids_max
+                          : key == "workspace_bytes"    ? &limits.workspace_bytes
+                          : key == "inodes_max"         ? &limits.inodes_max
+                          : key == "wall_clock_seconds" ? &limits.wall_clock_seconds
+                                                        : nullptr;
+    if (field == nullptr) return tl::unexpected(badRequest("limits." + key + " is not a limit"));
+    auto n = int64FromJson(value);
+    if (!n) return tl::unexpected(badRequest("limits." + key + " " + n.error().context));
+    *field = *n;
+  }
+  if (auto r = checkLimits(limits, settings.limit_ceilings); !r) return tl::unexpected(r.error());
+  const LimitMinimums least = minimumLimits();
+  if (limits.memory_bytes < least.memory_bytes || limits.pids_max < least.pids_max ||
+      limits.cpu_millicores < least.cpu_millicores)
+    return tl::unexpected(Error{ErrorCode::kExecutionRejected, 0,
+                                "limits below the minimum a sandbox can start with (memory_bytes " +
+                                    std::to_string(least.memory_bytes) + ", pids_max " +
+                                    std::to_string(least.pids_max) + ", cpu_millicores " +
+                                    std::to_string(least.cpu_millicores) + ")"});
+  return limits;
+}
+
+Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
+  std::map<std::string, std::string> vars =
+      buildEnvironment(
+          std::vector<std::string>{}, [](std::string_view) { return std::nullopt; }, "",
+          std::nullopt)
+          .variables;
+  auto it = body.find("environment");
+  if (it == body.end() || it->is_null()) return vars;
+  if (!it->is_object())
+    return tl::unexpected(badRequest("environment must be an object of strings"));
+  for (const auto& [name, value] : it->items()) {
+    if (!isValidEnvName(name))
+      return tl::unexpected(
+          badRequest("environment name " + quoteForMessage(name) + " is not a valid name"));
+    if (isTier0Name(name))
+      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) +
+                                       " is a credential name and never enters a sandbox"));
+    if (isTier2Name(name))
+      return tl::unexpected(
+          badRequest("environment name " + quoteForMessage(name) + " is set by Airlock itself"));
+    if (!value.is_string() || value.get<std::string>().find('\0') != std::string::npos)
+      return tl::unexpected(
+          badRequest("environment value of " + name + " must be a string without NUL"));
+    vars[name] = value.get<std::string>();
+  }
+  return vars;
+}
+
+}  // namespace
+
+HttpResponse Api::provision(const RouteCall& call) {
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "run_id", "lease_epoch", "limits",
+                                               "environment", "network", "image"}))
+    return *refused;
+  EnvironmentSpec spec;
+  auto tenant = platformIdentifier(*body, "tenant_id");
+  if (!tenant) return errorResponse(tenant.error());
+  auto run = platformIdentifier(*body, "run_id");
+  if (!run) return errorResponse(run.error());
+  auto epoch = wholeNumber(*body, "lease_epoch", 0);
+  if (!epoch) return errorResponse(epoch.error());
+  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
+  auto limits = limitsFrom(*body, settings_);
+  if (!limits) return errorResponse(limits.error());
+  auto vars = environmentFrom(*body);
+  if (!vars) return errorResponse(vars.error());
+  auto image = imageFrom(*body);
+  if (!image) return errorResponse(image.error());
+  bool network = false;
+  if (auto it = body->find("network"); it != body->end() && !it->is_null()) {
+    if (!it->is_boolean()) return errorResponse(badRequest("network must be true or false"));
+    network = it->get<bool>();
+  }
+  // The call's yes alone is not enough: the operator's policy must allow
+  // something, or the sandbox would be provisioned without the network the
+  // caller asked for.
+  if (network && !egressEnabled(egress_))
+    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                               "network was requested, but this service's egress_policy allows no "
+                               "destination (an operator sets mode: allowlist with destinations)"});
+  // The lease of this tenant's run: another tenant's run of the same id is
+  // another lease.
+  if (auto current = leases_.current(*tenant, *run); current && *epoch < *current)
+    return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
+                               "lease_epoch " + std::to_string(*epoch) + " is older than run " +
+                                   *run + "'s current epoch " + std::to_string(*current)});
+  spec.tenant_id = *tenant;
+  spec.run_id = *run;
+  spec.lease_epoch = *epoch;
+  spec.image_digest = *image;
+  spec.limits = *limits;
+  spec.environment = std::move(*vars);
+  if (network) spec.egress = egress_;
+
+  const auto started = Clock::now();
+  auto handle = node_.provision(spec);
+  if (!handle) return errorResponse(handle.error());
+  metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
+  return jsonResponse(201, handleJson(*handle, spec.image_digest));
+}
+
+Result<std::string> Api::imageFrom(const json& body) const {
+  auto it = body.find("image");
+  if (it == body.end() || it->is_null()) return images_.images.front().digest;
+  if (!it->is_string())
+    return tl::unexpected(
+        badRequest("image must be a string: the name of an image this service runs, or a digest"));
+  const std::string named = it->get<std::string>();
+  for (const auto& i : images_.images)
+    if (i.name == named || i.digest == named || (!i.reference.empty() && i.reference == named))
+      return i.digest;
+  // A digest this service does not run goes to the mechanism, which refuses
+  // it as every unknown digest is refused (ExecutionRejected).
+  if (named.rfind("sha256:", 0) == 0) return named;
+  std::string names;
+  for (const auto& i : images_.images) names += (names.empty() ? "" : ", ") + i.name;
+  return fail(ErrorCode::kExecutionRejected,
+              "unknown image " + quoteForMessage(named) + " (this service runs " + names + ")");
+}
+
+HttpResponse Api::listImages(const RouteCall&) {
+  json out = json::array();
+  for (std::size_t i = 0; i < images_.images.size(); ++i) {
+    const auto& image = images_.images[i];
+    out.push_back(
+        json{{"name", image.name},
+             {"reference", image.reference.empty() ? json(nullptr) : json(image.reference)},
+             {"digest", image.digest},
+             {"default", i == 0}});
+  }
+  return jsonResponse(200, json{{"images", out}});
+}
+
+HttpResponse Api::listEnvironments(const RouteCall& call) {
+  const std::optional<std::string>& tenant = call.tenant;
+  json out = json::array();
+  for (const LiveEnvironment& live : node_.live(tenant))
+    out.push_back(handleJson(live.handle, live.image_digest));
+  return jsonResponse(200, json{{"environments", out}});
+}
+
+HttpResponse Api::getEnvironment(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  auto live = node_.find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  return jsonResponse(200, handleJson(live->handle, live->image_digest));
+}
+
+Result<void> Api::destroyLive(const std::string& id) {
+  auto live = node_.find(id);
+  if (!live) return {};
+  return node_.destroy(live->handle);
+}
+
+HttpResponse Api::destroyEnvironment(const RouteCall& call) {
+  // Idempotent: an unknown or already destroyed id is success.
+  if (auto r = destroyLive(call.param("environment_id")); !r) return errorResponse(r.error());
+  return noContent();
+}
+
+HttpResponse Api::renewLease(const RouteCall& call) {
+  const std::string& run_id = call.param("run_id");
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "lease_epoch"})) return *refused;
+  json probe = {{"run_id", run_id}};
+  if (auto ok = platformIdentifier(probe, "run_id"); !ok) return errorResponse(ok.error());
+  // A run id is the platform's and unique only within a tenant: the lease
+  // is the tenant's run's.
+  auto tenant = platformIdentifier(*body, "tenant_id");
+  if (!tenant) return errorResponse(tenant.error());
+  auto epoch = wholeNumber(*body, "lease_epoch", std::nullopt);
+  if (!epoch) return errorResponse(epoch.error());
+  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
+  const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
+  return jsonResponse(200,
+                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
+}
+
+int Api::reap() {
+  const int destroyed =
+      node_.reap([this](const std::vector<LiveLease>& leases) { return leases_.stale(leases); });
+  sweepArtifacts();
+  return destroyed;
+}
+
+}  // namespace airlock::gateway
