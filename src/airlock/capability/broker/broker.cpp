@@ -146,6 +146,30 @@ wire::Refusal refusal(std::string code, std::string message) {
 // Why an admitted call stopped before its handler answered.
 enum class Stop : int { kNone = 0, kCancelFrame, kDisconnect, kDeadline, kFinish };
 
+// How a call stopped before its answer is reported: the audit line's
+// verdict and code, and the refusal message the program is sent (nullptr:
+// none, the channel is gone or closing).
+struct StopReport {
+  std::string_view verdict;
+  const char* code;
+  const char* refusal;
+};
+
+StopReport stopReport(Stop stop) {
+  switch (stop) {
+    case Stop::kDeadline:
+      return {"refused", "deadline_exceeded", "the call's deadline passed; its effect was stopped"};
+    case Stop::kCancelFrame:
+      return {"cancelled", "cancelled", "the call was cancelled; its effect was stopped"};
+    case Stop::kDisconnect:
+      return {"cancelled", "disconnected", nullptr};
+    case Stop::kNone:
+    case Stop::kFinish:
+      break;
+  }
+  return {"cancelled", "finished", nullptr};
+}
+
 struct Call {
   std::uint64_t id = 0;
   std::string capability;
@@ -745,31 +769,17 @@ void BrokerSession::Impl::runCall(Connection& conn, Call& call, const Capability
   std::string bytes;
   std::string_view verdict = "ok";
   std::string code;
-  switch (stop) {
-    case Stop::kNone:
-      if (auto* r = std::get_if<wire::Refusal>(&answer)) {
-        verdict = "error";
-        code = r->code;
-      }
-      bytes = Connection::encode(wire::Frame{call.id, wire::CapResult{std::move(answer)}});
-      break;
-    case Stop::kDeadline:
-      verdict = "refused";
-      code = "deadline_exceeded";
-      bytes = Connection::encodeRefusal(call.id, code,
-                                        "the call's deadline passed; its effect was stopped");
-      break;
-    case Stop::kCancelFrame:
-      verdict = "cancelled";
-      code = "cancelled";
-      bytes = Connection::encodeRefusal(call.id, code,
-                                        "the call was cancelled; its effect was stopped");
-      break;
-    case Stop::kDisconnect:
-    case Stop::kFinish:
-      verdict = "cancelled";
-      code = stop == Stop::kDisconnect ? "disconnected" : "finished";
-      break;
+  if (stop == Stop::kNone) {
+    if (auto* r = std::get_if<wire::Refusal>(&answer)) {
+      verdict = "error";
+      code = r->code;
+    }
+    bytes = Connection::encode(wire::Frame{call.id, wire::CapResult{std::move(answer)}});
+  } else {
+    const StopReport report = stopReport(stop);
+    verdict = report.verdict;
+    code = report.code;
+    if (report.refusal != nullptr) bytes = Connection::encodeRefusal(call.id, code, report.refusal);
   }
   audit(call.capability, call.id, verdict, code, call.started, call.request_bytes, bytes.size());
   if (!bytes.empty()) conn.write(bytes);
