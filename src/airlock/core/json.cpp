@@ -1,7 +1,6 @@
 #include "airlock/core/json.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/limits_defaults.h"
 
 namespace airlock {
 
@@ -385,25 +385,18 @@ void from_json(const json& j, ChangeKind& v) {
 
 // --- ResourceLimits --------------------------------------------------------
 
-// Both directions walk one list of the fields, in declaration order.
-constexpr std::array<std::pair<const char*, std::int64_t ResourceLimits::*>, 6> kLimitFields{{
-    {"cpu_millicores", &ResourceLimits::cpu_millicores},
-    {"memory_bytes", &ResourceLimits::memory_bytes},
-    {"pids_max", &ResourceLimits::pids_max},
-    {"workspace_bytes", &ResourceLimits::workspace_bytes},
-    {"inodes_max", &ResourceLimits::inodes_max},
-    {"wall_clock_seconds", &ResourceLimits::wall_clock_seconds},
-}};
-
+// Both directions walk the spec's limits table (limits_defaults.h).
 void to_json(json& j, const ResourceLimits& v) {
   j = json::object();
-  for (const auto& [name, field] : kLimitFields) j[name] = v.*field;
+  const auto fields = limitFields(v);
+  for (std::size_t i = 0; i < fields.size(); ++i) j[limitTable()[i].name] = *fields[i];
 }
 
 void from_json(const json& j, ResourceLimits& v) {
   requireObject(j);
   // Every field is required: a forgotten limit must not become a default.
-  for (const auto& [name, field] : kLimitFields) v.*field = int64Field(j, name);
+  const auto fields = limitFields(v);
+  for (std::size_t i = 0; i < fields.size(); ++i) *fields[i] = int64Field(j, limitTable()[i].name);
 }
 
 // --- EgressPolicy ----------------------------------------------------------

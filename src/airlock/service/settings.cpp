@@ -211,24 +211,14 @@ Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view sour
       return tl::unexpected(configError(prefix + path + "." + key + " must be a single value"));
     const std::string value = kv.second.Scalar();
     const std::string name = path + "." + key;
-    Result<std::int64_t> v =
-        tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
-    std::int64_t* field = nullptr;
-    if (key == "cpu_millicores") {
-      v = positiveInt(name, value, prefix), field = &target.cpu_millicores;
-    } else if (key == "memory_bytes") {
-      v = sizeSetting(name, value, prefix), field = &target.memory_bytes;
-    } else if (key == "pids_max") {
-      v = positiveInt(name, value, prefix), field = &target.pids_max;
-    } else if (key == "workspace_bytes") {
-      v = sizeSetting(name, value, prefix), field = &target.workspace_bytes;
-    } else if (key == "inodes_max") {
-      v = positiveInt(name, value, prefix), field = &target.inodes_max;
-    } else if (key == "wall_clock_seconds") {
-      v = positiveInt(name, value, prefix), field = &target.wall_clock_seconds;
-    }
+    const auto rows = limitTable();
+    const auto row =
+        std::find_if(rows.begin(), rows.end(), [&](const LimitRow& r) { return key == r.name; });
+    if (row == rows.end())
+      return tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
+    auto v = row->bytes ? sizeSetting(name, value, prefix) : positiveInt(name, value, prefix);
     if (!v) return tl::unexpected(v.error());
-    *field = *v;
+    *limitFields(target)[static_cast<std::size_t>(row - rows.begin())] = *v;
   }
   return {};
 }
