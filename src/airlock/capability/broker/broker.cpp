@@ -143,6 +143,14 @@ wire::Refusal refusal(std::string code, std::string message) {
   return wire::Refusal{std::move(code), std::move(message)};
 }
 
+// The field of Ceilings that bounds each counted class (kNone is not).
+constexpr std::pair<CeilingClass, std::uint32_t Ceilings::*> kCeilingFields[] = {
+    {CeilingClass::kSpawn, &Ceilings::spawn},
+    {CeilingClass::kSend, &Ceilings::send},
+    {CeilingClass::kNote, &Ceilings::note},
+    {CeilingClass::kNotes, &Ceilings::notes},
+};
+
 // Why an admitted call stopped before its handler answered.
 enum class Stop : int { kNone = 0, kCancelFrame, kDisconnect, kDeadline, kFinish };
 
@@ -381,22 +389,10 @@ struct BrokerSession::Impl {
 
   // Counts the call against its class's ceiling; the refusal when full.
   std::optional<wire::Refusal> admit(CeilingClass c) EXCLUDES(mu) {
+    if (c == CeilingClass::kNone) return std::nullopt;
     std::uint32_t limit = 0;
-    switch (c) {
-      case CeilingClass::kNone:
-        return std::nullopt;
-      case CeilingClass::kSpawn:
-        limit = options.ceilings.spawn;
-        break;
-      case CeilingClass::kSend:
-        limit = options.ceilings.send;
-        break;
-      case CeilingClass::kNote:
-        limit = options.ceilings.note;
-        break;
-      case CeilingClass::kNotes:
-        limit = options.ceilings.notes;
-        break;
+    for (const auto& [counted, field] : kCeilingFields) {
+      if (counted == c) limit = options.ceilings.*field;
     }
     MutexLock lk(mu);
     auto& n = admitted[c];
