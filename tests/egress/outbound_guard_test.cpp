@@ -524,7 +524,7 @@ TEST_F(OutboundGuardTest, ResponseSizeIsBounded) {
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         "1388\r\n" +
             std::string(5000, 'y') + "\r\n0\r\n\r\n");
-  guard_ = makeGuard(OutboundLimits{.max_response_bytes = 4096});
+  guard_ = makeGuard(OutboundLimits{.max_body_bytes = 4096});
   for (const char* path : {"/big", "/chunked"}) {
     SCOPED_TRACE(path);
     const auto r = guard_->fetch({urlA(path)});

@@ -15,13 +15,21 @@ namespace airlock {
 template <class E, std::size_t N>
 using EnumNames = std::array<std::pair<E, std::string_view>, N>;
 
-// The name of `value`; "UNKNOWN" for a value the table lacks (an
-// out-of-range cast: a programming error, still given a stable name).
+// The name of `value`; `fallback` for a value the table lacks (an
+// out-of-range cast: a programming error, still given a stable name, which
+// a vocabulary may spell its own way: "unknown").
 template <class E, std::size_t N>
-constexpr std::string_view enumName(const EnumNames<E, N>& names, E value) noexcept {
+constexpr std::string_view enumName(const EnumNames<E, N>& names, E value,
+                                    std::string_view fallback) noexcept {
   for (const auto& [v, name] : names)
     if (v == value) return name;
-  return "UNKNOWN";
+  return fallback;
+}
+
+// The name of `value`; "UNKNOWN" for a value the table lacks.
+template <class E, std::size_t N>
+constexpr std::string_view enumName(const EnumNames<E, N>& names, E value) noexcept {
+  return enumName(names, value, "UNKNOWN");
 }
 
 // The enumerator spelled exactly `name` (case-sensitive: a closed vocabulary

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/limits_defaults.h"
 
 namespace airlock {
 
@@ -214,13 +215,23 @@ T decodeField(const json& j, const char* name) {
   return nested(name, [&] { return v.get<T>(); });
 }
 
-std::string enumChoices(std::initializer_list<std::string_view> names) {
-  std::string out;
-  for (const auto name : names) {
-    if (!out.empty()) out += ", ";
-    out += name;
+// The enumerator `j` spells (`parse` reads the closed vocabulary);
+// otherwise "must be one of <choices>", with the string given.
+template <class E>
+E enumValue(const json& j, std::optional<E> (*parse)(std::string_view) noexcept,
+            std::initializer_list<std::string_view> choices) {
+  if (j.is_string()) {
+    if (auto parsed = parse(j.get_ref<const std::string&>())) return *parsed;
   }
-  return out;
+  std::string out = "must be one of ";
+  std::string_view separator;
+  for (const auto name : choices) {
+    out += separator;
+    out += name;
+    separator = ", ";
+  }
+  if (j.is_string()) out += " (got " + quoteForMessage(j.get<std::string>()) + ")";
+  fieldError("", std::move(out));
 }
 
 }  // namespace
@@ -359,17 +370,9 @@ void to_json(json& j, KillReason v) {
 }
 
 void from_json(const json& j, KillReason& v) {
-  if (j.is_string()) {
-    if (auto parsed = parseKillReason(j.get_ref<const std::string&>())) {
-      v = *parsed;
-      return;
-    }
-  }
-  fieldError("", "must be one of " +
-                     enumChoices({"TIMEOUT", "MEMORY", "OUTPUT_LIMIT", "PIDS", "DISK", "CANCELLED",
-                                  "EXPIRED", "SERVICE_SHUTDOWN"}) +
-                     (j.is_string() ? " (got " + quoteForMessage(j.get<std::string>()) + ")"
-                                    : std::string()));
+  v = enumValue(j, parseKillReason,
+                {"TIMEOUT", "MEMORY", "OUTPUT_LIMIT", "PIDS", "DISK", "CANCELLED", "EXPIRED",
+                 "SERVICE_SHUTDOWN"});
 }
 
 void to_json(json& j, ChangeKind v) {
@@ -377,37 +380,23 @@ void to_json(json& j, ChangeKind v) {
 }
 
 void from_json(const json& j, ChangeKind& v) {
-  if (j.is_string()) {
-    if (auto parsed = parseChangeKind(j.get_ref<const std::string&>())) {
-      v = *parsed;
-      return;
-    }
-  }
-  fieldError("", "must be one of CREATED, MODIFIED, DELETED" +
-                     (j.is_string() ? " (got " + quoteForMessage(j.get<std::string>()) + ")"
-                                    : std::string()));
+  v = enumValue(j, parseChangeKind, {"CREATED", "MODIFIED", "DELETED"});
 }
 
 // --- ResourceLimits --------------------------------------------------------
 
+// Both directions walk the spec's limits table (limits_defaults.h).
 void to_json(json& j, const ResourceLimits& v) {
-  j = json{{"cpu_millicores", v.cpu_millicores},
-           {"memory_bytes", v.memory_bytes},
-           {"pids_max", v.pids_max},
-           {"workspace_bytes", v.workspace_bytes},
-           {"inodes_max", v.inodes_max},
-           {"wall_clock_seconds", v.wall_clock_seconds}};
+  j = json::object();
+  const auto fields = limitFields(v);
+  for (std::size_t i = 0; i < fields.size(); ++i) j[limitTable()[i].name] = *fields[i];
 }
 
 void from_json(const json& j, ResourceLimits& v) {
   requireObject(j);
   // Every field is required: a forgotten limit must not become a default.
-  v.cpu_millicores = int64Field(j, "cpu_millicores");
-  v.memory_bytes = int64Field(j, "memory_bytes");
-  v.pids_max = int64Field(j, "pids_max");
-  v.workspace_bytes = int64Field(j, "workspace_bytes");
-  v.inodes_max = int64Field(j, "inodes_max");
-  v.wall_clock_seconds = int64Field(j, "wall_clock_seconds");
+  const auto fields = limitFields(v);
+  for (std::size_t i = 0; i < fields.size(); ++i) *fields[i] = int64Field(j, limitTable()[i].name);
 }
 
 // --- EgressPolicy ----------------------------------------------------------

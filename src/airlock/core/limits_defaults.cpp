@@ -7,80 +7,67 @@
 namespace airlock {
 namespace {
 
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+constexpr LimitRow kLimitTable[] = {
+    // name, bytes, default, ceiling, minimum
+    {"cpu_millicores", false, 2000, 64000, 10},
+    {"memory_bytes", true, 2 * kGiB, 64 * kGiB, 8 * kMiB},
+    {"pids_max", false, 512, 4096, 8},
+    {"workspace_bytes", true, 4 * kGiB, 64 * kGiB, 1},
+    {"inodes_max", false, 100000, 1000000, 1},
+    {"wall_clock_seconds", false, 300, 1800, 1},
+};
+
+// The limits whose field i is `column` of row i.
+template <class T>
+T fromColumn(std::int64_t LimitRow::*column) noexcept {
+  T out{};
+  const auto fields = limitFields(out);
+  for (std::size_t i = 0; i < fields.size(); ++i) *fields[i] = kLimitTable[i].*column;
+  return out;
+}
 
 }  // namespace
 
+std::span<const LimitRow, 6> limitTable() noexcept {
+  return kLimitTable;
+}
+
 ResourceLimits defaultLimits() noexcept {
-  return ResourceLimits{
-      .cpu_millicores = 2000,
-      .memory_bytes = 2 * kGiB,
-      .pids_max = 512,
-      .workspace_bytes = 4 * kGiB,
-      .inodes_max = 100000,
-      .wall_clock_seconds = 300,
-  };
+  return fromColumn<ResourceLimits>(&LimitRow::default_value);
 }
 
 LimitCeilings defaultCeilings() noexcept {
-  return LimitCeilings{
-      .cpu_millicores = 64000,
-      .memory_bytes = 64 * kGiB,
-      .pids_max = 4096,
-      .workspace_bytes = 64 * kGiB,
-      .inodes_max = 1000000,
-      .wall_clock_seconds = 1800,
-  };
+  return fromColumn<LimitCeilings>(&LimitRow::ceiling);
 }
 
 LimitMinimums minimumLimits() noexcept {
-  return LimitMinimums{
-      .cpu_millicores = 10,
-      .memory_bytes = 8 * (std::int64_t{1} << 20),
-      .pids_max = 8,
-      .workspace_bytes = 1,
-      .inodes_max = 1,
-      .wall_clock_seconds = 1,
-  };
+  return fromColumn<LimitMinimums>(&LimitRow::minimum);
 }
 
 Result<void> checkLimits(const ResourceLimits& limits, const LimitCeilings& ceilings) {
-  struct Row {
-    const char* field;
-    std::int64_t value;
-    std::int64_t minimum;
-    std::int64_t ceiling;
-    bool bytes;
-  };
-  const LimitMinimums mins = minimumLimits();
-  const Row rows[] = {
-      {"cpu_millicores", limits.cpu_millicores, mins.cpu_millicores, ceilings.cpu_millicores,
-       false},
-      {"memory_bytes", limits.memory_bytes, mins.memory_bytes, ceilings.memory_bytes, true},
-      {"pids_max", limits.pids_max, mins.pids_max, ceilings.pids_max, false},
-      {"workspace_bytes", limits.workspace_bytes, mins.workspace_bytes, ceilings.workspace_bytes,
-       true},
-      {"inodes_max", limits.inodes_max, mins.inodes_max, ceilings.inodes_max, false},
-      {"wall_clock_seconds", limits.wall_clock_seconds, mins.wall_clock_seconds,
-       ceilings.wall_clock_seconds, false},
-  };
-  for (const Row& row : rows) {
+  const auto values = limitFields(limits);
+  const auto maxima = limitFields(ceilings);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const LimitRow& row = kLimitTable[i];
+    const std::int64_t value = *values[i];
+    const std::int64_t ceiling = *maxima[i];
     auto show = [&](std::int64_t v) { return row.bytes ? formatSize(v) : std::to_string(v); };
-    if (row.value <= 0) {
-      return fail(ErrorCode::kExecutionRejected, std::string("limits.") + row.field +
-                                                     " must be positive, got " +
-                                                     std::to_string(row.value));
-    }
-    if (row.value < row.minimum) {
-      return fail(ErrorCode::kExecutionRejected, std::string("limits.") + row.field + " " +
-                                                     show(row.value) + " is below the minimum of " +
-                                                     show(row.minimum) +
-                                                     " a sandbox needs to start");
-    }
-    if (row.value > row.ceiling) {
+    const std::string field = std::string("limits.") + row.name;
+    if (value <= 0) {
       return fail(ErrorCode::kExecutionRejected,
-                  std::string("limits.") + row.field + " " + show(row.value) +
-                      " is above the operator ceiling of " + show(row.ceiling));
+                  field + " must be positive, got " + std::to_string(value));
+    }
+    if (value < row.minimum) {
+      return fail(ErrorCode::kExecutionRejected,
+                  field + " " + show(value) + " is below the minimum of " + show(row.minimum) +
+                      " a sandbox needs to start");
+    }
+    if (value > ceiling) {
+      return fail(ErrorCode::kExecutionRejected,
+                  field + " " + show(value) + " is above the operator ceiling of " + show(ceiling));
     }
   }
   return {};

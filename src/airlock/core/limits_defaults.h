@@ -2,7 +2,10 @@
 // limits, as numbers"). These are configuration, applied above the port.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
+#include <utility>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
@@ -36,6 +39,28 @@ struct LimitMinimums {
   std::int64_t wall_clock_seconds;  // 1
 };
 LimitMinimums minimumLimits() noexcept;
+
+// One row of the spec's limits table, per ResourceLimits field in
+// declaration order: the field's name ("cpu_millicores", ...), whether it
+// is a size in bytes (else a count), and its default, its ceiling (the
+// defaultCeilings() value) and its minimum.
+struct LimitRow {
+  const char* name;
+  bool bytes;
+  std::int64_t default_value;
+  std::int64_t ceiling;
+  std::int64_t minimum;
+};
+std::span<const LimitRow, 6> limitTable() noexcept;
+
+// Pointers to the six fields of a ResourceLimits, LimitCeilings or
+// LimitMinimums (const or not), in declaration order: row i of
+// limitTable() describes field i.
+template <class T>
+constexpr std::array<decltype(&std::declval<T&>().cpu_millicores), 6> limitFields(T& t) noexcept {
+  return {&t.cpu_millicores,  &t.memory_bytes, &t.pids_max,
+          &t.workspace_bytes, &t.inodes_max,   &t.wall_clock_seconds};
+}
 
 ResourceLimits defaultLimits() noexcept;   // 2000 m, 2 GiB, 512, 4 GiB, 100000, 300 s
 LimitCeilings defaultCeilings() noexcept;  // see LimitCeilings

@@ -313,7 +313,7 @@ OutboundError failureOf(const HttpError& e, FetchState& s, const OutboundLimits&
     case HttpFailure::kBodyTooLarge:
     case HttpFailure::kHeadersTooLarge:
       return transportFailure("response_too_large", origin,
-                              "response larger than " + std::to_string(limits.max_response_bytes) +
+                              "response larger than " + std::to_string(limits.max_body_bytes) +
                                   " bytes of body or " + std::to_string(limits.max_header_bytes) +
                                   " bytes of headers",
                               std::move(hops));
@@ -324,16 +324,6 @@ OutboundError failureOf(const HttpError& e, FetchState& s, const OutboundLimits&
     default:
       return transportFailure("transport_error", origin, e.detail, std::move(hops));
   }
-}
-
-HttpLimits httpLimitsOf(const OutboundLimits& limits) {
-  HttpLimits out;
-  out.max_redirects = limits.max_redirects;
-  out.max_body_bytes = limits.max_response_bytes;
-  out.max_header_bytes = limits.max_header_bytes;
-  out.connect_timeout = limits.connect_timeout;
-  out.hop_timeout = limits.total_timeout;
-  return out;
 }
 
 }  // namespace
@@ -358,7 +348,7 @@ OutboundResult OutboundGuard::fetch(const OutboundRequest& request) const {
     http.url = request.url;
     http.method = request.method;
     http.body = request.body;
-    http.limits = httpLimitsOf(limits_);
+    http.limits = limits_;
     auto r = httpFetch(http, policy);
     if (!r) return tl::unexpected(failureOf(r.error(), s, limits_));
     OutboundResponse response;

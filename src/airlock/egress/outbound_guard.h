@@ -73,6 +73,7 @@
 #include "airlock/core/error.h"
 #include "airlock/egress/classifier.h"
 #include "airlock/egress/decision.h"
+#include "airlock/egress/http_client.h"
 #include "airlock/egress/policy.h"
 #include "airlock/egress/resolver.h"
 
@@ -103,13 +104,11 @@ struct UrlDecision {
   Decision decision;
 };
 
-struct OutboundLimits {
-  int max_redirects = 5;                              // redirects followed; 0 follows none
-  std::size_t max_response_bytes = 8 * 1024 * 1024;   // body of the final response
-  std::size_t max_header_bytes = 64 * 1024;           // all response headers of one hop
-  std::chrono::milliseconds connect_timeout{10'000};  // per hop
-  std::chrono::milliseconds total_timeout{30'000};    // per hop, whole transfer
-};
+// The guard's bounds are the HTTP client's it drives (http_client.h):
+// redirects followed, the body of the final response (max_body_bytes), the
+// response headers of one hop, per hop the connect and whole-transfer
+// timeouts (hop_timeout), and, when set, a deadline for the whole fetch.
+using OutboundLimits = HttpLimits;
 
 // The request headers a redirect to another origin carries (lower case;
 // names compare case-insensitively): content negotiation and caching, none
@@ -147,7 +146,7 @@ struct OutboundResponse {
   std::string final_url;
   // The final response's headers, names as sent, in order.
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;  // at most max_response_bytes
+  std::string body;  // at most max_body_bytes
   std::vector<OutboundHop> hops;
 };
 

@@ -21,14 +21,13 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <cstring>
 #include <functional>
 #include <future>
 #include <map>
 #include <thread>
-#include <vector>
 
 #include "airlock/egress/request_head.h"
+#include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::egress {
@@ -170,32 +169,25 @@ class ProxyImpl final : public EgressProxy {
 
   Result<ListenerId> adoptListener(sys::UniqueFd listener, ProxyIdentity who,
                                    std::shared_ptr<const Policy> policy) override {
-    if (!policy) return fail(ErrorCode::kConfigurationError, "listener needs a policy");
-    if (!isSocket(listener.get(), AF_UNIX, SOCK_STREAM, true))
-      return fail(ErrorCode::kConfigurationError,
-                  "adoptListener needs a listening UNIX stream socket");
-    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
-    l->unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
-    boost::system::error_code ec;
-    l->unix_acceptor->assign(unix_stream(), listener.get(), ec);
-    if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt UNIX listener", ec.value());
-    (void)listener.release();
-    return start(l);
+    const Adoption what{SOCK_STREAM, true, "listener needs a policy",
+                        "adoptListener needs a listening UNIX stream socket",
+                        "adopt UNIX listener"};
+    return adopt(std::move(listener), std::move(who), std::move(policy), what,
+                 [this](Listener& l, int fd, boost::system::error_code& ec) {
+                   l.unix_acceptor = std::make_unique<unix_stream::acceptor>(ioc_);
+                   l.unix_acceptor->assign(unix_stream(), fd, ec);
+                 });
   }
 
   Result<ListenerId> adoptHandoff(sys::UniqueFd channel, ProxyIdentity who,
                                   std::shared_ptr<const Policy> policy) override {
-    if (!policy) return fail(ErrorCode::kConfigurationError, "handoff channel needs a policy");
-    if (!isSocket(channel.get(), AF_UNIX, SOCK_SEQPACKET, false))
-      return fail(ErrorCode::kConfigurationError,
-                  "adoptHandoff needs a SOCK_SEQPACKET UNIX socket");
-    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
-    l->handoff = std::make_unique<asio::posix::stream_descriptor>(ioc_);
-    boost::system::error_code ec;
-    l->handoff->assign(channel.get(), ec);
-    if (ec) return failErrno(ErrorCode::kExecutionUnavailable, "adopt handoff channel", ec.value());
-    (void)channel.release();
-    return start(l);
+    const Adoption what{SOCK_SEQPACKET, false, "handoff channel needs a policy",
+                        "adoptHandoff needs a SOCK_SEQPACKET UNIX socket", "adopt handoff channel"};
+    return adopt(std::move(channel), std::move(who), std::move(policy), what,
+                 [this](Listener& l, int fd, boost::system::error_code& ec) {
+                   l.handoff = std::make_unique<asio::posix::stream_descriptor>(ioc_);
+                   l.handoff->assign(fd, ec);
+                 });
   }
 
   std::uint16_t boundPort(ListenerId id) const override {
@@ -309,41 +301,29 @@ class ProxyImpl final : public EgressProxy {
       for (;;) {
         char byte = 0;
         iovec iov{&byte, 1};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof control;
-        const ssize_t n =
-            sys::recvmsgSome(l->handoff->native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        // Up to kMaxPassedFds kept, so that a packet of one fd is told
+        // from a packet of several (any beyond are closed by the receive).
+        sys::ReceivedFds received;
+        const ssize_t n = sys::receiveWithFds(l->handoff->native_handle(), &iov, 1,
+                                              sys::kMaxPassedFds, received, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) co_return;  // end of file: the sandbox is gone; tunnels stay until closed
-        std::vector<int> fds;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-          if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-          const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-          for (std::size_t i = 0; i < count; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            fds.push_back(fd);
-          }
-        }
-        const bool one = fds.size() == 1 && !(msg.msg_flags & MSG_CTRUNC);
+        const int fd = received.fds[0];
+        const bool one = received.count == 1;
         int domain = 0;
-        if (one && isSocket(fds[0], AF_INET, SOCK_STREAM, false))
+        if (one && isSocket(fd, AF_INET, SOCK_STREAM, false))
           domain = AF_INET;
-        else if (one && isSocket(fds[0], AF_INET6, SOCK_STREAM, false))
+        else if (one && isSocket(fd, AF_INET6, SOCK_STREAM, false))
           domain = AF_INET6;
         if (domain == 0) {
-          for (int fd : fds) ::close(fd);
+          for (int k = 0; k < received.count; ++k) ::close(received.fds[k]);
           continue;
         }
         tcp::socket socket(ioc_);
         boost::system::error_code aec;
-        socket.assign(domain == AF_INET ? tcp::v4() : tcp::v6(), fds[0], aec);
+        socket.assign(domain == AF_INET ? tcp::v4() : tcp::v6(), fd, aec);
         if (aec) {
-          ::close(fds[0]);
+          ::close(fd);
           continue;
         }
         socket.non_blocking(true, aec);
@@ -351,6 +331,34 @@ class ProxyImpl final : public EgressProxy {
         asio::co_spawn(ioc_, session(l, std::move(socket)), asio::detached);
       }
     }
+  }
+
+  // What adopting one kind of UNIX socket checks, and what it says when a
+  // check fails.
+  struct Adoption {
+    int type;                  // SOCK_STREAM or SOCK_SEQPACKET
+    bool listening;            // must the socket be listening
+    const char* needs_policy;  // the refusal of a null policy
+    const char* wrong_socket;  // the refusal of any other fd
+    const char* assigning;     // the context of a failed asio assign
+  };
+
+  // The one path of adoptListener and adoptHandoff: check the policy and the
+  // socket, let `assign` wrap the fd in the listener's asio object, and start
+  // it. The fd is released to asio only once assigned.
+  template <class Assign>
+  Result<ListenerId> adopt(sys::UniqueFd fd, ProxyIdentity who,
+                           std::shared_ptr<const Policy> policy, const Adoption& what,
+                           Assign assign) {
+    if (!policy) return fail(ErrorCode::kConfigurationError, what.needs_policy);
+    if (!isSocket(fd.get(), AF_UNIX, what.type, what.listening))
+      return fail(ErrorCode::kConfigurationError, what.wrong_socket);
+    auto l = std::make_shared<Listener>(std::move(who), std::move(policy));
+    boost::system::error_code ec;
+    assign(*l, fd.get(), ec);
+    if (ec) return failErrno(ErrorCode::kExecutionUnavailable, what.assigning, ec.value());
+    (void)fd.release();
+    return start(l);
   }
 
   // True when `fd` is a socket of this family and type, listening or not as

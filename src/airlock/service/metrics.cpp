@@ -8,62 +8,53 @@
 
 namespace airlock::service {
 
+namespace {
+
+// One family of `registry`, its type the builder's (BuildCounter, BuildGauge,
+// BuildHistogram): every metric below is a name and a help line, nothing else.
+template <class Builder>
+auto& family(Builder builder, prometheus::Registry& registry, const char* name, const char* help) {
+  return builder.Name(name).Help(help).Register(registry);
+}
+
+using Counters = prometheus::Family<prometheus::Counter>;
+using Gauges = prometheus::Family<prometheus::Gauge>;
+using Histograms = prometheus::Family<prometheus::Histogram>;
+
+}  // namespace
+
 struct Metrics::Impl {
   std::string mechanism;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  prometheus::Family<prometheus::Histogram>& provision = prometheus::BuildHistogram()
-                                                             .Name("airlock_provision_seconds")
-                                                             .Help("Sandbox provision latency")
-                                                             .Register(*registry);
-  prometheus::Family<prometheus::Counter>& busy = prometheus::BuildCounter()
-                                                      .Name("airlock_sandbox_busy_seconds_total")
-                                                      .Help("Time sandboxes spent inside execute")
-                                                      .Register(*registry);
-  prometheus::Family<prometheus::Counter>& lifetime =
-      prometheus::BuildCounter()
-          .Name("airlock_sandbox_lifetime_seconds_total")
-          .Help("Lifetime of destroyed sandboxes")
-          .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& live = prometheus::BuildGauge()
-                                                    .Name("airlock_sandboxes_live")
-                                                    .Help("Live sandboxes")
-                                                    .Register(*registry);
-  prometheus::Family<prometheus::Counter>& executions = prometheus::BuildCounter()
-                                                            .Name("airlock_executions_total")
-                                                            .Help("Executions by kill reason")
-                                                            .Register(*registry);
-  prometheus::Family<prometheus::Counter>& egress = prometheus::BuildCounter()
-                                                        .Name("airlock_egress_refusals_total")
-                                                        .Help("Egress refusals by reason")
-                                                        .Register(*registry);
-  prometheus::Family<prometheus::Counter>& orphans = prometheus::BuildCounter()
-                                                         .Name("airlock_orphans_reaped_total")
-                                                         .Help("Sandboxes destroyed by the reaper")
-                                                         .Register(*registry);
-  prometheus::Family<prometheus::Counter>& destroy_failures =
-      prometheus::BuildCounter()
-          .Name("airlock_destroy_failures_total")
-          .Help("Destroys that failed (retried)")
-          .Register(*registry);
-  prometheus::Family<prometheus::Counter>& schedule_fires =
-      prometheus::BuildCounter()
-          .Name("airlock_schedule_fires_total")
-          .Help("Schedule occurrences moved to the fire outbox")
-          .Register(*registry);
-  prometheus::Family<prometheus::Gauge>& artifact_bytes =
-      prometheus::BuildGauge()
-          .Name("airlock_artifact_bytes")
-          .Help("Artifact bytes stored per tenant")
-          .Register(*registry);
-  prometheus::Family<prometheus::Counter>& requests = prometheus::BuildCounter()
-                                                          .Name("airlock_http_requests_total")
-                                                          .Help("HTTP requests by route and status")
-                                                          .Register(*registry);
-  prometheus::Family<prometheus::Histogram>& request_seconds =
-      prometheus::BuildHistogram()
-          .Name("airlock_http_request_seconds")
-          .Help("HTTP request latency by route")
-          .Register(*registry);
+  Histograms& provision = family(prometheus::BuildHistogram(), *registry,
+                                 "airlock_provision_seconds", "Sandbox provision latency");
+  Counters& busy =
+      family(prometheus::BuildCounter(), *registry, "airlock_sandbox_busy_seconds_total",
+             "Time sandboxes spent inside execute");
+  Counters& lifetime =
+      family(prometheus::BuildCounter(), *registry, "airlock_sandbox_lifetime_seconds_total",
+             "Lifetime of destroyed sandboxes");
+  Gauges& live =
+      family(prometheus::BuildGauge(), *registry, "airlock_sandboxes_live", "Live sandboxes");
+  Counters& executions = family(prometheus::BuildCounter(), *registry, "airlock_executions_total",
+                                "Executions by kill reason");
+  Counters& egress = family(prometheus::BuildCounter(), *registry, "airlock_egress_refusals_total",
+                            "Egress refusals by reason");
+  Counters& orphans = family(prometheus::BuildCounter(), *registry, "airlock_orphans_reaped_total",
+                             "Sandboxes destroyed by the reaper");
+  Counters& destroy_failures =
+      family(prometheus::BuildCounter(), *registry, "airlock_destroy_failures_total",
+             "Destroys that failed (retried)");
+  Counters& schedule_fires =
+      family(prometheus::BuildCounter(), *registry, "airlock_schedule_fires_total",
+             "Schedule occurrences moved to the fire outbox");
+  Gauges& artifact_bytes = family(prometheus::BuildGauge(), *registry, "airlock_artifact_bytes",
+                                  "Artifact bytes stored per tenant");
+  Counters& requests = family(prometheus::BuildCounter(), *registry, "airlock_http_requests_total",
+                              "HTTP requests by route and status");
+  Histograms& request_seconds =
+      family(prometheus::BuildHistogram(), *registry, "airlock_http_request_seconds",
+             "HTTP request latency by route");
 };
 
 namespace {

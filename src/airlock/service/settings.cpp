@@ -117,9 +117,36 @@ Result<void> assignParsed(Field& field, Result<Value> parsed) {
   return {};
 }
 
+// The top-level settings that are one number (positiveInt, or sizeSetting
+// for bytes) or a whole number of seconds: each key once, with its field.
+struct NumberSetting {
+  std::string_view key;
+  std::int64_t Settings::*field;
+  Result<std::int64_t> (*read)(std::string_view, std::string_view, const std::string&);
+};
+constexpr NumberSetting kNumberSettings[] = {
+    {"max_header_bytes", &Settings::max_header_bytes, sizeSetting},
+    {"max_body_bytes", &Settings::max_body_bytes, sizeSetting},
+    {"max_concurrent_executions", &Settings::max_concurrent_executions, positiveInt},
+    {"max_connections", &Settings::max_connections, positiveInt},
+    {"max_unauthenticated_connections", &Settings::max_unauthenticated_connections, positiveInt},
+};
+constexpr std::pair<std::string_view, std::chrono::seconds Settings::*> kSecondsSettings[] = {
+    {"reaper_interval", &Settings::reaper_interval},
+    {"schedule_fire_interval", &Settings::schedule_fire_interval},
+    {"request_timeout", &Settings::request_timeout},
+    {"unauthenticated_request_timeout", &Settings::unauthenticated_request_timeout},
+};
+
 // One top-level scalar setting, from the file or the environment.
 Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value,
                          const std::string& prefix) {
+  for (const auto& number : kNumberSettings) {
+    if (key == number.key) return assignParsed(s.*number.field, number.read(key, value, prefix));
+  }
+  for (const auto& [name, field] : kSecondsSettings) {
+    if (key == name) return assignParsed(s.*field, secondsSetting(key, value, prefix));
+  }
   if (key == "deployment_mode") {
     return assignParsed(s.deployment_mode,
                         pick("deployment_mode", value, kDeploymentModes, prefix));
@@ -157,11 +184,6 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     s.default_image = value;
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
-  } else if (key == "reaper_interval") {
-    return assignParsed(s.reaper_interval, secondsSetting("reaper_interval", value, prefix));
-  } else if (key == "schedule_fire_interval") {
-    return assignParsed(s.schedule_fire_interval,
-                        secondsSetting("schedule_fire_interval", value, prefix));
   } else if (key == "schedule_database") {
     if (!value.empty() && value.rfind("postgresql://", 0) != 0 &&
         value.rfind("postgres://", 0) != 0)
@@ -170,23 +192,6 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
           "schedule_database must be empty (SQLite under state_dir) or a "
           "postgresql:// connection URI (the value is not repeated: it may hold a password)"));
     s.schedule_database = value;
-  } else if (key == "request_timeout") {
-    return assignParsed(s.request_timeout, secondsSetting("request_timeout", value, prefix));
-  } else if (key == "max_header_bytes") {
-    return assignParsed(s.max_header_bytes, sizeSetting("max_header_bytes", value, prefix));
-  } else if (key == "max_body_bytes") {
-    return assignParsed(s.max_body_bytes, sizeSetting("max_body_bytes", value, prefix));
-  } else if (key == "max_concurrent_executions") {
-    return assignParsed(s.max_concurrent_executions,
-                        positiveInt("max_concurrent_executions", value, prefix));
-  } else if (key == "max_connections") {
-    return assignParsed(s.max_connections, positiveInt("max_connections", value, prefix));
-  } else if (key == "max_unauthenticated_connections") {
-    return assignParsed(s.max_unauthenticated_connections,
-                        positiveInt("max_unauthenticated_connections", value, prefix));
-  } else if (key == "unauthenticated_request_timeout") {
-    return assignParsed(s.unauthenticated_request_timeout,
-                        secondsSetting("unauthenticated_request_timeout", value, prefix));
   } else {
     return tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(key)));
   }
@@ -206,24 +211,14 @@ Result<void> applyLimits(T& target, const YAML::Node& map, std::string_view sour
       return tl::unexpected(configError(prefix + path + "." + key + " must be a single value"));
     const std::string value = kv.second.Scalar();
     const std::string name = path + "." + key;
-    Result<std::int64_t> v =
-        tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
-    std::int64_t* field = nullptr;
-    if (key == "cpu_millicores") {
-      v = positiveInt(name, value, prefix), field = &target.cpu_millicores;
-    } else if (key == "memory_bytes") {
-      v = sizeSetting(name, value, prefix), field = &target.memory_bytes;
-    } else if (key == "pids_max") {
-      v = positiveInt(name, value, prefix), field = &target.pids_max;
-    } else if (key == "workspace_bytes") {
-      v = sizeSetting(name, value, prefix), field = &target.workspace_bytes;
-    } else if (key == "inodes_max") {
-      v = positiveInt(name, value, prefix), field = &target.inodes_max;
-    } else if (key == "wall_clock_seconds") {
-      v = positiveInt(name, value, prefix), field = &target.wall_clock_seconds;
-    }
+    const auto rows = limitTable();
+    const auto row =
+        std::find_if(rows.begin(), rows.end(), [&](const LimitRow& r) { return key == r.name; });
+    if (row == rows.end())
+      return tl::unexpected(configError(prefix + "unknown setting " + quoteForMessage(name)));
+    auto v = row->bytes ? sizeSetting(name, value, prefix) : positiveInt(name, value, prefix);
     if (!v) return tl::unexpected(v.error());
-    *field = *v;
+    *limitFields(target)[static_cast<std::size_t>(row - rows.begin())] = *v;
   }
   return {};
 }

@@ -143,8 +143,40 @@ wire::Refusal refusal(std::string code, std::string message) {
   return wire::Refusal{std::move(code), std::move(message)};
 }
 
+// The field of Ceilings that bounds each counted class (kNone is not).
+constexpr std::pair<CeilingClass, std::uint32_t Ceilings::*> kCeilingFields[] = {
+    {CeilingClass::kSpawn, &Ceilings::spawn},
+    {CeilingClass::kSend, &Ceilings::send},
+    {CeilingClass::kNote, &Ceilings::note},
+    {CeilingClass::kNotes, &Ceilings::notes},
+};
+
 // Why an admitted call stopped before its handler answered.
 enum class Stop : int { kNone = 0, kCancelFrame, kDisconnect, kDeadline, kFinish };
+
+// How a call stopped before its answer is reported: the audit line's
+// verdict and code, and the refusal message the program is sent (nullptr:
+// none, the channel is gone or closing).
+struct StopReport {
+  std::string_view verdict;
+  const char* code;
+  const char* refusal;
+};
+
+StopReport stopReport(Stop stop) {
+  switch (stop) {
+    case Stop::kDeadline:
+      return {"refused", "deadline_exceeded", "the call's deadline passed; its effect was stopped"};
+    case Stop::kCancelFrame:
+      return {"cancelled", "cancelled", "the call was cancelled; its effect was stopped"};
+    case Stop::kDisconnect:
+      return {"cancelled", "disconnected", nullptr};
+    case Stop::kNone:
+    case Stop::kFinish:
+      break;
+  }
+  return {"cancelled", "finished", nullptr};
+}
 
 struct Call {
   std::uint64_t id = 0;
@@ -357,22 +389,10 @@ struct BrokerSession::Impl {
 
   // Counts the call against its class's ceiling; the refusal when full.
   std::optional<wire::Refusal> admit(CeilingClass c) EXCLUDES(mu) {
+    if (c == CeilingClass::kNone) return std::nullopt;
     std::uint32_t limit = 0;
-    switch (c) {
-      case CeilingClass::kNone:
-        return std::nullopt;
-      case CeilingClass::kSpawn:
-        limit = options.ceilings.spawn;
-        break;
-      case CeilingClass::kSend:
-        limit = options.ceilings.send;
-        break;
-      case CeilingClass::kNote:
-        limit = options.ceilings.note;
-        break;
-      case CeilingClass::kNotes:
-        limit = options.ceilings.notes;
-        break;
+    for (const auto& [counted, field] : kCeilingFields) {
+      if (counted == c) limit = options.ceilings.*field;
     }
     MutexLock lk(mu);
     auto& n = admitted[c];
@@ -745,31 +765,17 @@ void BrokerSession::Impl::runCall(Connection& conn, Call& call, const Capability
   std::string bytes;
   std::string_view verdict = "ok";
   std::string code;
-  switch (stop) {
-    case Stop::kNone:
-      if (auto* r = std::get_if<wire::Refusal>(&answer)) {
-        verdict = "error";
-        code = r->code;
-      }
-      bytes = Connection::encode(wire::Frame{call.id, wire::CapResult{std::move(answer)}});
-      break;
-    case Stop::kDeadline:
-      verdict = "refused";
-      code = "deadline_exceeded";
-      bytes = Connection::encodeRefusal(call.id, code,
-                                        "the call's deadline passed; its effect was stopped");
-      break;
-    case Stop::kCancelFrame:
-      verdict = "cancelled";
-      code = "cancelled";
-      bytes = Connection::encodeRefusal(call.id, code,
-                                        "the call was cancelled; its effect was stopped");
-      break;
-    case Stop::kDisconnect:
-    case Stop::kFinish:
-      verdict = "cancelled";
-      code = stop == Stop::kDisconnect ? "disconnected" : "finished";
-      break;
+  if (stop == Stop::kNone) {
+    if (auto* r = std::get_if<wire::Refusal>(&answer)) {
+      verdict = "error";
+      code = r->code;
+    }
+    bytes = Connection::encode(wire::Frame{call.id, wire::CapResult{std::move(answer)}});
+  } else {
+    const StopReport report = stopReport(stop);
+    verdict = report.verdict;
+    code = report.code;
+    if (report.refusal != nullptr) bytes = Connection::encodeRefusal(call.id, code, report.refusal);
   }
   audit(call.capability, call.id, verdict, code, call.started, call.request_bytes, bytes.size());
   if (!bytes.empty()) conn.write(bytes);

@@ -116,6 +116,15 @@ Civil civilFromDays(std::int64_t days) {
                static_cast<unsigned>(ymd.day()), weekday{d}.c_encoding()};
 }
 
+// The values `bits` marks in [field.min, field.max] as bits of `into`,
+// folded modulo its size: day of week 7 is Sunday, bit 0.
+template <std::size_t N>
+void setBits(std::bitset<N>& into, const std::vector<bool>& bits, const FieldSpec& field) {
+  for (int v = field.min; v <= field.max; ++v) {
+    if (bits[static_cast<std::size_t>(v)]) into.set(static_cast<std::size_t>(v) % N);
+  }
+}
+
 std::int64_t floorDiv(std::int64_t a, std::int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
@@ -144,35 +153,20 @@ tl::expected<CronExpression, CronError> CronExpression::parse(std::string_view t
                   "needs exactly five fields (minute hour day_of_month month day_of_week), got " +
                       std::to_string(parts.size())});
   CronExpression e;
-  std::vector<bool> bits;
+  std::vector<bool> bits[5];
   for (int f = 0; f < 5; ++f) {
-    auto restricted = parseField(parts[static_cast<std::size_t>(f)], kFields[f], bits);
+    auto restricted = parseField(parts[static_cast<std::size_t>(f)], kFields[f], bits[f]);
     if (!restricted) return tl::unexpected(restricted.error());
-    for (int v = kFields[f].min; v <= kFields[f].max; ++v) {
-      if (!bits[static_cast<std::size_t>(v)]) continue;
-      switch (f) {
-        case 0:
-          e.minute_.set(static_cast<std::size_t>(v));
-          break;
-        case 1:
-          e.hour_.set(static_cast<std::size_t>(v));
-          break;
-        case 2:
-          e.dom_.set(static_cast<std::size_t>(v));
-          break;
-        case 3:
-          e.month_.set(static_cast<std::size_t>(v));
-          break;
-        case 4:
-          e.dow_.set(static_cast<std::size_t>(v % 7));
-          break;
-      }
-    }
     if (f == 2) e.dom_restricted_ = *restricted;
     if (f == 4) e.dow_restricted_ = *restricted;
     if (f > 0) e.canonical_ += ' ';
     e.canonical_ += parts[static_cast<std::size_t>(f)];
   }
+  setBits(e.minute_, bits[0], kFields[0]);
+  setBits(e.hour_, bits[1], kFields[1]);
+  setBits(e.dom_, bits[2], kFields[2]);
+  setBits(e.month_, bits[3], kFields[3]);
+  setBits(e.dow_, bits[4], kFields[4]);
   return e;
 }
 

@@ -119,13 +119,8 @@ const storage::MigrationLedger& schema::postgresLedger() {
 
 Result<std::shared_ptr<ScheduleStore>> openPostgresScheduleStore(
     const std::string& conninfo, const ScheduleStoreOptions& options) {
-  if (options.outbox_capacity == 0 || options.creator_share == 0)
-    return fail(ErrorCode::kConfigurationError,
-                "schedule outbox capacity and creator share must be at least 1");
-  auto db = storage::migrated(pg::connectConnection(conninfo), kLedger, kMigrations,
-                              kScheduleSchemaVersion);
-  if (!db) return tl::unexpected(db.error());
-  return sqlScheduleStore(std::move(*db), kStatements, options);
+  return openSqlScheduleStore([&] { return pg::connectConnection(conninfo); }, kLedger, kMigrations,
+                              kStatements, options);
 }
 
 }  // namespace airlock::capability::schedule

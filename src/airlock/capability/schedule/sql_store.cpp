@@ -163,10 +163,16 @@ class SqlScheduleStore final : public ScheduleStore {
 
 }  // namespace
 
-std::shared_ptr<ScheduleStore> sqlScheduleStore(std::unique_ptr<storage::Connection> db,
-                                                const ScheduleStatements& sql,
-                                                const ScheduleStoreOptions& options) {
-  return std::make_shared<SqlScheduleStore>(std::move(db), sql, options);
+Result<std::shared_ptr<ScheduleStore>> openSqlScheduleStore(
+    const std::function<Result<std::unique_ptr<storage::Connection>>()>& open,
+    const storage::MigrationLedger& ledger, std::span<const storage::Migration> migrations,
+    const ScheduleStatements& sql, const ScheduleStoreOptions& options) {
+  if (options.outbox_capacity == 0 || options.creator_share == 0)
+    return fail(ErrorCode::kConfigurationError,
+                "schedule outbox capacity and creator share must be at least 1");
+  auto db = storage::migrated(open(), ledger, migrations, kScheduleSchemaVersion);
+  if (!db) return tl::unexpected(db.error());
+  return std::make_shared<SqlScheduleStore>(std::move(*db), sql, options);
 }
 
 }  // namespace airlock::capability::schedule

@@ -9,10 +9,13 @@
 // one write transaction, after the backend's lock where it has one.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/storage/connection.h"
+#include "airlock/storage/migration.h"
 
 namespace airlock::capability::schedule {
 
@@ -51,10 +54,15 @@ struct ScheduleStatements {
   storage::SqlText acknowledge;  // ?1 through sequence
 };
 
-// `sql` is a static table of the backend's statements; `options` are
-// checked by the caller (at least 1 each).
-std::shared_ptr<ScheduleStore> sqlScheduleStore(std::unique_ptr<storage::Connection> db,
-                                                const ScheduleStatements& sql,
-                                                const ScheduleStoreOptions& options);
+// How each backend opens its store: `options` are checked first
+// (ConfigurationError when the outbox capacity or the creator share is 0,
+// before anything is opened), then `open` is called and its connection
+// migrated with `ledger` and `migrations` to kScheduleSchemaVersion. The
+// first error on the way, or the store over that connection running `sql`
+// (a static table of the backend's statements).
+Result<std::shared_ptr<ScheduleStore>> openSqlScheduleStore(
+    const std::function<Result<std::unique_ptr<storage::Connection>>()>& open,
+    const storage::MigrationLedger& ledger, std::span<const storage::Migration> migrations,
+    const ScheduleStatements& sql, const ScheduleStoreOptions& options);
 
 }  // namespace airlock::capability::schedule

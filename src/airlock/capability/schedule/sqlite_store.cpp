@@ -110,13 +110,8 @@ const storage::MigrationLedger& schema::sqliteLedger() {
 
 Result<std::shared_ptr<ScheduleStore>> openSqliteScheduleStore(
     const std::string& path, const ScheduleStoreOptions& options) {
-  if (options.outbox_capacity == 0 || options.creator_share == 0)
-    return fail(ErrorCode::kConfigurationError,
-                "schedule outbox capacity and creator share must be at least 1");
-  auto conn =
-      storage::migrated(sql::openConnection(path), kLedger, kMigrations, kScheduleSchemaVersion);
-  if (!conn) return tl::unexpected(conn.error());
-  return sqlScheduleStore(std::move(*conn), kStatements, options);
+  return openSqlScheduleStore([&] { return sql::openConnection(path); }, kLedger, kMigrations,
+                              kStatements, options);
 }
 
 }  // namespace airlock::capability::schedule

@@ -36,19 +36,11 @@ class BodyReader {
   }
 
   std::optional<std::string> string(std::string_view key) {
-    Value* v = required(key);
-    if (v == nullptr) return std::nullopt;
-    if (std::string* s = v->mutableString()) return std::move(*s);
-    problem("body." + std::string(key) + " must be a string");
-    return std::nullopt;
+    return take(key, &Value::mutableString, "a string");
   }
 
   std::optional<std::string> bytes(std::string_view key) {
-    Value* v = required(key);
-    if (v == nullptr) return std::nullopt;
-    if (std::string* b = v->mutableBytes()) return std::move(*b);
-    problem("body." + std::string(key) + " must be bytes (msgpack bin)");
-    return std::nullopt;
+    return take(key, &Value::mutableBytes, "bytes (msgpack bin)");
   }
 
   std::optional<std::uint64_t> unsignedInteger(std::string_view key) {
@@ -66,53 +58,72 @@ class BodyReader {
   std::string& reason() { return reason_; }
 
  private:
+  // The string or bytes of field `key`, moved out, when `get` finds that
+  // type there; otherwise "body.<key> must be <what>".
+  std::optional<std::string> take(std::string_view key, std::string* (Value::*get)(),
+                                  const char* what) {
+    Value* v = required(key);
+    if (v == nullptr) return std::nullopt;
+    if (std::string* s = (v->*get)()) return std::move(*s);
+    problem("body." + std::string(key) + " must be " + what);
+    return std::nullopt;
+  }
+
   Map& body_;
   std::string reason_;
 };
 
+// A result body holds exactly one of two fields: `value` (any value) or
+// `failure` (a map). Which one, or nullopt with the problem noted in `r`.
+struct OneOf {
+  Value* value = nullptr;  // set when the body holds `value`
+  Map* failure = nullptr;  // else this
+};
+
+std::optional<OneOf> readOneOf(BodyReader& r, const char* value, const char* failure) {
+  Value* v = r.optional(value);
+  Value* f = r.optional(failure);
+  if ((v == nullptr) == (f == nullptr)) {
+    r.problem(std::string("body must hold exactly one of ") + value + ", " + failure);
+    return std::nullopt;
+  }
+  if (v != nullptr) return OneOf{v, nullptr};
+  Map* fields = f->mutableMap();
+  if (fields == nullptr) {
+    r.problem(std::string("body.") + failure + " must be a map");
+    return std::nullopt;
+  }
+  return OneOf{nullptr, fields};
+}
+
+// True when `inner` (the reader of the map under `failure`) found no
+// problem; else its problem, as body.<failure>.<field>, noted in `r`.
+bool innerOk(BodyReader& r, const char* failure, BodyReader& inner) {
+  if (inner.ok()) return true;
+  r.problem(std::string("body.") + failure + "." + inner.reason().substr(sizeof("body.") - 1));
+  return false;
+}
+
 // {ok: any} or {error: {code: str, message: str}}, exactly one.
 std::optional<Answer> readAnswer(BodyReader& r) {
-  Value* ok = r.optional("ok");
-  Value* error = r.optional("error");
-  if ((ok == nullptr) == (error == nullptr)) {
-    r.problem("body must hold exactly one of ok, error");
-    return std::nullopt;
-  }
-  if (ok != nullptr) return Answer(std::move(*ok));
-  Map* fields = error->mutableMap();
-  if (fields == nullptr) {
-    r.problem("body.error must be a map");
-    return std::nullopt;
-  }
-  BodyReader inner(*fields);
+  auto one = readOneOf(r, "ok", "error");
+  if (!one) return std::nullopt;
+  if (one->value != nullptr) return Answer(std::move(*one->value));
+  BodyReader inner(*one->failure);
   auto code = inner.string("code");
   auto message = inner.string("message");
-  if (!inner.ok()) {
-    r.problem("body.error." + inner.reason().substr(sizeof("body.") - 1));
-    return std::nullopt;
-  }
+  if (!innerOk(r, "error", inner)) return std::nullopt;
   return Answer(Refusal{std::move(*code), std::move(*message)});
 }
 
+// {completed: any} or {errored: {message: str, details?: any}}, exactly one.
 std::optional<Outcome> readOutcome(BodyReader& r) {
-  Value* completed = r.optional("completed");
-  Value* errored = r.optional("errored");
-  if ((completed == nullptr) == (errored == nullptr)) {
-    r.problem("body must hold exactly one of completed, errored");
-    return std::nullopt;
-  }
-  if (completed != nullptr) return Outcome{Completed{std::move(*completed)}};
-  Map* fields = errored->mutableMap();
-  if (fields == nullptr) {
-    r.problem("body.errored must be a map");
-    return std::nullopt;
-  }
-  BodyReader inner(*fields);
+  auto one = readOneOf(r, "completed", "errored");
+  if (!one) return std::nullopt;
+  if (one->value != nullptr) return Outcome{Completed{std::move(*one->value)}};
+  BodyReader inner(*one->failure);
   auto message = inner.string("message");
-  if (!inner.ok()) {
-    r.problem("body.errored." + inner.reason().substr(sizeof("body.") - 1));
-    return std::nullopt;
-  }
+  if (!innerOk(r, "errored", inner)) return std::nullopt;
   Value* details = inner.optional("details");
   return Outcome{Errored{std::move(*message), details != nullptr ? std::move(*details) : Value()}};
 }
@@ -234,21 +245,31 @@ class PayloadWriter {
   std::size_t declared_ = 1;
 };
 
+// A cap_call or hook_call body: the token, the names of what is called
+// ("cap"; "hook" and "name") as strings, then args and deadline_ms.
+Result<void> writeCall(PayloadWriter& w, const std::string& token,
+                       std::initializer_list<std::pair<std::string_view, const std::string*>> names,
+                       const Value& args, std::uint64_t deadline_ms) {
+  if (auto r = w.map(static_cast<std::uint32_t>(names.size()) + 3); !r) return r;
+  w.key("token");
+  if (auto r = w.bytes(token); !r) return r;
+  for (const auto& [key, name] : names) {
+    w.key(key);
+    if (auto r = w.string(*name); !r) return r;
+  }
+  w.key("args");
+  if (auto r = w.value(args, 3); !r) return r;
+  w.key("deadline_ms");
+  w.unsignedInteger(deadline_ms);
+  return {};
+}
+
 Result<void> writeBody(PayloadWriter& w, const Body& body) {
   return std::visit(
       [&w](const auto& b) -> Result<void> {
         using T = std::decay_t<decltype(b)>;
         if constexpr (std::is_same_v<T, CapCall>) {
-          if (auto r = w.map(4); !r) return r;
-          w.key("token");
-          if (auto r = w.bytes(b.token); !r) return r;
-          w.key("cap");
-          if (auto r = w.string(b.capability); !r) return r;
-          w.key("args");
-          if (auto r = w.value(b.args, 3); !r) return r;
-          w.key("deadline_ms");
-          w.unsignedInteger(b.deadline_ms);
-          return {};
+          return writeCall(w, b.token, {{"cap", &b.capability}}, b.args, b.deadline_ms);
         } else if constexpr (std::is_same_v<T, CapResult> || std::is_same_v<T, HookResult>) {
           return w.answer(b.answer);
         } else if constexpr (std::is_same_v<T, Cancel>) {
@@ -269,18 +290,8 @@ Result<void> writeBody(PayloadWriter& w, const Body& body) {
           return w.value(e.details, 4);
         } else {
           static_assert(std::is_same_v<T, HookCall>);
-          if (auto r = w.map(5); !r) return r;
-          w.key("token");
-          if (auto r = w.bytes(b.token); !r) return r;
-          w.key("hook");
-          if (auto r = w.string(b.hook); !r) return r;
-          w.key("name");
-          if (auto r = w.string(b.name); !r) return r;
-          w.key("args");
-          if (auto r = w.value(b.args, 3); !r) return r;
-          w.key("deadline_ms");
-          w.unsignedInteger(b.deadline_ms);
-          return {};
+          return writeCall(w, b.token, {{"hook", &b.hook}, {"name", &b.name}}, b.args,
+                           b.deadline_ms);
         }
       },
       body);

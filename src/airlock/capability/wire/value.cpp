@@ -3,6 +3,8 @@
 #include <bit>
 #include <limits>
 
+#include "airlock/core/enum_names.h"
+
 namespace airlock::capability::wire {
 
 Value Value::boolean(bool b) {
@@ -129,26 +131,19 @@ bool operator==(const Value& a, const Value& b) noexcept {
   return a.storage_ == b.storage_;
 }
 
+constexpr EnumNames<Value::Type, 8> kTypeNames{{
+    {Value::Type::kNil, "nil"},
+    {Value::Type::kBool, "boolean"},
+    {Value::Type::kInteger, "integer"},
+    {Value::Type::kFloat, "float"},
+    {Value::Type::kString, "string"},
+    {Value::Type::kBytes, "bytes"},
+    {Value::Type::kArray, "array"},
+    {Value::Type::kMap, "map"},
+}};
+
 std::string_view typeName(Value::Type type) noexcept {
-  switch (type) {
-    case Value::Type::kNil:
-      return "nil";
-    case Value::Type::kBool:
-      return "boolean";
-    case Value::Type::kInteger:
-      return "integer";
-    case Value::Type::kFloat:
-      return "float";
-    case Value::Type::kString:
-      return "string";
-    case Value::Type::kBytes:
-      return "bytes";
-    case Value::Type::kArray:
-      return "array";
-    case Value::Type::kMap:
-      return "map";
-  }
-  return "unknown";
+  return enumName(kTypeNames, type, "unknown");
 }
 
 }  // namespace airlock::capability::wire

@@ -45,12 +45,8 @@ Answer fsList(const ExecutionCapabilityServices& s, const CallContext& ctx) {
   if (!entries) return refusalFor(entries.error());
   Array out;
   for (auto& e : *entries) {
-    const char* type = e.type == WorkspaceEntry::Type::kFile        ? "file"
-                       : e.type == WorkspaceEntry::Type::kDirectory ? "directory"
-                       : e.type == WorkspaceEntry::Type::kSymlink   ? "symlink"
-                                                                    : "other";
     out.push_back(Value::map({{"name", textOrBytes(e.name)},
-                              {"type", Value::string(type)},
+                              {"type", Value::string(workspaceEntryTypeName(e.type))},
                               {"size", Value::integer(e.size_bytes)}}));
   }
   return Value::array(std::move(out));

@@ -66,7 +66,7 @@ Answer netFetch(const NetServices& net, const CallContext& ctx) {
   auto budget = leftUntil(ctx.deadline);
   if (req->timeout.count() > 0) budget = std::min(budget, req->timeout);
   if (budget.count() <= 0) return Refusal{"deadline_exceeded", "no time left for the request"};
-  limits.total_timeout = std::min(limits.total_timeout, budget);
+  limits.hop_timeout = std::min(limits.hop_timeout, budget);
   limits.connect_timeout = std::min(limits.connect_timeout, budget);
   // One guard per call: the limits carry this call's budget. The guard is
   // three shared pointers; building it costs nothing next to a request.

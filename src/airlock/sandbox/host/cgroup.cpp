@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "airlock/sys/io.h"
+#include "airlock/sys/mountinfo.h"
 
 namespace airlock::host {
 namespace {
@@ -261,6 +262,18 @@ class CgroupV2 final : public Cgroup {
   bool peak_reset_ = false;
 };
 
+// What create returns once the new group's limits are written: the group,
+// or, when a limit could not be written, that error, with the half-made
+// group removed.
+Result<std::unique_ptr<Cgroup>> keptIfLimited(std::unique_ptr<Cgroup> cg,
+                                              const Result<void>& limited) {
+  if (!limited) {
+    (void)cg->remove();
+    return tl::unexpected(limited.error());
+  }
+  return cg;
+}
+
 class DriverV2 final : public CgroupDriver {
  public:
   DriverV2(std::shared_ptr<CgroupFs> fs, std::string root, std::vector<std::string> controllers)
@@ -283,11 +296,7 @@ class DriverV2 final : public CgroupDriver {
         !r)
       return tl::unexpected(r.error());
     auto cg = std::make_unique<CgroupV2>(fs_, parents_, dir, layout);
-    if (auto r = applyLimits(dir, limits, layout); !r) {
-      (void)cg->remove();
-      return tl::unexpected(r.error());
-    }
-    return std::unique_ptr<Cgroup>(std::move(cg));
+    return keptIfLimited(std::move(cg), applyLimits(dir, limits, layout));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
     const std::string dir = locateIn(*fs_, root_, name);
@@ -462,11 +471,7 @@ class DriverV1 final : public CgroupDriver {
     std::map<std::string, std::string> dirs;
     for (const auto& [ctl, mount] : mounts_) dirs[ctl] = parentIn(mount) + "/" + name;
     auto cg = std::make_unique<CgroupV1>(fs_, parents_, dirs, layout);
-    if (auto r = applyLimits(dirs, limits, layout); !r) {
-      (void)cg->remove();
-      return tl::unexpected(r.error());
-    }
-    return std::unique_ptr<Cgroup>(std::move(cg));
+    return keptIfLimited(std::move(cg), applyLimits(dirs, limits, layout));
   }
   std::unique_ptr<Cgroup> attach(const std::string& name) override {
     std::map<std::string, std::string> dirs;
@@ -569,17 +574,9 @@ std::optional<std::int64_t> parseKeyedCounter(const std::string& text, const std
 
 CgroupMounts parseCgroupMounts(const std::string& mountinfo, CgroupFs& fs) {
   CgroupMounts out;
-  std::istringstream in(mountinfo);
-  std::string line;
-  while (std::getline(in, line)) {
-    // "id parent major:minor root mountpoint options... - fstype source superoptions"
-    auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    auto pre = splitBy(line.substr(0, dash), ' ');
-    auto post = splitBy(line.substr(dash + 3), ' ');
-    if (pre.size() < 5 || post.size() < 3) continue;
-    const std::string& mountpoint = pre[4];
-    const std::string& fstype = post[0];
+  for (const auto& mount : sys::parseMountinfo(mountinfo)) {
+    const std::string& mountpoint = mount.mount_point;
+    const std::string& fstype = mount.fstype;
     if (fstype == "cgroup2") {
       auto ctl = fs.read(mountpoint + "/cgroup.controllers");
       if (!ctl) continue;
@@ -592,7 +589,7 @@ CgroupMounts parseCgroupMounts(const std::string& mountinfo, CgroupFs& fs) {
         out.v2_controllers = names;
       }
     } else if (fstype == "cgroup") {
-      for (const auto& opt : splitBy(post[2], ',')) {
+      for (const auto& opt : splitBy(mount.super_options, ',')) {
         if (opt == "memory" || opt == "pids" || opt == "cpu")
           out.v1_controller_mounts.emplace(opt, mountpoint);
       }

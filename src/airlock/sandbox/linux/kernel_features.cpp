@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 
+#include "airlock/sys/mountinfo.h"
 #include "airlock/sys/proc_status.h"
 
 namespace airlock::linux_jail {
@@ -99,16 +100,9 @@ const std::set<std::string>& knownV1Controllers() {
 
 CgroupFeatures detectCgroups() {
   CgroupFeatures cg;
-  std::istringstream mountinfo(readWholeFile("/proc/self/mountinfo"));
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    auto before = split(line.substr(0, dash), ' ');
-    auto after = split(line.substr(dash + 3), ' ');
-    if (before.size() < 5 || after.size() < 3) continue;
-    const std::string mount_point = unescapeMountField(before[4]);
-    const std::string& fstype = after[0];
+  for (const auto& mount : sys::parseMountinfo(readWholeFile("/proc/self/mountinfo"))) {
+    const std::string mount_point = unescapeMountField(mount.mount_point);
+    const std::string& fstype = mount.fstype;
     if (fstype == "cgroup2" && cg.v2_mount.empty()) {
       cg.v2_mount = mount_point;
       cg.v2_controllers = split(readWholeFile(mount_point + "/cgroup.controllers"), ' ');
@@ -118,7 +112,7 @@ CgroupFeatures detectCgroups() {
       cg.v2_controllers.erase(std::remove(cg.v2_controllers.begin(), cg.v2_controllers.end(), ""),
                               cg.v2_controllers.end());
     } else if (fstype == "cgroup") {
-      for (const auto& option : split(after[2], ',')) {
+      for (const auto& option : split(mount.super_options, ',')) {
         if (knownV1Controllers().count(option)) cg.v1_mounts.emplace_back(option, mount_point);
       }
     }
