@@ -1,8 +1,9 @@
 // The one bounded HTTP(S) client (libcurl) under every request the platform
 // itself makes: the outbound guard's fetch (outbound_guard.h: spec 000, "The
 // egress boundary", the worker's outbound guard) and the OCI registry client
-// (images/registry_client.h). It knows no policy: the caller hands it a
-// per-hop policy, asked before every hop (the request's own URL and each
+// (images/registry_client.h). It knows no egress policy (its one rule of its
+// own is which headers cross origins, below): the caller hands it a per-hop
+// policy, asked before every hop (the request's own URL and each
 // redirect), which allows the hop (with the headers to send on it and,
 // optionally, the addresses to dial) or refuses it with a reason.
 //
