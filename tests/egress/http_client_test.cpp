@@ -212,6 +212,79 @@ TEST(HttpClient, HeadersThePolicyDropsAcrossOriginsAreNotSent) {
   EXPECT_EQ(at_b.header("accept"), "text/plain");
 }
 
+// The client keeps the cross-origin rule itself: a policy that hands every
+// hop every header (as the registry client's or any later caller's might)
+// still gets only the safe ones sent from the first hop at another origin
+// (here the same address on another port) on, even back at the first
+// origin; a same-origin redirect keeps them all. 307 keeps the POST body,
+// so Content-Type goes along too.
+TEST(HttpClient, AHopAtAnotherOriginCarriesOnlyTheSafeHeadersWhateverThePolicyReturns) {
+  std::string a_origin;
+  HttpTestServer b("127.0.0.2",
+                   [&a_origin](const ServedRequest&) { return redirect(307, a_origin + "/back"); });
+  ASSERT_TRUE(b.ok());
+  HttpTestServer a("127.0.0.2", [&b](const ServedRequest& req) -> ServedResponse {
+    if (req.path == "/start") return redirect(307, "/same");
+    if (req.path == "/same") return redirect(307, b.origin() + "/other");
+    return {200, {}, "done"};
+  });
+  ASSERT_TRUE(a.ok());
+  ASSERT_NE(a.port(), b.port());
+  a_origin = a.origin();
+  RecordingPolicy policy;
+  policy.headers = {{"X-Api-Key", "k"},       {"Authorization", "Bearer t"},
+                    {"Cookie", "s=1"},        {"X-Custom", "c"},
+                    {"Accept", "text/plain"}, {"Accept-Language", "en"},
+                    {"User-Agent", "ua"},     {"Content-Type", "application/json"}};
+  HttpRequest request;
+  request.url = a.origin() + "/start";
+  request.method = "POST";
+  request.body = "{}";
+  const auto r = httpFetch(request, std::ref(policy));
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  EXPECT_EQ(r->body, "done");
+  const auto at_a = a.requests();
+  const auto at_b = b.requests();
+  ASSERT_EQ(at_a.size(), 3u);
+  ASSERT_EQ(at_b.size(), 1u);
+  const std::vector<ServedRequest> first_origin = {at_a[0], at_a[1]};
+  const std::vector<ServedRequest> after_leaving = {at_b[0], at_a[2]};
+  for (const auto& req : first_origin)
+    for (const auto& [name, value] : policy.headers) {
+      std::string n = name;
+      for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      EXPECT_EQ(req.header(n), value) << req.path << ": " << name;
+    }
+  for (const auto& req : after_leaving) {
+    for (const char* name : {"x-api-key", "authorization", "cookie", "x-custom"})
+      EXPECT_FALSE(req.hasHeader(name)) << req.path << ": " << name;
+    EXPECT_EQ(req.header("accept"), "text/plain") << req.path;
+    EXPECT_EQ(req.header("accept-language"), "en") << req.path;
+    EXPECT_EQ(req.header("user-agent"), "ua") << req.path;
+    EXPECT_EQ(req.header("content-type"), "application/json") << req.path;
+  }
+  ASSERT_EQ(policy.seen.size(), 4u);
+  EXPECT_FALSE(policy.seen[0].cross_origin);
+  EXPECT_FALSE(policy.seen[1].cross_origin);
+  EXPECT_TRUE(policy.seen[2].cross_origin);
+  EXPECT_TRUE(policy.seen[3].cross_origin) << "once left, the first origin is another one too";
+}
+
+TEST(HttpClient, TheCrossOriginSafeListIsShortAndCaseInsensitive) {
+  for (const char* name :
+       {"Accept", "ACCEPT-LANGUAGE", "accept-encoding", "Cache-Control", "User-Agent"}) {
+    EXPECT_TRUE(isCrossOriginSafeHeader(name, false)) << name;
+    EXPECT_TRUE(isCrossOriginSafeHeader(name, true)) << name;
+  }
+  for (const char* name : {"Content-Type", "content-language"}) {
+    EXPECT_FALSE(isCrossOriginSafeHeader(name, false)) << name << " without the body";
+    EXPECT_TRUE(isCrossOriginSafeHeader(name, true)) << name << " with the body";
+  }
+  for (const char* name : {"Authorization", "Proxy-Authorization", "Cookie", "X-Api-Key",
+                           "X-Custom-Token", "Origin", "Referer", ""})
+    EXPECT_FALSE(isCrossOriginSafeHeader(name, true)) << name;
+}
+
 TEST(HttpClient, ADowngradeFromHttpsIsWhatThePolicySeesAndRefuses) {
   EXPECT_TRUE(isSchemeDowngrade("https://a.example/x", "http://a.example/x"));
   EXPECT_TRUE(isSchemeDowngrade("HTTPS://a.example/x", "http://b.example/"));

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "airlock/egress/authority.h"
+#include "airlock/egress/sandbox_route.h"
 #include "airlock/sys/unique_fd.h"
 #include "egress_printers.h"
 #include "fake_dns.h"
@@ -867,6 +868,46 @@ TEST_F(ProxyTest, ADialInFlightWhenTheProxyStopsIsLogged) {
   EXPECT_EQ(lines[0]["verdict"], "allow");
   EXPECT_EQ(lines[0]["error"], "127.0.0.4: dial cancelled: the proxy stopped");
   EXPECT_EQ(readSome(c.get()), 0);
+}
+
+// The same through the sandbox's route (sandbox_route.h), torn down as the
+// sandbox ends: init hands over a connection, its CONNECT is dialling when
+// the attachment is destroyed, and the line names the sandbox.
+TEST_F(ProxyTest, ADialInFlightWhenTheSandboxsRouteIsTornDownIsLogged) {
+  StalledSink stalled("127.0.0.4", sink.port());
+  SynWatch syn("127.0.0.4", sink.port());
+  ASSERT_TRUE(syn.valid()) << "packet socket on lo: " << std::strerror(errno);
+  const std::shared_ptr<EgressProxy> shared = std::move(proxy);
+  ProxyEgressRoute route(shared);
+  EnvironmentHandle sandbox;
+  sandbox.environment_id = "env-r";
+  sandbox.tenant_id = "tenant-r";
+  sandbox.run_id = "run-r";
+  EgressPolicy egress;
+  egress.mode = EgressMode::kAllowlist;
+  egress.destinations.push_back({"stall.example.com", {sink.port()}});
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  UniqueFd sandbox_end(pair[0]);
+  auto attachment = route.attachHandoff(sandbox, egress, UniqueFd(pair[1]));
+  ASSERT_TRUE(attachment.has_value()) << attachment.error().message();
+  auto [client, server] = tcpPair();
+  ASSERT_TRUE(client.valid() && server.valid());
+  ASSERT_TRUE(sendFds(sandbox_end.get(), {server.get()}));
+  server.reset();
+  ASSERT_TRUE(sendAll(client.get(), connectTo(sinkTarget("stall.example.com"))));
+  ASSERT_TRUE(syn.waitForSyn()) << "the proxy never dialled";
+  EXPECT_TRUE(log->lines().empty()) << "the dial must still be in flight";
+  attachment->reset();  // the sandbox's end: its route goes
+  EXPECT_EQ(readSome(client.get()), 0) << "the client was not closed";
+  const auto lines = log->waitFor(1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["environment"], "env-r");
+  EXPECT_EQ(lines[0]["tenant"], "tenant-r");
+  EXPECT_EQ(lines[0]["run"], "run-r");
+  EXPECT_EQ(lines[0]["verdict"], "allow");
+  EXPECT_EQ(lines[0]["outcome"], "dial_cancelled");
+  EXPECT_EQ(lines[0]["error"], "127.0.0.4: dial cancelled: the sandbox's listener was closed");
 }
 
 // The sandbox ends while its CONNECT is still being decided (the lookup is

@@ -403,7 +403,31 @@ HopContext nextHop(const HopContext& prev, const std::string& dialled, long stat
   return next;
 }
 
+// The request's own origin and whether a hop has left it: the cross-origin
+// rule of http_client.h, kept here so that no policy can forget it.
+struct OriginTrack {
+  std::optional<std::string> first;  // hop 0's, as libcurl reads its URL
+  bool crossed = false;              // sticky: once left, even a way back is "crossed"
+
+  // Notes the URL of a hop; whether the request has left its own origin by
+  // it. A URL libcurl cannot read counts as another origin.
+  bool note(const std::string& url) {
+    const auto o = urlOrigin(url);
+    if (!first && o) first = o->origin;
+    if (!o || o->origin != *first) crossed = true;
+    return crossed;
+  }
+};
+
 }  // namespace
+
+bool isCrossOriginSafeHeader(std::string_view name, bool with_body) {
+  const std::string n = lower(name);
+  const auto on = [&n](const auto& list) {
+    return std::find(std::begin(list), std::end(list), n) != std::end(list);
+  };
+  return on(kCrossOriginSafeHeaders) || (with_body && on(kCrossOriginBodyHeaders));
+}
 
 HttpResult httpFetch(const HttpRequest& request, const HopPolicy& policy) {
   std::vector<HttpHop> hops;
@@ -413,12 +437,18 @@ HttpResult httpFetch(const HttpRequest& request, const HopPolicy& policy) {
     ctx.url = request.url;
     ctx.method = request.method;
     ctx.with_body = !request.body.empty();
+    OriginTrack origins;
     for (;;) {
+      ctx.cross_origin = ctx.index > 0 && origins.note(ctx.url);
       HopDecision decision = policy(ctx);
       if (!decision)
         return tl::unexpected(failure(HttpFailure::kRefused, std::move(decision.error().message),
                                       std::move(hops), std::move(decision.error().code)));
       const std::string url = decision->url.empty() ? ctx.url : decision->url;
+      if (origins.note(url))
+        std::erase_if(decision->headers, [&ctx](const auto& h) {
+          return !isCrossOriginSafeHeader(h.first, ctx.with_body);
+        });
       const std::string& body = ctx.with_body ? request.body : std::string();
       auto done = runHop(request, url, *decision, ctx.method, body, hops);
       if (!done) return tl::unexpected(std::move(done.error()));

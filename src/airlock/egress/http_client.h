@@ -1,8 +1,9 @@
 // The one bounded HTTP(S) client (libcurl) under every request the platform
 // itself makes: the outbound guard's fetch (outbound_guard.h: spec 000, "The
 // egress boundary", the worker's outbound guard) and the OCI registry client
-// (images/registry_client.h). It knows no policy: the caller hands it a
-// per-hop policy, asked before every hop (the request's own URL and each
+// (images/registry_client.h). It knows no egress policy (its one rule of its
+// own is which headers cross origins, below): the caller hands it a per-hop
+// policy, asked before every hop (the request's own URL and each
 // redirect), which allows the hop (with the headers to send on it and,
 // optionally, the addresses to dial) or refuses it with a reason.
 //
@@ -22,11 +23,17 @@
 //     sink's to bound), limits.connect_timeout and limits.hop_timeout per
 //     hop, and limits.deadline over the whole request;
 //   * only the headers the policy returns for the hop (plus an empty
-//     "Expect:", so no 100-continue wait); proxy environment variables
-//     ignored (CURLOPT_PROXY "" and CURLOPT_NOPROXY "*"); no .netrc, no
-//     cookie engine, no decompression (bytes as sent), protocols http and
-//     https only; TLS verified against the system store or ca_file; a new
-//     connection per hop;
+//     "Expect:", so no 100-continue wait), and from the first hop at
+//     another origin (scheme, host or port, as libcurl reads the URL) than
+//     the request's own on, for that hop and every later one (even back at
+//     the first origin), only those of them on the cross-origin safe list
+//     (isCrossOriginSafeHeader below): whatever a policy returns, no
+//     credential a caller set (Authorization, Cookie, X-Api-Key, any
+//     custom header) follows a redirect to another origin;
+//   * proxy environment variables ignored (CURLOPT_PROXY "" and
+//     CURLOPT_NOPROXY "*"); no .netrc, no cookie engine, no decompression
+//     (bytes as sent), protocols http and https only; TLS verified against
+//     the system store or ca_file; a new connection per hop;
 //   * a pin (HopPlan::pinned_addresses): libcurl is handed exactly those
 //     addresses for the hop's host and port (CURLOPT_RESOLVE, so it never
 //     resolves the name itself) and any socket to another address or port is
@@ -80,12 +87,17 @@ struct HopContext {
   long redirect_status = 0;  // the status that led here (0 on hop 0)
   std::string method;        // this hop's method
   bool with_body = false;    // whether this hop carries the body
+  // Whether this hop's URL, or an earlier hop's, is at another origin than
+  // hop 0's: the client sends only cross-origin safe headers on it.
+  bool cross_origin = false;
 };
 
 // The policy's answer for an allowed hop.
 struct HopPlan {
-  std::string url;      // what to dial; "" dials HopContext::url
-  HttpHeaders headers;  // sent on this hop, exactly (no CR, LF or NUL)
+  std::string url;  // what to dial; "" dials HopContext::url
+  // Sent on this hop (no CR, LF or NUL): all of them while the request is at
+  // its own origin, only the cross-origin safe ones after (see above).
+  HttpHeaders headers;
   // IP literals ("192.0.2.1", "2001:db8::1"); non-empty pins the hop to them.
   std::vector<std::string> pinned_addresses;
 };
@@ -96,6 +108,22 @@ struct HopRefusal {
 };
 
 using HopDecision = tl::expected<HopPlan, HopRefusal>;
+
+// The request headers a hop at another origin than the request's own
+// carries (lower case; names compare case-insensitively): content
+// negotiation and caching, none of which a program uses for credentials.
+// The client does not decompress, so Accept-Encoding only asks for what the
+// caller gets either way.
+inline constexpr std::string_view kCrossOriginSafeHeaders[] = {
+    "accept", "accept-encoding", "accept-language", "cache-control", "user-agent"};
+// ... and these while the body goes too (307/308 keep it).
+inline constexpr std::string_view kCrossOriginBodyHeaders[] = {"content-type", "content-language"};
+
+// Whether the header `name` (any case) goes with a hop at another origin
+// than the request's own: it is on kCrossOriginSafeHeaders, or on
+// kCrossOriginBodyHeaders and the hop carries the body.
+bool isCrossOriginSafeHeader(std::string_view name, bool with_body);
+
 // Called once per hop before anything is sent; may keep its own record.
 using HopPolicy = std::function<HopDecision(const HopContext&)>;
 

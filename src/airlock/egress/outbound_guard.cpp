@@ -47,20 +47,11 @@ std::string originOf(std::string_view scheme, const Authority& a) {
   return std::string(scheme) + "://" + a.host + ":" + std::to_string(a.port);
 }
 
-// Whether a request header goes with a hop to another origin than the
-// first: only the names of kCrossOriginSafeHeaders (outbound_guard.h), the
-// body's own headers only while the body goes too, and never a name the
-// caller listed in credential_headers.
-bool crossesOrigins(std::string_view name, bool with_body, const std::vector<std::string>& extra) {
+// Whether `name` is one the caller listed in credential_headers (any case).
+bool isListed(std::string_view name, const std::vector<std::string>& listed) {
   const std::string n = lower(name);
-  if (std::any_of(extra.begin(), extra.end(), [&n](const std::string& e) { return lower(e) == n; }))
-    return false;
-  if (std::find(std::begin(kCrossOriginSafeHeaders), std::end(kCrossOriginSafeHeaders), n) !=
-      std::end(kCrossOriginSafeHeaders))
-    return true;
-  return with_body &&
-         std::find(std::begin(kCrossOriginBodyHeaders), std::end(kCrossOriginBodyHeaders), n) !=
-             std::end(kCrossOriginBodyHeaders);
+  return std::any_of(listed.begin(), listed.end(),
+                     [&n](const std::string& e) { return lower(e) == n; });
 }
 
 OutboundError refusal(std::string code, const std::string& origin, const std::string& why,
@@ -192,8 +183,6 @@ namespace {
 struct FetchState {
   const OutboundRequest* request = nullptr;
   std::vector<OutboundHop> hops;
-  std::optional<std::string> first_origin;
-  bool credentials = true;  // false from the first hop to another origin on
   // The refusal a hop got (its hops are filled in once the client returns).
   std::optional<OutboundError> refused;
 };
@@ -264,17 +253,15 @@ tl::expected<UrlDecision, OutboundError> decideHop(const OutboundGuard& guard,
 }
 
 // Step "pin address": the plan for an allowed hop, dialled at the checked
-// addresses only, with the caller's headers (only the cross-origin safe ones
-// from the first hop to another origin on).
-HopPlan pinHop(const UrlDecision& ud, bool with_body, FetchState& s) {
-  const EgressUrl& url = *ud.url;
-  if (!s.first_origin) s.first_origin = url.origin();
-  if (url.origin() != *s.first_origin) s.credentials = false;
-  s.hops.back().credentials_sent = s.credentials;
+// addresses only, with the caller's headers. From the first hop to another
+// origin on, the HTTP client sends only the cross-origin safe ones of them
+// (http_client.h), and the caller's credential_headers are left out here.
+HopPlan pinHop(const UrlDecision& ud, const HopContext& ctx, FetchState& s) {
+  s.hops.back().credentials_sent = !ctx.cross_origin;
   HopPlan plan;
-  plan.url = url.url;
+  plan.url = ud.url->url;
   for (const auto& [name, value] : s.request->headers)
-    if (s.credentials || crossesOrigins(name, with_body, s.request->credential_headers))
+    if (!ctx.cross_origin || !isListed(name, s.request->credential_headers))
       plan.headers.emplace_back(name, value);
   for (const IpAddress& a : ud.decision.dialAddresses())
     plan.pinned_addresses.push_back(a.unmapped().value_or(a).toString());
@@ -342,7 +329,7 @@ OutboundResult OutboundGuard::fetch(const OutboundRequest& request) const {
         s.refused = std::move(ud.error());
         return tl::unexpected(HopRefusal{s.refused->code, s.refused->error.message()});
       }
-      return pinHop(*ud, ctx.with_body, s);
+      return pinHop(*ud, ctx, s);
     };
     HttpRequest http;
     http.url = request.url;

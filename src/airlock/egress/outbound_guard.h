@@ -46,12 +46,13 @@
 // redirect_denied with the hop's own code in the message); at most
 // max_redirects hops (one more is redirect_denied). From the first hop to
 // another origin (scheme, host, port) on, for that hop and all later ones
-// (even back at the first origin), only the request headers named in
-// kCrossOriginSafeHeaders go along, plus kCrossOriginBodyHeaders while the
-// body does; every other header the caller set (Authorization,
-// Proxy-Authorization, Cookie, X-Api-Key, any custom one) is dropped, and so
-// is a safe name listed in credential_headers. Same-origin hops carry every
-// header. 301/302 turn POST into GET, 303 turns anything but HEAD into GET
+// (even back at the first origin), only the request headers on the HTTP
+// client's cross-origin safe list go along (kCrossOriginSafeHeaders, plus
+// kCrossOriginBodyHeaders while the body does: http_client.h, which applies
+// the rule to every caller); every other header the caller set
+// (Authorization, Proxy-Authorization, Cookie, X-Api-Key, any custom one) is
+// dropped, and so is a safe name listed in credential_headers. Same-origin
+// hops carry every header. 301/302 turn POST into GET, 303 turns anything but HEAD into GET
 // (the body is dropped); 307/308 keep method and body.
 //
 // Thread-safe: every fetch uses its own curl handles. fetch() blocks (the
@@ -110,20 +111,11 @@ struct UrlDecision {
 // timeouts (hop_timeout), and, when set, a deadline for the whole fetch.
 using OutboundLimits = HttpLimits;
 
-// The request headers a redirect to another origin carries (lower case;
-// names compare case-insensitively): content negotiation and caching, none
-// of which a program uses for credentials. The guard does not decompress,
-// so Accept-Encoding only asks for what the caller gets either way.
-inline constexpr std::string_view kCrossOriginSafeHeaders[] = {
-    "accept", "accept-encoding", "accept-language", "cache-control", "user-agent"};
-// ... and these while the body goes too (307/308 keep it).
-inline constexpr std::string_view kCrossOriginBodyHeaders[] = {"content-type", "content-language"};
-
 struct OutboundRequest {
   std::string url;
   std::string method = "GET";  // GET, HEAD, POST, PUT, PATCH or DELETE
   // Sent on every hop while the origin is the first one; after a redirect to
-  // another origin only the safe ones above (see the header comment).
+  // another origin only the cross-origin safe ones (see the header comment).
   std::vector<std::pair<std::string, std::string>> headers;
   // Names (case-insensitive) dropped across origins even when on the safe
   // list.

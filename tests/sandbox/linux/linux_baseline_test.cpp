@@ -74,7 +74,7 @@ TEST_F(LinuxBaselineTest, CommandsAreFirstInLineForTheOomKiller) {
 }
 
 TEST_F(LinuxBaselineTest, APtyFromAPrivateDevptsRoundTripsBytes) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kPtyScript), baseline::kPtyExpected);
+  baseline::expectAPrivatePty(runner());
 }
 
 TEST_F(LinuxBaselineTest, DevTtyIsTheControllingTerminalAndTheMasterSeesTheHangup) {

@@ -28,7 +28,7 @@ class GvisorBaselineTest : public GvisorFixture {
 };
 
 TEST_F(GvisorBaselineTest, APtyFromTheSandboxsDevptsRoundTripsBytes) {
-  baseline::expectPrints(runner(), baseline::python(baseline::kPtyScript), baseline::kPtyExpected);
+  baseline::expectAPrivatePty(runner());
 }
 
 TEST_F(GvisorBaselineTest, ServicesAndProtocolsResolve) {
