@@ -508,7 +508,9 @@ TEST_F(LinuxEnvironmentTest, ASandboxWhoseInitDiedRefusesEveryCallNamingWhy) {
   for (pid_t pid : pids) killAndWait(pid);
   ExecutionCommand c = shell("echo alive", 10);
   auto first = env_->execute(handle_, c);  // finds init gone
-  if (first) EXPECT_NE(first->stdout_data, "alive\n");
+  if (first) {
+    EXPECT_NE(first->stdout_data, "alive\n");
+  }
   auto again = env_->execute(handle_, c);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, ErrorCode::kExecutionUnavailable);
