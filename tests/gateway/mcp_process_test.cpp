@@ -1,7 +1,7 @@
 // `airlock mcp --mechanism fake` as an MCP client launches it: a child
 // process spoken to over its stdin and stdout, one JSON-RPC message per
 // line, through a whole session (initialize, tools/list, tools/call of
-// run_command and the workspace tools, artifact.export, malformed lines),
+// run_command and the workspace tools, artifact_export, malformed lines),
 // and ended by EOF or by SIGTERM.
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -165,41 +165,41 @@ TEST(McpProcess, AWholeSessionOverStdio) {
     EXPECT_EQ(tool.at("inputSchema").at("type"), "object");
     EXPECT_TRUE(tool.contains("outputSchema"));
   }
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox.run_command", "workspace.read_text",
-                                                     "workspace.write_text", "workspace.list",
-                                                     "artifact.export"));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox_run_command", "workspace_read_text",
+                                                     "workspace_write_text", "workspace_list",
+                                                     "artifact_export"));
 
   // run_command: the fake's echo.
-  json r = child.callTool(3, "sandbox.run_command", {{"command", {"echo", "hello", "world"}}});
+  json r = child.callTool(3, "sandbox_run_command", {{"command", {"echo", "hello", "world"}}});
   EXPECT_EQ(r.at("isError"), false);
   EXPECT_EQ(r.at("structuredContent").at("stdout"), "hello world\n");
   EXPECT_EQ(r.at("structuredContent").at("exit_code"), 0);
   EXPECT_EQ(r.at("content")[0].at("type"), "text");
 
   // A validation failure is a tool result with isError, naming the argument.
-  r = child.callTool(4, "sandbox.run_command",
+  r = child.callTool(4, "sandbox_run_command",
                      {{"command", {"ls"}}, {"working_directory", "../../etc"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("working_directory"));
 
   // Workspace tools: write, list, read back.
-  r = child.callTool(5, "workspace.write_text", {{"path", "src/main.py"}, {"text", "print(1)\n"}});
+  r = child.callTool(5, "workspace_write_text", {{"path", "src/main.py"}, {"text", "print(1)\n"}});
   EXPECT_EQ(r.at("isError"), false);
-  r = child.callTool(6, "workspace.list", json::object());
+  r = child.callTool(6, "workspace_list", json::object());
   ASSERT_EQ(r.at("structuredContent").at("entries").size(), 1u);
   EXPECT_EQ(r.at("structuredContent").at("entries")[0].at("name"), "src");
-  r = child.callTool(7, "workspace.read_text", {{"path", "src/main.py"}});
+  r = child.callTool(7, "workspace_read_text", {{"path", "src/main.py"}});
   EXPECT_EQ(r.at("structuredContent").at("text"), "print(1)\n");
   EXPECT_EQ(r.at("structuredContent").at("trust"), "INTERNAL_TOOL");
 
   // The same workspace is seen by commands: cat with stdin is not
   // available here, but a missing working directory is checked against it.
-  r = child.callTool(8, "sandbox.run_command",
+  r = child.callTool(8, "sandbox_run_command",
                      {{"command", {"true"}}, {"working_directory", "src"}});
   EXPECT_EQ(r.at("isError"), false) << r.dump();
 
-  // artifact.export writes the exported bytes under --export-dir.
-  r = child.callTool(9, "artifact.export", {{"path", "src/main.py"}});
+  // artifact_export writes the exported bytes under --export-dir.
+  r = child.callTool(9, "artifact_export", {{"path", "src/main.py"}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
   const std::string id = r.at("structuredContent").at("artifact_id");
   EXPECT_EQ(r.at("structuredContent").at("sha256"), airlock::sys::sha256Hex("print(1)\n"));
@@ -244,7 +244,7 @@ TEST(McpProcess, SigtermEndsTheSessionAndDestroysTheSandbox) {
 TEST(McpProcess, WithoutAnExportDirExportSaysItIsNotConfigured) {
   McpChild child;
   initialize(child);
-  const json r = child.callTool(2, "artifact.export", {{"text", "x"}});
+  const json r = child.callTool(2, "artifact_export", {{"text", "x"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("not available"));
   child.closeInput();

@@ -87,7 +87,7 @@ TEST_F(McpSessionTest, InitializeNeedsAProtocolVersion) {
 TEST_F(McpSessionTest, OnlyPingWorksBeforeInitialize) {
   EXPECT_EQ(request(1, "ping").at("result"), json::object());
   EXPECT_EQ(errorCode(request(2, "tools/list")), kInvalidRequest);
-  EXPECT_EQ(errorCode(request(3, "tools/call", {{"name", "workspace.list"}})), kInvalidRequest);
+  EXPECT_EQ(errorCode(request(3, "tools/call", {{"name", "workspace_list"}})), kInvalidRequest);
 }
 
 TEST_F(McpSessionTest, JsonRpcErrors) {
@@ -112,7 +112,7 @@ TEST_F(McpSessionTest, JsonRpcErrors) {
   EXPECT_EQ(errorCode(request(1, "tools/call", json::object())), kInvalidParams);
   EXPECT_EQ(errorCode(request(1, "tools/call", {{"name", "sandbox.nope"}})), kInvalidParams);
   EXPECT_EQ(errorCode(request(1, "tools/call",
-                              {{"name", "workspace.list"}, {"arguments", json::array()}})),
+                              {{"name", "workspace_list"}, {"arguments", json::array()}})),
             kInvalidParams);
 }
 
@@ -122,8 +122,8 @@ TEST_F(McpSessionTest, JsonRpcErrors) {
 TEST_F(McpSessionTest, AKeyNamedTwiceIsAParseErrorNamingIt) {
   initialize();
   const json twice = sendLine(
-      R"({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "workspace.list",)"
-      R"( "arguments": {"path": "."}, "name": "sandbox.run_command"}})");
+      R"({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "workspace_list",)"
+      R"( "arguments": {"path": "."}, "name": "sandbox_run_command"}})");
   EXPECT_EQ(errorCode(twice), kParseError);
   EXPECT_TRUE(twice.at("id").is_null());
   EXPECT_EQ(twice.at("error").at("message"),
@@ -157,7 +157,7 @@ TEST_F(McpSessionTest, ToolsListCarriesSchemasAndAnnotations) {
     EXPECT_EQ(tool.at("outputSchema").at("type"), "object");
     EXPECT_EQ(tool.at("annotations").at("openWorldHint"), false);
   }
-  EXPECT_EQ(tools[0].at("name"), "sandbox.run_command");
+  EXPECT_EQ(tools[0].at("name"), "sandbox_run_command");
   EXPECT_EQ(tools[0].at("annotations").at("destructiveHint"), true);
   EXPECT_EQ(tools[1].at("annotations").at("readOnlyHint"), true);
 }
@@ -166,7 +166,7 @@ TEST_F(McpSessionTest, OldProtocolVersionsGetNoStructuredContent) {
   initialize("2024-11-05");
   const json tools = request(2, "tools/list").at("result").at("tools");
   EXPECT_FALSE(tools[0].contains("outputSchema"));
-  const json result = call(3, "sandbox.run_command", {{"command", {"echo", "hi"}}});
+  const json result = call(3, "sandbox_run_command", {{"command", {"echo", "hi"}}});
   EXPECT_FALSE(result.contains("structuredContent"));
   EXPECT_EQ(json::parse(result.at("content")[0].at("text").get<std::string>()).at("stdout"),
             "hi\n");
@@ -174,7 +174,7 @@ TEST_F(McpSessionTest, OldProtocolVersionsGetNoStructuredContent) {
 
 TEST_F(McpSessionTest, ToolsCallReturnsStructuredContentAndText) {
   initialize();
-  const json result = call(3, "sandbox.run_command", {{"command", {"echo", "hello", "mcp"}}});
+  const json result = call(3, "sandbox_run_command", {{"command", {"echo", "hello", "mcp"}}});
   EXPECT_EQ(result.at("isError"), false);
   EXPECT_EQ(result.at("structuredContent").at("stdout"), "hello mcp\n");
   EXPECT_EQ(result.at("structuredContent").at("exit_code"), 0);
@@ -186,7 +186,7 @@ TEST_F(McpSessionTest, ToolsCallReturnsStructuredContentAndText) {
 
 TEST_F(McpSessionTest, AToolFailureIsAResultTheModelCanRead) {
   initialize();
-  const json result = call(4, "sandbox.run_command", {{"command", "ls -la"}});
+  const json result = call(4, "sandbox_run_command", {{"command", "ls -la"}});
   EXPECT_EQ(result.at("isError"), true);
   EXPECT_FALSE(result.contains("structuredContent"));
   const std::string text = result.at("content")[0].at("text");
@@ -196,7 +196,7 @@ TEST_F(McpSessionTest, AToolFailureIsAResultTheModelCanRead) {
 
 TEST_F(McpSessionTest, MissingArgumentsMeanAnEmptyObject) {
   initialize();
-  const json r = request(5, "tools/call", {{"name", "workspace.list"}});
+  const json r = request(5, "tools/call", {{"name", "workspace_list"}});
   EXPECT_EQ(r.at("result").at("isError"), false);
   EXPECT_EQ(r.at("result").at("structuredContent").at("entries"), json::array());
 }
@@ -211,7 +211,7 @@ TEST_F(McpSessionTest, BeforeCallCanReplaceTheSandboxAndSaySo) {
   ASSERT_TRUE(session.handleLine(
       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"));
   auto line = session.handleLine(
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workspace.list"}})");
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workspace_list"}})");
   ASSERT_TRUE(line);
   const json r = json::parse(*line);
   EXPECT_EQ(calls, 1);
@@ -229,7 +229,7 @@ TEST_F(McpSessionTest, ArbitraryLinesGiveWellFormedResponses) {
             rc::gen::arbitrary<std::string>(),
             [](std::string s) { return R"({"jsonrpc":"2.0","id":1,"method":")" + s + R"("})"; }),
         rc::gen::map(rc::gen::arbitrary<std::string>(), [](std::string s) {
-          return R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"workspace.read_text","arguments":{"path":")" +
+          return R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"workspace_read_text","arguments":{"path":")" +
                  s + R"("}}})";
         }));
     auto response = session_.handleLine(line);
@@ -369,7 +369,7 @@ class McpCancelTest : public ::testing::Test {
         R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
     write(
         R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
-        R"(,"method":"tools/call","params":{"name":"sandbox.run_command","arguments":{"command":["sleep","1000"]}}})");
+        R"(,"method":"tools/call","params":{"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
     blocking_.waitUntilStarted();
   }
 

@@ -108,7 +108,7 @@ HttpResponse Api::callTool(const RouteCall& call) {
 
   const auto started = std::chrono::steady_clock::now();
   auto result = tools_->call(name, arguments, context);
-  if (name == "sandbox.run_command") {
+  if (name == "sandbox_run_command") {
     std::lock_guard lk(mu_);
     if (auto it = live_.find(live->handle.environment_id); it != live_.end())
       it->second.busy += std::chrono::steady_clock::now() - started;

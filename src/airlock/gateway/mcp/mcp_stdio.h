@@ -11,7 +11,7 @@
 namespace airlock::gateway::mcp {
 
 // A line longer than this is dropped (up to its newline) and answered with
-// Session::oversizedLineError. Large enough for a workspace.write_text of
+// Session::oversizedLineError. Large enough for a workspace_write_text of
 // ToolOptions::write_text_max_bytes with JSON escaping.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
 

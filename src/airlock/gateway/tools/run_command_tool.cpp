@@ -1,4 +1,4 @@
-// sandbox.run_command (spec 000, "sandbox.run_command"). Validation runs
+// sandbox_run_command (spec 000, "sandbox.run_command"). Validation runs
 // wholly before the execution service is touched, in the spec's order; see
 // tool_registry.h (planRunCommand) for the list.
 #include <cmath>
