@@ -404,6 +404,95 @@ TEST_F(McpCancelTest, NotificationsCancelledEndsTheCallWithoutAResponse) {
   session_.cancelRequest(json(5));
 }
 
+// Every message written until EOF on the output.
+std::vector<json> readUntilEof(int fd, std::string& buffer) {
+  std::vector<json> messages;
+  while (auto message = readResponse(fd, buffer)) messages.push_back(*message);
+  return messages;
+}
+
+TEST_F(McpCancelTest, PingAndToolsListAreAnsweredWhileACallRuns) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1]); });
+  startLongCall(5);
+  write(R"({"jsonrpc":"2.0","id":6,"method":"ping"})");
+  write(R"({"jsonrpc":"2.0","id":7,"method":"tools/list"})");
+  // Answered while call 5 still runs (it runs until cancelled), and no
+  // progress notification: the call carries no progressToken.
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  auto ping = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(ping);
+  EXPECT_EQ(ping->at("id"), 6);
+  EXPECT_EQ(ping->at("result"), json::object());
+  auto list = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->at("id"), 7);
+  EXPECT_EQ(list->at("result").at("tools").size(), registry_.tools().size());
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}})");
+  in_.closeWrite();
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  EXPECT_TRUE(readUntilEof(out_.fds[0], buffer_).empty());  // nothing for the cancelled 5
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(*ended, StdioEnd::kEndOfInput);
+}
+
+TEST_F(McpCancelTest, ACallWaitingBehindTheRunningOneCanBeCancelled) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1]); });
+  startLongCall(5);
+  write(
+      R"({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"workspace_write_text","arguments":{"path":"x","text":"y"}}})");
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}})");
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}})");
+  write(R"({"jsonrpc":"2.0","id":7,"method":"ping"})");
+  in_.closeWrite();
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  std::vector<json> ids;
+  for (const json& message : readUntilEof(out_.fds[0], buffer_)) ids.push_back(message.at("id"));
+  EXPECT_EQ(ids, (std::vector<json>{0, 7}));
+  // Call 6 never ran: the file it would have written does not exist.
+  auto ws = box_.env.workspace(box_.handle);
+  ASSERT_TRUE(ws);
+  EXPECT_FALSE((*ws)->read("x").has_value());
+}
+
+TEST_F(McpCancelTest, AProgressTokenGetsProgressNotificationsBeforeTheResult) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1], stop_.fds[0]); });
+  write(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
+  write(
+      R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{"progressToken":"tok-9"},"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
+  blocking_.waitUntilStarted();
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  auto progress = readResponse(out_.fds[0], buffer_);  // the first, sent as the call starts
+  ASSERT_TRUE(progress);
+  EXPECT_EQ(progress->at("method"), "notifications/progress");
+  EXPECT_FALSE(progress->contains("id"));
+  EXPECT_EQ(progress->at("params").at("progressToken"), "tok-9");
+  EXPECT_EQ(progress->at("params").at("progress"), 0);
+  ASSERT_TRUE(sys::writeAll(stop_.fds[1], "x", 1));
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  // Any further notifications come before the result, and the result last.
+  const std::vector<json> rest = readUntilEof(out_.fds[0], buffer_);
+  ASSERT_FALSE(rest.empty());
+  for (std::size_t i = 0; i + 1 < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].at("params").at("progressToken"), "tok-9");
+  }
+  EXPECT_EQ(rest.back().at("id"), 9);
+  EXPECT_EQ(rest.back().at("result").at("structuredContent").at("killed_by"), "CANCELLED");
+}
+
 TEST_F(McpCancelTest, AStopCancelsTheCallAndStillAnswersIt) {
   Result<StdioEnd> ended = StdioEnd::kOutputClosed;
   std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1], stop_.fds[0]); });

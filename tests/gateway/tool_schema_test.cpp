@@ -61,14 +61,15 @@ TEST(ToolSchema, EverySchemaCompilesUnderAjvStrictMode) {
   json tools = json::array();
   const ToolRegistry registry = builtinTools();
   for (const Tool& tool : registry.tools()) {
-    tools.push_back(json{
-        {"name", tool.name}, {"inputSchema", tool.input_schema}, {"outputSchema", tool.output_schema}});
+    tools.push_back(json{{"name", tool.name},
+                         {"inputSchema", tool.input_schema},
+                         {"outputSchema", tool.output_schema}});
   }
   const auto file = std::filesystem::path(::testing::TempDir()) /
                     ("airlock-tools-" + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << tools.dump();
-  const auto script = std::filesystem::path(AIRLOCK_SOURCE_DIR) / "tests" / "gateway" /
-                      "ajv_strict_check.cjs";
+  const auto script =
+      std::filesystem::path(AIRLOCK_SOURCE_DIR) / "tests" / "gateway" / "ajv_strict_check.cjs";
   const auto [status, output] = runShell("NODE_PATH='" + modules.string() + "' node '" +
                                          script.string() + "' '" + file.string() + "'");
   std::filesystem::remove(file);
