@@ -2,7 +2,8 @@
 // process spoken to over its stdin and stdout, one JSON-RPC message per
 // line, through a whole session (initialize, tools/list, tools/call of
 // run_command and the workspace tools, artifact_export, malformed lines),
-// and ended by EOF or by SIGTERM.
+// and ended by EOF or by SIGTERM; and, on the linux mechanism (root), ping,
+// tools/list, progress and cancellation while a command takes real time.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,12 +34,12 @@ constexpr int kResponseTimeoutMs = 20000;
 
 class McpChild {
  public:
-  explicit McpChild(std::vector<std::string> extra_args = {}) {
+  explicit McpChild(std::vector<std::string> extra_args = {}, std::string mechanism = "fake") {
     int in[2], out[2], err[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
-    std::vector<std::string> args = {AIRLOCK_BINARY, "mcp", "--mechanism", "fake", "-v"};
+    std::vector<std::string> args = {AIRLOCK_BINARY, "mcp", "--mechanism", mechanism, "-v"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -247,6 +248,94 @@ TEST(McpProcess, WithoutAnExportDirExportSaysItIsNotConfigured) {
   const json r = child.callTool(2, "artifact_export", {{"text", "x"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("not available"));
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+// --- While a call runs (the linux mechanism: a command that takes real time) --
+
+json request(int id, const std::string& method, json params = json::object()) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+}
+
+json runCommandCall(int id, std::vector<std::string> command,
+                    std::optional<std::string> progress_token = std::nullopt) {
+  json params{{"name", "sandbox_run_command"}, {"arguments", {{"command", std::move(command)}}}};
+  if (progress_token) params["_meta"] = {{"progressToken", *progress_token}};
+  return request(id, "tools/call", std::move(params));
+}
+
+// Messages up to and including the response with `id` (empty on a hang).
+std::vector<json> receiveUntil(McpChild& child, int id) {
+  std::vector<json> messages;
+  while (auto message = child.receive()) {
+    messages.push_back(*message);
+    if (message->value("id", json()) == id) return messages;
+  }
+  ADD_FAILURE() << "no response with id " << id;
+  return messages;
+}
+
+// Where the response with `id` is in messages (messages.size() if none).
+std::size_t positionOf(const std::vector<json>& messages, int id) {
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].value("id", json()) == id) return i;
+  }
+  return messages.size();
+}
+
+TEST(McpProcessLinux, PingAndToolsListAreAnsweredWhileACallRunsWithProgress) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+  McpChild child({}, "linux");
+  initialize(child);
+  child.send(runCommandCall(2, {"sleep", "4"}, "call-2"));
+  // The first progress notification: the call has started.
+  auto first = child.receive();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->value("method", ""), "notifications/progress") << first->dump();
+  EXPECT_EQ(first->at("params").at("progressToken"), "call-2");
+  child.send(request(3, "ping"));
+  child.send(request(4, "tools/list"));
+  const std::vector<json> messages = receiveUntil(child, 2);
+  ASSERT_FALSE(messages.empty());
+  // Both answered before the call's own response, which comes last.
+  EXPECT_LT(positionOf(messages, 3), messages.size() - 1);
+  EXPECT_LT(positionOf(messages, 4), messages.size() - 1);
+  for (const json& m : messages) {
+    if (!m.contains("id")) {
+      EXPECT_EQ(m.at("params").at("progressToken"), "call-2");
+    }
+  }
+  const json& result = messages.back().at("result");
+  EXPECT_EQ(result.at("isError"), false) << result.dump();
+  EXPECT_EQ(result.at("structuredContent").at("exit_code"), 0);
+  // Without a progressToken: no notification at all before the response.
+  child.send(runCommandCall(5, {"sleep", "3"}));
+  const std::vector<json> plain = receiveUntil(child, 5);
+  ASSERT_EQ(plain.size(), 1u) << plain.front().dump();
+  EXPECT_EQ(plain[0].at("result").at("structuredContent").at("exit_code"), 0);
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(McpProcessLinux, NotificationsCancelledStopsTheRunningCommand) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+  McpChild child({}, "linux");
+  initialize(child);
+  child.send(runCommandCall(2, {"sleep", "600"}, "long"));
+  auto first = child.receive();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->value("method", ""), "notifications/progress") << first->dump();
+  child.send(json{{"jsonrpc", "2.0"},
+                  {"method", "notifications/cancelled"},
+                  {"params", {{"requestId", 2}, {"reason", "test"}}}});
+  // Calls run one at a time: this one's answer comes only once call 2 has
+  // ended, and call 2 itself is not answered (it was cancelled).
+  child.send(runCommandCall(3, {"echo", "after"}));
+  const std::vector<json> messages = receiveUntil(child, 3);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(positionOf(messages, 2), messages.size());
+  EXPECT_EQ(messages.back().at("result").at("structuredContent").at("stdout"), "after\n");
   child.closeInput();
   EXPECT_EQ(child.wait(), 0);
 }
