@@ -140,7 +140,7 @@ std::optional<std::string> Session::handleLine(std::string_view line) noexcept {
 }
 
 Accepted Session::accept(std::string_view line) noexcept {
-  const auto now = [](json response) { return Accepted{dumpLine(response), std::nullopt}; };
+  const auto now = [](const json& response) { return Accepted{dumpLine(response), std::nullopt}; };
   try {
     auto parsed = parseUntrustedJson(line);
     if (!parsed) {
@@ -196,7 +196,7 @@ Accepted Session::accept(std::string_view line) noexcept {
     std::optional<PendingCall> call;
     json response = dispatch(id, method, params, call);
     if (call) return Accepted{std::nullopt, std::move(call)};
-    return now(std::move(response));
+    return now(response);
   } catch (const std::exception& e) {
     return now(errorResponse(nullptr, kInternalError, std::string("Internal error: ") + e.what()));
   } catch (...) {
