@@ -324,6 +324,14 @@ class BlockingEnvironment : public ExecutionEnvironment {
     }
     return inner_.execute(handle, command, cancel);  // cancelled: CANCELLED
   }
+  // Streams one chunk of output at once, then blocks as execute does.
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override {
+    if (sink) sink(OutputStream::kStdout, "partial output\n");
+    return execute(handle, command, cancel);
+  }
   Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override {
     return inner_.cancel(handle, execution_id);
   }
@@ -491,6 +499,33 @@ TEST_F(McpCancelTest, AProgressTokenGetsProgressNotificationsBeforeTheResult) {
   }
   EXPECT_EQ(rest.back().at("id"), 9);
   EXPECT_EQ(rest.back().at("result").at("structuredContent").at("killed_by"), "CANCELLED");
+}
+
+TEST_F(McpCancelTest, OutputBringsAProgressNotificationBeforeTheInterval) {
+  session_.setProgressInterval(std::chrono::hours(1));  // only output can bring a second one
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1], stop_.fds[0]); });
+  write(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
+  write(
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"progressToken":4},"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  for (int expected = 0; expected < 2; ++expected) {
+    auto progress = readResponse(out_.fds[0], buffer_);
+    ASSERT_TRUE(progress);
+    EXPECT_EQ(progress->at("method"), "notifications/progress");
+    EXPECT_EQ(progress->at("params").at("progressToken"), 4);
+    EXPECT_EQ(progress->at("params").at("progress"), expected);
+  }
+  ASSERT_TRUE(sys::writeAll(stop_.fds[1], "x", 1));
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  const std::vector<json> rest = readUntilEof(out_.fds[0], buffer_);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].at("id"), 4);
 }
 
 TEST_F(McpCancelTest, AStopCancelsTheCallAndStillAnswersIt) {

@@ -65,8 +65,9 @@ std::optional<json> progressTokenOf(const json& params) {
 }
 
 // While a call with a progress token runs: notifications/progress with
-// that token, one at once and one every interval, on a thread of its own.
-// Destroying it stops the notifications; none is written after that.
+// that token, one at once, one every interval, and one soon after the
+// command writes output (at most one per kMinProgressGap), on a thread of
+// its own. Destroying it stops the notifications: none is written after.
 class ProgressTicker {
  public:
   ProgressTicker(const std::optional<json>& token, const Notify& notify,
@@ -82,32 +83,51 @@ class ProgressTicker {
       std::lock_guard lock(mu_);
       done_ = true;
     }
-    done_cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();  // its last write is done
+  }
+
+  bool active() const noexcept { return thread_.joinable(); }
+  // The command wrote output. Does not block (only a short lock).
+  void outputSeen() {
+    {
+      std::lock_guard lock(mu_);
+      output_ = true;
+    }
+    wake_.notify_all();
   }
 
  private:
+  static constexpr std::chrono::milliseconds kMinProgressGap{250};
+
   void run(const json& token, const Notify& notify, std::chrono::milliseconds interval) {
-    const auto start = std::chrono::steady_clock::now();
-    std::unique_lock lock(mu_);
-    for (std::int64_t tick = 0; !done_; ++tick) {
-      const auto seconds =
-          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
-              .count();
-      // Written under the lock: the destructor waits for a write under way.
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    for (std::int64_t tick = 0;; ++tick) {
+      const auto sent = Clock::now();
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(sent - start).count();
       notify(dumpLine(json{{"jsonrpc", "2.0"},
                            {"method", "notifications/progress"},
                            {"params",
                             {{"progressToken", token},
                              {"progress", tick},
                              {"message", "running for " + std::to_string(seconds) + " s"}}}}));
-      done_cv_.wait_for(lock, interval, [&] { return done_; });
+      std::unique_lock lock(mu_);
+      for (;;) {
+        if (done_) return;
+        auto next = sent + interval;
+        if (output_) next = std::min(next, sent + kMinProgressGap);
+        if (Clock::now() >= next) break;
+        wake_.wait_until(lock, next);
+      }
+      output_ = false;
     }
   }
 
   std::mutex mu_;
-  std::condition_variable done_cv_;
-  bool done_ = false;  // guarded by mu_
+  std::condition_variable wake_;
+  bool done_ = false;    // guarded by mu_
+  bool output_ = false;  // guarded by mu_
   std::thread thread_;
 };
 
@@ -299,8 +319,11 @@ std::optional<std::string> Session::runCall(PendingCall call, const Notify& noti
     std::optional<std::string> notice;
     if (before_call_) notice = before_call_(context_);
     ToolResult outcome = [&] {
-      ProgressTicker ticker(call.progress_token, notify, kProgressInterval);
-      return registry_.call(call.name, call.arguments, context_);
+      ProgressTicker ticker(call.progress_token, notify, progress_interval_);
+      if (ticker.active()) context_.on_output = [&ticker] { ticker.outputSeen(); };
+      ToolResult result = registry_.call(call.name, call.arguments, context_);
+      context_.on_output = nullptr;
+      return result;
     }();
     bool cancelled_by_client = false;
     endCall(cancelled_by_client);

@@ -24,8 +24,10 @@
 //                              With params._meta.progressToken (a string or
 //                              an integer), notifications/progress carrying
 //                              that token are sent while the call runs: one
-//                              as it starts, then one every progress
-//                              interval, none after its response.
+//                              as it starts, one every progress interval,
+//                              one soon after the command writes output
+//                              (at most four a second), none after its
+//                              response.
 // A transport runs tools/call apart from the other requests (accept, then
 // runCall on a worker), so ping, tools/list and cancellations are answered
 // while a call runs; handleLine does both in one go.
@@ -122,6 +124,12 @@ class Session {
   // An accepted call the transport will not run (it is dropping it).
   void forgetCall(const nlohmann::json& request_id) noexcept;
 
+  // How often a call with a progressToken reports that it is still running
+  // (default kProgressInterval); set before any call runs.
+  void setProgressInterval(std::chrono::milliseconds interval) noexcept {
+    progress_interval_ = interval;
+  }
+
   // A response for a line that was too long to read (id unknown: null).
   static std::string oversizedLineError(std::size_t max_bytes);
   // The response to a tools/call refused because `waiting` calls already
@@ -160,6 +168,7 @@ class Session {
   ServerInfo info_;
   BeforeCall before_call_;
   std::optional<std::string> negotiated_version_;
+  std::chrono::milliseconds progress_interval_ = kProgressInterval;
 
   std::mutex in_flight_mu_;
   std::optional<nlohmann::json> in_flight_id_;    // guarded by in_flight_mu_

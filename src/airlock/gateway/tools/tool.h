@@ -69,6 +69,10 @@ struct ToolContext {
   ArtifactExporter* artifacts = nullptr;
   // Cancels a running sandbox_run_command (killed_by CANCELLED).
   const CancelToken* cancel = nullptr;
+  // Called each time a running sandbox_run_command produces output, on the
+  // thread running it (ExecutionEnvironment::OutputSink's rules: it must not
+  // block). Empty: the command runs without streaming.
+  std::function<void()> on_output;
   // Inputs to the timeout rule (core/timeout_rule.h) the tool cannot know:
   // the environment's limits.wall_clock_seconds (nullopt: the hard cap
   // alone) and the run's remaining budget (nullopt: no run deadline).
