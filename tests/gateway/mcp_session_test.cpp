@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -526,6 +527,18 @@ TEST_F(McpCancelTest, OutputBringsAProgressNotificationBeforeTheInterval) {
   const std::vector<json> rest = readUntilEof(out_.fds[0], buffer_);
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].at("id"), 4);
+}
+
+TEST_F(McpCancelTest, AClosedOutputEndsTheSession) {
+  const auto previous = ::signal(SIGPIPE, SIG_IGN);  // EPIPE instead of a signal
+  ::close(out_.fds[0]);
+  out_.fds[0] = -1;
+  write(R"({"jsonrpc":"2.0","id":1,"method":"ping"})");
+  // Still open: the session ends because it cannot answer, not on EOF.
+  auto ended = serveStdio(session_, in_.fds[0], out_.fds[1]);
+  ::signal(SIGPIPE, previous);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(*ended, StdioEnd::kOutputClosed);
 }
 
 TEST_F(McpCancelTest, AStopCancelsTheCallAndStillAnswersIt) {
