@@ -1,4 +1,4 @@
-// artifact.export of a workspace path and the ArtifactWriter capability
+// artifact_export of a workspace path and the ArtifactWriter capability
 // (spec 000 "ArtifactWriter", "ArtifactStore"; red-team cases B05, B32).
 #include "airlock/artifacts/workspace_export.h"
 

@@ -1,8 +1,9 @@
 // `airlock mcp --mechanism fake` as an MCP client launches it: a child
 // process spoken to over its stdin and stdout, one JSON-RPC message per
 // line, through a whole session (initialize, tools/list, tools/call of
-// run_command and the workspace tools, artifact.export, malformed lines),
-// and ended by EOF or by SIGTERM.
+// run_command and the workspace tools, artifact_export, malformed lines),
+// and ended by EOF or by SIGTERM; and, on the linux mechanism (root), ping,
+// tools/list, progress and cancellation while a command takes real time.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,12 +34,12 @@ constexpr int kResponseTimeoutMs = 20000;
 
 class McpChild {
  public:
-  explicit McpChild(std::vector<std::string> extra_args = {}) {
+  explicit McpChild(std::vector<std::string> extra_args = {}, std::string mechanism = "fake") {
     int in[2], out[2], err[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
-    std::vector<std::string> args = {AIRLOCK_BINARY, "mcp", "--mechanism", "fake", "-v"};
+    std::vector<std::string> args = {AIRLOCK_BINARY, "mcp", "--mechanism", mechanism, "-v"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -165,41 +166,41 @@ TEST(McpProcess, AWholeSessionOverStdio) {
     EXPECT_EQ(tool.at("inputSchema").at("type"), "object");
     EXPECT_TRUE(tool.contains("outputSchema"));
   }
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox.run_command", "workspace.read_text",
-                                                     "workspace.write_text", "workspace.list",
-                                                     "artifact.export"));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox_run_command", "workspace_read_text",
+                                                     "workspace_write_text", "workspace_list",
+                                                     "artifact_export"));
 
   // run_command: the fake's echo.
-  json r = child.callTool(3, "sandbox.run_command", {{"command", {"echo", "hello", "world"}}});
+  json r = child.callTool(3, "sandbox_run_command", {{"command", {"echo", "hello", "world"}}});
   EXPECT_EQ(r.at("isError"), false);
   EXPECT_EQ(r.at("structuredContent").at("stdout"), "hello world\n");
   EXPECT_EQ(r.at("structuredContent").at("exit_code"), 0);
   EXPECT_EQ(r.at("content")[0].at("type"), "text");
 
   // A validation failure is a tool result with isError, naming the argument.
-  r = child.callTool(4, "sandbox.run_command",
+  r = child.callTool(4, "sandbox_run_command",
                      {{"command", {"ls"}}, {"working_directory", "../../etc"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("working_directory"));
 
   // Workspace tools: write, list, read back.
-  r = child.callTool(5, "workspace.write_text", {{"path", "src/main.py"}, {"text", "print(1)\n"}});
+  r = child.callTool(5, "workspace_write_text", {{"path", "src/main.py"}, {"text", "print(1)\n"}});
   EXPECT_EQ(r.at("isError"), false);
-  r = child.callTool(6, "workspace.list", json::object());
+  r = child.callTool(6, "workspace_list", json::object());
   ASSERT_EQ(r.at("structuredContent").at("entries").size(), 1u);
   EXPECT_EQ(r.at("structuredContent").at("entries")[0].at("name"), "src");
-  r = child.callTool(7, "workspace.read_text", {{"path", "src/main.py"}});
+  r = child.callTool(7, "workspace_read_text", {{"path", "src/main.py"}});
   EXPECT_EQ(r.at("structuredContent").at("text"), "print(1)\n");
   EXPECT_EQ(r.at("structuredContent").at("trust"), "INTERNAL_TOOL");
 
   // The same workspace is seen by commands: cat with stdin is not
   // available here, but a missing working directory is checked against it.
-  r = child.callTool(8, "sandbox.run_command",
+  r = child.callTool(8, "sandbox_run_command",
                      {{"command", {"true"}}, {"working_directory", "src"}});
   EXPECT_EQ(r.at("isError"), false) << r.dump();
 
-  // artifact.export writes the exported bytes under --export-dir.
-  r = child.callTool(9, "artifact.export", {{"path", "src/main.py"}});
+  // artifact_export writes the exported bytes under --export-dir.
+  r = child.callTool(9, "artifact_export", {{"path", "src/main.py"}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
   const std::string id = r.at("structuredContent").at("artifact_id");
   EXPECT_EQ(r.at("structuredContent").at("sha256"), airlock::sys::sha256Hex("print(1)\n"));
@@ -244,9 +245,97 @@ TEST(McpProcess, SigtermEndsTheSessionAndDestroysTheSandbox) {
 TEST(McpProcess, WithoutAnExportDirExportSaysItIsNotConfigured) {
   McpChild child;
   initialize(child);
-  const json r = child.callTool(2, "artifact.export", {{"text", "x"}});
+  const json r = child.callTool(2, "artifact_export", {{"text", "x"}});
   EXPECT_EQ(r.at("isError"), true);
   EXPECT_THAT(r.at("content")[0].at("text").get<std::string>(), HasSubstr("not available"));
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+// --- While a call runs (the linux mechanism: a command that takes real time) --
+
+json request(int id, const std::string& method, json params = json::object()) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+}
+
+json runCommandCall(int id, std::vector<std::string> command,
+                    std::optional<std::string> progress_token = std::nullopt) {
+  json params{{"name", "sandbox_run_command"}, {"arguments", {{"command", std::move(command)}}}};
+  if (progress_token) params["_meta"] = {{"progressToken", *progress_token}};
+  return request(id, "tools/call", std::move(params));
+}
+
+// Messages up to and including the response with `id` (empty on a hang).
+std::vector<json> receiveUntil(McpChild& child, int id) {
+  std::vector<json> messages;
+  while (auto message = child.receive()) {
+    messages.push_back(*message);
+    if (message->value("id", json()) == id) return messages;
+  }
+  ADD_FAILURE() << "no response with id " << id;
+  return messages;
+}
+
+// Where the response with `id` is in messages (messages.size() if none).
+std::size_t positionOf(const std::vector<json>& messages, int id) {
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].value("id", json()) == id) return i;
+  }
+  return messages.size();
+}
+
+TEST(McpProcessLinux, PingAndToolsListAreAnsweredWhileACallRunsWithProgress) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+  McpChild child({}, "linux");
+  initialize(child);
+  child.send(runCommandCall(2, {"sleep", "4"}, "call-2"));
+  // The first progress notification: the call has started.
+  auto first = child.receive();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->value("method", ""), "notifications/progress") << first->dump();
+  EXPECT_EQ(first->at("params").at("progressToken"), "call-2");
+  child.send(request(3, "ping"));
+  child.send(request(4, "tools/list"));
+  const std::vector<json> messages = receiveUntil(child, 2);
+  ASSERT_FALSE(messages.empty());
+  // Both answered before the call's own response, which comes last.
+  EXPECT_LT(positionOf(messages, 3), messages.size() - 1);
+  EXPECT_LT(positionOf(messages, 4), messages.size() - 1);
+  for (const json& m : messages) {
+    if (!m.contains("id")) {
+      EXPECT_EQ(m.at("params").at("progressToken"), "call-2");
+    }
+  }
+  const json& result = messages.back().at("result");
+  EXPECT_EQ(result.at("isError"), false) << result.dump();
+  EXPECT_EQ(result.at("structuredContent").at("exit_code"), 0);
+  // Without a progressToken: no notification at all before the response.
+  child.send(runCommandCall(5, {"sleep", "3"}));
+  const std::vector<json> plain = receiveUntil(child, 5);
+  ASSERT_EQ(plain.size(), 1u) << plain.front().dump();
+  EXPECT_EQ(plain[0].at("result").at("structuredContent").at("exit_code"), 0);
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(McpProcessLinux, NotificationsCancelledStopsTheRunningCommand) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+  McpChild child({}, "linux");
+  initialize(child);
+  child.send(runCommandCall(2, {"sleep", "600"}, "long"));
+  auto first = child.receive();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->value("method", ""), "notifications/progress") << first->dump();
+  child.send(json{{"jsonrpc", "2.0"},
+                  {"method", "notifications/cancelled"},
+                  {"params", {{"requestId", 2}, {"reason", "test"}}}});
+  // Calls run one at a time: this one's answer comes only once call 2 has
+  // ended, and call 2 itself is not answered (it was cancelled).
+  child.send(runCommandCall(3, {"echo", "after"}));
+  const std::vector<json> messages = receiveUntil(child, 3);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(positionOf(messages, 2), messages.size());
+  EXPECT_EQ(messages.back().at("result").at("structuredContent").at("stdout"), "after\n");
   child.closeInput();
   EXPECT_EQ(child.wait(), 0);
 }

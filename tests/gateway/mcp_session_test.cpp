@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -87,7 +88,7 @@ TEST_F(McpSessionTest, InitializeNeedsAProtocolVersion) {
 TEST_F(McpSessionTest, OnlyPingWorksBeforeInitialize) {
   EXPECT_EQ(request(1, "ping").at("result"), json::object());
   EXPECT_EQ(errorCode(request(2, "tools/list")), kInvalidRequest);
-  EXPECT_EQ(errorCode(request(3, "tools/call", {{"name", "workspace.list"}})), kInvalidRequest);
+  EXPECT_EQ(errorCode(request(3, "tools/call", {{"name", "workspace_list"}})), kInvalidRequest);
 }
 
 TEST_F(McpSessionTest, JsonRpcErrors) {
@@ -112,7 +113,7 @@ TEST_F(McpSessionTest, JsonRpcErrors) {
   EXPECT_EQ(errorCode(request(1, "tools/call", json::object())), kInvalidParams);
   EXPECT_EQ(errorCode(request(1, "tools/call", {{"name", "sandbox.nope"}})), kInvalidParams);
   EXPECT_EQ(errorCode(request(1, "tools/call",
-                              {{"name", "workspace.list"}, {"arguments", json::array()}})),
+                              {{"name", "workspace_list"}, {"arguments", json::array()}})),
             kInvalidParams);
 }
 
@@ -122,8 +123,8 @@ TEST_F(McpSessionTest, JsonRpcErrors) {
 TEST_F(McpSessionTest, AKeyNamedTwiceIsAParseErrorNamingIt) {
   initialize();
   const json twice = sendLine(
-      R"({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "workspace.list",)"
-      R"( "arguments": {"path": "."}, "name": "sandbox.run_command"}})");
+      R"({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "workspace_list",)"
+      R"( "arguments": {"path": "."}, "name": "sandbox_run_command"}})");
   EXPECT_EQ(errorCode(twice), kParseError);
   EXPECT_TRUE(twice.at("id").is_null());
   EXPECT_EQ(twice.at("error").at("message"),
@@ -157,7 +158,7 @@ TEST_F(McpSessionTest, ToolsListCarriesSchemasAndAnnotations) {
     EXPECT_EQ(tool.at("outputSchema").at("type"), "object");
     EXPECT_EQ(tool.at("annotations").at("openWorldHint"), false);
   }
-  EXPECT_EQ(tools[0].at("name"), "sandbox.run_command");
+  EXPECT_EQ(tools[0].at("name"), "sandbox_run_command");
   EXPECT_EQ(tools[0].at("annotations").at("destructiveHint"), true);
   EXPECT_EQ(tools[1].at("annotations").at("readOnlyHint"), true);
 }
@@ -166,7 +167,7 @@ TEST_F(McpSessionTest, OldProtocolVersionsGetNoStructuredContent) {
   initialize("2024-11-05");
   const json tools = request(2, "tools/list").at("result").at("tools");
   EXPECT_FALSE(tools[0].contains("outputSchema"));
-  const json result = call(3, "sandbox.run_command", {{"command", {"echo", "hi"}}});
+  const json result = call(3, "sandbox_run_command", {{"command", {"echo", "hi"}}});
   EXPECT_FALSE(result.contains("structuredContent"));
   EXPECT_EQ(json::parse(result.at("content")[0].at("text").get<std::string>()).at("stdout"),
             "hi\n");
@@ -174,7 +175,7 @@ TEST_F(McpSessionTest, OldProtocolVersionsGetNoStructuredContent) {
 
 TEST_F(McpSessionTest, ToolsCallReturnsStructuredContentAndText) {
   initialize();
-  const json result = call(3, "sandbox.run_command", {{"command", {"echo", "hello", "mcp"}}});
+  const json result = call(3, "sandbox_run_command", {{"command", {"echo", "hello", "mcp"}}});
   EXPECT_EQ(result.at("isError"), false);
   EXPECT_EQ(result.at("structuredContent").at("stdout"), "hello mcp\n");
   EXPECT_EQ(result.at("structuredContent").at("exit_code"), 0);
@@ -186,7 +187,7 @@ TEST_F(McpSessionTest, ToolsCallReturnsStructuredContentAndText) {
 
 TEST_F(McpSessionTest, AToolFailureIsAResultTheModelCanRead) {
   initialize();
-  const json result = call(4, "sandbox.run_command", {{"command", "ls -la"}});
+  const json result = call(4, "sandbox_run_command", {{"command", "ls -la"}});
   EXPECT_EQ(result.at("isError"), true);
   EXPECT_FALSE(result.contains("structuredContent"));
   const std::string text = result.at("content")[0].at("text");
@@ -196,7 +197,7 @@ TEST_F(McpSessionTest, AToolFailureIsAResultTheModelCanRead) {
 
 TEST_F(McpSessionTest, MissingArgumentsMeanAnEmptyObject) {
   initialize();
-  const json r = request(5, "tools/call", {{"name", "workspace.list"}});
+  const json r = request(5, "tools/call", {{"name", "workspace_list"}});
   EXPECT_EQ(r.at("result").at("isError"), false);
   EXPECT_EQ(r.at("result").at("structuredContent").at("entries"), json::array());
 }
@@ -211,7 +212,7 @@ TEST_F(McpSessionTest, BeforeCallCanReplaceTheSandboxAndSaySo) {
   ASSERT_TRUE(session.handleLine(
       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})"));
   auto line = session.handleLine(
-      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workspace.list"}})");
+      R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"workspace_list"}})");
   ASSERT_TRUE(line);
   const json r = json::parse(*line);
   EXPECT_EQ(calls, 1);
@@ -229,7 +230,7 @@ TEST_F(McpSessionTest, ArbitraryLinesGiveWellFormedResponses) {
             rc::gen::arbitrary<std::string>(),
             [](std::string s) { return R"({"jsonrpc":"2.0","id":1,"method":")" + s + R"("})"; }),
         rc::gen::map(rc::gen::arbitrary<std::string>(), [](std::string s) {
-          return R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"workspace.read_text","arguments":{"path":")" +
+          return R"({"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"workspace_read_text","arguments":{"path":")" +
                  s + R"("}}})";
         }));
     auto response = session_.handleLine(line);
@@ -324,6 +325,14 @@ class BlockingEnvironment : public ExecutionEnvironment {
     }
     return inner_.execute(handle, command, cancel);  // cancelled: CANCELLED
   }
+  // Streams one chunk of output at once, then blocks as execute does.
+  Result<ExecutionResult> executeStreaming(const EnvironmentHandle& handle,
+                                           const ExecutionCommand& command,
+                                           const CancelToken* cancel,
+                                           const OutputSink& sink) override {
+    if (sink) sink(OutputStream::kStdout, "partial output\n");
+    return execute(handle, command, cancel);
+  }
   Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override {
     return inner_.cancel(handle, execution_id);
   }
@@ -369,7 +378,7 @@ class McpCancelTest : public ::testing::Test {
         R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
     write(
         R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
-        R"(,"method":"tools/call","params":{"name":"sandbox.run_command","arguments":{"command":["sleep","1000"]}}})");
+        R"(,"method":"tools/call","params":{"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
     blocking_.waitUntilStarted();
   }
 
@@ -402,6 +411,134 @@ TEST_F(McpCancelTest, NotificationsCancelledEndsTheCallWithoutAResponse) {
   ASSERT_EQ(box_.env.history().size(), 1u);
   // A cancellation for a request that is not running changes nothing.
   session_.cancelRequest(json(5));
+}
+
+// Every message written until EOF on the output.
+std::vector<json> readUntilEof(int fd, std::string& buffer) {
+  std::vector<json> messages;
+  while (auto message = readResponse(fd, buffer)) messages.push_back(*message);
+  return messages;
+}
+
+TEST_F(McpCancelTest, PingAndToolsListAreAnsweredWhileACallRuns) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1]); });
+  startLongCall(5);
+  write(R"({"jsonrpc":"2.0","id":6,"method":"ping"})");
+  write(R"({"jsonrpc":"2.0","id":7,"method":"tools/list"})");
+  // Answered while call 5 still runs (it runs until cancelled), and no
+  // progress notification: the call carries no progressToken.
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  auto ping = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(ping);
+  EXPECT_EQ(ping->at("id"), 6);
+  EXPECT_EQ(ping->at("result"), json::object());
+  auto list = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->at("id"), 7);
+  EXPECT_EQ(list->at("result").at("tools").size(), registry_.tools().size());
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}})");
+  in_.closeWrite();
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  EXPECT_TRUE(readUntilEof(out_.fds[0], buffer_).empty());  // nothing for the cancelled 5
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(*ended, StdioEnd::kEndOfInput);
+}
+
+TEST_F(McpCancelTest, ACallWaitingBehindTheRunningOneCanBeCancelled) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1]); });
+  startLongCall(5);
+  write(
+      R"({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"workspace_write_text","arguments":{"path":"x","text":"y"}}})");
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}})");
+  write(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}})");
+  write(R"({"jsonrpc":"2.0","id":7,"method":"ping"})");
+  in_.closeWrite();
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  std::vector<json> ids;
+  for (const json& message : readUntilEof(out_.fds[0], buffer_)) ids.push_back(message.at("id"));
+  EXPECT_EQ(ids, (std::vector<json>{0, 7}));
+  // Call 6 never ran: the file it would have written does not exist.
+  auto ws = box_.env.workspace(box_.handle);
+  ASSERT_TRUE(ws);
+  EXPECT_FALSE((*ws)->read("x").has_value());
+}
+
+TEST_F(McpCancelTest, AProgressTokenGetsProgressNotificationsBeforeTheResult) {
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1], stop_.fds[0]); });
+  write(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
+  write(
+      R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{"progressToken":"tok-9"},"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
+  blocking_.waitUntilStarted();
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  auto progress = readResponse(out_.fds[0], buffer_);  // the first, sent as the call starts
+  ASSERT_TRUE(progress);
+  EXPECT_EQ(progress->at("method"), "notifications/progress");
+  EXPECT_FALSE(progress->contains("id"));
+  EXPECT_EQ(progress->at("params").at("progressToken"), "tok-9");
+  EXPECT_EQ(progress->at("params").at("progress"), 0);
+  ASSERT_TRUE(sys::writeAll(stop_.fds[1], "x", 1));
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  // Any further notifications come before the result, and the result last.
+  const std::vector<json> rest = readUntilEof(out_.fds[0], buffer_);
+  ASSERT_FALSE(rest.empty());
+  for (std::size_t i = 0; i + 1 < rest.size(); ++i) {
+    EXPECT_EQ(rest[i].at("params").at("progressToken"), "tok-9");
+  }
+  EXPECT_EQ(rest.back().at("id"), 9);
+  EXPECT_EQ(rest.back().at("result").at("structuredContent").at("killed_by"), "CANCELLED");
+}
+
+TEST_F(McpCancelTest, OutputBringsAProgressNotificationBeforeTheInterval) {
+  session_.setProgressInterval(std::chrono::hours(1));  // only output can bring a second one
+  Result<StdioEnd> ended = StdioEnd::kOutputClosed;
+  std::thread server([&] { ended = serveStdio(session_, in_.fds[0], out_.fds[1], stop_.fds[0]); });
+  write(
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18"}})");
+  write(
+      R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"progressToken":4},"name":"sandbox_run_command","arguments":{"command":["sleep","1000"]}}})");
+  auto init = readResponse(out_.fds[0], buffer_);
+  ASSERT_TRUE(init);
+  EXPECT_EQ(init->at("id"), 0);
+  for (int expected = 0; expected < 2; ++expected) {
+    auto progress = readResponse(out_.fds[0], buffer_);
+    ASSERT_TRUE(progress);
+    EXPECT_EQ(progress->at("method"), "notifications/progress");
+    EXPECT_EQ(progress->at("params").at("progressToken"), 4);
+    EXPECT_EQ(progress->at("params").at("progress"), expected);
+  }
+  ASSERT_TRUE(sys::writeAll(stop_.fds[1], "x", 1));
+  server.join();
+  ::close(out_.fds[1]);
+  out_.fds[1] = -1;
+  const std::vector<json> rest = readUntilEof(out_.fds[0], buffer_);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].at("id"), 4);
+}
+
+TEST_F(McpCancelTest, AClosedOutputEndsTheSession) {
+  const auto previous = ::signal(SIGPIPE, SIG_IGN);  // EPIPE instead of a signal
+  ::close(out_.fds[0]);
+  out_.fds[0] = -1;
+  write(R"({"jsonrpc":"2.0","id":1,"method":"ping"})");
+  // Still open: the session ends because it cannot answer, not on EOF.
+  auto ended = serveStdio(session_, in_.fds[0], out_.fds[1]);
+  ::signal(SIGPIPE, previous);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(*ended, StdioEnd::kOutputClosed);
 }
 
 TEST_F(McpCancelTest, AStopCancelsTheCallAndStillAnswersIt) {

@@ -81,8 +81,8 @@ TEST(ToolsProperty, ArbitraryArgumentsGiveAResultOrATypedFailure) {
   EXPECT_TRUE(rc::check("every tool, any arguments", [&] {
     testing::FakeSandbox box;
     const auto name =
-        *rc::gen::element<std::string>("sandbox.run_command", "workspace.read_text",
-                                       "workspace.write_text", "workspace.list", "artifact.export");
+        *rc::gen::element<std::string>("sandbox_run_command", "workspace_read_text",
+                                       "workspace_write_text", "workspace_list", "artifact_export");
     const json args = *arguments();
     ToolResult result = registry.call(name, args, box.context);  // noexcept
     if (result) {
@@ -98,7 +98,7 @@ TEST(ToolsProperty, ArbitraryArgumentsGiveAResultOrATypedFailure) {
       if (result.error().isValidation()) RC_ASSERT(!result.error().argument.empty());
     }
     // A command that failed validation never reached the service.
-    if (name == "sandbox.run_command" && !result && result.error().isValidation() &&
+    if (name == "sandbox_run_command" && !result && result.error().isValidation() &&
         result.error().argument != "working_directory") {
       RC_ASSERT(box.env.history().empty());
     }

@@ -1,6 +1,6 @@
 // The model-facing tools over the fake mechanism: run_command's validation in
 // the spec's order and its result shape, the truncation path, the workspace
-// tools, artifact.export, and what the descriptions tell the model.
+// tools, artifact_export, and what the descriptions tell the model.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,7 +35,7 @@ class ToolsTest : public ::testing::Test {
   }
   // The argument named by a validation failure of run_command.
   std::string rejected(const json& arguments) {
-    const ToolFailure f = failure("sandbox.run_command", arguments);
+    const ToolFailure f = failure("sandbox_run_command", arguments);
     EXPECT_EQ(f.code, ErrorCode::kToolValidationError) << f.message;
     EXPECT_THAT(f.message, StartsWith(f.argument.substr(0, f.argument.find('['))));
     return f.argument;
@@ -56,29 +56,29 @@ TEST_F(ToolsTest, RegistersTheFiveToolsWithSchemas) {
     EXPECT_TRUE(static_cast<bool>(tool.call));
   }
   EXPECT_THAT(names,
-              ::testing::ElementsAre("sandbox.run_command", "workspace.read_text",
-                                     "workspace.write_text", "workspace.list", "artifact.export"));
+              ::testing::ElementsAre("sandbox_run_command", "workspace_read_text",
+                                     "workspace_write_text", "workspace_list", "artifact_export"));
 }
 
 TEST_F(ToolsTest, RunCommandDescriptionTellsTheModelWhatItCannotInfer) {
-  const std::string& d = registry_.find("sandbox.run_command")->description;
+  const std::string& d = registry_.find("sandbox_run_command")->description;
   EXPECT_THAT(d, HasSubstr("No network"));
   EXPECT_THAT(d, HasSubstr("connection error"));
   EXPECT_THAT(d, HasSubstr("approved"));
   EXPECT_THAT(d, HasSubstr("discarded when the run finishes or pauses"));
-  EXPECT_THAT(d, HasSubstr("artifact.export"));
+  EXPECT_THAT(d, HasSubstr("artifact_export"));
   EXPECT_THAT(d, HasSubstr("stdout_artifact"));
   EXPECT_THAT(d, HasSubstr(std::to_string(options_.max_output_bytes) + " bytes"));
   EXPECT_THAT(d, HasSubstr("argument vector"));
-  EXPECT_THAT(registry_.find("workspace.write_text")->description, HasSubstr("discarded"));
-  EXPECT_THAT(registry_.find("artifact.export")->description, HasSubstr("attached to your reply"));
+  EXPECT_THAT(registry_.find("workspace_write_text")->description, HasSubstr("discarded"));
+  EXPECT_THAT(registry_.find("artifact_export")->description, HasSubstr("attached to your reply"));
 }
 
 TEST_F(ToolsTest, RunCommandReturnsTheSpecResultShape) {
   box_.env.script(
       {"python3", "make.py"},
       fake::ScriptedBehaviour{.stdout_data = "done\n", .writes = {{"out.csv", "a,b\n"}}});
-  const json r = ok("sandbox.run_command", {{"command", {"python3", "make.py"}}});
+  const json r = ok("sandbox_run_command", {{"command", {"python3", "make.py"}}});
   EXPECT_EQ(r.at("exit_code"), 0);
   EXPECT_EQ(r.at("stdout"), "done\n");
   EXPECT_EQ(r.at("stderr"), "");
@@ -93,13 +93,13 @@ TEST_F(ToolsTest, RunCommandReturnsTheSpecResultShape) {
   EXPECT_EQ(change.at("change"), "CREATED");
   EXPECT_EQ(change.at("size_bytes"), 4);
   EXPECT_EQ(change.at("sha256"), sys::sha256Hex("a,b\n"));
-  for (const auto& field : registry_.find("sandbox.run_command")->output_schema.at("required")) {
+  for (const auto& field : registry_.find("sandbox_run_command")->output_schema.at("required")) {
     EXPECT_TRUE(r.contains(field.get<std::string>())) << field;
   }
 }
 
 TEST_F(ToolsTest, RunCommandReportsTheKillReason) {
-  const json r = ok("sandbox.run_command", {{"command", {"sleep", "100"}}, {"timeout_seconds", 2}});
+  const json r = ok("sandbox_run_command", {{"command", {"sleep", "100"}}, {"timeout_seconds", 2}});
   EXPECT_TRUE(r.at("exit_code").is_null());
   EXPECT_EQ(r.at("killed_by"), "TIMEOUT");
   EXPECT_EQ(r.at("timed_out"), true);
@@ -108,7 +108,7 @@ TEST_F(ToolsTest, RunCommandReportsTheKillReason) {
 // --- Validation, one rule at a time --------------------------------------
 
 TEST_F(ToolsTest, CommandAsAStringTeachesTheVectorForm) {
-  const ToolFailure f = failure("sandbox.run_command", {{"command", "ls -la | wc -l"}});
+  const ToolFailure f = failure("sandbox_run_command", {{"command", "ls -la | wc -l"}});
   EXPECT_EQ(f.code, ErrorCode::kToolValidationError);
   EXPECT_EQ(f.argument, "command");
   EXPECT_THAT(f.message, HasSubstr("argument vector"));
@@ -176,14 +176,14 @@ TEST_F(ToolsTest, TimeoutIsClampedThenFoldedIntoTheMinimumRule) {
   box_.context.remaining_run_budget = std::chrono::seconds(12);
   EXPECT_EQ(planned(60), 12);
   box_.context.remaining_run_budget = std::chrono::seconds(2);
-  const ToolFailure f = failure("sandbox.run_command", {{"command", {"true"}}});
+  const ToolFailure f = failure("sandbox_run_command", {{"command", {"true"}}});
   EXPECT_EQ(f.code, ErrorCode::kExecutionRejected);
   EXPECT_THAT(f.message, HasSubstr("remaining run budget"));
   EXPECT_TRUE(box_.env.history().empty());
 }
 
 TEST_F(ToolsTest, TheCommandSentCarriesTheClampedTimeoutAndTheHardOutputCeiling) {
-  ok("sandbox.run_command", {{"command", {"echo", "hi"}}, {"timeout_seconds", 9999}});
+  ok("sandbox_run_command", {{"command", {"echo", "hi"}}, {"timeout_seconds", 9999}});
   ASSERT_EQ(box_.env.history().size(), 1u);
   const ExecutionCommand sent = box_.env.history()[0];
   EXPECT_EQ(sent.timeout_seconds, 300);
@@ -193,7 +193,7 @@ TEST_F(ToolsTest, TheCommandSentCarriesTheClampedTimeoutAndTheHardOutputCeiling)
 
 TEST_F(ToolsTest, AMissingWorkingDirectoryIsAnArgumentError) {
   const ToolFailure f =
-      failure("sandbox.run_command", {{"command", {"ls"}}, {"working_directory", "nope"}});
+      failure("sandbox_run_command", {{"command", {"ls"}}, {"working_directory", "nope"}});
   EXPECT_EQ(f.code, ErrorCode::kToolValidationError);
   EXPECT_EQ(f.argument, "working_directory");
 }
@@ -206,7 +206,7 @@ TEST_F(ToolsTest, OutputAboveTheLimitIsAnExcerptAndAnArtifact) {
   std::string big;
   for (int i = 0; i < 50; ++i) big += "line " + std::to_string(i) + "\n";
   box_.env.script({"gen"}, fake::ScriptedBehaviour{.stdout_data = big, .stderr_data = "warn\n"});
-  const json r = ok("sandbox.run_command", {{"command", {"gen"}}});
+  const json r = ok("sandbox_run_command", {{"command", {"gen"}}});
 
   EXPECT_EQ(r.at("stderr"), "warn\n");  // fits in its share, whole
   EXPECT_TRUE(r.at("stderr_artifact").is_null());
@@ -235,7 +235,7 @@ TEST_F(ToolsTest, WithoutAnArtifactStoreTruncationWarns) {
   registry_ = builtinTools(options_);
   box_.context.artifacts = nullptr;
   box_.env.script({"gen"}, fake::ScriptedBehaviour{.stdout_data = std::string(500, 'x')});
-  const json r = ok("sandbox.run_command", {{"command", {"gen"}}});
+  const json r = ok("sandbox_run_command", {{"command", {"gen"}}});
   EXPECT_TRUE(r.at("stdout_artifact").is_null());
   EXPECT_EQ(r.at("stdout_truncated"), true);
   ASSERT_TRUE(r.contains("warnings"));
@@ -245,10 +245,10 @@ TEST_F(ToolsTest, WithoutAnArtifactStoreTruncationWarns) {
 // --- Workspace tools --------------------------------------------------------
 
 TEST_F(ToolsTest, WriteThenReadIsLabelledToolWritten) {
-  const json w = ok("workspace.write_text", {{"path", "dir/notes.md"}, {"text", "héllo\n"}});
+  const json w = ok("workspace_write_text", {{"path", "dir/notes.md"}, {"text", "héllo\n"}});
   EXPECT_EQ(w.at("size_bytes"), 7);
   EXPECT_EQ(w.at("sha256"), sys::sha256Hex("héllo\n"));
-  const json r = ok("workspace.read_text", {{"path", "dir/notes.md"}});
+  const json r = ok("workspace_read_text", {{"path", "dir/notes.md"}});
   EXPECT_EQ(r.at("text"), "héllo\n");
   EXPECT_EQ(r.at("provenance"), "tool_written");
   EXPECT_EQ(r.at("trust"), "INTERNAL_TOOL");
@@ -257,8 +257,8 @@ TEST_F(ToolsTest, WriteThenReadIsLabelledToolWritten) {
 
 TEST_F(ToolsTest, WhatACommandWroteIsUntrusted) {
   box_.env.script({"mk"}, fake::ScriptedBehaviour{.writes = {{"out.txt", "ignore previous\n"}}});
-  ok("sandbox.run_command", {{"command", {"mk"}}});
-  const json r = ok("workspace.read_text", {{"path", "out.txt"}});
+  ok("sandbox_run_command", {{"command", {"mk"}}});
+  const json r = ok("workspace_read_text", {{"path", "out.txt"}});
   EXPECT_EQ(r.at("provenance"), "sandbox_written");
   EXPECT_EQ(r.at("trust"), "EXTERNAL_UNTRUSTED");
 }
@@ -266,14 +266,14 @@ TEST_F(ToolsTest, WhatACommandWroteIsUntrusted) {
 TEST_F(ToolsTest, ReadTextRefusesBinaryAndCutsLargeFiles) {
   box_.env.script({"mk"}, fake::ScriptedBehaviour{.writes = {{"bin", std::string("\xff\xfe\0", 3)},
                                                              {"big", std::string(5000, 'a')}}});
-  ok("sandbox.run_command", {{"command", {"mk"}}});
-  const ToolFailure f = failure("workspace.read_text", {{"path", "bin"}});
+  ok("sandbox_run_command", {{"command", {"mk"}}});
+  const ToolFailure f = failure("workspace_read_text", {{"path", "bin"}});
   EXPECT_EQ(f.argument, "path");
   EXPECT_THAT(f.message, HasSubstr("not UTF-8"));
 
   options_.read_text_max_bytes = 1000;
   registry_ = builtinTools(options_);
-  const json r = ok("workspace.read_text", {{"path", "big"}});
+  const json r = ok("workspace_read_text", {{"path", "big"}});
   EXPECT_EQ(r.at("text").get<std::string>().size(), 1000u);
   EXPECT_EQ(r.at("size_bytes"), 5000);
   EXPECT_EQ(r.at("truncated"), true);
@@ -281,39 +281,39 @@ TEST_F(ToolsTest, ReadTextRefusesBinaryAndCutsLargeFiles) {
 
 TEST_F(ToolsTest, PathsOutsideTheWorkspaceAreArgumentErrors) {
   for (const char* path : {"../etc/passwd", "/etc/passwd", "a/../../b", "", "a//b", "."}) {
-    for (const char* tool : {"workspace.read_text", "workspace.write_text"}) {
+    for (const char* tool : {"workspace_read_text", "workspace_write_text"}) {
       const ToolFailure f = failure(tool, {{"path", path}, {"text", "x"}});
       EXPECT_EQ(f.code, ErrorCode::kToolValidationError) << tool << " " << path;
       EXPECT_EQ(f.argument, "path") << tool << " " << path;
       EXPECT_THAT(f.message, StartsWith("path"));
     }
   }
-  EXPECT_EQ(failure("workspace.list", {{"path", "../"}}).argument, "path");
+  EXPECT_EQ(failure("workspace_list", {{"path", "../"}}).argument, "path");
 }
 
 TEST_F(ToolsTest, PathsThatAreNotUtf8ComeBackAsBase64) {
   const std::string name("caf\xe9.txt");  // Latin-1, not UTF-8
-  const json w = ok("workspace.write_text", {{"path", name}, {"text", "x"}});
+  const json w = ok("workspace_write_text", {{"path", name}, {"text", "x"}});
   EXPECT_EQ(w.at("path").at("base64"), "Y2Fm6S50eHQ=");
   EXPECT_NO_THROW((void)w.dump());  // strict: every string is UTF-8
-  const json listed = ok("workspace.list", json::object());
+  const json listed = ok("workspace_list", json::object());
   EXPECT_EQ(listed.at("entries")[0].at("name").at("base64"), "Y2Fm6S50eHQ=");
-  const ToolFailure f = failure("workspace.read_text", {{"path", name}, {std::string("\xff"), 1}});
+  const ToolFailure f = failure("workspace_read_text", {{"path", name}, {std::string("\xff"), 1}});
   EXPECT_EQ(f.argument, "\"\\xff\"");
   EXPECT_NO_THROW((void)json(f.message).dump());
 }
 
 TEST_F(ToolsTest, MissingFilesAreNotFound) {
-  const ToolFailure f = failure("workspace.read_text", {{"path", "missing.txt"}});
+  const ToolFailure f = failure("workspace_read_text", {{"path", "missing.txt"}});
   EXPECT_EQ(f.code, ErrorCode::kNotFound);
   EXPECT_EQ(f.argument, "path");
   EXPECT_THAT(f.message, HasSubstr("missing.txt"));
 }
 
 TEST_F(ToolsTest, ListShowsEntriesSortedAndCapped) {
-  ok("workspace.write_text", {{"path", "b.txt"}, {"text", "bb"}});
-  ok("workspace.write_text", {{"path", "a/x.txt"}, {"text", "x"}});
-  const json root = ok("workspace.list", json::object());
+  ok("workspace_write_text", {{"path", "b.txt"}, {"text", "bb"}});
+  ok("workspace_write_text", {{"path", "a/x.txt"}, {"text", "x"}});
+  const json root = ok("workspace_list", json::object());
   ASSERT_EQ(root.at("entries").size(), 2u);
   EXPECT_EQ(root.at("entries")[0].at("name"), "a");
   EXPECT_EQ(root.at("entries")[0].at("type"), "directory");
@@ -324,18 +324,18 @@ TEST_F(ToolsTest, ListShowsEntriesSortedAndCapped) {
 
   options_.list_max_entries = 1;
   registry_ = builtinTools(options_);
-  const json capped = ok("workspace.list", {{"path", "."}});
+  const json capped = ok("workspace_list", {{"path", "."}});
   EXPECT_EQ(capped.at("entries").size(), 1u);
   EXPECT_EQ(capped.at("total_entries"), 2);
   EXPECT_EQ(capped.at("truncated"), true);
 }
 
-// --- artifact.export --------------------------------------------------------
+// --- artifact_export --------------------------------------------------------
 
 TEST_F(ToolsTest, ExportAWorkspaceFile) {
   box_.env.script({"mk"}, fake::ScriptedBehaviour{.writes = {{"out/report.csv", "a,b\n1,2\n"}}});
-  ok("sandbox.run_command", {{"command", {"mk"}}});
-  const json ref = ok("artifact.export", {{"path", "out/report.csv"}});
+  ok("sandbox_run_command", {{"command", {"mk"}}});
+  const json ref = ok("artifact_export", {{"path", "out/report.csv"}});
   EXPECT_EQ(ref.at("sha256"), sys::sha256Hex("a,b\n1,2\n"));
   EXPECT_EQ(ref.at("size_bytes"), 8);
   EXPECT_EQ(ref.at("media_type"), "text/csv; charset=utf-8");
@@ -349,7 +349,7 @@ TEST_F(ToolsTest, ExportAWorkspaceFile) {
 }
 
 TEST_F(ToolsTest, ExportText) {
-  const json ref = ok("artifact.export", {{"text", "# Summary\n"}, {"filename", "summary.md"}});
+  const json ref = ok("artifact_export", {{"text", "# Summary\n"}, {"filename", "summary.md"}});
   const auto stored = box_.exporter.stored();
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].bytes, "# Summary\n");
@@ -358,21 +358,27 @@ TEST_F(ToolsTest, ExportText) {
 }
 
 TEST_F(ToolsTest, ExportArgumentErrors) {
-  EXPECT_EQ(failure("artifact.export", json::object()).argument, "path");
-  EXPECT_EQ(failure("artifact.export", {{"path", "a"}, {"text", "b"}}).argument, "path");
-  EXPECT_EQ(failure("artifact.export", {{"text", "b"}, {"filename", "../x"}}).argument, "filename");
-  EXPECT_EQ(failure("artifact.export", {{"text", "b"}, {"media_type", "a\nb"}}).argument,
+  // Exactly one of path and text: the schema cannot say it (no top-level
+  // oneOf), so the tool does, naming both fields.
+  const ToolFailure neither = failure("artifact_export", json::object());
+  EXPECT_EQ(neither.argument, "path");
+  EXPECT_THAT(neither.message, StartsWith("path and text: give exactly one of them"));
+  const ToolFailure both = failure("artifact_export", {{"path", "a"}, {"text", "b"}});
+  EXPECT_EQ(both.argument, "path");
+  EXPECT_THAT(both.message, HasSubstr("exactly one of them, not both"));
+  EXPECT_EQ(failure("artifact_export", {{"text", "b"}, {"filename", "../x"}}).argument, "filename");
+  EXPECT_EQ(failure("artifact_export", {{"text", "b"}, {"media_type", "a\nb"}}).argument,
             "media_type");
-  EXPECT_EQ(failure("artifact.export", {{"path", "../x"}}).argument, "path");
-  EXPECT_EQ(failure("artifact.export", {{"path", "nope"}}).code, ErrorCode::kNotFound);
+  EXPECT_EQ(failure("artifact_export", {{"path", "../x"}}).argument, "path");
+  EXPECT_EQ(failure("artifact_export", {{"path", "nope"}}).code, ErrorCode::kNotFound);
   box_.context.artifacts = nullptr;
-  EXPECT_EQ(failure("artifact.export", {{"text", "b"}}).code, ErrorCode::kExecutionUnavailable);
+  EXPECT_EQ(failure("artifact_export", {{"text", "b"}}).code, ErrorCode::kExecutionUnavailable);
   EXPECT_TRUE(box_.exporter.stored().empty());
 }
 
 TEST_F(ToolsTest, StoreFailuresPassThrough) {
   box_.exporter.fail_with = Error{ErrorCode::kExecutionRejected, 0, "tenant byte cap reached"};
-  const ToolFailure f = failure("artifact.export", {{"text", "b"}});
+  const ToolFailure f = failure("artifact_export", {{"text", "b"}});
   EXPECT_EQ(f.code, ErrorCode::kExecutionRejected);
   EXPECT_THAT(f.message, HasSubstr("tenant byte cap"));
 }
@@ -382,17 +388,17 @@ TEST_F(ToolsTest, StoreFailuresPassThrough) {
 TEST_F(ToolsTest, UnknownToolAndForeignContextAreRefused) {
   EXPECT_EQ(failure("sandbox.rm_rf", json::object()).argument, "name");
   box_.context.tenant_id = "tenant-b";
-  EXPECT_EQ(failure("workspace.list", json::object()).code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(failure("workspace_list", json::object()).code, ErrorCode::kExecutionRejected);
   box_.context.tenant_id = "tenant-a";
   box_.context.execution = nullptr;
-  EXPECT_EQ(failure("workspace.list", json::object()).code, ErrorCode::kExecutionRejected);
+  EXPECT_EQ(failure("workspace_list", json::object()).code, ErrorCode::kExecutionRejected);
 }
 
 TEST_F(ToolsTest, ADestroyedSandboxIsAFailureNotACrash) {
   ASSERT_TRUE(box_.env.destroy(box_.handle).has_value());
-  EXPECT_EQ(failure("sandbox.run_command", {{"command", {"true"}}}).code,
+  EXPECT_EQ(failure("sandbox_run_command", {{"command", {"true"}}}).code,
             ErrorCode::kEnvironmentGone);
-  EXPECT_EQ(failure("workspace.list", json::object()).code, ErrorCode::kEnvironmentGone);
+  EXPECT_EQ(failure("workspace_list", json::object()).code, ErrorCode::kEnvironmentGone);
 }
 
 }  // namespace

@@ -512,36 +512,36 @@ TEST_F(ApiTest, ToolsAreListedWithSchemasAndCalledInTheEnvironmentsScope) {
     EXPECT_TRUE(t["input_schema"].is_object()) << t["name"];
     EXPECT_FALSE(t["description"].get<std::string>().empty());
   }
-  for (const char* expected : {"sandbox.run_command", "workspace.read_text", "workspace.write_text",
-                               "workspace.list", "artifact.export"})
+  for (const char* expected : {"sandbox_run_command", "workspace_read_text", "workspace_write_text",
+                               "workspace_list", "artifact_export"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
 
   const std::string id = provision();
   auto run = call(
-      "POST", "/v1/tools/sandbox.run_command",
+      "POST", "/v1/tools/sandbox_run_command",
       json{{"environment_id", id}, {"arguments", {{"command", {"echo", "via", "tool"}}}}}.dump());
   ASSERT_EQ(run.status, 200) << run.body;
   EXPECT_NE(run.body.find("via tool"), std::string::npos) << run.body;
   // The spec's validation: a shell string is refused naming the argument.
-  auto bad = call("POST", "/v1/tools/sandbox.run_command",
+  auto bad = call("POST", "/v1/tools/sandbox_run_command",
                   json{{"environment_id", id}, {"arguments", {{"command", "ls -la"}}}}.dump());
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(json::parse(bad.body)["error"]["argument"], "command");
   auto write =
-      call("POST", "/v1/tools/workspace.write_text",
+      call("POST", "/v1/tools/workspace_write_text",
            json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}, {"text", "hello"}}}}
                .dump());
   EXPECT_EQ(write.status, 200) << write.body;
-  auto read = call("POST", "/v1/tools/workspace.read_text",
+  auto read = call("POST", "/v1/tools/workspace_read_text",
                    json{{"environment_id", id}, {"arguments", {{"path", "notes.md"}}}}.dump());
   ASSERT_EQ(read.status, 200) << read.body;
   EXPECT_NE(read.body.find("hello"), std::string::npos);
   EXPECT_EQ(call("POST", "/v1/tools/no.such.tool", json{{"environment_id", id}}.dump()).status,
             404);
   EXPECT_EQ(
-      call("POST", "/v1/tools/workspace.list", json{{"environment_id", "nope"}}.dump()).status,
+      call("POST", "/v1/tools/workspace_list", json{{"environment_id", "nope"}}.dump()).status,
       404);
-  EXPECT_EQ(call("POST", "/v1/tools/workspace.list", "[]").status, 400);
+  EXPECT_EQ(call("POST", "/v1/tools/workspace_list", "[]").status, 400);
 }
 
 // Every JSON route refuses a top-level key it does not read, with 400
@@ -583,7 +583,7 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
   EXPECT_EQ(code(lease), "bad_request");
   EXPECT_EQ(api_->leases().current("t1", "r1"), std::nullopt) << "the lease was not renewed";
 
-  auto tool = call("POST", "/v1/tools/workspace.list",
+  auto tool = call("POST", "/v1/tools/workspace_list",
                    json{{"environment_id", id}, {"argument", {{"path", "."}}}}.dump());
   EXPECT_EQ(tool.status, 400);
   EXPECT_EQ(code(tool), "bad_request");
@@ -631,7 +631,7 @@ TEST_F(ApiTest, AKeyNamedTwiceIsRefusedByNameOnEveryJsonRoute) {
       << lease.body;
   EXPECT_EQ(api_->leases().current("t1", "r1"), std::nullopt) << "the lease was not renewed";
   auto tool =
-      call("POST", "/v1/tools/workspace.list",
+      call("POST", "/v1/tools/workspace_list",
            R"({"environment_id": ")" + id + R"(", "arguments": {"path": ".", "path": "/"}})");
   EXPECT_EQ(tool.status, 400);
   EXPECT_EQ(code(tool), "tool_validation_error");

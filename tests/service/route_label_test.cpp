@@ -16,7 +16,7 @@ namespace {
 TEST(RouteLabel, EveryRouteMapsToItsPattern) {
   for (const Route& route : routes()) {
     // Every {name} replaced by values a client might send, encoded or not.
-    for (const char* value : {"0190abc", "secret%20name", "sandbox.run_command", "exec-7"}) {
+    for (const char* value : {"0190abc", "secret%20name", "sandbox_run_command", "exec-7"}) {
       const std::string path =
           std::regex_replace(std::string(route.pattern), std::regex(R"(\{[a-z_]+\})"), value);
       EXPECT_EQ(routeLabel(path), route.pattern) << path;
@@ -31,7 +31,7 @@ TEST(RouteLabel, EveryRouteMapsToItsPattern) {
        "/v1/environments/{environment_id}/executions/{execution_id}/cancel"},
       {"/v1/runs/run-7/lease", "/v1/runs/{run_id}/lease"},
       {"/v1/artifacts/0190-artifact/content", "/v1/artifacts/{artifact_id}/content"},
-      {"/v1/tools/sandbox.run_command", "/v1/tools/{name}"},
+      {"/v1/tools/sandbox_run_command", "/v1/tools/{name}"},
       {"/v1/schedule-fires/ack", "/v1/schedule-fires/ack"},
   };
   for (const auto& [path, label] : cases) EXPECT_EQ(routeLabel(path), label) << path;

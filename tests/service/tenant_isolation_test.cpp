@@ -380,7 +380,7 @@ std::vector<Row> rows() {
                200, "", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
   t.push_back({"/v1/tools/{name}", "POST",
                [](const World& w, const std::string& tenant) {
-                 return Call{"POST", "/v1/tools/workspace.read_text",
+                 return Call{"POST", "/v1/tools/workspace_read_text",
                              json{{"environment_id", w.a_env},
                                   {"tenant_id", tenant},
                                   {"arguments", {{"path", "secret.txt"}}}}
@@ -498,7 +498,7 @@ TEST(TenantIsolation, ATenantNamedWhereTheRouteTakesNoneIsRefused) {
   // A tool call's tenant is its body's too: a query tenant_id does not let
   // the body name another tenant's environment.
   const HttpResponse tool =
-      w.call("POST", "/v1/tools/workspace.list?tenant_id=tenant-b",
+      w.call("POST", "/v1/tools/workspace_list?tenant_id=tenant-b",
              json{{"environment_id", w.a_env}, {"arguments", {{"path", "."}}}}.dump());
   EXPECT_EQ(tool.status, 400) << tool.body;
   EXPECT_EQ(tool.body.find("secret.txt"), std::string::npos) << tool.body;

@@ -416,7 +416,7 @@ class AirlockClient:
         arguments: Optional[Mapping[str, Any]] = None,
         tenant_id: Optional[str] = None,
     ) -> Any:
-        """POST /v1/tools/{name}: calls one tool (e.g. "workspace.read_text")
+        """POST /v1/tools/{name}: calls one tool (e.g. "workspace_read_text")
         with the model's ``arguments`` in the environment's tenant and run,
         and returns its result. A refusal raises the error of its code (a
         bad argument: ToolValidationError). With ``tenant_id`` the call is

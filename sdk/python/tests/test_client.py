@@ -297,15 +297,15 @@ class ClientTest(unittest.TestCase):
 
     def test_tools_are_listed_and_called_in_the_environments_tenant(self):
         names = {tool["name"] for tool in self.client.list_tools()}
-        self.assertLessEqual({"sandbox.run_command", "workspace.read_text", "workspace.write_text"}, names)
+        self.assertLessEqual({"sandbox_run_command", "workspace_read_text", "workspace_write_text"}, names)
         with self.client.environment(TENANT, unique_run()) as env:
-            env.call_tool("workspace.write_text", {"path": "notes.md", "text": "hello"})
-            read = self.client.call_tool("workspace.read_text", env.id, {"path": "notes.md"}, tenant_id=TENANT)
+            env.call_tool("workspace_write_text", {"path": "notes.md", "text": "hello"})
+            read = self.client.call_tool("workspace_read_text", env.id, {"path": "notes.md"}, tenant_id=TENANT)
             self.assertIn("hello", str(read))
             with self.assertRaises(NotFoundError):
-                self.client.call_tool("workspace.read_text", env.id, {"path": "notes.md"}, tenant_id="other")
+                self.client.call_tool("workspace_read_text", env.id, {"path": "notes.md"}, tenant_id="other")
             with self.assertRaises(ToolValidationError):
-                env.call_tool("sandbox.run_command", {"command": "ls -la"})
+                env.call_tool("sandbox_run_command", {"command": "ls -la"})
 
     def test_connection_error(self):
         with socket.socket() as s:

@@ -1,4 +1,4 @@
-// The execution side of artifact.export of a workspace path (spec 000,
+// The execution side of artifact_export of a workspace path (spec 000,
 // "ArtifactStore": both sides compute the digest; red-team cases B05, B10, B32).
 // Separate target (airlock_artifacts_export): it reads workspaces, which
 // the store and its repositories never do.
@@ -37,7 +37,7 @@ Result<WorkspaceExport> asWorkspaceExport(Result<WorkspaceFileStream> opened);
 Result<WorkspaceExport> openWorkspaceExport(WorkspaceHandle& workspace, const std::string& path,
                                             std::int64_t max_bytes = kDefaultMaxArtifactBytes);
 
-// artifact.export of an opened workspace file: asWorkspaceExport +
+// artifact_export of an opened workspace file: asWorkspaceExport +
 // writer.create with trust EXTERNAL_UNTRUSTED (bytes a sandbox could have
 // written).
 Result<ArtifactRef> exportWorkspaceFile(ArtifactWriter& writer, Result<WorkspaceFileStream> opened,

@@ -31,7 +31,7 @@ void logLine(const std::string& text) {
   writeOut(STDERR_FILENO, line);
 }
 
-// artifact.export for a local session: each artifact becomes
+// artifact_export for a local session: each artifact becomes
 // DIR/<artifact_id>/<filename>, written once (O_EXCL), never following a
 // symlink, with the filename reduced to a safe single component.
 class DirectoryExporter final : public gateway::ArtifactExporter {
@@ -99,7 +99,7 @@ class DirectoryExporter final : public gateway::ArtifactExporter {
 constexpr const char* kInstructions =
     "These tools run commands in one Airlock sandbox that belongs to this session: a Linux "
     "environment with hard limits, no network, and an empty /workspace. Files in the "
-    "workspace are temporary and disappear when the session ends; use artifact.export to "
+    "workspace are temporary and disappear when the session ends; use artifact_export to "
     "hand a file to the user. Commands are argument vectors, not shell strings.";
 
 }  // namespace

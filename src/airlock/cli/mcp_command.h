@@ -24,8 +24,8 @@ struct McpFlags {
   // cap is four times it), --mechanism, -v. `argv`, --json and --stdin are
   // not used.
   RunFlags run;
-  // Where artifact.export writes: DIR/<artifact_id>/<filename>. Without it
-  // artifact.export reports that exporting is not configured.
+  // Where artifact_export writes: DIR/<artifact_id>/<filename>. Without it
+  // artifact_export reports that exporting is not configured.
   std::optional<std::string> export_dir;
 };
 

@@ -194,7 +194,7 @@ class McpCommand final : public Command {
              formatSize(kDefaultMaximumOutputBytes) + "); the rest is exported",
          "Seed /workspace of the session's sandbox from a directory or tar/zip archive"});
     addText(app, "--export-dir", flags_.export_dir, "DIR",
-            "Where artifact.export writes files (DIR/<artifact_id>/<filename>)");
+            "Where artifact_export writes files (DIR/<artifact_id>/<filename>)");
     addMechanismFlag(app, flags_.run.mechanism);
     app.add_flag("-v,--verbose", flags_.run.verbose,
                  "Log the sandbox's lifecycle on stderr (stdout carries only MCP messages)");

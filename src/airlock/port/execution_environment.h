@@ -89,7 +89,7 @@ class WorkspaceHandle {
   // The path passes the same lexical check as the other methods
   // (WorkspaceEscape when refused); ExecutionRejected when the handle is gone.
   virtual Result<WorkspaceProvenance> provenance(const std::string& path) = 0;
-  // One regular file as a byte stream, for export (artifact.export): its
+  // One regular file as a byte stream, for export (artifact_export): its
   // size and SHA-256 measured at open (bounded by max_bytes), its bytes
   // pulled in chunks afterwards, so an export never needs a host fd and the
   // port can cross a wire. Errors: WorkspaceEscape (the path, or a symlink as

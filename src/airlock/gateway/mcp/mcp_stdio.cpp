@@ -17,10 +17,99 @@
 namespace airlock::gateway::mcp {
 namespace {
 
-bool writeLine(int fd, std::string line) {
-  line.push_back('\n');
-  return sys::writeAll(fd, line.data(), line.size());
-}
+// The one writer of out_fd: responses (handler and worker) and progress
+// notifications (a call's ticker) are written whole, one at a time. The
+// first failed write (the client is gone) cancels the call in progress and
+// tells the reader to stop; every later write is dropped.
+class Writer {
+ public:
+  Writer(Session& session, int out_fd, int quit_fd)
+      : session_(session), out_fd_(out_fd), quit_fd_(quit_fd) {}
+
+  void write(std::string line) {
+    std::lock_guard lock(mu_);
+    if (failed_) return;
+    line.push_back('\n');
+    if (sys::writeAll(out_fd_, line.data(), line.size())) return;
+    failed_ = true;
+    session_.cancelInFlight();
+    const std::uint64_t one = 1;
+    (void)sys::writeAll(quit_fd_, &one, sizeof one);
+  }
+  bool failed() {
+    std::lock_guard lock(mu_);
+    return failed_;
+  }
+
+ private:
+  Session& session_;
+  const int out_fd_;
+  const int quit_fd_;
+  std::mutex mu_;
+  bool failed_ = false;  // guarded by mu_
+};
+
+// At most this many accepted tools/call wait behind the running one; more
+// are refused (Session::busyError) rather than making the reader wait, so
+// that ping and cancellations are always read.
+constexpr std::size_t kMaxWaitingCalls = 32;
+
+// Runs tools/call one at a time, in the order accepted, on a thread of its
+// own, and writes each response through the writer.
+class Worker {
+ public:
+  Worker(Session& session, Writer& writer)
+      : session_(session), writer_(writer), thread_([this] { run(); }) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() { finish(/*drop_waiting=*/true); }
+
+  // False when kMaxWaitingCalls already wait.
+  bool push(PendingCall call) {
+    {
+      std::lock_guard lock(mu_);
+      if (waiting_.size() >= kMaxWaitingCalls) return false;
+      waiting_.push_back(std::move(call));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  // Returns once the call running and, unless drop_waiting, every waiting
+  // one has been answered.
+  void finish(bool drop_waiting) {
+    {
+      std::lock_guard lock(mu_);
+      closing_ = true;
+      if (drop_waiting) waiting_.clear();
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    const Notify notify = [this](std::string line) { writer_.write(std::move(line)); };
+    for (;;) {
+      PendingCall call;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return closing_ || !waiting_.empty(); });
+        if (waiting_.empty()) return;
+        call = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      if (auto response = session_.runCall(std::move(call), notify)) writer_.write(*response);
+    }
+  }
+
+  Session& session_;
+  Writer& writer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PendingCall> waiting_;  // guarded by mu_
+  bool closing_ = false;             // guarded by mu_
+  std::thread thread_;               // last: started once the rest exists
+};
 
 // Bytes of messages read and not yet handled above which the reader stops
 // reading (the client waits in its write).
@@ -33,9 +122,8 @@ struct Item {
   std::string line;
 };
 
-// The reader thread: frames stdin into lines, handles cancellation at once
-// (it must reach a call that the handler thread is blocked in), and queues
-// everything else in order.
+// The reader thread: frames stdin into lines and queues them in order for
+// the handler; a stop request cancels the call in progress at once.
 class Reader {
  public:
   Reader(Session& session, int in_fd, int stop_fd, int quit_fd, std::size_t max_message_bytes)
@@ -107,13 +195,7 @@ class Reader {
   int readErrno() const { return read_errno_; }
 
  private:
-  void deliver(std::string line) {
-    if (auto id = Session::cancelledRequestOf(line)) {
-      session_.cancelRequest(*id);
-      return;
-    }
-    push(Item{Item::Kind::kLine, std::move(line)});
-  }
+  void deliver(std::string line) { push(Item{Item::Kind::kLine, std::move(line)}); }
 
   void push(Item item) {
     std::unique_lock lock(mu_);
@@ -160,50 +242,59 @@ class Reader {
 
 }  // namespace
 
+namespace {
+
+// The handler: takes the reader's lines in order, answers each at once or
+// hands a tools/call to the worker. Returns when the reader ends.
+void handleLines(Session& session, Reader& reader, Writer& writer, Worker& worker,
+                 std::size_t max_message_bytes) {
+  for (;;) {
+    Item item = reader.next();
+    if (item.kind == Item::Kind::kEnd) return;
+    if (writer.failed()) continue;  // draining until the reader stops
+    if (item.kind == Item::Kind::kOversized) {
+      writer.write(Session::oversizedLineError(max_message_bytes));
+      continue;
+    }
+    std::string_view line = item.line;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    Accepted accepted = session.accept(line);
+    if (accepted.call) {
+      const nlohmann::json id = accepted.call->id;
+      if (!worker.push(std::move(*accepted.call))) {
+        session.forgetCall(id);
+        writer.write(Session::busyError(id, kMaxWaitingCalls));
+      }
+    } else if (accepted.response) {
+      writer.write(std::move(*accepted.response));
+    }
+  }
+}
+
+}  // namespace
+
 Result<StdioEnd> serveStdio(Session& session, int in_fd, int out_fd, int stop_fd,
                             std::size_t max_message_bytes) {
-  // Tells the reader to stop when the handler ends first (output closed).
+  // Tells the reader to stop when the output is closed.
   sys::UniqueFd quit(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!quit.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "mcp: eventfd", errno);
 
+  Writer writer(session, out_fd, quit.get());
   Reader reader(session, in_fd, stop_fd, quit.get(), max_message_bytes);
   std::thread thread([&reader] { reader.run(); });
-
-  StdioEnd end = StdioEnd::kEndOfInput;
-  bool reader_done = false;
-  for (;;) {
-    Item item = reader.next();
-    if (item.kind == Item::Kind::kEnd) {
-      reader_done = true;
-      end = reader.end();
-      break;
-    }
-    std::optional<std::string> response;
-    if (item.kind == Item::Kind::kOversized) {
-      response = Session::oversizedLineError(max_message_bytes);
-    } else {
-      std::string_view line = item.line;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-      response = session.handleLine(line);
-    }
-    if (response && !writeLine(out_fd, std::move(*response))) {
-      end = StdioEnd::kOutputClosed;
-      break;
-    }
-  }
-  if (!reader_done) {
-    const std::uint64_t one = 1;
-    (void)sys::writeAll(quit.get(), &one, sizeof one);
-    // Drain until the reader's end marker so that it is not blocked pushing.
-    while (reader.next().kind != Item::Kind::kEnd) {
-    }
+  {
+    Worker worker(session, writer);
+    handleLines(session, reader, writer, worker, max_message_bytes);
+    // EOF lets the waiting calls run; a stop or a closed output drops them.
+    worker.finish(/*drop_waiting=*/reader.end() == StdioEnd::kStopped || writer.failed());
   }
   thread.join();
-  if (end == StdioEnd::kEndOfInput && reader.readErrno() != 0) {
+  if (writer.failed()) return StdioEnd::kOutputClosed;
+  if (reader.end() == StdioEnd::kEndOfInput && reader.readErrno() != 0) {
     return failErrno(ErrorCode::kExecutionUnavailable, "mcp: reading stdin", reader.readErrno());
   }
-  return end;
+  return reader.end();
 }
 
 }  // namespace airlock::gateway::mcp

@@ -11,7 +11,7 @@
 namespace airlock::gateway::mcp {
 
 // A line longer than this is dropped (up to its newline) and answered with
-// Session::oversizedLineError. Large enough for a workspace.write_text of
+// Session::oversizedLineError. Large enough for a workspace_write_text of
 // ToolOptions::write_text_max_bytes with JSON escaping.
 inline constexpr std::size_t kMaxMessageBytes = std::size_t{64} << 20;
 
@@ -27,11 +27,19 @@ enum class StdioEnd {
 // removed from a line; empty lines are skipped; a final line without '\n'
 // at EOF is still handled (EOF lets queued requests finish first).
 //
-// Messages are handled one at a time, in order, on the calling thread; a
-// reader thread frames the input meanwhile, so that while a tools/call runs
-// a `notifications/cancelled` for it cancels it (Session::cancelRequest),
-// and stop_fd becoming readable cancels it (Session::cancelInFlight), drops
-// requests not yet started and ends the session.
+// Three threads: a reader frames the input; the calling thread handles the
+// lines in order, answering at once everything but tools/call (ping,
+// tools/list, initialize, errors; a `notifications/cancelled` reaches
+// Session::cancelRequest); a worker runs the tools/call one at a time in
+// the order received (at most 32 waiting; more get Session::busyError).
+// Responses and a call's progress notifications go through one writer, a
+// whole line at a time, so a ping is answered while a long call runs and
+// responses may come out of request order. stop_fd becoming readable
+// cancels the running call (Session::cancelInFlight; its response is still
+// written), drops requests and calls not yet started and ends the session.
+// At EOF the waiting calls still run and are answered before it returns.
+// A failed write (the client is gone) cancels the running call and ends
+// the session: kOutputClosed.
 // ExecutionUnavailable when reading fails for another reason than EOF.
 Result<StdioEnd> serveStdio(Session& session, int in_fd, int out_fd, int stop_fd = -1,
                             std::size_t max_message_bytes = kMaxMessageBytes);

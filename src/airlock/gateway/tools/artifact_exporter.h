@@ -17,9 +17,9 @@ namespace airlock::gateway {
 
 // The spec's ArtifactOrigin values a tool can produce.
 enum class ExportOrigin {
-  kSandboxExport,  // artifact.export of a workspace path: "SANDBOX_EXPORT"
-  kModelOutput,    // artifact.export of text the model wrote: "MODEL_OUTPUT"
-  kToolOutput,     // the truncation path of sandbox.run_command: "TOOL_OUTPUT"
+  kSandboxExport,  // artifact_export of a workspace path: "SANDBOX_EXPORT"
+  kModelOutput,    // artifact_export of text the model wrote: "MODEL_OUTPUT"
+  kToolOutput,     // the truncation path of sandbox_run_command: "TOOL_OUTPUT"
 };
 std::string_view exportOriginName(ExportOrigin origin) noexcept;
 

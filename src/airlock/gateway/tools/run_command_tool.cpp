@@ -1,4 +1,4 @@
-// sandbox.run_command (spec 000, "sandbox.run_command"). Validation runs
+// sandbox_run_command (spec 000, "sandbox.run_command"). Validation runs
 // wholly before the execution service is touched, in the spec's order; see
 // tool_registry.h (planRunCommand) for the list.
 #include <cmath>
@@ -236,7 +236,13 @@ ToolResult runCommand(const json& arguments, ToolContext& context, const ToolOpt
   auto command = planRunCommand(arguments, context, options);
   if (!command) return tl::unexpected(command.error());
 
-  auto executed = context.execution->execute(context.environment, *command, context.cancel);
+  auto executed = context.on_output
+                      ? context.execution->executeStreaming(
+                            context.environment, *command, context.cancel,
+                            [&context](ExecutionEnvironment::OutputStream, std::string_view) {
+                              context.on_output();
+                            })
+                      : context.execution->execute(context.environment, *command, context.cancel);
   if (!executed) {
     const Error& error = executed.error();
     // The service's own refusals of the command (a working directory that

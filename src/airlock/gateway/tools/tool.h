@@ -63,12 +63,16 @@ struct ToolContext {
   // (a mismatch is ExecutionRejected before anything is touched).
   EnvironmentHandle environment;
   ExecutionEnvironment* execution = nullptr;  // required
-  // Where artifact.export and the run_command truncation path put bytes;
-  // nullptr: artifact.export fails with ExecutionUnavailable, and truncated
+  // Where artifact_export and the run_command truncation path put bytes;
+  // nullptr: artifact_export fails with ExecutionUnavailable, and truncated
   // output is returned as an excerpt only (with a warning).
   ArtifactExporter* artifacts = nullptr;
-  // Cancels a running sandbox.run_command (killed_by CANCELLED).
+  // Cancels a running sandbox_run_command (killed_by CANCELLED).
   const CancelToken* cancel = nullptr;
+  // Called each time a running sandbox_run_command produces output, on the
+  // thread running it (ExecutionEnvironment::OutputSink's rules: it must not
+  // block). Empty: the command runs without streaming.
+  std::function<void()> on_output;
   // Inputs to the timeout rule (core/timeout_rule.h) the tool cannot know:
   // the environment's limits.wall_clock_seconds (nullopt: the hard cap
   // alone) and the run's remaining budget (nullopt: no run deadline).
@@ -77,7 +81,7 @@ struct ToolContext {
 };
 
 // Operator settings of the tool layer. Defaults are the spec's declared
-// values for sandbox.run_command (timeout_s 300, max_output_bytes 1 MiB).
+// values for sandbox_run_command (timeout_s 300, max_output_bytes 1 MiB).
 struct ToolOptions {
   std::chrono::seconds service_hard_cap{1800};
   std::chrono::seconds declared_timeout{300};
@@ -87,16 +91,16 @@ struct ToolOptions {
   // the command) is four times this: the spec's hard ceiling.
   std::int64_t max_output_bytes = 1048576;
   std::chrono::seconds minimum_floor{5};         // remaining budget under it: not started
-  std::int64_t read_text_max_bytes = 1048576;    // workspace.read_text returns at most this
-  std::int64_t write_text_max_bytes = 16 << 20;  // workspace.write_text accepts at most this
-  std::int64_t list_max_entries = 1000;          // workspace.list returns at most this
+  std::int64_t read_text_max_bytes = 1048576;    // workspace_read_text returns at most this
+  std::int64_t write_text_max_bytes = 16 << 20;  // workspace_write_text accepts at most this
+  std::int64_t list_max_entries = 1000;          // workspace_list returns at most this
 };
 
 using ToolFunction =
     std::function<ToolResult(const nlohmann::json& arguments, ToolContext& context)>;
 
 struct Tool {
-  std::string name;              // "sandbox.run_command"
+  std::string name;              // "sandbox_run_command"
   std::string title;             // short human-readable name
   std::string description;       // what the model reads
   nlohmann::json input_schema;   // JSON Schema (draft 2020-12) of the arguments object

@@ -2,12 +2,12 @@
 // transports call (HTTP `/v1/tools/{name}`, MCP `tools/call`).
 //
 // builtinTools() registers, in this order:
-//   sandbox.run_command  run an argument vector in the sandbox (spec 000,
+//   sandbox_run_command  run an argument vector in the sandbox (spec 000,
 //                        "sandbox.run_command": validation order, result shape)
-//   workspace.read_text  read a UTF-8 file of the workspace
-//   workspace.write_text create or replace a UTF-8 file of the workspace
-//   workspace.list       list a workspace directory
-//   artifact.export      make a workspace file, or text, an artifact the user
+//   workspace_read_text  read a UTF-8 file of the workspace
+//   workspace_write_text create or replace a UTF-8 file of the workspace
+//   workspace_list       list a workspace directory
+//   artifact_export      make a workspace file, or text, an artifact the user
 //                        receives (spec 000, "ArtifactWriter")
 // Each tool's header comment, description and schemas are in builtin_tools.cpp;
 // docs/cli.md shows them as a model sees them.
@@ -42,7 +42,7 @@ class ToolRegistry {
 
 ToolRegistry builtinTools(const ToolOptions& options = {});
 
-// Validates, then runs sandbox.run_command's arguments; exposed for tests
+// Validates, then runs sandbox_run_command's arguments; exposed for tests
 // and for callers that only want the validation. The ExecutionCommand the
 // tool would send, or the first failure in the spec's order:
 //   1. command is an array (a string gets a message teaching the vector

@@ -1,5 +1,5 @@
-// workspace.read_text, workspace.write_text, workspace.list and
-// artifact.export (spec 000, "WorkspaceHandle", "ArtifactWriter"). All four
+// workspace_read_text, workspace_write_text, workspace_list and
+// artifact_export (spec 000, "WorkspaceHandle", "ArtifactWriter"). All four
 // are in-process tools: they hold the workspace port and never execute.
 #include <algorithm>
 #include <array>
@@ -192,10 +192,10 @@ ToolResult readText(const json& arguments, ToolContext& context, const ToolOptio
     return invalidArgument(
         "path", "path " + detail::quoteArg(*path) + " is not UTF-8 text (" +
                     std::to_string(bytes.size()) +
-                    " bytes); inspect it with sandbox.run_command (e.g. [\"xxd\", \"" + *path +
+                    " bytes); inspect it with sandbox_run_command (e.g. [\"xxd\", \"" + *path +
                     "\"] or [\"file\", \"" + *path +
                     "\"]) or give it to the user with "
-                    "artifact.export");
+                    "artifact_export");
   }
   return json{{"path", bytesToJson(*path)},
               {"text", std::string(text)},
@@ -215,7 +215,7 @@ ToolResult writeText(const json& arguments, ToolContext& context, const ToolOpti
   if (!text) return tl::unexpected(text.error());
   if (static_cast<std::int64_t>(text->size()) > options.write_text_max_bytes) {
     return invalidArgument("text", "text is " + std::to_string(text->size()) +
-                                       " bytes; workspace.write_text takes at most " +
+                                       " bytes; workspace_write_text takes at most " +
                                        std::to_string(options.write_text_max_bytes));
   }
   if (!isValidUtf8(*text)) return invalidArgument("text", "text must be valid UTF-8");
@@ -267,10 +267,11 @@ ToolResult exportArtifact(const json& arguments, ToolContext& context, const Too
   const bool has_text = detail::member(arguments, "text") != nullptr;
   if (has_path == has_text) {
     return invalidArgument("path", has_path
-                                       ? "path and text are exclusive: export a workspace file "
-                                         "(path) or text you wrote (text), not both"
-                                       : "path is required: the workspace file to export (or "
-                                         "give text instead)");
+                                       ? "path and text: give exactly one of them, not both: "
+                                         "path exports a workspace file, text exports text you "
+                                         "wrote"
+                                       : "path and text: give exactly one of them (path: the "
+                                         "workspace file to export; text: text you wrote)");
   }
 
   ExportRequest request;
@@ -289,7 +290,7 @@ ToolResult exportArtifact(const json& arguments, ToolContext& context, const Too
     if (!isValidUtf8(*text)) return invalidArgument("text", "text must be valid UTF-8");
     bytes = std::move(*text);
     request.origin = ExportOrigin::kModelOutput;
-    // The model's own words, as workspace.write_text labels them.
+    // The model's own words, as workspace_write_text labels them.
     request.trust = ExportTrust::kInternalTool;
   }
   auto filename = filenameArgument(arguments, std::move(default_filename));
