@@ -115,6 +115,15 @@ TEST_F(ToolsTest, CommandAsAStringTeachesTheVectorForm) {
   EXPECT_THAT(f.message, HasSubstr(R"(["bash","-lc","ls -la | wc -l"])"));
 }
 
+TEST_F(ToolsTest, AShellStringInsideTheVectorIsRefusedWithTheShellForm) {
+  const ToolFailure f = failure("sandbox_run_command", {{"command", {"ls -la"}}});
+  EXPECT_EQ(f.code, ErrorCode::kToolValidationError);
+  EXPECT_EQ(f.argument, "command");
+  EXPECT_THAT(f.message, HasSubstr("shell string"));
+  EXPECT_THAT(f.message, HasSubstr(R"(["sh","-c","ls -la"])"));
+  EXPECT_TRUE(box_.env.history().empty());
+}
+
 TEST_F(ToolsTest, EachRuleNamesItsArgument) {
   EXPECT_EQ(rejected(json::object()), "command");
   EXPECT_EQ(rejected({{"command", json::array()}}), "command");

@@ -242,6 +242,21 @@ class RoutesApiTest : public ::testing::Test {
   std::unique_ptr<Api> api_;
 };
 
+TEST_F(RoutesApiTest, AStreamValueOtherThanOneIsRefusedNamingIt) {
+  for (const Route& r : routes()) {
+    if (!r.has(kStreams)) continue;
+    SCOPED_TRACE(std::string(r.method) + " " + std::string(r.pattern));
+    for (const char* value : {"true", "0", "yes", ""}) {
+      const HttpResponse refused = api_->handle(
+          request(r.method, instantiate(r.pattern) + "?stream=" + value, R"({"argv":["true"]})"));
+      EXPECT_EQ(refused.status, 400) << value << ": " << refused.body;
+      EXPECT_NE(error(refused)["message"].get<std::string>().find("stream query parameter"),
+                std::string::npos)
+          << refused.body;
+    }
+  }
+}
+
 TEST_F(RoutesApiTest, EveryRouteRefusesAQueryParameterItDoesNotTakeByName) {
   for (const Route& r : routes()) {
     SCOPED_TRACE(std::string(r.method) + " " + std::string(r.pattern));

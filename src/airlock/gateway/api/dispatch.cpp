@@ -135,6 +135,10 @@ tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) con
   auto query = queryFor(route, q == std::string_view::npos ? "" : target.substr(q + 1));
   if (!query) return tl::unexpected(std::move(query.error()));
   RouteCall call{request, route, {}, std::move(*query), std::nullopt, nullptr};
+  // stream=true or stream=0 would otherwise answer unstreamed, unexplained.
+  if (auto stream = call.queryValue("stream"); stream && *stream != "1")
+    return tl::unexpected(errorResponse(badRequest(
+        "the stream query parameter takes only 1 (to stream); got " + quoteForMessage(*stream))));
   for (const auto& [name, raw] : lookup.segments) {
     auto value = percentDecoded(raw, false);
     if (!value)

@@ -68,6 +68,9 @@ tl::expected<std::vector<std::string>, ToolFailure> parseArgv(const json& argume
     }
     argv.push_back(element.get<std::string>());
   }
+  // ["ls -la"]: the one message the HTTP API and the CLI give too.
+  if (auto problem = shellStringProblem(argv, ArgvSpelling::kJson))
+    return invalidArgument("command", *problem);
   return argv;
 }
 
