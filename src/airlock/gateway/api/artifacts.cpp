@@ -164,10 +164,7 @@ HttpResponse Api::deleteArtifact(const RouteCall& call) {
   if (!stored) return std::move(stored.error());
   auto removed = artifacts_->store->remove(stored->artifact_id);
   if (!removed) return errorResponse(removed.error());
-  HttpResponse r;
-  r.status = 204;
-  r.content_type.clear();
-  return r;
+  return noContent();
 }
 
 HttpResponse Api::downloadArtifact(const RouteCall& call) {

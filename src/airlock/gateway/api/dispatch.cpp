@@ -197,11 +197,20 @@ std::optional<HttpResponse> Api::refuseOtherTenant(const std::string& id,
   return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
 }
 
+namespace {
+// The route a request's method and path (its target without the query)
+// name, or null.
+const Route* routeOf(const HttpRequest& request) {
+  return lookupRoute(request.method,
+                     std::string_view(request.target).substr(0, request.target.find('?')))
+      .route;
+}
+}  // namespace
+
 bool Api::wantsStream(const HttpRequest& request) const {
   const std::size_t q = request.target.find('?');
   if (q == std::string::npos) return false;
-  const Route* route =
-      lookupRoute(request.method, std::string_view(request.target).substr(0, q)).route;
+  const Route* route = routeOf(request);
   return route != nullptr && route->has(kStreams) &&
          queryParam(request.target.substr(q + 1), "stream") == "1";
 }
@@ -211,18 +220,12 @@ std::string Api::routeLabel(std::string_view path) const {
 }
 
 bool Api::runsCommand(const HttpRequest& request) const {
-  const Route* route =
-      lookupRoute(request.method,
-                  std::string_view(request.target).substr(0, request.target.find('?')))
-          .route;
+  const Route* route = routeOf(request);
   return route != nullptr && route->has(kRunsCommand);
 }
 
 bool Api::needsNoToken(const HttpRequest& request) const {
-  const Route* route =
-      lookupRoute(request.method,
-                  std::string_view(request.target).substr(0, request.target.find('?')))
-          .route;
+  const Route* route = routeOf(request);
   return route != nullptr && route->has(kNoAuthentication);
 }
 
