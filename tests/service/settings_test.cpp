@@ -189,6 +189,53 @@ TEST(Settings, ScheduleSettingsAreParsedAndADatabaseSecretIsNeverRepeated) {
   EXPECT_EQ(env->schedule_database, "postgres://x/y");
 }
 
+// Spec 000's limits table rows the service enforces beside ResourceLimits,
+// and an environment's lifetime: the spec's defaults, values up to their
+// ceilings, and a value above one (or malformed) refused naming the setting.
+TEST(Settings, LifetimeStartBudgetAndListingHaveTheSpecsDefaultsAndCeilings) {
+  const Settings defaults;
+  EXPECT_EQ(defaults.environment_lifetime, std::chrono::seconds(1800));
+  EXPECT_EQ(defaults.environment_hard_cap, std::chrono::seconds(1800));
+  EXPECT_EQ(defaults.start_budget, std::chrono::seconds(30));
+  EXPECT_EQ(defaults.files_changed_listing, 1000);
+  auto s = parseSettings(
+      "environment_lifetime: 10m\nenvironment_hard_cap: 8h\nstart_budget: 60s\n"
+      "files_changed_listing: 10000\n",
+      "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ(s->environment_lifetime, std::chrono::seconds(600));
+  EXPECT_EQ(s->environment_hard_cap, std::chrono::hours(8));
+  EXPECT_EQ(s->start_budget, std::chrono::seconds(60));
+  EXPECT_EQ(s->files_changed_listing, 10000);
+  EXPECT_TRUE(checkStartup(*s)) << checkStartup(*s).error().message();
+
+  EXPECT_EQ(errorOf("start_budget: 61s\n"),
+            "settings.yaml line 1, column 15: start_budget 61s is above its ceiling of 60s");
+  EXPECT_EQ(errorOf("files_changed_listing: 10001\n"),
+            "settings.yaml line 1, column 24: files_changed_listing 10001 is above its ceiling "
+            "of 10000");
+  EXPECT_EQ(errorOf("environment_hard_cap: 25h\n"),
+            "settings.yaml line 1, column 23: environment_hard_cap 90000s is above its ceiling "
+            "of 86400s");
+  EXPECT_NE(errorOf("files_changed_listing: many\n").find("files_changed_listing \"many\""),
+            std::string::npos);
+  EXPECT_NE(errorOf("environment_lifetime: 1500ms\n").find("environment_lifetime"),
+            std::string::npos);
+
+  auto longer = parseSettings("environment_lifetime: 1h\n", "settings.yaml");
+  ASSERT_TRUE(longer);
+  auto refused = checkStartup(*longer);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().context,
+            "environment_lifetime 3600s is above environment_hard_cap 1800s: no environment "
+            "lives longer than the hard cap");
+  auto env = applyEnvironment(Settings{}, envOf({{"AIRLOCK_ENVIRONMENT_HARD_CAP", "2h"},
+                                                 {"AIRLOCK_ENVIRONMENT_LIFETIME", "15m"}}));
+  ASSERT_TRUE(env) << env.error().message();
+  EXPECT_EQ(env->environment_hard_cap, std::chrono::hours(2));
+  EXPECT_EQ(env->environment_lifetime, std::chrono::minutes(15));
+}
+
 TEST(Settings, MissingFileIsNamed) {
   auto s = loadSettings(std::string("/nonexistent/airlock.yaml"), envOf({}));
   ASSERT_FALSE(s);

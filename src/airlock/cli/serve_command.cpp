@@ -93,6 +93,9 @@ int executeServe(const std::optional<std::string>& config_path) {
   execution_options.adapter.state_dir = settings->state_dir;
   execution_options.adapter.ceilings = settings->limit_ceilings;
   execution_options.adapter.node_name = settings->node_name;
+  execution_options.adapter.environment_lifetime = settings->environment_lifetime;
+  execution_options.adapter.start_budget = settings->start_budget;
+  execution_options.adapter.files_changed_listing = settings->files_changed_listing;
   execution_options.egress = operator_egress;
   execution_options.on_refusal = [&metrics](std::string_view reason) {
     metrics.egressRefused(std::string(reason));

@@ -66,6 +66,14 @@ ResourceLimits defaultLimits() noexcept;   // 2000 m, 2 GiB, 512, 4 GiB, 100000,
 LimitCeilings defaultCeilings() noexcept;  // see LimitCeilings
 inline constexpr std::int64_t kDefaultFilesChangedListing = 1000;
 inline constexpr std::int64_t kMaxFilesChangedListing = 10000;
+// The sandbox start budget: default and ceiling, in seconds.
+inline constexpr std::int64_t kDefaultStartBudgetSeconds = 30;
+inline constexpr std::int64_t kMaxStartBudgetSeconds = 60;
+// An environment's lifetime from created_at to expires_at (the service's
+// hard cap): the default, in seconds, and the highest hard cap an operator
+// may set (24 h; the spec fixes no ceiling for it).
+inline constexpr std::int64_t kDefaultEnvironmentLifetimeSeconds = 1800;
+inline constexpr std::int64_t kEnvironmentHardCapCeiling = 86400;
 inline constexpr std::int64_t kDeclaredRunCommandTimeoutSeconds = 300;
 inline constexpr std::int64_t kDefaultMaximumOutputBytes = 1048576;
 // Cap on an argv: the sum over elements of (length + 1 for the terminating

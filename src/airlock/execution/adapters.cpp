@@ -22,6 +22,9 @@ Options hostedOptions(const AdapterOptions& options, const std::string& state_di
   shared.ceilings = options.ceilings;
   shared.node_name = options.node_name;
   shared.images = options.images;
+  shared.service_hard_cap = options.environment_lifetime;
+  shared.start_budget = options.start_budget;
+  shared.files_changed_listing = options.files_changed_listing;
   out.state_dir = state_dir;
   return out;
 }
@@ -45,6 +48,8 @@ Result<Adapter> fakeAdapter(const AdapterOptions& options) {
   fake::FakeOptions fake_options;
   fake_options.ceilings = options.ceilings;
   fake_options.node_name = options.node_name;
+  fake_options.service_hard_cap = options.environment_lifetime;
+  fake_options.files_changed_listing = options.files_changed_listing;
   auto env = std::make_unique<fake::FakeEnvironment>(std::move(fake_options));
   env->setFallback(fake::basicCommands);
   return Adapter{std::move(env), fake::kFakeImageDigest};

@@ -6,6 +6,8 @@
 // the gateway, the service or the cli.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +41,13 @@ struct AdapterOptions {
   // The execution node's name, carried by every environment id (serve: the
   // node_name setting); "": ids are bare UUIDv7s.
   std::string node_name;
+  // A new environment's lifetime (its expires_at is created_at plus this;
+  // serve: environment_lifetime), the longest a provision may take (serve:
+  // start_budget) and the files_changed listing bound (serve:
+  // files_changed_listing). Defaults: spec 000's limits table.
+  std::chrono::seconds environment_lifetime{kDefaultEnvironmentLifetimeSeconds};
+  std::chrono::seconds start_budget{kDefaultStartBudgetSeconds};
+  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
   // Images the mechanism runs besides the host's (execution/held_images.h
   // holdImages); their roots must stay in place while the adapter lives.
   // The fake mechanism runs none.

@@ -31,10 +31,12 @@ struct MechanismOptions {
   // its digest. Their roots must stay in place for the mechanism's life (the
   // image store holds them: images/image_store.h ImageStore::use).
   std::vector<SandboxImage> images;
-  // No environment lives longer than this, whatever its spec asks.
-  std::chrono::seconds service_hard_cap{1800};
+  // A new environment's lifetime: its expires_at is created_at plus this,
+  // whatever its spec asks (ExecutionEnvironment::extend may move it later).
+  // Also the service's cap in every command's timeout rule.
+  std::chrono::seconds service_hard_cap{kDefaultEnvironmentLifetimeSeconds};
   // Longest a provision may take to bring a sandbox up.
-  std::chrono::seconds start_budget{30};
+  std::chrono::seconds start_budget{kDefaultStartBudgetSeconds};
   // The largest limits a spec or command may ask for (checkLimits).
   LimitCeilings ceilings = defaultCeilings();
   // The execution node's name, carried by every environment id

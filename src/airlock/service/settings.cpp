@@ -118,11 +118,13 @@ Result<void> assignParsed(Field& field, Result<Value> parsed) {
 }
 
 // The top-level settings that are one number (positiveInt, or sizeSetting
-// for bytes) or a whole number of seconds: each key once, with its field.
+// for bytes) or a whole number of seconds: each key once, with its field and
+// its ceiling (0: none); a value above the ceiling is refused, naming both.
 struct NumberSetting {
   std::string_view key;
   std::int64_t Settings::*field;
   Result<std::int64_t> (*read)(std::string_view, std::string_view, const std::string&);
+  std::int64_t ceiling = 0;
 };
 constexpr NumberSetting kNumberSettings[] = {
     {"max_header_bytes", &Settings::max_header_bytes, sizeSetting},
@@ -130,22 +132,55 @@ constexpr NumberSetting kNumberSettings[] = {
     {"max_concurrent_executions", &Settings::max_concurrent_executions, positiveInt},
     {"max_connections", &Settings::max_connections, positiveInt},
     {"max_unauthenticated_connections", &Settings::max_unauthenticated_connections, positiveInt},
+    {"files_changed_listing", &Settings::files_changed_listing, positiveInt,
+     kMaxFilesChangedListing},
 };
-constexpr std::pair<std::string_view, std::chrono::seconds Settings::*> kSecondsSettings[] = {
+struct SecondsSetting {
+  std::string_view key;
+  std::chrono::seconds Settings::*field;
+  std::int64_t ceiling = 0;  // seconds; 0: none
+};
+constexpr SecondsSetting kSecondsSettings[] = {
     {"reaper_interval", &Settings::reaper_interval},
     {"schedule_fire_interval", &Settings::schedule_fire_interval},
     {"request_timeout", &Settings::request_timeout},
     {"unauthenticated_request_timeout", &Settings::unauthenticated_request_timeout},
+    {"start_budget", &Settings::start_budget, kMaxStartBudgetSeconds},
+    {"environment_lifetime", &Settings::environment_lifetime, kEnvironmentHardCapCeiling},
+    {"environment_hard_cap", &Settings::environment_hard_cap, kEnvironmentHardCapCeiling},
 };
+
+// `parsed`, unless it is above `ceiling` (0: none): then the error naming
+// the setting, the value and the ceiling in `unit` ("" or "s").
+Result<std::int64_t> withinCeiling(Result<std::int64_t> parsed, std::string_view setting,
+                                   std::int64_t ceiling, std::string_view unit,
+                                   const std::string& prefix) {
+  if (!parsed || ceiling == 0 || *parsed <= ceiling) return parsed;
+  return tl::unexpected(configError(prefix + std::string(setting) + " " + std::to_string(*parsed) +
+                                    std::string(unit) + " is above its ceiling of " +
+                                    std::to_string(ceiling) + std::string(unit)));
+}
+
+Result<std::chrono::seconds> boundedSeconds(const SecondsSetting& setting, std::string_view text,
+                                            const std::string& prefix) {
+  auto v = secondsSetting(setting.key, text, prefix);
+  if (!v) return v;
+  auto bounded = withinCeiling(v->count(), setting.key, setting.ceiling, "s", prefix);
+  if (!bounded) return tl::unexpected(bounded.error());
+  return *v;
+}
 
 // One top-level scalar setting, from the file or the environment.
 Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value,
                          const std::string& prefix) {
   for (const auto& number : kNumberSettings) {
-    if (key == number.key) return assignParsed(s.*number.field, number.read(key, value, prefix));
+    if (key == number.key)
+      return assignParsed(s.*number.field, withinCeiling(number.read(key, value, prefix), key,
+                                                         number.ceiling, "", prefix));
   }
-  for (const auto& [name, field] : kSecondsSettings) {
-    if (key == name) return assignParsed(s.*field, secondsSetting(key, value, prefix));
+  for (const auto& seconds : kSecondsSettings) {
+    if (key == seconds.key)
+      return assignParsed(s.*seconds.field, boundedSeconds(seconds, value, prefix));
   }
   if (key == "deployment_mode") {
     return assignParsed(s.deployment_mode,
@@ -382,7 +417,7 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
 }
 
 Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kVars = {{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kVars = {{
       {"AIRLOCK_DEPLOYMENT_MODE", "deployment_mode"},
       {"AIRLOCK_AUTH_MODE", "auth_mode"},
       {"AIRLOCK_SANDBOX", "sandbox"},
@@ -393,6 +428,8 @@ Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
       {"AIRLOCK_REAPER_INTERVAL", "reaper_interval"},
       {"AIRLOCK_EGRESS_POLICY", "egress_policy"},
       {"AIRLOCK_SCHEDULE_DATABASE", "schedule_database"},
+      {"AIRLOCK_ENVIRONMENT_LIFETIME", "environment_lifetime"},
+      {"AIRLOCK_ENVIRONMENT_HARD_CAP", "environment_hard_cap"},
   }};
   for (const auto& [var, key] : kVars) {
     auto value = env(var);
@@ -468,6 +505,12 @@ Result<void> checkStartup(const Settings& s) {
           configError("limits.ceilings." + std::string(name) + " " + std::to_string(value) +
                       " is above the spec's fixed ceiling of " + std::to_string(most)));
   }
+  // The lifetime is where extend starts from, the hard cap how far it goes.
+  if (s.environment_lifetime > s.environment_hard_cap)
+    return tl::unexpected(configError(
+        "environment_lifetime " + std::to_string(s.environment_lifetime.count()) +
+        "s is above environment_hard_cap " + std::to_string(s.environment_hard_cap.count()) +
+        "s: no environment lives longer than the hard cap"));
   if (auto r = checkLimits(s.limit_defaults, s.limit_ceilings); !r)
     return tl::unexpected(configError("limits.defaults: " + r.error().context));
   if (!s.images.empty() && s.sandbox == Mechanism::kFake)

@@ -5,7 +5,8 @@
 // `AIRLOCK_<NAME>` for the top-level scalar settings (AIRLOCK_DEPLOYMENT_MODE,
 // AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX, AIRLOCK_STATE_DIR, AIRLOCK_LISTEN,
 // AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY,
-// AIRLOCK_SCHEDULE_DATABASE).
+// AIRLOCK_SCHEDULE_DATABASE, AIRLOCK_ENVIRONMENT_LIFETIME,
+// AIRLOCK_ENVIRONMENT_HARD_CAP).
 // Every value is validated when loaded; an error is ConfigurationError whose
 // message names the setting (and, for the file, its line and column) and the
 // value, e.g.
@@ -80,6 +81,21 @@ struct Settings {
   std::string default_image = "host";
   ResourceLimits limit_defaults = defaultLimits();
   LimitCeilings limit_ceilings = defaultCeilings();
+  // An environment's lifetime (spec 000, "EnvironmentHandle": expires_at is
+  // created_at plus the service's hard cap). A new environment expires
+  // environment_lifetime after it was created; POST .../extend may move that
+  // later, never past created_at + environment_hard_cap. Both are whole
+  // seconds: the lifetime at most the hard cap, the hard cap at most
+  // kEnvironmentHardCapCeiling (the spec gives the hard cap a value, 1800 s,
+  // and no ceiling; 24 h is this implementation's).
+  std::chrono::seconds environment_lifetime{kDefaultEnvironmentLifetimeSeconds};
+  std::chrono::seconds environment_hard_cap{kDefaultEnvironmentLifetimeSeconds};
+  // Spec 000's limits table, the rows the execution service enforces beside
+  // the ResourceLimits: the sandbox start budget (default 30 s, ceiling 60 s:
+  // a provision that takes longer is ExecutionUnavailable) and the
+  // files_changed listing of a result (default 1000 paths, ceiling 10000).
+  std::chrono::seconds start_budget{kDefaultStartBudgetSeconds};
+  std::int64_t files_changed_listing = kDefaultFilesChangedListing;
   ArtifactSettings artifacts;
   std::chrono::seconds reaper_interval{60};
   // Code-mode schedules (docs/capabilities.md "schedule.*"): how often the
@@ -122,7 +138,8 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
 // A refusal is ConfigurationError naming both settings and their values:
 //   "refusing to start: deployment_mode=production requires sandbox gvisor
 //    or microvm, but sandbox=linux ..."
-// Also checks that the defaults are within the ceilings.
+// Also checks that the defaults are within the ceilings, and that
+// environment_lifetime is at most environment_hard_cap.
 Result<void> checkStartup(const Settings& settings);
 
 }  // namespace airlock::service
