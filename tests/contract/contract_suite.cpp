@@ -163,6 +163,30 @@ TEST_P(ExecutionEnvironmentContract, LimitAboveCeilingIsRejected) {
   EXPECT_TRUE(failedWith(handle, ErrorCode::kExecutionRejected));
 }
 
+// --- extend ----------------------------------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, ExtendMovesExpiresAtLaterNeverEarlier) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  const Timestamp later = handle.expires_at + std::chrono::minutes(5);
+  auto extended = env_->extend(handle, later);
+  ASSERT_TRUE(succeeded(extended));
+  EXPECT_EQ(extended->expires_at, later);
+  EXPECT_EQ(extended->environment_id, handle.environment_id);
+  EXPECT_EQ(extended->created_at, handle.created_at);
+  auto earlier = env_->extend(handle, handle.expires_at);
+  ASSERT_TRUE(succeeded(earlier));
+  EXPECT_EQ(earlier->expires_at, later) << "an earlier time changes nothing";
+  auto ran = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  EXPECT_TRUE(succeeded(ran)) << "the handle the caller holds still works";
+  EnvironmentHandle foreign = handle;
+  foreign.tenant_id = "another-tenant";
+  EXPECT_TRUE(failedWith(env_->extend(foreign, later + std::chrono::minutes(1)),
+                         ErrorCode::kExecutionRejected));
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  EXPECT_TRUE(failedWith(env_->extend(handle, later), ErrorCode::kEnvironmentGone));
+}
+
 // --- destroy ---------------------------------------------------------------
 
 TEST_P(ExecutionEnvironmentContract, DestroyIsIdempotent) {

@@ -39,6 +39,9 @@ class FlakyDestroy final : public ExecutionEnvironment {
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override {
     return inner_.workspace(handle);
   }
+  Result<EnvironmentHandle> extend(const EnvironmentHandle& handle, Timestamp at) override {
+    return inner_.extend(handle, at);
+  }
   int failing_destroys = 0;
 
  private:
@@ -174,6 +177,43 @@ TEST_F(LocalNodeTest, TheReaperDestroysPastExpiresAtWhateverTheLease) {
   EXPECT_THAT(reaped_, ElementsAre("expired"));
   EXPECT_EQ(node_->reap({}), 0) << "nothing is left, and no query is needed";
   (void)a;
+}
+
+// extend moves the adapter's record and the node's registry together: the
+// reaper passes the old expires_at by and destroys at the new one.
+TEST_F(LocalNodeTest, AnExtendedEnvironmentSurvivesAReapAtItsOldExpiry) {
+  const auto a = provision("t1", "r1", 1);
+  const Timestamp old_expiry = a.expires_at;
+  auto extended = node_->extend(a, old_expiry + std::chrono::minutes(10));
+  ASSERT_TRUE(extended.has_value()) << extended.error().message();
+  EXPECT_EQ(extended->expires_at, old_expiry + std::chrono::minutes(10));
+  EXPECT_EQ(node_->find(a.environment_id)->handle.expires_at, extended->expires_at);
+  auto earlier = node_->extend(a, old_expiry);
+  ASSERT_TRUE(earlier.has_value());
+  EXPECT_EQ(earlier->expires_at, extended->expires_at) << "never earlier";
+
+  now_ = old_expiry + std::chrono::minutes(1);
+  EXPECT_EQ(node_->reap({}), 0);
+  EXPECT_EQ(node_->liveCount(), 1u);
+  ExecutionCommand command;
+  command.argv = {"true"};
+  command.timeout_seconds = 5;
+  command.maximum_output_bytes = 1024;
+  auto ran = node_->execute(a, command);
+  ASSERT_TRUE(ran.has_value()) << ran.error().message();
+
+  EnvironmentHandle foreign = a;
+  foreign.tenant_id = "t2";
+  auto refused = node_->extend(foreign, old_expiry + std::chrono::hours(1));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kExecutionRejected);
+
+  now_ = extended->expires_at;
+  auto late = node_->extend(a, now_ + std::chrono::minutes(5));
+  ASSERT_FALSE(late.has_value()) << "past expires_at it is gone, not revived";
+  EXPECT_EQ(late.error().code, ErrorCode::kEnvironmentGone);
+  EXPECT_EQ(node_->reap({}), 1);
+  EXPECT_THAT(reaped_, ElementsAre("expired"));
 }
 
 TEST_F(LocalNodeTest, AFailedDestroyIsCountedAndRetriedByTheReaper) {

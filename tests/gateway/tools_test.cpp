@@ -74,6 +74,22 @@ TEST_F(ToolsTest, RunCommandDescriptionTellsTheModelWhatItCannotInfer) {
   EXPECT_THAT(registry_.find("artifact_export")->description, HasSubstr("attached to your reply"));
 }
 
+// The sandbox's lifetime is in the descriptions of the tools that use it,
+// from the settings: the lifetime, and the hard cap when extend has room.
+TEST_F(ToolsTest, DescriptionsSayHowLongTheSandboxLives) {
+  const std::string lifetime = "The sandbox itself lives 30 minutes from its creation;";
+  for (const char* name :
+       {"sandbox_run_command", "workspace_read_text", "workspace_write_text", "workspace_list"})
+    EXPECT_THAT(registry_.find(name)->description, HasSubstr(lifetime)) << name;
+  ToolOptions longer = options_;
+  longer.environment_lifetime = std::chrono::minutes(10);
+  longer.environment_hard_cap = std::chrono::hours(2);
+  const ToolRegistry extended = builtinTools(longer);
+  EXPECT_THAT(extended.find("sandbox_run_command")->description,
+              HasSubstr("lives 10 minutes from its creation unless the platform extends it "
+                        "(never beyond 120 minutes); then it is destroyed with its workspace"));
+}
+
 TEST_F(ToolsTest, RunCommandReturnsTheSpecResultShape) {
   box_.env.script(
       {"python3", "make.py"},

@@ -16,6 +16,7 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/json.h"
 #include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
@@ -256,6 +257,55 @@ TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {
       << text;
   EXPECT_NE(text.find("airlock_orphans_reaped_total{why=\"expired\"} 1"), std::string::npos)
       << text;
+}
+
+// POST .../extend moves expires_at to now + seconds, clamped to created_at
+// plus environment_hard_cap and never earlier; GET shows it, the reaper and
+// the adapter's command admission use it.
+TEST_F(ApiTest, AnExtendedEnvironmentOutlivesItsFirstExpiryUpToTheHardCap) {
+  settings_.environment_hard_cap = std::chrono::hours(2);  // the fake's lifetime is 30 min
+  const std::string id = provision();
+  const json handle = json::parse(call("GET", "/v1/environments/" + id).body);
+  const Timestamp created = parseTimestamp(handle["created_at"].get<std::string>()).value();
+  EXPECT_EQ(parseTimestamp(handle["expires_at"].get<std::string>()).value(),
+            created + std::chrono::minutes(30));
+
+  auto extended = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 3600})");
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  EXPECT_EQ(json::parse(extended.body)["expires_at"],
+            formatTimestamp(now_ + std::chrono::hours(1)));
+  EXPECT_EQ(json::parse(extended.body)["max_expires_at"],
+            formatTimestamp(created + std::chrono::hours(2)));
+  EXPECT_EQ(json::parse(call("GET", "/v1/environments/" + id).body)["expires_at"],
+            formatTimestamp(now_ + std::chrono::hours(1)));
+
+  now_ += std::chrono::minutes(45);  // past the first expires_at
+  EXPECT_EQ(api_->reap(), 0);
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"]})").status,
+            200)
+      << "the adapter admits commands under the new expires_at";
+
+  auto shorter = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 60})");
+  ASSERT_EQ(shorter.status, 200) << shorter.body;
+  EXPECT_EQ(json::parse(shorter.body)["expires_at"],
+            formatTimestamp(created + std::chrono::hours(1)))
+      << "never earlier";
+  auto past = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 7200})");
+  ASSERT_EQ(past.status, 200) << past.body;
+  EXPECT_EQ(json::parse(past.body)["expires_at"], formatTimestamp(created + std::chrono::hours(2)))
+      << "clamped to the hard cap";
+
+  auto zero = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 0})");
+  EXPECT_EQ(zero.status, 400);
+  EXPECT_EQ(message(zero), "seconds must be 1 to 7200 (environment_hard_cap), got 0");
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 7201})").status, 400);
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/extend", R"({"secs": 10})").status, 400);
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/extend", "{}").status, 400);
+  EXPECT_EQ(call("POST", "/v1/environments/nope/extend", R"({"seconds": 10})").status, 404);
+
+  now_ += std::chrono::hours(2);
+  EXPECT_EQ(api_->reap(), 1) << "the hard cap still ends it";
+  EXPECT_EQ(call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 10})").status, 404);
 }
 
 TEST_F(ApiTest, MetricsCountKillReasonsAndRequestsNeverLeakTheToken) {

@@ -232,6 +232,15 @@ std::vector<Row> rows() {
                  expectStatus(r, 204);
                  EXPECT_EQ(w.call("GET", envPath(w)).status, 404) << "A's own destroy destroys";
                }});
+  t.push_back({"/v1/environments/{environment_id}/extend", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", envPath(w, "extend") + "?" + q(tenant), R"({"seconds": 60})"};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["tenant_id"], "tenant-a");
+               }});
   for (bool stream : {false, true})
     t.push_back({"/v1/environments/{environment_id}/execute", "POST",
                  [stream](const World& w, const std::string& tenant) {

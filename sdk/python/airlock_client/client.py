@@ -200,6 +200,19 @@ class AirlockClient:
         """GET /v1/environments/{environment_id}; NotFoundError when it is not live."""
         return EnvironmentHandle.from_json(self._json("GET", self._env_path(environment_id)))
 
+    def extend(self, environment_id: str, seconds: int) -> EnvironmentHandle:
+        """POST /v1/environments/{environment_id}/extend: the environment lives at
+        least ``seconds`` more from now, but never past its created_at plus the
+        service's environment_hard_cap (a longer ask is clamped to that; the
+        handle's ``max_expires_at`` says where it is) and never shorter than it
+        already would. Returns the handle with the new expires_at.
+        ToolValidationError for seconds outside 1..environment_hard_cap;
+        NotFoundError when it is not live."""
+        body = {"seconds": int(seconds)}
+        return EnvironmentHandle.from_json(
+            self._json("POST", self._env_path(environment_id, "/extend"), json_body=body)
+        )
+
     def list_environments(self) -> list[EnvironmentHandle]:
         """GET /v1/environments: every live environment of this service."""
         j = self._json("GET", "/v1/environments")
@@ -490,6 +503,10 @@ class Environment:
 
     def cancel_execution(self, execution_id: str) -> None:
         self.client.cancel_execution(self.id, execution_id)
+
+    def extend(self, seconds: int) -> EnvironmentHandle:
+        self.handle = self.client.extend(self.id, seconds)
+        return self.handle
 
     def call_tool(self, name: str, arguments: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Any:
         return self.client.call_tool(name, self.id, arguments, **kwargs)

@@ -93,6 +93,9 @@ class EnvironmentHandle:
     created_at: _dt.datetime
     expires_at: _dt.datetime
     image_digest: str = ""  # the image the environment runs (GET /v1/images)
+    # The furthest extend() can move expires_at (created_at plus the service's
+    # environment_hard_cap); only extend()'s answer carries it.
+    max_expires_at: Optional[_dt.datetime] = None
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "EnvironmentHandle":
@@ -104,6 +107,7 @@ class EnvironmentHandle:
             created_at=parse_timestamp(j["created_at"]),
             expires_at=parse_timestamp(j["expires_at"]),
             image_digest=j.get("image_digest", ""),
+            max_expires_at=parse_timestamp(j["max_expires_at"]) if "max_expires_at" in j else None,
         )
 
 

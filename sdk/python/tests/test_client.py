@@ -20,6 +20,7 @@ from airlock_client import (
     AirlockConnectionError,
     AirlockError,
     DirEntry,
+    Environment,
     EnvironmentHandle,
     ExecutionRejectedError,
     ExecutionResult,
@@ -50,7 +51,10 @@ class ClientTest(unittest.TestCase):
     def setUpClass(cls):
         binary = require_binary()
         # A 1 s reaper so that the stale-lease test sees it act quickly.
-        cls.serve = ServeProcess(binary, sandbox="fake", env={"AIRLOCK_REAPER_INTERVAL": "1s"})
+        # A hard cap above the 30-minute lifetime so that extend has room.
+        cls.serve = ServeProcess(
+            binary, sandbox="fake", env={"AIRLOCK_REAPER_INTERVAL": "1s", "AIRLOCK_ENVIRONMENT_HARD_CAP": "1h"}
+        )
         cls.client = cls.serve.client()
 
     @classmethod
@@ -108,6 +112,24 @@ class ClientTest(unittest.TestCase):
         self.assertIn(handle.environment_id, caught.exception.message)
         # Idempotent.
         self.client.destroy(handle.environment_id)
+
+    def test_extend_moves_expires_at_later_up_to_the_hard_cap(self):
+        handle = self.provision()
+        self.assertEqual(handle.expires_at - handle.created_at, datetime.timedelta(minutes=30))
+        extended = self.client.extend(handle.environment_id, 45 * 60)
+        self.assertGreater(extended.expires_at, handle.expires_at)
+        self.assertEqual(extended.max_expires_at, handle.created_at + datetime.timedelta(hours=1))
+        self.assertEqual(self.client.get(handle.environment_id).expires_at, extended.expires_at)
+        clamped = self.client.extend(handle.environment_id, 3600)
+        self.assertEqual(clamped.expires_at, clamped.max_expires_at)
+        self.assertEqual(self.client.extend(handle.environment_id, 1).expires_at, clamped.expires_at)
+        with self.assertRaises(ToolValidationError):
+            self.client.extend(handle.environment_id, 3601)
+        with self.assertRaises(NotFoundError):
+            self.client.extend("0190c5a4-0000-7000-8000-000000000000", 60)
+        env = Environment(self.client, handle)
+        self.assertEqual(env.extend(60).expires_at, clamped.expires_at)
+        self.assertEqual(env.handle.expires_at, clamped.expires_at)
 
     def test_images_lists_the_default_and_an_environment_says_its_image(self):
         images = self.client.images()

@@ -78,6 +78,14 @@ Result<void> LocalNode::destroy(const EnvironmentHandle& handle) {
   return {};
 }
 
+Result<EnvironmentHandle> LocalNode::extend(const EnvironmentHandle& handle, Timestamp expires_at) {
+  auto extended = adapter_.extend(handle, expires_at);
+  if (!extended) return extended;
+  std::lock_guard lk(mu_);
+  if (auto it = live_.find(handle.environment_id); it != live_.end()) it->second.handle = *extended;
+  return extended;
+}
+
 Result<std::shared_ptr<WorkspaceHandle>> LocalNode::workspace(const EnvironmentHandle& handle) {
   return adapter_.workspace(handle);
 }

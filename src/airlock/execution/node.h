@@ -35,6 +35,9 @@ class LocalNode final : public ExecutionNode {
                                            const OutputSink& sink) override;
   Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
+  // The adapter's extend; the registry then holds the handle it returns, so
+  // find, live and the reaper use the new expires_at.
+  Result<EnvironmentHandle> extend(const EnvironmentHandle& handle, Timestamp expires_at) override;
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
   Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
                                                         const SideCommand& command) override;

@@ -269,6 +269,22 @@ class ExecutionEnvironment {
   // Destroys the sandbox and its workspace. Idempotent: a gone handle is OK.
   virtual Result<void> destroy(const EnvironmentHandle& handle) = 0;
 
+  // Moves the live sandbox's expires_at (spec 000, "EnvironmentHandle") to
+  // `expires_at` when that is later, never earlier (an earlier or equal time
+  // changes nothing), and returns the sandbox's handle as it now is. How far
+  // it may go (created_at plus the service's hard cap) is the caller's to
+  // decide. A command already running keeps the expiry it was admitted
+  // under (it still ends EXPIRED then; the sandbox lives on); commands
+  // started later run under the new one. Errors: EnvironmentGone (unknown,
+  // destroyed, or already past its expires_at); ExecutionRejected (another
+  // tenant's handle); ExecutionUnavailable for an adapter that cannot (the
+  // default).
+  virtual Result<EnvironmentHandle> extend(const EnvironmentHandle& /*handle*/,
+                                           Timestamp /*expires_at*/) {
+    return fail(ErrorCode::kExecutionUnavailable,
+                "this mechanism cannot extend an environment's lifetime");
+  }
+
   // The workspace port of a live sandbox. ExecutionRejected when gone.
   virtual Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) = 0;
 

@@ -111,7 +111,8 @@ class ExecutionNode : public ExecutionEnvironment {
   // or "another command is running in environment '<id>'".
   virtual Result<RunClaim> claim(const std::string& environment_id, RunKind kind) = 0;
   // One reaper pass: destroys the environments whose destroy failed before
-  // ("retried"), those past expires_at by the node's clock ("expired"), and
+  // ("retried"), those past expires_at by the node's clock (as extend last
+  // moved it: "expired"), and
   // those `stale` names ("stale_lease"; it is asked about every live lease,
   // and not called when none is live). Returns how many were destroyed.
   virtual int reap(const StaleLeaseQuery& stale) = 0;

@@ -159,6 +159,10 @@ class Api final : public service::RequestHandler {
   service::HttpResponse listEnvironments(const RouteCall& call);
   service::HttpResponse getEnvironment(const RouteCall& call);
   service::HttpResponse destroyEnvironment(const RouteCall& call);
+  // {"seconds": N}: expires_at becomes now + N, clamped to created_at plus
+  // the environment_hard_cap setting, and never earlier than it was; 200
+  // with the handle and max_expires_at (that bound).
+  service::HttpResponse extendEnvironment(const RouteCall& call);
   service::HttpResponse execute(const RouteCall& call);
   // 204 once the running command of that execution_id is told to end
   // (CANCELLED).

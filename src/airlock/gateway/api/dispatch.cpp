@@ -80,6 +80,8 @@ Api::Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Me
     };
   gateway::ToolOptions tool_options;
   tool_options.service_hard_cap = std::chrono::seconds(settings_.limit_ceilings.wall_clock_seconds);
+  tool_options.environment_lifetime = settings_.environment_lifetime;
+  tool_options.environment_hard_cap = settings_.environment_hard_cap;
   tools_ = std::make_shared<const gateway::ToolRegistry>(gateway::builtinTools(tool_options));
 }
 

@@ -1,5 +1,6 @@
 // The environment routes of the API (api.h): provision, list, get, destroy,
 // the images, the lease of a run, and the reaper pass.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/command_validation.h"
@@ -196,6 +197,30 @@ HttpResponse Api::destroyEnvironment(const RouteCall& call) {
   // Idempotent: an unknown or already destroyed id is success.
   if (auto r = destroyLive(call.param("environment_id")); !r) return errorResponse(r.error());
   return noContent();
+}
+
+HttpResponse Api::extendEnvironment(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"seconds"})) return *refused;
+  auto seconds = wholeNumber(*body, "seconds", std::nullopt);
+  if (!seconds) return errorResponse(seconds.error());
+  const std::chrono::seconds cap = settings_.environment_hard_cap;
+  if (*seconds < 1 || *seconds > cap.count())
+    return errorResponse(badRequest("seconds must be 1 to " + std::to_string(cap.count()) +
+                                    " (environment_hard_cap), got " + std::to_string(*seconds)));
+  auto live = node_.find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  // Asking past the hard cap is clamped to it (the answer's max_expires_at
+  // says where that is); asking for less than is left changes nothing.
+  const Timestamp most = live->handle.created_at + cap;
+  const Timestamp wanted = std::min(clock_() + std::chrono::seconds(*seconds), most);
+  auto extended = node_.extend(live->handle, wanted);
+  if (!extended) return errorResponse(extended.error());
+  json out = handleJson(*extended, live->image_digest);
+  out["max_expires_at"] = formatTimestamp(most);
+  return jsonResponse(200, out);
 }
 
 HttpResponse Api::renewLease(const RouteCall& call) {

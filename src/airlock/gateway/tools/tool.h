@@ -94,6 +94,11 @@ struct ToolOptions {
   std::int64_t read_text_max_bytes = 1048576;    // workspace_read_text returns at most this
   std::int64_t write_text_max_bytes = 16 << 20;  // workspace_write_text accepts at most this
   std::int64_t list_max_entries = 1000;          // workspace_list returns at most this
+  // An environment's lifetime and the hard cap extend cannot pass (the
+  // environment_lifetime and environment_hard_cap settings): the tool
+  // descriptions tell the model how long its sandbox lives.
+  std::chrono::seconds environment_lifetime{1800};
+  std::chrono::seconds environment_hard_cap{1800};
 };
 
 using ToolFunction =

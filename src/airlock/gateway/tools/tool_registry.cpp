@@ -75,6 +75,24 @@ namespace {
 // reaches the user; output above the limit is an excerpt plus an artifact
 // id), plus the argument-vector rule it is most likely to get wrong.
 
+// "30 minutes", "90 seconds": a duration as the model reads it.
+std::string durationText(std::chrono::seconds d) {
+  if (d.count() % 60 == 0) return std::to_string(d.count() / 60) + " minutes";
+  return std::to_string(d.count()) + " seconds";
+}
+
+// What the model is told about how long its sandbox lives.
+std::string lifetimeText(const ToolOptions& o) {
+  std::string text =
+      "The sandbox itself lives " + durationText(o.environment_lifetime) + " from its creation";
+  if (o.environment_hard_cap > o.environment_lifetime)
+    text += " unless the platform extends it (never beyond " +
+            durationText(o.environment_hard_cap) + ")";
+  return text +
+         "; then it is destroyed with its workspace, whatever is running (a running command "
+         "ends with killed_by EXPIRED).";
+}
+
 std::string runCommandDescription(const ToolOptions& o) {
   return "Run one command in this run's sandbox and get back its exit code, its output and the "
          "workspace files it created, modified or deleted.\n"
@@ -111,7 +129,9 @@ std::string runCommandDescription(const ToolOptions& o) {
          "many processes), DISK (workspace full), CANCELLED, EXPIRED or SERVICE_SHUTDOWN. "
          "Output written before the kill is returned.\n"
          "- Commands run one at a time and share the workspace, not processes: nothing keeps "
-         "running after a command returns.";
+         "running after a command returns.\n"
+         "- " +
+         lifetimeText(o);
 }
 
 constexpr const char* kReadTextDescription =
@@ -325,13 +345,16 @@ ToolRegistry builtinTools(const ToolOptions& options) {
   registry.add(Tool{"sandbox_run_command", "Run a command in the sandbox",
                     runCommandDescription(options), runCommandInput(), runCommandOutput(),
                     /*read_only=*/false, /*idempotent=*/false, bind(&runCommand)});
-  registry.add(Tool{"workspace_read_text", "Read a workspace file", kReadTextDescription,
+  registry.add(Tool{"workspace_read_text", "Read a workspace file",
+                    std::string(kReadTextDescription) + " " + lifetimeText(options),
                     readTextInput(), readTextOutput(), /*read_only=*/true, /*idempotent=*/true,
                     bind(&readText)});
-  registry.add(Tool{"workspace_write_text", "Write a workspace file", kWriteTextDescription,
+  registry.add(Tool{"workspace_write_text", "Write a workspace file",
+                    std::string(kWriteTextDescription) + " " + lifetimeText(options),
                     writeTextInput(), writeTextOutput(), /*read_only=*/false, /*idempotent=*/true,
                     bind(&writeText)});
-  registry.add(Tool{"workspace_list", "List a workspace directory", kListDescription, listInput(),
+  registry.add(Tool{"workspace_list", "List a workspace directory",
+                    std::string(kListDescription) + " " + lifetimeText(options), listInput(),
                     listOutput(), /*read_only=*/true, /*idempotent=*/true, bind(&listWorkspace)});
   registry.add(Tool{"artifact_export", "Give a file to the user", kExportDescription, exportInput(),
                     artifactRefSchema(), /*read_only=*/false, /*idempotent=*/true,

@@ -267,6 +267,10 @@ class HostedEnvironment : public ExecutionEnvironment {
     life->destroyed();
     return {};
   }
+  // The registry's extend at the policy's clock (sandbox_registry.h).
+  Result<EnvironmentHandle> extend(const EnvironmentHandle& handle, Timestamp expires_at) final {
+    return sandboxes_.extend(handle, expires_at, wallNow(policy_.clock));
+  }
   // Not while shutting down; the registry's lookup (another tenant's
   // handle refused); a side activity of the sandbox's lifecycle (refused
   // when it is lost); then the mechanism's launchSideProcess. The process

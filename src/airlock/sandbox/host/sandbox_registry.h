@@ -123,6 +123,35 @@ class SandboxRegistry {
     return it->second;
   }
 
+  // Moves a live sandbox's expires_at to `expires_at` when that is later,
+  // and returns its record as it now is. Errors: the lookup's
+  // (HandleMatch::kTenantRefused), and EnvironmentGone "has expired" when
+  // the record's expires_at is not after `now` (the reaper has not come by
+  // yet). The record's expires_at is written under the registry's lock, so
+  // it is read with expiresAt or record while the sandbox is live.
+  Result<EnvironmentHandle> extend(const EnvironmentHandle& handle, Timestamp expires_at,
+                                   Timestamp now) EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    auto it = live_.find(handle.environment_id);
+    if (it == live_.end())
+      return tl::unexpected(
+          goneError(handle.environment_id, expired_.contains(handle.environment_id)));
+    EnvironmentHandle& record = it->second->handle;
+    if (record.tenant_id != handle.tenant_id)
+      return tl::unexpected(foreignTenantError(HandleMatch::kTenantRefused));
+    if (record.expires_at <= now) return tl::unexpected(goneError(handle.environment_id, true));
+    if (expires_at > record.expires_at) record.expires_at = expires_at;
+    return record;
+  }
+  Timestamp expiresAt(const Sandbox& sandbox) const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    return sandbox.handle.expires_at;
+  }
+  EnvironmentHandle record(const Sandbox& sandbox) const EXCLUDES(mu_) {
+    MutexLock lk(mu_);
+    return sandbox.handle;
+  }
+
   // The records of every live sandbox (the adapter's destructor destroys
   // them); the ids (the crash sweep leaves them alone).
   std::vector<EnvironmentHandle> handles() const EXCLUDES(mu_) {
@@ -155,7 +184,7 @@ void expireSandbox(ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry
 
 // What admitCommand hands the execute it admitted: the sandbox, its
 // command activity (sandbox_lifecycle.h) and command lock (held), the
-// effective timeout and the time left before expires_at.
+// effective timeout, the time left before expires_at and that expires_at.
 template <class Sandbox>
 struct AdmittedCommand {
   std::shared_ptr<Sandbox> sandbox;
@@ -164,6 +193,7 @@ struct AdmittedCommand {
   std::chrono::milliseconds timeout{0};
   std::chrono::milliseconds expires_in{0};
   std::string cwd;  // the working directory, from checkCommand
+  Timestamp expires_at{};
 };
 
 // Steps 2 to 6 of command_admission.h for one execute of `env`, with `cwd`
@@ -192,28 +222,32 @@ Result<AdmittedCommand<Sandbox>> admitCommand(
   if (!activity) return tl::unexpected(activity.error());
   std::unique_lock exec((*sb)->command_mutex);
   if (auto usable = (*sb)->life->checkUsable(); !usable) return tl::unexpected(usable.error());
-  const auto expires_in = std::chrono::duration_cast<std::chrono::milliseconds>(
-      (*sb)->handle.expires_at - wallNow(clock));
+  const Timestamp expires_at = registry.expiresAt(**sb);
+  const auto expires_in =
+      std::chrono::duration_cast<std::chrono::milliseconds>(expires_at - wallNow(clock));
   if (expires_in.count() <= 0) {
     exec.unlock();
-    expireSandbox(env, registry, (*sb)->handle);
+    expireSandbox(env, registry, registry.record(**sb));
     return tl::unexpected(expiredError(handle.environment_id));
   }
   if (auto r = check_cwd(**sb, cwd); !r) return tl::unexpected(r.error());
   auto timeout = commandTimeout(service_hard_cap, (*sb)->limits, command);
   if (!timeout) return tl::unexpected(timeout.error());
-  return AdmittedCommand<Sandbox>{std::move(*sb), std::move(*activity), std::move(exec),
-                                  *timeout,       expires_in,           cwd};
+  return AdmittedCommand<Sandbox>{
+      std::move(*sb), std::move(*activity), std::move(exec), *timeout, expires_in, cwd, expires_at};
 }
 
 // After an admitted command: a sandbox the command outlived (EXPIRED) is
-// expired, its command lock released first.
+// expired, its command lock released first, unless it was extended while
+// the command ran (its expires_at is later than the one admitted under).
 template <class Sandbox>
 void afterCommand(ExecutionEnvironment& env, SandboxRegistry<Sandbox>& registry,
                   AdmittedCommand<Sandbox>& admitted, const ExecutionResult& result) {
   if (result.killed_by != KillReason::kExpired) return;
+  const EnvironmentHandle record = registry.record(*admitted.sandbox);
+  if (record.expires_at > admitted.expires_at) return;
   admitted.exec.unlock();
-  expireSandbox(env, registry, admitted.sandbox->handle);
+  expireSandbox(env, registry, record);
 }
 
 }  // namespace airlock::host
