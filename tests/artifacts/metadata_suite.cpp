@@ -203,5 +203,69 @@ TEST_P(MetadataRepositoryTest, RowsSurviveReconnectAndMigrationRunsOnce) {
   EXPECT_EQ(*version, kArtifactSchemaVersion);
 }
 
+// --- notes (spec 001, "Durable code-mode notes") ---------------------------
+
+RunNote noteFor(std::string key, std::string value_json,
+                std::int64_t expires_ms = 1'900'000'000'000) {
+  return RunNote{std::move(key), std::move(value_json), "env-1", at(1'700'000'000'123),
+                 at(expires_ms)};
+}
+
+std::vector<std::string> keysOf(const std::vector<RunNote>& notes) {
+  std::vector<std::string> out;
+  for (const auto& n : notes) out.push_back(n.key);
+  return out;
+}
+
+TEST_P(MetadataRepositoryTest, ANoteIsPutReplacedAndFoundByTenantRunAndKey) {
+  const RunNote first = noteFor("plan", R"({"step": 1})");
+  ASSERT_TRUE(repo_->putNote("t1", "r1", first).has_value());
+  auto found = repo_->findNote("t1", "r1", "plan");
+  ASSERT_TRUE(found.has_value()) << found.error().message();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ(**found, first);
+
+  RunNote second = noteFor("plan", R"([1, 2.5, "x", null, true])");
+  second.written_by = "env-2";
+  second.updated_at = at(1'700'000'000'999);
+  ASSERT_TRUE(repo_->putNote("t1", "r1", second).has_value());
+  EXPECT_EQ(repo_->findNote("t1", "r1", "plan")->value(), second) << "a put replaces the note";
+
+  EXPECT_FALSE(repo_->findNote("t2", "r1", "plan")->has_value()) << "another tenant's run";
+  EXPECT_FALSE(repo_->findNote("t1", "r2", "plan")->has_value()) << "another run";
+  EXPECT_FALSE(repo_->findNote("t1", "r1", "Plan")->has_value());
+}
+
+TEST_P(MetadataRepositoryTest, NotesAreListedByPrefixInBytewiseKeyOrder) {
+  for (const char* key : {"b", "a/2", "a/10", "a", "ab", "\xc3\xa9t\xc3\xa9", "B"})
+    ASSERT_TRUE(repo_->putNote("t1", "r1", noteFor(key, "1")).has_value());
+  ASSERT_TRUE(repo_->putNote("t1", "r2", noteFor("a/3", "1")).has_value());
+  ASSERT_TRUE(repo_->putNote("t2", "r1", noteFor("a/4", "1")).has_value());
+  auto all = repo_->listNotes("t1", "r1", "", 100);
+  ASSERT_TRUE(all.has_value()) << all.error().message();
+  EXPECT_EQ(keysOf(*all),
+            (std::vector<std::string>{"B", "a", "a/10", "a/2", "ab", "b", "\xc3\xa9t\xc3\xa9"}));
+  EXPECT_EQ(keysOf(*repo_->listNotes("t1", "r1", "a/", 100)),
+            (std::vector<std::string>{"a/10", "a/2"}));
+  EXPECT_EQ(keysOf(*repo_->listNotes("t1", "r1", "a", 2)), (std::vector<std::string>{"a", "a/10"}));
+  EXPECT_EQ(keysOf(*repo_->listNotes("t1", "r1", "\xc3\xa9", 100)),
+            (std::vector<std::string>{"\xc3\xa9t\xc3\xa9"}));
+  EXPECT_TRUE(repo_->listNotes("t1", "r1", "z", 100)->empty());
+  EXPECT_TRUE(repo_->listNotes("t1", "r1", "a%", 100)->empty()) << "no pattern characters";
+}
+
+TEST_P(MetadataRepositoryTest, ExpiredNotesAreRemovedAndTheRestSurviveReconnect) {
+  ASSERT_TRUE(repo_->putNote("t1", "r1", noteFor("old", "1", 1'800'000'000'000)).has_value());
+  ASSERT_TRUE(repo_->putNote("t1", "r1", noteFor("new", "2", 1'900'000'000'000)).has_value());
+  auto removed = repo_->removeExpiredNotes(at(1'800'000'000'000));
+  ASSERT_TRUE(removed.has_value()) << removed.error().message();
+  EXPECT_EQ(*removed, 1);
+  repo_.reset();
+  auto again = backend_->open();
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_FALSE((*again)->findNote("t1", "r1", "old")->has_value());
+  EXPECT_EQ((*again)->findNote("t1", "r1", "new")->value().value_json, "2");
+}
+
 }  // namespace
 }  // namespace airlock::artifacts::testing

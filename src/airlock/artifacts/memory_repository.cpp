@@ -65,4 +65,49 @@ Result<std::int64_t> MemoryArtifactRepository::tenantBytes(const TenantId& tenan
   return tenantBytesLocked(tenant_id);
 }
 
+Result<void> MemoryArtifactRepository::putNote(const std::string& tenant_id,
+                                               const std::string& run_id, const RunNote& note) {
+  std::lock_guard lock(mutex_);
+  notes_[{tenant_id, run_id, note.key}] = note;
+  return {};
+}
+
+Result<std::optional<RunNote>> MemoryArtifactRepository::findNote(const std::string& tenant_id,
+                                                                  const std::string& run_id,
+                                                                  const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto it = notes_.find({tenant_id, run_id, key});
+  if (it == notes_.end()) return std::nullopt;
+  return it->second;
+}
+
+Result<std::vector<RunNote>> MemoryArtifactRepository::listNotes(const std::string& tenant_id,
+                                                                 const std::string& run_id,
+                                                                 const std::string& prefix,
+                                                                 std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<RunNote> out;
+  for (auto it = notes_.lower_bound({tenant_id, run_id, prefix});
+       it != notes_.end() && out.size() < limit; ++it) {
+    const auto& [tenant, run, key] = it->first;
+    if (tenant != tenant_id || run != run_id || key.rfind(prefix, 0) != 0) break;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+Result<std::int64_t> MemoryArtifactRepository::removeExpiredNotes(Timestamp now) {
+  std::lock_guard lock(mutex_);
+  std::int64_t removed = 0;
+  for (auto it = notes_.begin(); it != notes_.end();) {
+    if (it->second.expires_at <= now) {
+      it = notes_.erase(it);
+      ++removed;
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
 }  // namespace airlock::artifacts

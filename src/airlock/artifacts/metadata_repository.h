@@ -1,7 +1,8 @@
 // Where artifact metadata lives (spec 000, "Artifacts": metadata in a real
-// database). One interface, two adapters that pass one test suite:
-// sqlite_repository.h (embedded; the default) and postgres_repository.h.
-// memory_repository.h is the fake.
+// database), and beside it each run's notes (spec 001, "Durable code-mode
+// notes": a JSON blackboard per tenant and run). One interface, two adapters that pass one test
+// suite: sqlite_repository.h (embedded; the default) and postgres_repository.h. memory_repository.h
+// is the fake.
 //
 // Every adapter issues SQL only from string literals with bound values.
 // Times are stored as integer Unix milliseconds, filenames as raw bytes
@@ -11,12 +12,25 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "airlock/artifacts/artifact_types.h"
 #include "airlock/core/error.h"
 
 namespace airlock::artifacts {
+
+// One note of a run's blackboard, keyed by (tenant_id, run_id, key): the
+// platform's identifiers as the API takes them, and the key as the program
+// named it (1-256 bytes of UTF-8 without NUL: the notes capability checks).
+struct RunNote {
+  std::string key;
+  std::string value_json;  // the value as JSON text (JSON-shaped: no bytes)
+  std::string written_by;  // the environment whose program last put it
+  Timestamp updated_at{};
+  Timestamp expires_at{};  // removeExpiredNotes deletes it from then on
+  bool operator==(const RunNote&) const = default;
+};
 
 class ArtifactRepository {
  public:
@@ -45,6 +59,25 @@ class ArtifactRepository {
 
   // Sum of size_bytes over the tenant's rows (0 when none).
   virtual Result<std::int64_t> tenantBytes(const TenantId& tenant_id) = 0;
+
+  // ---- notes (a run's blackboard). Errors: ExecutionUnavailable for a
+  // database failure. The defaults (a repository that keeps no notes, test
+  // doubles) answer ExecutionUnavailable; every adapter here keeps them.
+
+  // Inserts the note, or replaces the one of the same key (every field).
+  virtual Result<void> putNote(const std::string& tenant_id, const std::string& run_id,
+                               const RunNote& note);
+  // nullopt when the run has no note of that key.
+  virtual Result<std::optional<RunNote>> findNote(const std::string& tenant_id,
+                                                  const std::string& run_id,
+                                                  const std::string& key);
+  // The run's notes whose key starts with `prefix` ("" for all), in key
+  // order (bytewise), at most `limit`.
+  virtual Result<std::vector<RunNote>> listNotes(const std::string& tenant_id,
+                                                 const std::string& run_id,
+                                                 const std::string& prefix, std::size_t limit);
+  // Deletes every note with expires_at <= now; returns how many.
+  virtual Result<std::int64_t> removeExpiredNotes(Timestamp now);
 };
 
 }  // namespace airlock::artifacts

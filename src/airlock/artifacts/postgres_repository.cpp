@@ -32,6 +32,17 @@ constexpr std::array<Migration, kArtifactSchemaVersion> kMigrations{{
      "  WHERE expires_at_ms IS NOT NULL;"
      "CREATE INDEX artifacts_by_tenant ON artifacts (tenant_id, artifact_id) INCLUDE "
      "(size_bytes);"},
+    {2,
+     "CREATE TABLE run_notes ("
+     "  tenant_id TEXT COLLATE \"C\" NOT NULL,"
+     "  run_id TEXT COLLATE \"C\" NOT NULL,"
+     "  note_key TEXT COLLATE \"C\" NOT NULL,"
+     "  value_json TEXT NOT NULL,"
+     "  written_by TEXT NOT NULL,"
+     "  updated_at_ms BIGINT NOT NULL,"
+     "  expires_at_ms BIGINT NOT NULL,"
+     "  PRIMARY KEY (tenant_id, run_id, note_key));"
+     "CREATE INDEX run_notes_by_expiry ON run_notes (expires_at_ms);"},
 }};
 
 constexpr MigrationLedger kLedger{
@@ -70,7 +81,21 @@ constexpr ArtifactStatements kStatements{
     " WHERE tenant_id = $1::text ORDER BY artifact_id LIMIT $2::bigint",
     "SELECT COALESCE(SUM(size_bytes), 0)::bigint FROM artifacts"
     " WHERE tenant_id = $1::text",
-    kLedger.max_version};
+    kLedger.max_version,
+    "INSERT INTO run_notes (tenant_id, run_id, note_key, value_json, written_by, updated_at_ms,"
+    "  expires_at_ms) VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::bigint,"
+    "  $7::bigint)"
+    " ON CONFLICT (tenant_id, run_id, note_key) DO UPDATE SET value_json = excluded.value_json,"
+    "  written_by = excluded.written_by, updated_at_ms = excluded.updated_at_ms,"
+    "  expires_at_ms = excluded.expires_at_ms",
+    "SELECT note_key, value_json, written_by, updated_at_ms, expires_at_ms FROM run_notes"
+    " WHERE tenant_id = $1::text AND run_id = $2::text AND note_key = $3::text",
+    // COLLATE "C": keys compare bytewise, as SQLite's and the memory fake's.
+    "SELECT note_key, value_json, written_by, updated_at_ms, expires_at_ms FROM run_notes"
+    " WHERE tenant_id = $1::text AND run_id = $2::text AND note_key >= $3::text"
+    "  AND left(note_key, char_length($3::text)) = $3::text"
+    " ORDER BY note_key LIMIT $4::bigint",
+    "DELETE FROM run_notes WHERE expires_at_ms <= $1::bigint"};
 
 }  // namespace
 

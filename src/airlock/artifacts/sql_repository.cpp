@@ -8,6 +8,38 @@ using storage::clampToInt64;
 using storage::int64;
 using storage::text;
 
+Result<void> ArtifactRepository::putNote(const std::string&, const std::string&, const RunNote&) {
+  return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
+}
+Result<std::optional<RunNote>> ArtifactRepository::findNote(const std::string&, const std::string&,
+                                                            const std::string&) {
+  return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
+}
+Result<std::vector<RunNote>> ArtifactRepository::listNotes(const std::string&, const std::string&,
+                                                           const std::string&, std::size_t) {
+  return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
+}
+Result<std::int64_t> ArtifactRepository::removeExpiredNotes(Timestamp) {
+  return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
+}
+
+namespace {
+
+// A row whose SELECT list is the note columns of ArtifactStatements.
+Result<RunNote> readNote(const storage::Row& row) {
+  storage::ColumnReader r(row, "note");
+  RunNote note;
+  note.key = r.text(0);
+  note.value_json = r.text(1);
+  note.written_by = r.text(2);
+  note.updated_at = fromUnixMs(r.int64(3, "updated_at_ms"));
+  note.expires_at = fromUnixMs(r.int64(4, "expires_at_ms"));
+  if (auto ok = r.status(); !ok) return tl::unexpected(ok.error());
+  return note;
+}
+
+}  // namespace
+
 Result<std::vector<StoredArtifact>> SqlArtifactRepository::rows(
     storage::SqlText sql, const std::vector<storage::Value>& values) {
   return storage::queryAll(*db_, sql, values, 11, "artifact", &readArtifact);
@@ -78,6 +110,46 @@ Result<int> SqlArtifactRepository::schemaVersion() {
   auto version = storage::queryInt(*db_, sql_.schema_version, {}, "artifact migration", "version");
   if (!version) return tl::unexpected(version.error());
   return static_cast<int>(version->value_or(0));
+}
+
+Result<void> SqlArtifactRepository::putNote(const std::string& tenant_id, const std::string& run_id,
+                                            const RunNote& note) {
+  std::lock_guard lock(mutex_);
+  auto put = db_->execute(
+      sql_.put_note,
+      {text(tenant_id), text(run_id), text(note.key), text(note.value_json), text(note.written_by),
+       int64(toUnixMs(note.updated_at)), int64(toUnixMs(note.expires_at))});
+  if (!put) return tl::unexpected(put.error());
+  return {};
+}
+
+Result<std::optional<RunNote>> SqlArtifactRepository::findNote(const std::string& tenant_id,
+                                                               const std::string& run_id,
+                                                               const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto found = storage::queryAll(*db_, sql_.find_note, {text(tenant_id), text(run_id), text(key)},
+                                 5, "note", &readNote);
+  if (!found) return tl::unexpected(found.error());
+  if (found->empty()) return std::nullopt;
+  return std::move(found->front());
+}
+
+Result<std::vector<RunNote>> SqlArtifactRepository::listNotes(const std::string& tenant_id,
+                                                              const std::string& run_id,
+                                                              const std::string& prefix,
+                                                              std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  return storage::queryAll(
+      *db_, sql_.list_notes,
+      {text(tenant_id), text(run_id), text(prefix), int64(clampToInt64(limit))}, 5, "note",
+      &readNote);
+}
+
+Result<std::int64_t> SqlArtifactRepository::removeExpiredNotes(Timestamp now) {
+  std::lock_guard lock(mutex_);
+  auto removed = db_->execute(sql_.remove_expired_notes, {int64(toUnixMs(now))});
+  if (!removed) return tl::unexpected(removed.error());
+  return *removed;
 }
 
 }  // namespace airlock::artifacts

@@ -33,6 +33,13 @@ struct ArtifactStatements {
   storage::SqlText list_for_tenant;  // ?1 tenant_id, ?2 limit -> rows
   storage::SqlText tenant_bytes;     // ?1 tenant_id -> one integer
   storage::SqlText schema_version;   // -> one integer (the migration ledger's)
+  // Notes. Columns of a note row: note_key, value_json, written_by,
+  // updated_at_ms, expires_at_ms.
+  // ?1 tenant_id, ?2 run_id, ?3..?7 the row: inserts, or replaces the key's.
+  storage::SqlText put_note;
+  storage::SqlText find_note;             // ?1 tenant_id, ?2 run_id, ?3 key -> rows
+  storage::SqlText list_notes;            // ?1 tenant_id, ?2 run_id, ?3 prefix, ?4 limit -> rows
+  storage::SqlText remove_expired_notes;  // ?1 now (Unix ms)
 };
 
 class SqlArtifactRepository final : public ArtifactRepository {
@@ -49,6 +56,13 @@ class SqlArtifactRepository final : public ArtifactRepository {
   Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
                                                     std::size_t limit) override;
   Result<std::int64_t> tenantBytes(const TenantId& tenant_id) override;
+  Result<void> putNote(const std::string& tenant_id, const std::string& run_id,
+                       const RunNote& note) override;
+  Result<std::optional<RunNote>> findNote(const std::string& tenant_id, const std::string& run_id,
+                                          const std::string& key) override;
+  Result<std::vector<RunNote>> listNotes(const std::string& tenant_id, const std::string& run_id,
+                                         const std::string& prefix, std::size_t limit) override;
+  Result<std::int64_t> removeExpiredNotes(Timestamp now) override;
 
   // The schema version recorded in the database.
   Result<int> schemaVersion();

@@ -30,6 +30,18 @@ constexpr std::array<Migration, kArtifactSchemaVersion> kMigrations{{
      "CREATE INDEX artifacts_by_expiry ON artifacts (expires_at_ms)"
      "  WHERE expires_at_ms IS NOT NULL;"
      "CREATE INDEX artifacts_by_tenant ON artifacts (tenant_id, artifact_id, size_bytes);"},
+    {2,
+     "CREATE TABLE run_notes ("
+     "  tenant_id TEXT NOT NULL,"
+     "  run_id TEXT NOT NULL,"
+     "  note_key TEXT NOT NULL,"
+     "  value_json TEXT NOT NULL,"
+     "  written_by TEXT NOT NULL,"
+     "  updated_at_ms INTEGER NOT NULL,"
+     "  expires_at_ms INTEGER NOT NULL,"
+     "  PRIMARY KEY (tenant_id, run_id, note_key)"
+     ") WITHOUT ROWID;"
+     "CREATE INDEX run_notes_by_expiry ON run_notes (expires_at_ms);"},
 }};
 
 constexpr storage::MigrationLedger kLedger{
@@ -60,7 +72,20 @@ constexpr ArtifactStatements kStatements{
     "  trust, created_at_ms, expires_at_ms FROM artifacts"
     " WHERE tenant_id = ?1 ORDER BY artifact_id LIMIT ?2",
     "SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE tenant_id = ?1",
-    kLedger.max_version};
+    kLedger.max_version,
+    "INSERT INTO run_notes (tenant_id, run_id, note_key, value_json, written_by, updated_at_ms,"
+    "  expires_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    " ON CONFLICT (tenant_id, run_id, note_key) DO UPDATE SET value_json = excluded.value_json,"
+    "  written_by = excluded.written_by, updated_at_ms = excluded.updated_at_ms,"
+    "  expires_at_ms = excluded.expires_at_ms",
+    "SELECT note_key, value_json, written_by, updated_at_ms, expires_at_ms FROM run_notes"
+    " WHERE tenant_id = ?1 AND run_id = ?2 AND note_key = ?3",
+    // Keys compare bytewise (BINARY); the prefix's own bytes bound the range.
+    "SELECT note_key, value_json, written_by, updated_at_ms, expires_at_ms FROM run_notes"
+    " WHERE tenant_id = ?1 AND run_id = ?2 AND note_key >= ?3"
+    "  AND substr(CAST(note_key AS BLOB), 1, length(CAST(?3 AS BLOB))) = CAST(?3 AS BLOB)"
+    " ORDER BY note_key LIMIT ?4",
+    "DELETE FROM run_notes WHERE expires_at_ms <= ?1"};
 
 }  // namespace
 

@@ -15,7 +15,7 @@
 namespace airlock::artifacts {
 
 // The schema version this build migrates to.
-inline constexpr int kArtifactSchemaVersion = 1;
+inline constexpr int kArtifactSchemaVersion = 2;  // 2: run_notes
 
 struct SqliteArtifactRepository {
   // `path` names the database file (operator configuration, e.g.
