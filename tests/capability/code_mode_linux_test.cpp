@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/broker/code_run.h"
 #include "airlock/capability/broker/guest_files.h"
+#include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/sys/io.h"
 #include "code_mode_cases.h"
 #include "linux_test_support.h"
@@ -63,6 +65,76 @@ TEST_F(CodeModeLinuxTest, SideProcessGetsStdinEnvAndWorkingDirectory) {
 
 TEST_F(CodeModeLinuxTest, ProgramReadsRunsStartsAJobWritesANoteAndReturnsAnOutcome) {
   expectTheIssueExampleCompletes(*env_, handle_);
+}
+
+// Durable notes (spec 001, "Durable code-mode notes"): a second program of
+// the same run reads what the first put, through notes.* and through
+// fs.read("note://KEY"); note:// is read-only; another run sees none of them.
+TEST_F(CodeModeLinuxTest, ASecondProgramOfTheRunReadsTheFirstsNotes) {
+  artifacts::MemoryArtifactRepository repository;
+  auto run = [&](const std::string& run_id, const std::string& program) {
+    capability::CodeRunOptions o;
+    o.program = program;
+    o.limits.timeout_seconds = 120;
+    o.limits.maximum_output_bytes = 1 << 20;
+    o.execution_id = "test-exec";
+    o.add_execution = execution::addExecutionCapabilities;
+    o.notes = gateway::NoteServices{
+        &repository, handle_.tenant_id, run_id, handle_.environment_id, std::chrono::hours(1), {}};
+    auto r = capability::runCode(*env_, handle_, o);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    return r ? outcome(*r) : nlohmann::json();
+  };
+  auto first = run(handle_.run_id, R"PY(
+import airlock_cap as cap
+
+def main():
+    cap.notes.put("plan", {"step": 1, "items": [1, 2.5, "x", None, True]})
+    cap.notes.put("plan/next", "compile")
+    return cap.notes.list()
+)PY");
+  ASSERT_TRUE(first.contains("completed")) << first.dump();
+  EXPECT_EQ(first["completed"], (nlohmann::json::array({"plan", "plan/next"})));
+
+  auto second = run(handle_.run_id, R"PY(
+import json
+import airlock_cap as cap
+
+def main():
+    out = {"plan": cap.notes.get("plan"), "keys": cap.notes.list("plan/"),
+           "via_fs": json.loads(cap.fs.read("note://plan/next"))}
+    for name, attempt in (("write", lambda: cap.fs.write("note://plan", "x")),
+                          ("list", lambda: cap.fs.list("note://")),
+                          ("missing", lambda: cap.fs.read("note://nope"))):
+        try:
+            attempt()
+            out[name] = "allowed"
+        except cap.CapError as e:
+            out[name] = e.code
+    cap.notes.put("plan", {"step": 2})
+    return out
+)PY");
+  ASSERT_TRUE(second.contains("completed")) << second.dump();
+  const auto& v = second["completed"];
+  EXPECT_EQ(v["plan"], (nlohmann::json{{"step", 1}, {"items", {1, 2.5, "x", nullptr, true}}}));
+  EXPECT_EQ(v["keys"], (nlohmann::json::array({"plan/next"})));
+  EXPECT_EQ(v["via_fs"], "compile");
+  EXPECT_EQ(v["write"], "read_only");
+  EXPECT_EQ(v["list"], "read_only");
+  EXPECT_EQ(v["missing"], "not_found");
+  auto stored = repository.findNote(handle_.tenant_id, handle_.run_id, "plan");
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((*stored)->value_json, R"({"step":2})") << "the second program's put replaced it";
+  EXPECT_EQ((*stored)->written_by, handle_.environment_id);
+
+  auto other = run("another-run", R"PY(
+import airlock_cap as cap
+
+def main():
+    return cap.notes.list()
+)PY");
+  ASSERT_TRUE(other.contains("completed")) << other.dump();
+  EXPECT_EQ(other["completed"], nlohmann::json::array()) << "another run's blackboard is empty";
 }
 
 TEST_F(CodeModeLinuxTest, AnExceptionIsAnErroredOutcome) {

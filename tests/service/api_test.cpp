@@ -484,6 +484,47 @@ TEST_F(ApiArtifactTest, ExportDownloadAsAttachmentAndDelete) {
   EXPECT_EQ(call("GET", "/v1/artifacts/" + aid + "?tenant_id=t1").status, 404);
 }
 
+// A run's notes (what code mode's notes.* keeps) through the API: listed in
+// key order with a prefix, one by key (percent-encoded), each with its
+// value as JSON, writer and times; the tenant is required; expired notes go
+// with the reaper's sweep.
+TEST_F(ApiArtifactTest, ARunsNotesAreListedAndReadByTenantAndSweptWhenExpired) {
+  auto put = [&](std::string key, std::string value_json, std::chrono::minutes life) {
+    ASSERT_TRUE(repository_->putNote(
+        "t1", "r1",
+        artifacts::RunNote{std::move(key), std::move(value_json), "env-1", now_, now_ + life}));
+  };
+  put("plan", R"({"step": 1})", std::chrono::minutes(60));
+  put("plan/next", R"("compile")", std::chrono::minutes(60));
+  put("scratch", "[1, 2.5]", std::chrono::minutes(5));
+  auto all = call("GET", "/v1/runs/r1/notes?tenant_id=t1");
+  ASSERT_EQ(all.status, 200) << all.body;
+  const json notes = json::parse(all.body)["notes"];
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0]["key"], "plan");
+  EXPECT_EQ(notes[0]["value"], (json{{"step", 1}}));
+  EXPECT_EQ(notes[0]["written_by"], "env-1");
+  EXPECT_EQ(notes[0]["updated_at"], formatTimestamp(now_));
+  EXPECT_EQ(notes[2]["value"], (json{1, 2.5}));
+  auto prefixed = call("GET", "/v1/runs/r1/notes?tenant_id=t1&prefix=plan%2F");
+  ASSERT_EQ(json::parse(prefixed.body)["notes"].size(), 1u) << prefixed.body;
+  auto one = call("GET", "/v1/runs/r1/notes/plan%2Fnext?tenant_id=t1");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body)["value"], "compile");
+  auto missing = call("GET", "/v1/runs/r1/notes/nope?tenant_id=t1");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(message(missing), "run \"r1\" has no note \"nope\"");
+  EXPECT_EQ(call("GET", "/v1/runs/r1/notes").status, 400) << "the tenant is required";
+  EXPECT_EQ(json::parse(call("GET", "/v1/runs/r2/notes?tenant_id=t1").body)["notes"],
+            json::array());
+  EXPECT_EQ(call("GET", "/v1/runs/r%20x/notes?tenant_id=t1").status, 400) << "not a run id";
+
+  now_ += std::chrono::minutes(10);
+  api_->reap();
+  EXPECT_EQ(json::parse(call("GET", "/v1/runs/r1/notes?tenant_id=t1").body)["notes"].size(), 2u)
+      << "the expired note was swept";
+}
+
 TEST_F(ApiArtifactTest, ExportRefusesEscapesAndOversizedFiles) {
   const std::string id = provision();
   auto escape =

@@ -91,6 +91,10 @@ struct World {
     if (!planned) throw std::runtime_error("planSchedule failed");
     if (auto r = schedule_store->create(*planned, 64); !r)
       throw std::runtime_error(r.error().message());
+    const artifacts::RunNote note{"plan", R"({"text": "a's secret"})", a_env, now,
+                                  now + std::chrono::hours(1)};
+    if (auto r = repository->putNote("tenant-a", kRun, note); !r)
+      throw std::runtime_error(r.error().message());
   }
   ~World() { std::filesystem::remove_all(dir); }
 
@@ -126,6 +130,8 @@ struct World {
     out << "bytes " << repository->tenantBytes(*artifacts::TenantId::parse("tenant-a")).value_or(-1)
         << "\n";
     out << "schedules " << call("GET", "/v1/environments/" + a_env + "/schedules").body << "\n";
+    out << "notes "
+        << call("GET", "/v1/runs/" + std::string(kRun) + "/notes?tenant_id=tenant-a").body << "\n";
     const auto lease = api->leases().current("tenant-a", kRun);
     out << "lease " << (lease ? std::to_string(*lease) : "none") << "\n";
     return out.str();
@@ -344,6 +350,28 @@ std::vector<Row> rows() {
                  expectStatus(r, 200);
                  EXPECT_EQ(w.api->reap(), 1) << "A's environment is stale now";
                  EXPECT_EQ(w.call("GET", envPath(w)).status, 404);
+               }});
+  // B's run of the same id is B's own, with no notes: an empty list, and
+  // A's note is not found.
+  t.push_back({"/v1/runs/{run_id}/notes", "GET",
+               [run](const World&, const std::string& tenant) {
+                 return Call{"GET", "/v1/runs/" + run + "/notes?" + q(tenant)};
+               },
+               200, "",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 const json notes = json::parse(r.body)["notes"];
+                 ASSERT_EQ(notes.size(), 1u) << r.body;
+                 EXPECT_EQ(notes[0]["key"], "plan");
+               }});
+  t.push_back({"/v1/runs/{run_id}/notes/{key}", "GET",
+               [run](const World&, const std::string& tenant) {
+                 return Call{"GET", "/v1/runs/" + run + "/notes/plan?" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["value"]["text"], "a's secret");
                }});
   t.push_back({"/v1/artifacts", "POST",
                [run](const World&, const std::string& tenant) {

@@ -41,6 +41,7 @@ from .models import (
     FileChange,
     Lease,
     ResourceLimits,
+    RunNote,
     Schedule,
     ScheduleFire,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "DirEntry",
     "Lease",
     "ResourceLimits",
+    "RunNote",
     "Schedule",
     "ScheduleFire",
     "ERROR_CLASSES",

@@ -30,6 +30,7 @@ from .models import (
     ExecutionResult,
     Lease,
     ResourceLimits,
+    RunNote,
     Schedule,
     ScheduleFire,
     encode_bytes,
@@ -455,6 +456,24 @@ class AirlockClient:
         path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/lease"
         body = {"tenant_id": tenant_id, "lease_epoch": epoch}
         return Lease.from_json(self._json("PUT", path, json_body=body))
+
+    # --- notes -----------------------------------------------------------
+
+    def list_notes(self, tenant_id: str, run_id: str, prefix: str = "") -> list[RunNote]:
+        """GET /v1/runs/{run_id}/notes: the notes code mode's programs of the
+        tenant's run put (notes.put), in key order; ``prefix`` keeps the keys
+        that start with it. A run without notes gives []."""
+        query: dict[str, PathLike] = {"tenant_id": tenant_id}
+        if prefix:
+            query["prefix"] = prefix
+        path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/notes"
+        return [RunNote.from_json(n) for n in self._json("GET", path, query=query).get("notes", [])]
+
+    def get_note(self, tenant_id: str, run_id: str, key: str) -> RunNote:
+        """GET /v1/runs/{run_id}/notes/{key}: one note of the tenant's run;
+        NotFoundError when the run has none of that key."""
+        path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/notes/" + urllib.parse.quote(key, safe="")
+        return RunNote.from_json(self._json("GET", path, query={"tenant_id": tenant_id}))
 
     # --- convenience -----------------------------------------------------
 

@@ -210,6 +210,27 @@ class Lease:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunNote:
+    """One note of a run's blackboard (what code mode's notes.put keeps)."""
+
+    key: str
+    value: Any  # the JSON value the program put
+    written_by: str  # the environment whose program last put it
+    updated_at: _dt.datetime
+    expires_at: _dt.datetime
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "RunNote":
+        return cls(
+            key=j["key"],
+            value=j.get("value"),
+            written_by=j["written_by"],
+            updated_at=parse_timestamp(j["updated_at"]),
+            expires_at=parse_timestamp(j["expires_at"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class ArtifactMetadata:
     """A stored artifact. ``filename`` is metadata only, never a path, and is
     unsanitized: sanitize it before using it as a file name on your disk."""

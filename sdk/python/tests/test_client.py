@@ -131,6 +131,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(env.extend(60).expires_at, clamped.expires_at)
         self.assertEqual(env.handle.expires_at, clamped.expires_at)
 
+    def test_a_run_without_notes_lists_none_and_a_key_is_not_found(self):
+        # The fake mechanism runs no programs: only the empty side is seen
+        # here (tests/capability and tests/service put notes).
+        run = unique_run()
+        self.assertEqual(self.client.list_notes(TENANT, run), [])
+        self.assertEqual(self.client.list_notes(TENANT, run, prefix="a/"), [])
+        with self.assertRaises(NotFoundError) as caught:
+            self.client.get_note(TENANT, run, "plan/next")
+        self.assertIn("plan/next", caught.exception.message)
+
     def test_images_lists_the_default_and_an_environment_says_its_image(self):
         images = self.client.images()
         self.assertEqual([i["name"] for i in images], ["host"])

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/execution_half.h"
@@ -41,10 +42,24 @@ struct SandboxServices {
   // The execution half (proc, fs, job), from the composition root
   // (execution::addExecutionCapabilities); empty: the table lacks them.
   AddExecutionCapabilities add_execution;
+  // Where notes.* keeps the run's notes; default: in memory, for the table.
+  gateway::NoteServices notes;
+  // fs.read("note://KEY") reads the note KEY (spec 001, "Durable code-mode
+  // notes"): notes.get's value as JSON text (bytes). false: such a path is
+  // refused "denied" (a program whose policy does not allow notes.get).
+  bool note_reads = true;
 };
 
-// A table with every capability of both halves. Jobs and notes live as long
-// as the table: destroying it kills every job still running.
+// The note:// paths of fs.*: the scheme, and the refusal of a write or a
+// listing there ("read_only").
+inline constexpr std::string_view kNoteScheme = "note://";
+
+// A table with every capability of both halves. Jobs and in-memory notes
+// live as long as the table: destroying it kills every job still running.
+// fs.read, fs.write and fs.list (when the table has them) first look for a
+// note:// path: fs.read of one reads the note (note_reads), fs.write and
+// fs.list of one are refused "read_only"; a note:// path never reaches the
+// workspace, and nothing mounts it for a shell process.
 std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services);
 
 // The policy that allows everything makeSandboxCapabilities serves, and the

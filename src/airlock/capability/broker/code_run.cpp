@@ -96,6 +96,8 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   services.schedule = options.schedule;
   services.job_spill = options.job_spill;
   services.add_execution = options.add_execution;
+  services.notes = options.notes;
+  services.note_reads = options.policy.allows("notes.get");
   auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(std::move(*channel), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());
@@ -134,6 +136,9 @@ Result<CodeRunOptions> codeRunOptionsFor(const CodeModeHost& host, const Environ
   if (!net) return tl::unexpected(net.error());
   options.net = std::move(*net);
   options.schedule.store = host.schedules;
+  options.notes = gateway::NoteServices{
+      host.notes, handle.tenant_id, handle.run_id, handle.environment_id, host.retention.retention,
+      host.clock};
   options.schedule.ceilings = host.schedule_ceilings;
   if (host.clock)
     options.schedule.now_s = [clock = host.clock] {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "airlock/artifacts/artifact_store.h"
+#include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/broker/capabilities.h"
@@ -45,6 +46,10 @@ struct CodeRunOptions {
   // The execution half of the table (proc, fs, job): the front end passes
   // execution::addExecutionCapabilities; empty: the program has none of them.
   AddExecutionCapabilities add_execution;
+  // Where notes.* keeps the run's notes (gateway_capabilities.h); default:
+  // in memory, for this program alone. fs.read of note:// follows the
+  // policy's notes.get.
+  gateway::NoteServices notes;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected, up
   // to max_audit_lines: a program can make millions of refused calls, and
@@ -83,12 +88,18 @@ struct CodeModeHost {
   // The execution half (proc, fs, job), from the composition root; empty:
   // programs get none of them.
   AddExecutionCapabilities add_execution;
+  // Where the runs' notes live (borrowed; outlives every run): a program's
+  // notes.* reads and writes its tenant's run's notes there, which expire
+  // `retention` after their last put. Null: each program's notes are its
+  // own, in memory.
+  artifacts::ArtifactRepository* notes = nullptr;
 };
 
 // The options of one program in `handle`'s sandbox, everything but the
 // program, its limits, policy and cancel: net.fetch decided by the
 // sandbox's own egress policy (productionNetServices), schedule.* over
-// host.schedules, and each job's whole output spilled as artifacts of the
+// host.schedules, notes.* over host.notes (the handle's tenant and run,
+// written by its environment id), and each job's whole output spilled as artifacts of the
 // handle's tenant and run (EXTERNAL_UNTRUSTED: sandbox bytes); the
 // execution id is the environment's. Errors: those of
 // productionNetServices; ToolValidationError for a tenant id the artifact

@@ -182,6 +182,11 @@ class Api final : public service::RequestHandler {
   service::HttpResponse scheduleCall(const RouteCall& call);
   service::HttpResponse pendingFires(const RouteCall& call);
   service::HttpResponse acknowledgeFires(const RouteCall& call);
+  // A run's notes (code mode's notes.*), of the call's tenant: GET lists
+  // them ({"notes": [...]}, key order, ?prefix=), GET .../{key} one (404
+  // when the run has none of that key).
+  service::HttpResponse listNotes(const RouteCall& call);
+  service::HttpResponse getNote(const RouteCall& call);
   service::HttpResponse listTools(const RouteCall& call);
   service::HttpResponse callTool(const RouteCall& call);
 

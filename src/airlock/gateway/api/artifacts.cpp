@@ -192,6 +192,8 @@ void Api::sweepArtifacts() {
   if (!artifacts_) return;
   artifacts::RetentionSweeper sweeper(*artifacts_->store, *artifacts_->repository, clock_);
   (void)sweeper.sweepOnce();
+  // Notes live as long as the run's other metadata: they expire with it.
+  if (artifacts_->repository != nullptr) (void)artifacts_->repository->removeExpiredNotes(clock_());
 }
 
 }  // namespace airlock::gateway

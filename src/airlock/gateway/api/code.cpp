@@ -213,6 +213,7 @@ HttpResponse Api::runCode(const RouteCall& call) {
     host.artifact_store = artifacts_->store;
     host.retention = artifacts_->retention;
     host.max_artifact_bytes = artifacts_->max_bytes;
+    host.notes = artifacts_->repository;
   }
   auto options = capability::codeRunOptionsFor(host, live->handle, live->egress);
   if (!options) return errorResponse(options.error());
@@ -305,6 +306,52 @@ HttpResponse Api::acknowledgeFires(const RouteCall& call) {
   auto n = schedules_->acknowledgeFires(*through);
   if (!n) return errorResponse(n.error());
   return jsonResponse(200, json{{"acknowledged", *n}});
+}
+
+namespace {
+
+// A run's note as the API answers it: the value as the JSON it holds.
+json noteToJson(const artifacts::RunNote& note) {
+  json value = json::parse(note.value_json, nullptr, false);
+  return json{{"key", note.key},
+              {"value", value.is_discarded() ? json(nullptr) : std::move(value)},
+              {"written_by", note.written_by},
+              {"updated_at", formatTimestamp(note.updated_at)},
+              {"expires_at", formatTimestamp(note.expires_at)}};
+}
+
+HttpResponse noNotes() {
+  return errorResponse(503, "execution_unavailable",
+                       "no metadata repository is configured (notes live beside the artifacts)");
+}
+
+}  // namespace
+
+HttpResponse Api::listNotes(const RouteCall& call) {
+  if (!artifacts_ || artifacts_->repository == nullptr) return noNotes();
+  if (auto ok = platformIdentifier(json{{"run_id", call.param("run_id")}}, "run_id"); !ok)
+    return errorResponse(ok.error());
+  const std::string prefix = call.queryValue("prefix").value_or("");
+  auto notes = artifacts_->repository->listNotes(*call.tenant, call.param("run_id"), prefix,
+                                                 gateway::kNotesListMax);
+  if (!notes) return errorResponse(notes.error());
+  json out = json::array();
+  for (const auto& note : *notes) out.push_back(noteToJson(note));
+  return jsonResponse(200, json{{"notes", std::move(out)}});
+}
+
+HttpResponse Api::getNote(const RouteCall& call) {
+  if (!artifacts_ || artifacts_->repository == nullptr) return noNotes();
+  if (auto ok = platformIdentifier(json{{"run_id", call.param("run_id")}}, "run_id"); !ok)
+    return errorResponse(ok.error());
+  const std::string& key = call.param("key");
+  auto note = artifacts_->repository->findNote(*call.tenant, call.param("run_id"), key);
+  if (!note) return errorResponse(note.error());
+  if (!*note)
+    return errorResponse(
+        404, "not_found",
+        "run " + quoteForMessage(call.param("run_id")) + " has no note " + quoteForMessage(key));
+  return jsonResponse(200, noteToJson(**note));
 }
 
 }  // namespace airlock::gateway

@@ -173,6 +173,20 @@ struct RouteRows {
        0,
        {},
        "report the tenant's run's current lease epoch"},
+      {"GET",
+       "/v1/runs/{run_id}/notes",
+       &Api::listNotes,
+       T::kQueryRequired,
+       0,
+       {"tenant_id", "prefix"},
+       "the tenant's run's notes, in key order"},
+      {"GET",
+       "/v1/runs/{run_id}/notes/{key}",
+       &Api::getNote,
+       T::kQueryRequired,
+       0,
+       {"tenant_id"},
+       "one note of the tenant's run"},
   };
 };
 

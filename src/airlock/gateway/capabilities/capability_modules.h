@@ -7,7 +7,8 @@
 
 namespace airlock::gateway {
 
-void addNotesCapabilities(capability::CapabilityTable& table);                        // notes.*
+void addNotesCapabilities(capability::CapabilityTable& table,
+                          const NoteServices& notes);                                 // notes.*
 void addNetCapabilities(capability::CapabilityTable& table, const NetServices& net);  // net.fetch
 void addScheduleCapabilities(capability::CapabilityTable& table,
                              const GatewayCapabilityServices& services);  // schedule.*

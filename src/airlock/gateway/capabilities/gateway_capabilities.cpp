@@ -6,7 +6,7 @@ namespace airlock::gateway {
 
 void addGatewayCapabilities(capability::CapabilityTable& table,
                             const GatewayCapabilityServices& services) {
-  addNotesCapabilities(table);
+  addNotesCapabilities(table, services.notes);
   addNetCapabilities(table, services.net);
   addScheduleCapabilities(table, services);
 }

@@ -4,7 +4,9 @@
 // every capability's arguments, result and refusal codes): the ones that
 // never touch a sandbox.
 //
-//   notes.put / notes.get / notes.list   a JSON blackboard per execution
+//   notes.put / notes.get / notes.list   a JSON blackboard per run, kept in
+//               the metadata repository (NoteServices), so a later program
+//               of the same tenant's run reads what an earlier one put
 //   net.fetch   one HTTP(S) request through the outbound guard
 //               (egress/outbound_guard.h), decided by the same decide() as
 //               the sandbox proxy against the execution's egress policy
@@ -25,9 +27,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "airlock/artifacts/metadata_repository.h"
 #include "airlock/capability/broker/broker.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/types.h"
@@ -72,6 +76,26 @@ struct NetFetchRequest {
 tl::expected<NetFetchRequest, capability::wire::Refusal> parseNetFetchRequest(
     const capability::wire::Value& args);
 
+// Where notes.* keeps the notes of one tenant's run (spec 001, "Durable
+// code-mode notes"). Keys are the run's own: a program names a key, never a
+// tenant or run, so it reads and writes its own run's blackboard only, and
+// each put records the writer (the environment id). A note expires
+// `retention` after its last put (the artifact retention: it lives as long
+// as the run's other metadata); the API's reaper pass deletes it then.
+struct NoteServices {
+  // Borrowed; must outlive the table. Null: the notes live in memory for
+  // the table's life (one program), as before (`airlock run --code`, tests).
+  artifacts::ArtifactRepository* repository = nullptr;
+  std::string tenant_id;
+  std::string run_id;
+  std::string writer;
+  std::chrono::milliseconds retention = std::chrono::hours(24 * 30);
+  std::function<Timestamp()> clock;  // empty: the system clock
+};
+
+// At most this many keys in one notes.list answer of a repository's notes.
+inline constexpr std::size_t kNotesListMax = 10000;
+
 // What the capabilities act on, for one execution.
 struct GatewayCapabilityServices {
   // The execution's environment id: the creator every schedule.* call
@@ -81,12 +105,13 @@ struct GatewayCapabilityServices {
   // Where schedule.* keeps its schedules; a null store: schedule.* is
   // refused "unavailable" (no metadata database).
   capability::schedule::ScheduleServices schedule;
+  NoteServices notes;  // default: in memory, for the table's life
 };
 
 // Adds notes.* (notes.put: ceiling note; notes.get, notes.list: notes; run
-// inline: memory under a mutex), net.fetch and schedule.* (with no store, a
+// inline in memory, on a worker over a repository), net.fetch and schedule.* (with no store, a
 // module route refusing every schedule.* call "unavailable") to `table`.
-// Notes live as long as the table's handlers.
+// In-memory notes live as long as the table's handlers.
 void addGatewayCapabilities(capability::CapabilityTable& table,
                             const GatewayCapabilityServices& services);
 

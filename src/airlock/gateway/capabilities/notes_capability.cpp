@@ -1,5 +1,7 @@
-// notes.*: a JSON blackboard per execution, in memory.
+// notes.*: a JSON blackboard per run, in the metadata repository (or, with
+// none, in memory for one table).
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/call_args.h"
 #include "airlock/capability/wire/msgpack.h"
@@ -35,16 +37,155 @@ bool jsonShaped(const Value& v, int depth = 0) {
   }
 }
 
-struct NotesBoard {
-  Mutex mu;
-  std::map<std::string, Value> notes GUARDED_BY(mu);
+// A JSON-shaped value as JSON, and back: integers stay integers, floats
+// floats (nlohmann writes the shortest text that reads back the same).
+nlohmann::json toJson(const Value& v) {
+  switch (v.type()) {
+    case Value::Type::kBool:
+      return *v.asBool();
+    case Value::Type::kInteger:
+      if (auto u = v.asUnsigned()) return *u;
+      return *v.asSigned();
+    case Value::Type::kFloat:
+      return *v.asFloat();
+    case Value::Type::kString:
+      return *v.asString();
+    case Value::Type::kArray: {
+      auto a = nlohmann::json::array();
+      for (const auto& e : *v.asArray()) a.push_back(toJson(e));
+      return a;
+    }
+    case Value::Type::kMap: {
+      auto o = nlohmann::json::object();
+      for (const auto& [k, e] : *v.asMap()) o[k] = toJson(e);
+      return o;
+    }
+    default:  // nil (bytes never get here: jsonShaped)
+      return nullptr;
+  }
+}
+
+Value fromJson(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Value::unsignedInteger(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_integer:
+      return Value::integer(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_float:
+      return Value::floating(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return Value::string(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      Array a;
+      for (const auto& e : j) a.push_back(fromJson(e));
+      return Value::array(std::move(a));
+    }
+    case nlohmann::json::value_t::object: {
+      Map m;
+      for (const auto& [k, e] : j.items()) m.emplace_back(k, fromJson(e));
+      return Value::map(std::move(m));
+    }
+    default:
+      return Value::nil();
+  }
+}
+
+// Where the notes are: put, get (nullopt: none of that key), list.
+class NotesBoard {
+ public:
+  virtual ~NotesBoard() = default;
+  virtual Answer put(const std::string& key, const Value& value) = 0;
+  virtual Answer get(const std::string& key) = 0;
+  virtual Answer list(const std::string& prefix) = 0;
 };
 
-Answer notesPut(NotesBoard& b, const CallContext& ctx) {
+Refusal noNote(const std::string& key) {
+  return Refusal{"not_found", "no note is named " + key};
+}
+
+// One table's notes, in memory.
+class MemoryBoard final : public NotesBoard {
+ public:
+  Answer put(const std::string& key, const Value& value) override {
+    MutexLock lk(mu_);
+    notes_[key] = value;
+    return Value::nil();
+  }
+  Answer get(const std::string& key) override {
+    MutexLock lk(mu_);
+    auto it = notes_.find(key);
+    if (it == notes_.end()) return noNote(key);
+    return it->second;
+  }
+  Answer list(const std::string& prefix) override {
+    MutexLock lk(mu_);
+    Array keys;
+    for (auto it = notes_.lower_bound(prefix);
+         it != notes_.end() && it->first.rfind(prefix, 0) == 0; ++it)
+      keys.push_back(Value::string(it->first));
+    return Value::array(std::move(keys));
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, Value> notes_ GUARDED_BY(mu_);
+};
+
+// The run's notes in the metadata repository. A database failure is the
+// refusal "unavailable" (the message never names the database).
+class RepositoryBoard final : public NotesBoard {
+ public:
+  explicit RepositoryBoard(NoteServices s) : s_(std::move(s)) {
+    if (!s_.clock)
+      s_.clock = [] {
+        return std::chrono::time_point_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now());
+      };
+  }
+  Answer put(const std::string& key, const Value& value) override {
+    const Timestamp now = s_.clock();
+    artifacts::RunNote note{key, toJson(value).dump(), s_.writer, now, now + s_.retention};
+    if (auto r = s_.repository->putNote(s_.tenant_id, s_.run_id, note); !r) return unavailable();
+    return Value::nil();
+  }
+  Answer get(const std::string& key) override {
+    auto found = s_.repository->findNote(s_.tenant_id, s_.run_id, key);
+    if (!found) return unavailable();
+    if (!*found) return noNote(key);
+    auto parsed = nlohmann::json::parse((*found)->value_json, nullptr, false);
+    if (parsed.is_discarded()) return Refusal{"unavailable", "the note " + key + " is corrupt"};
+    return fromJson(parsed);
+  }
+  Answer list(const std::string& prefix) override {
+    auto notes = s_.repository->listNotes(s_.tenant_id, s_.run_id, prefix, kNotesListMax);
+    if (!notes) return unavailable();
+    Array keys;
+    for (const auto& n : *notes) keys.push_back(Value::string(n.key));
+    return Value::array(std::move(keys));
+  }
+
+ private:
+  static Refusal unavailable() {
+    return Refusal{"unavailable", "the notes store failed; try again"};
+  }
+  NoteServices s_;
+};
+
+// A note's key: 1 to kNoteKeyMaxBytes bytes, no NUL (a database key).
+tl::expected<std::string, Refusal> noteKey(const CallContext& ctx) {
   auto key = capability::requiredString(ctx.args, "key");
+  if (!key) return tl::unexpected(key.error());
+  if (key->empty() || key->size() > kNoteKeyMaxBytes || key->find('\0') != std::string::npos)
+    return tl::unexpected(badRequest("args.key must be 1 to " + std::to_string(kNoteKeyMaxBytes) +
+                                     " bytes without NUL"));
+  return *key;
+}
+
+Answer notesPut(NotesBoard& b, const CallContext& ctx) {
+  auto key = noteKey(ctx);
   if (!key) return key.error();
-  if (key->empty() || key->size() > kNoteKeyMaxBytes)
-    return badRequest("args.key must be 1 to " + std::to_string(kNoteKeyMaxBytes) + " bytes");
   const Value* value = ctx.args.find("value");
   if (value == nullptr) return badRequest("args.value is required (nil is a value)");
   if (!jsonShaped(*value))
@@ -53,47 +194,45 @@ Answer notesPut(NotesBoard& b, const CallContext& ctx) {
   if (!capability::wire::encodeValue(*value, encoded) || encoded.size() > kNoteValueMaxBytes)
     return Refusal{"too_large",
                    "a note holds at most " + std::to_string(kNoteValueMaxBytes) + " bytes"};
-  MutexLock lk(b.mu);
-  b.notes[*key] = *value;
-  return Value::nil();
+  return b.put(*key, *value);
 }
 
 Answer notesGet(NotesBoard& b, const CallContext& ctx) {
   auto key = capability::requiredString(ctx.args, "key");
   if (!key) return key.error();
-  MutexLock lk(b.mu);
-  auto it = b.notes.find(*key);
-  if (it == b.notes.end()) return Refusal{"not_found", "no note is named " + *key};
-  return it->second;
+  return b.get(*key);
 }
 
 Answer notesList(NotesBoard& b, const CallContext& ctx) {
   auto prefix = capability::optionalString(ctx.args, "prefix", "");
   if (!prefix) return prefix.error();
-  MutexLock lk(b.mu);
-  Array keys;
-  for (auto it = b.notes.lower_bound(*prefix);
-       it != b.notes.end() && it->first.rfind(*prefix, 0) == 0; ++it)
-    keys.push_back(Value::string(it->first));
-  return Value::array(std::move(keys));
+  return b.list(*prefix);
 }
 
 }  // namespace
 
-void addNotesCapabilities(capability::CapabilityTable& table) {
+void addNotesCapabilities(capability::CapabilityTable& table, const NoteServices& services) {
   using capability::CallPlacement;
   using capability::CeilingClass;
-  auto notes = std::make_shared<NotesBoard>();
-  // The blackboard is memory under a mutex: never blocks, runs inline.
+  std::shared_ptr<NotesBoard> notes;
+  // Memory under a mutex never blocks and runs inline; a database call runs
+  // on a worker.
+  CallPlacement placement = CallPlacement::kInline;
+  if (services.repository != nullptr) {
+    notes = std::make_shared<RepositoryBoard>(services);
+    placement = CallPlacement::kWorker;
+  } else {
+    notes = std::make_shared<MemoryBoard>();
+  }
   table.add(
       "notes.put", CeilingClass::kNote,
-      [notes](const CallContext& c) { return notesPut(*notes, c); }, CallPlacement::kInline);
+      [notes](const CallContext& c) { return notesPut(*notes, c); }, placement);
   table.add(
       "notes.get", CeilingClass::kNotes,
-      [notes](const CallContext& c) { return notesGet(*notes, c); }, CallPlacement::kInline);
+      [notes](const CallContext& c) { return notesGet(*notes, c); }, placement);
   table.add(
       "notes.list", CeilingClass::kNotes,
-      [notes](const CallContext& c) { return notesList(*notes, c); }, CallPlacement::kInline);
+      [notes](const CallContext& c) { return notesList(*notes, c); }, placement);
 }
 
 }  // namespace airlock::gateway
