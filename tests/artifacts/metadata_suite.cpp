@@ -234,6 +234,10 @@ TEST_P(MetadataRepositoryTest, ANoteIsPutReplacedAndFoundByTenantRunAndKey) {
   EXPECT_FALSE(repo_->findNote("t2", "r1", "plan")->has_value()) << "another tenant's run";
   EXPECT_FALSE(repo_->findNote("t1", "r2", "plan")->has_value()) << "another run";
   EXPECT_FALSE(repo_->findNote("t1", "r1", "Plan")->has_value());
+  ASSERT_TRUE(repo_->putNote("t1", "r1", noteFor("other", "0")).has_value());
+  ASSERT_TRUE(repo_->putNote("t1", "r2", noteFor("plan", "0")).has_value());
+  EXPECT_EQ(repo_->countNotes("t1", "r1").value_or(-1), 2);
+  EXPECT_EQ(repo_->countNotes("t2", "r1").value_or(-1), 0);
 }
 
 TEST_P(MetadataRepositoryTest, NotesAreListedByPrefixInBytewiseKeyOrder) {

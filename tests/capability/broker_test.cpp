@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "airlock/artifacts/memory_repository.h"
 #include "airlock/capability/broker/capabilities.h"
 #include "broker_test_support.h"
 
@@ -294,6 +295,57 @@ TEST_F(BrokerTest, NotesPutGetListRoundTrip) {
   r = c.result();
   ASSERT_TRUE(r);
   EXPECT_EQ(refusalCode(r->second), "not_found");
+}
+
+// Over a metadata repository the notes are the run's, stored as JSON text
+// that reads back as the same value (integers, floats, nesting), written by
+// the environment and expiring after the retention; a run holds at most
+// kNotesListMax notes (a put of a new key past it is too_large, replacing
+// one is not).
+TEST_F(BrokerTest, RepositoryNotesRoundTripAndARunsNotesAreBounded) {
+  artifacts::MemoryArtifactRepository repository;
+  const Timestamp now = Timestamp(std::chrono::milliseconds(1'700'000'000'000));
+  capability::SandboxServices services;
+  services.notes = gateway::NoteServices{
+      &repository, "t1", "r1", "env-1", std::chrono::hours(1), [now] { return now; }};
+  auto s = open(BootShape::kRun, nullptr, capability::makeSandboxCapabilities(services));
+  WireClient c(socketPath());
+  const Value value = Value::map({{"n", Value::integer(-3)},
+                                  {"big", Value::unsignedInteger(18'000'000'000'000'000'000ULL)},
+                                  {"f", Value::floating(2.5)},
+                                  {"list", Value::array({Value::boolean(true), Value::nil()})}});
+  c.call(s->token(), "notes.put", Value::map({{"key", Value::string("plan")}, {"value", value}}));
+  auto r = c.result();
+  ASSERT_TRUE(r && std::holds_alternative<Value>(r->second)) << refusalMessage(r->second);
+  auto stored = repository.findNote("t1", "r1", "plan");
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((*stored)->written_by, "env-1");
+  EXPECT_EQ((*stored)->expires_at, now + std::chrono::hours(1));
+  c.call(s->token(), "notes.get", Value::map({{"key", Value::string("plan")}}));
+  r = c.result();
+  ASSERT_TRUE(r && std::holds_alternative<Value>(r->second)) << refusalMessage(r->second);
+  ASSERT_EQ(std::get<Value>(r->second).asMap()->size(), 4u);
+  EXPECT_EQ(std::get<Value>(r->second), value);
+
+  for (std::size_t i = 1; i < gateway::kNotesListMax; ++i)
+    ASSERT_TRUE(repository.putNote("t1", "r1",
+                                   artifacts::RunNote{"k" + std::to_string(i), "1", "env-0", now,
+                                                      now + std::chrono::hours(1)}));
+  c.call(s->token(), "notes.put",
+         Value::map({{"key", Value::string("one-more")}, {"value", Value::integer(1)}}));
+  r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(refusalCode(r->second), "too_large");
+  c.call(s->token(), "notes.put",
+         Value::map({{"key", Value::string("plan")}, {"value", Value::integer(2)}}));
+  r = c.result();
+  ASSERT_TRUE(r && std::holds_alternative<Value>(r->second)) << "replacing a note is not a new one";
+  c.call(s->token(), "notes.put",
+         Value::map(
+             {{"key", Value::string(std::string("nul\0key", 7))}, {"value", Value::integer(2)}}));
+  r = c.result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(refusalCode(r->second), "bad_request");
 }
 
 TEST_F(BrokerTest, CancelFrameCancelsTheEffect) {

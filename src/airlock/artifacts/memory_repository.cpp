@@ -96,6 +96,15 @@ Result<std::vector<RunNote>> MemoryArtifactRepository::listNotes(const std::stri
   return out;
 }
 
+Result<std::int64_t> MemoryArtifactRepository::countNotes(const std::string& tenant_id,
+                                                          const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  std::int64_t count = 0;
+  for (const auto& [id, note] : notes_)
+    if (std::get<0>(id) == tenant_id && std::get<1>(id) == run_id) ++count;
+  return count;
+}
+
 Result<std::int64_t> MemoryArtifactRepository::removeExpiredNotes(Timestamp now) {
   std::lock_guard lock(mutex_);
   std::int64_t removed = 0;

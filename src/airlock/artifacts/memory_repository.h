@@ -27,6 +27,7 @@ class MemoryArtifactRepository final : public ArtifactRepository {
                                           const std::string& key) override;
   Result<std::vector<RunNote>> listNotes(const std::string& tenant_id, const std::string& run_id,
                                          const std::string& prefix, std::size_t limit) override;
+  Result<std::int64_t> countNotes(const std::string& tenant_id, const std::string& run_id) override;
   Result<std::int64_t> removeExpiredNotes(Timestamp now) override;
 
  private:

@@ -76,6 +76,8 @@ class ArtifactRepository {
   virtual Result<std::vector<RunNote>> listNotes(const std::string& tenant_id,
                                                  const std::string& run_id,
                                                  const std::string& prefix, std::size_t limit);
+  // How many notes the run has.
+  virtual Result<std::int64_t> countNotes(const std::string& tenant_id, const std::string& run_id);
   // Deletes every note with expires_at <= now; returns how many.
   virtual Result<std::int64_t> removeExpiredNotes(Timestamp now);
 };

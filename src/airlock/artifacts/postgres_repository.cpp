@@ -95,7 +95,8 @@ constexpr ArtifactStatements kStatements{
     " WHERE tenant_id = $1::text AND run_id = $2::text AND note_key >= $3::text"
     "  AND left(note_key, char_length($3::text)) = $3::text"
     " ORDER BY note_key LIMIT $4::bigint",
-    "DELETE FROM run_notes WHERE expires_at_ms <= $1::bigint"};
+    "DELETE FROM run_notes WHERE expires_at_ms <= $1::bigint",
+    "SELECT COUNT(*)::bigint FROM run_notes WHERE tenant_id = $1::text AND run_id = $2::text"};
 
 }  // namespace
 

@@ -19,6 +19,9 @@ Result<std::vector<RunNote>> ArtifactRepository::listNotes(const std::string&, c
                                                            const std::string&, std::size_t) {
   return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
 }
+Result<std::int64_t> ArtifactRepository::countNotes(const std::string&, const std::string&) {
+  return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
+}
 Result<std::int64_t> ArtifactRepository::removeExpiredNotes(Timestamp) {
   return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
 }
@@ -143,6 +146,15 @@ Result<std::vector<RunNote>> SqlArtifactRepository::listNotes(const std::string&
       *db_, sql_.list_notes,
       {text(tenant_id), text(run_id), text(prefix), int64(clampToInt64(limit))}, 5, "note",
       &readNote);
+}
+
+Result<std::int64_t> SqlArtifactRepository::countNotes(const std::string& tenant_id,
+                                                       const std::string& run_id) {
+  std::lock_guard lock(mutex_);
+  auto count = storage::queryInt(*db_, sql_.count_notes, {text(tenant_id), text(run_id)}, "note",
+                                 "note count");
+  if (!count) return tl::unexpected(count.error());
+  return count->value_or(0);
 }
 
 Result<std::int64_t> SqlArtifactRepository::removeExpiredNotes(Timestamp now) {

@@ -40,6 +40,7 @@ struct ArtifactStatements {
   storage::SqlText find_note;             // ?1 tenant_id, ?2 run_id, ?3 key -> rows
   storage::SqlText list_notes;            // ?1 tenant_id, ?2 run_id, ?3 prefix, ?4 limit -> rows
   storage::SqlText remove_expired_notes;  // ?1 now (Unix ms)
+  storage::SqlText count_notes;           // ?1 tenant_id, ?2 run_id -> one integer
 };
 
 class SqlArtifactRepository final : public ArtifactRepository {
@@ -62,6 +63,7 @@ class SqlArtifactRepository final : public ArtifactRepository {
                                           const std::string& key) override;
   Result<std::vector<RunNote>> listNotes(const std::string& tenant_id, const std::string& run_id,
                                          const std::string& prefix, std::size_t limit) override;
+  Result<std::int64_t> countNotes(const std::string& tenant_id, const std::string& run_id) override;
   Result<std::int64_t> removeExpiredNotes(Timestamp now) override;
 
   // The schema version recorded in the database.

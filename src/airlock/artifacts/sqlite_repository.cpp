@@ -85,7 +85,8 @@ constexpr ArtifactStatements kStatements{
     " WHERE tenant_id = ?1 AND run_id = ?2 AND note_key >= ?3"
     "  AND substr(CAST(note_key AS BLOB), 1, length(CAST(?3 AS BLOB))) = CAST(?3 AS BLOB)"
     " ORDER BY note_key LIMIT ?4",
-    "DELETE FROM run_notes WHERE expires_at_ms <= ?1"};
+    "DELETE FROM run_notes WHERE expires_at_ms <= ?1",
+    "SELECT COUNT(*) FROM run_notes WHERE tenant_id = ?1 AND run_id = ?2"};
 
 }  // namespace
 

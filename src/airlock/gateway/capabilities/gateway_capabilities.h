@@ -93,7 +93,10 @@ struct NoteServices {
   std::function<Timestamp()> clock;  // empty: the system clock
 };
 
-// At most this many keys in one notes.list answer of a repository's notes.
+// At most this many notes in one run's repository blackboard: a put of a
+// new key past it is refused "too_large" (so notes.list, which answers at
+// most this many keys, always answers all of them; two puts racing at the
+// bound may pass it by one each).
 inline constexpr std::size_t kNotesListMax = 10000;
 
 // What the capabilities act on, for one execution.

@@ -38,8 +38,11 @@ bool jsonShaped(const Value& v, int depth = 0) {
 }
 
 // A JSON-shaped value as JSON, and back: integers stay integers, floats
-// floats (nlohmann writes the shortest text that reads back the same).
-nlohmann::json toJson(const Value& v) {
+// floats (nlohmann writes the shortest text that reads back the same), and
+// a map keeps its keys' order.
+using OrderedJson = nlohmann::ordered_json;
+
+OrderedJson toJson(const Value& v) {
   switch (v.type()) {
     case Value::Type::kBool:
       return *v.asBool();
@@ -51,12 +54,12 @@ nlohmann::json toJson(const Value& v) {
     case Value::Type::kString:
       return *v.asString();
     case Value::Type::kArray: {
-      auto a = nlohmann::json::array();
+      auto a = OrderedJson::array();
       for (const auto& e : *v.asArray()) a.push_back(toJson(e));
       return a;
     }
     case Value::Type::kMap: {
-      auto o = nlohmann::json::object();
+      auto o = OrderedJson::object();
       for (const auto& [k, e] : *v.asMap()) o[k] = toJson(e);
       return o;
     }
@@ -65,24 +68,24 @@ nlohmann::json toJson(const Value& v) {
   }
 }
 
-Value fromJson(const nlohmann::json& j) {
+Value fromJson(const OrderedJson& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::boolean:
+    case OrderedJson::value_t::boolean:
       return Value::boolean(j.get<bool>());
-    case nlohmann::json::value_t::number_unsigned:
+    case OrderedJson::value_t::number_unsigned:
       return Value::unsignedInteger(j.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_integer:
+    case OrderedJson::value_t::number_integer:
       return Value::integer(j.get<std::int64_t>());
-    case nlohmann::json::value_t::number_float:
+    case OrderedJson::value_t::number_float:
       return Value::floating(j.get<double>());
-    case nlohmann::json::value_t::string:
+    case OrderedJson::value_t::string:
       return Value::string(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case OrderedJson::value_t::array: {
       Array a;
       for (const auto& e : j) a.push_back(fromJson(e));
       return Value::array(std::move(a));
     }
-    case nlohmann::json::value_t::object: {
+    case OrderedJson::value_t::object: {
       Map m;
       for (const auto& [k, e] : j.items()) m.emplace_back(k, fromJson(e));
       return Value::map(std::move(m));
@@ -145,6 +148,15 @@ class RepositoryBoard final : public NotesBoard {
       };
   }
   Answer put(const std::string& key, const Value& value) override {
+    auto existing = s_.repository->findNote(s_.tenant_id, s_.run_id, key);
+    if (!existing) return unavailable();
+    if (!*existing) {
+      auto count = s_.repository->countNotes(s_.tenant_id, s_.run_id);
+      if (!count) return unavailable();
+      if (*count >= static_cast<std::int64_t>(kNotesListMax))
+        return Refusal{"too_large", "a run holds at most " + std::to_string(kNotesListMax) +
+                                        " notes; put an existing key or use fewer keys"};
+    }
     const Timestamp now = s_.clock();
     artifacts::RunNote note{key, toJson(value).dump(), s_.writer, now, now + s_.retention};
     if (auto r = s_.repository->putNote(s_.tenant_id, s_.run_id, note); !r) return unavailable();
@@ -154,7 +166,7 @@ class RepositoryBoard final : public NotesBoard {
     auto found = s_.repository->findNote(s_.tenant_id, s_.run_id, key);
     if (!found) return unavailable();
     if (!*found) return noNote(key);
-    auto parsed = nlohmann::json::parse((*found)->value_json, nullptr, false);
+    auto parsed = OrderedJson::parse((*found)->value_json, nullptr, false);
     if (parsed.is_discarded()) return Refusal{"unavailable", "the note " + key + " is corrupt"};
     return fromJson(parsed);
   }
