@@ -21,6 +21,7 @@
 #include "airlock/sys/random.h"
 #include "airlock/workspace/dir_entries.h"
 #include "airlock/workspace/file_export.h"
+#include "airlock/workspace/path_ops.h"
 #include "airlock/workspace/resolve.h"
 
 namespace airlock::workspace {
@@ -212,6 +213,53 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
     return it == record_.end() ? WorkspaceProvenance::kUnknown : it->second;
   }
 
+  Result<void> remove(const std::string& path, bool recursive) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    auto removed = detail::removeBeneath(root_.get(), *rel, recursive);
+    // Even a failed recursive remove may have taken part of the tree, so the
+    // record goes either way (dropping is the safe direction).
+    std::lock_guard record_lock(record_mu_);
+    dropRecordsAt(*rel);
+    return removed;
+  }
+
+  Result<void> rename(const std::string& from, const std::string& to, bool replace) override {
+    // renameat2 with RENAME_NOREPLACE needs fsids the workspace's filesystem maps.
+    FsIdScope ids(as_owner_, uid_, gid_);
+    auto from_rel = checkRelativePath(from);
+    if (!from_rel) return tl::unexpected(from_rel.error());
+    auto to_rel = checkRelativePath(to);
+    if (!to_rel) return tl::unexpected(to_rel.error());
+    // Held across the rename, like write: the record moves with the bytes.
+    std::lock_guard record_lock(record_mu_);
+    auto moved = detail::renameBeneath(root_.get(), *from_rel, *to_rel, replace);
+    if (!moved) return tl::unexpected(moved.error());
+    if (!moved->moved) return {};
+    std::vector<std::pair<std::string, WorkspaceProvenance>> carried;
+    const std::string below = *from_rel + "/";
+    for (auto it = record_.begin(); it != record_.end(); ++it) {
+      if (it->first == *from_rel) carried.emplace_back(*to_rel, it->second);
+      if (it->first.compare(0, below.size(), below) == 0) {
+        carried.emplace_back(*to_rel + it->first.substr(from_rel->size()), it->second);
+      }
+    }
+    dropRecordsAt(*from_rel);
+    dropRecordsAt(*to_rel);
+    // The records vouch for `to` only when it names the moved object directly.
+    if (!command_running_ &&
+        detail::reachesWithoutSymlink(root_.get(), *to_rel, moved->dev, moved->ino)) {
+      for (auto& [key, value] : carried) record_[key] = value;
+    }
+    return {};
+  }
+
+  Result<WorkspaceStat> stat(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    return detail::statBeneath(root_.get(), *rel);
+  }
+
   void beginSandboxCommand() override {
     std::lock_guard record_lock(record_mu_);
     command_running_ = true;
@@ -299,6 +347,16 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
   }
 
  private:
+  // Drops the record of `rel` and of everything below it.
+  void dropRecordsAt(const std::string& rel) {
+    record_.erase(rel);
+    const std::string below = rel + "/";
+    for (auto it = record_.lower_bound(below);
+         it != record_.end() && it->first.compare(0, below.size(), below) == 0;) {
+      it = record_.erase(it);
+    }
+  }
+
   static std::string tooLarge(const std::string& rel) {
     return "read: " + quoted(rel) + " is larger than the 64 MiB read limit";
   }
