@@ -11,11 +11,13 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/json.h"
 #include "airlock/execution/node.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
@@ -222,6 +224,95 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
   EXPECT_EQ(call("GET", "/v1/environments/" + id + "/files?path=missing.txt").status, 404);
   EXPECT_EQ(call("PATCH", "/v1/environments/" + id).status, 405);
   EXPECT_EQ(call("GET", "/v2/anything").status, 404);
+}
+
+TEST_F(ApiTest, WorkspacePathsAreRemovedRenamedStatedAndMadeWithErrorsThatNameThem) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=d%2Fa.txt", "12345").status, 204);
+  ASSERT_EQ(call("POST", env + "/directories", R"({"path": "made/deep"})").status, 204);
+
+  auto st = call("GET", env + "/stat?path=d/a.txt");
+  ASSERT_EQ(st.status, 200) << st.body;
+  const json stat = json::parse(st.body);
+  EXPECT_EQ(stat["path"], "d/a.txt");
+  EXPECT_EQ(stat["type"], "file");
+  EXPECT_EQ(stat["size_bytes"], 5);
+  EXPECT_EQ(stat["mode"], 0644);
+  EXPECT_GT(stat["mtime_ns"].get<std::int64_t>(), 0);
+  EXPECT_TRUE(parseTimestamp(stat["mtime"].get<std::string>()).has_value()) << stat["mtime"];
+  EXPECT_EQ(json::parse(call("GET", env + "/stat?path=made%2Fdeep").body)["type"], "directory");
+
+  auto exists = call("POST", env + "/files/rename", R"({"from": "d/a.txt", "to": "d"})");
+  EXPECT_EQ(exists.status, 409) << exists.body;
+  EXPECT_NE(message(exists).find("\"d\" already exists"), std::string::npos) << exists.body;
+  ASSERT_EQ(call("POST", env + "/files/rename", R"({"from": "d/a.txt", "to": "b.txt"})").status,
+            204);
+  EXPECT_EQ(call("GET", env + "/files?path=b.txt").body, "12345");
+  EXPECT_EQ(json::parse(call("GET", env + "/provenance?path=b.txt").body)["provenance"],
+            "TOOL_WRITTEN");
+  ASSERT_EQ(call("PUT", env + "/files?path=c.txt", "c").status, 204);
+  EXPECT_EQ(
+      call("POST", env + "/files/rename", R"({"from": "c.txt", "to": "b.txt", "replace": true})")
+          .status,
+      204);
+  EXPECT_EQ(call("GET", env + "/files?path=b.txt").body, "c");
+
+  ASSERT_EQ(call("PUT", env + "/files?path=d%2Fx", "x").status, 204);
+  auto not_empty = call("DELETE", env + "/files?path=d");
+  EXPECT_EQ(not_empty.status, 409) << not_empty.body;
+  EXPECT_NE(message(not_empty).find("\"d\" is a directory that is not empty"), std::string::npos)
+      << not_empty.body;
+  EXPECT_EQ(call("DELETE", env + "/files?path=d&recursive=1").status, 204);
+  EXPECT_EQ(call("DELETE", env + "/files?path=b.txt&recursive=0").status, 204);
+  auto missing = call("GET", env + "/stat?path=b.txt");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_NE(message(missing).find("b.txt"), std::string::npos) << missing.body;
+  auto gone = call("DELETE", env + "/files?path=d");
+  EXPECT_EQ(gone.status, 404) << gone.body;
+  EXPECT_NE(message(gone).find("d"), std::string::npos) << gone.body;
+}
+
+TEST_F(ApiTest, WorkspacePathRoutesRefuseEscapesAndMalformedInput) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=f", "f").status, 204);
+  for (const auto& [method, target, body] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"DELETE", env + "/files?path=..%2Fx&recursive=1", ""},
+           {"GET", env + "/stat?path=%2Fetc%2Fpasswd", ""},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": "../f"})"},
+           {"POST", env + "/files/rename", R"({"from": "../../etc/passwd", "to": "p"})"},
+           {"POST", env + "/directories", R"({"path": "a/../../b"})"},
+       }) {
+    auto r = call(method, target, body);
+    EXPECT_EQ(r.status, 400) << method << " " << target << " " << body << " -> " << r.body;
+    EXPECT_EQ(code(r), "workspace_escape") << r.body;
+  }
+  struct Case {
+    std::string method, target, body, message_part;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"DELETE", env + "/files?path=f&recursive=yes", "", "recursive must be 1 or 0"},
+           {"DELETE", env + "/files?path=.&recursive=1", "", "root is never removed"},
+           {"DELETE", env + "/files", "", "path query parameter is required"},
+           {"POST", env + "/files/rename", R"({"to": "g"})", "from is required"},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": 3})",
+            "to must be a workspace path"},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": "g", "replace": "yes"})",
+            "replace must be true or false"},
+           {"POST", env + "/files/rename", R"({"from": "f", "too": "g"})", "unknown key \"too\""},
+           {"POST", env + "/directories", R"({})", "path is required"},
+           {"POST", env + "/directories", R"({"path": "f"})", "f"},
+       }) {
+    auto r = call(c.method, c.target, c.body);
+    EXPECT_EQ(r.status, 400) << c.target << " " << c.body << " -> " << r.body;
+    EXPECT_NE(message(r).find(c.message_part), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(call("GET", "/v1/environments/nope/stat?path=f").status, 404);
+  EXPECT_EQ(call("POST", "/v1/environments/nope/directories", R"({"path": "x"})").status, 404);
 }
 
 TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {

@@ -274,6 +274,45 @@ std::vector<Row> rows() {
                  return Call{"GET", envPath(w, "provenance") + "?path=secret.txt&" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/environments/{environment_id}/files", "DELETE",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"DELETE", envPath(w, "files") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 204);
+                 EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=secret.txt").status, 404);
+               }});
+  t.push_back({"/v1/environments/{environment_id}/files/rename", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", envPath(w, "files/rename") + "?" + q(tenant),
+                             R"({"from": "secret.txt", "to": "moved.txt"})"};
+               },
+               404, "not_found",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 204);
+                 EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=moved.txt").body,
+                           "a's secret");
+               }});
+  t.push_back({"/v1/environments/{environment_id}/stat", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "stat") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["size_bytes"], 10);
+               }});
+  t.push_back(
+      {"/v1/environments/{environment_id}/directories", "POST",
+       [](const World& w, const std::string& tenant) {
+         return Call{"POST", envPath(w, "directories") + "?" + q(tenant), R"({"path": "made"})"};
+       },
+       404, "not_found",
+       [](World& w, const HttpResponse& r) {
+         expectStatus(r, 204);
+         EXPECT_EQ(w.call("GET", envPath(w, "stat") + "?path=made").status, 200);
+       }});
   t.push_back({"/v1/environments/{environment_id}/artifacts", "POST",
                [](const World& w, const std::string& tenant) {
                  return Call{"POST", envPath(w, "artifacts") + "?" + q(tenant),

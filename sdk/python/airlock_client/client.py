@@ -29,10 +29,12 @@ from .models import (
     EnvironmentHandle,
     ExecutionResult,
     Lease,
+    PathStatus,
     ResourceLimits,
     Schedule,
     ScheduleFire,
     encode_bytes,
+    encode_name,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -335,6 +337,38 @@ class AirlockClient:
         j = self._json("GET", self._env_path(environment_id, "/provenance"), query={"path": path})
         return j["provenance"]
 
+    def remove_path(self, environment_id: str, path: PathLike, recursive: bool = False) -> None:
+        """DELETE /v1/environments/{environment_id}/files?path=P&recursive=1: removes a file,
+        a symlink (the link itself) or a directory. A directory with entries needs
+        ``recursive=True`` (else ExecutionRejectedError); the root is never removed
+        (ToolValidationError); a missing path is NotFoundError."""
+        query: dict[str, PathLike] = {"path": path}
+        if recursive:
+            query["recursive"] = "1"
+        self._request("DELETE", self._env_path(environment_id, "/files"), query=query)
+
+    def rename_path(self, environment_id: str, source: PathLike, target: PathLike,
+                    replace: bool = False) -> None:
+        """POST /v1/environments/{environment_id}/files/rename: moves ``source`` to
+        ``target`` (whose directory must exist). An existing ``target`` is refused
+        (ExecutionRejectedError) unless ``replace=True``."""
+        body: dict[str, Any] = {"from": encode_name(source), "to": encode_name(target)}
+        if replace:
+            body["replace"] = True
+        self._request("POST", self._env_path(environment_id, "/files/rename"), json_body=body)
+
+    def stat_path(self, environment_id: str, path: PathLike) -> PathStatus:
+        """GET /v1/environments/{environment_id}/stat?path=P: the path's type, size,
+        permission bits and mtime (a symlink reported as one, not followed)."""
+        j = self._json("GET", self._env_path(environment_id, "/stat"), query={"path": path})
+        return PathStatus.from_json(j)
+
+    def make_dir(self, environment_id: str, path: PathLike) -> None:
+        """POST /v1/environments/{environment_id}/directories: creates the directory and
+        its missing parents (an existing directory is no error)."""
+        self._request("POST", self._env_path(environment_id, "/directories"),
+                      json_body={"path": encode_name(path)})
+
     # --- artifacts -------------------------------------------------------
 
     @staticmethod
@@ -514,6 +548,18 @@ class Environment:
 
     def provenance(self, path: PathLike) -> str:
         return self.client.provenance(self.id, path)
+
+    def remove_path(self, path: PathLike, recursive: bool = False) -> None:
+        self.client.remove_path(self.id, path, recursive)
+
+    def rename_path(self, source: PathLike, target: PathLike, replace: bool = False) -> None:
+        self.client.rename_path(self.id, source, target, replace)
+
+    def stat_path(self, path: PathLike) -> PathStatus:
+        return self.client.stat_path(self.id, path)
+
+    def make_dir(self, path: PathLike) -> None:
+        self.client.make_dir(self.id, path)
 
     def export_artifact(self, path: str, **kwargs: Any) -> ArtifactMetadata:
         return self.client.export_artifact(self.id, path, **kwargs)

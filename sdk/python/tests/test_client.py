@@ -201,6 +201,51 @@ class ClientTest(unittest.TestCase):
 
         self.assertEqual(self.client.provenance(env_id, "notes.txt"), "TOOL_WRITTEN")
 
+    def test_remove_rename_stat_and_make_dir(self):
+        handle = self.provision()
+        env_id = handle.environment_id
+        self.client.make_dir(env_id, "d/e")
+        self.client.write_file(env_id, "d/e/f.txt", "12345")
+        status = self.client.stat_path(env_id, "d/e/f.txt")
+        self.assertEqual((status.type, status.size_bytes, status.mode), ("file", 5, 0o644))
+        self.assertEqual(status.path, "d/e/f.txt")
+        self.assertLess(abs(status.mtime.timestamp() - status.mtime_ns / 1e9), 0.002)
+        self.assertTrue(self.client.stat_path(env_id, "d").is_dir)
+
+        self.client.write_file(env_id, "other.txt", "other")
+        with self.assertRaises(ExecutionRejectedError) as caught:
+            self.client.rename_path(env_id, "d/e/f.txt", "other.txt")
+        self.assertIn('"other.txt" already exists', str(caught.exception))
+        self.client.rename_path(env_id, "d/e/f.txt", "other.txt", replace=True)
+        self.assertEqual(self.client.read_file(env_id, "other.txt"), b"12345")
+        self.assertEqual(self.client.provenance(env_id, "other.txt"), "TOOL_WRITTEN")
+        self.client.rename_path(env_id, "other.txt", b"raw-\xff.txt")
+        self.assertEqual(self.client.stat_path(env_id, "raw-\udcff.txt").size_bytes, 5)
+
+        with self.assertRaises(ExecutionRejectedError):
+            self.client.remove_path(env_id, "d")  # not empty
+        self.client.remove_path(env_id, "d", recursive=True)
+        self.client.remove_path(env_id, "raw-\udcff.txt")
+        self.assertEqual(self.client.list_dir(env_id), [])
+        with self.assertRaises(NotFoundError) as missing:
+            self.client.stat_path(env_id, "d")
+        self.assertIn('"d"', str(missing.exception))
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.remove_path(env_id, "../outside", recursive=True)
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.rename_path(env_id, "x", "../x")
+        with self.assertRaises(ToolValidationError):
+            self.client.remove_path(env_id, ".", recursive=True)
+
+    def test_the_environment_wrapper_has_the_path_methods(self):
+        with self.client.environment(TENANT, unique_run()) as env:
+            env.make_dir("a")
+            env.write_file("a/f", "f")
+            env.rename_path("a/f", "a/g")
+            self.assertEqual(env.stat_path("a/g").size_bytes, 1)
+            env.remove_path("a", recursive=True)
+            self.assertEqual(env.list_dir(), [])
+
     def test_paths_are_percent_encoded_completely(self):
         handle = self.provision()
         env_id = handle.environment_id

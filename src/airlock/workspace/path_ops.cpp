@@ -180,7 +180,7 @@ Result<void> removeBeneath(int root, const std::string& rel, bool recursive) {
     if (!recursive) {
       return fail(ErrorCode::kExecutionRejected,
                   "remove: " + quoted(rel) +
-                      " is a directory that is not empty; remove it recursively to remove "
+                      " is a directory that is not empty; set recursive to remove it with "
                       "everything below it");
     }
     return removeTree(dir->get(), name, rel, 0);
@@ -226,7 +226,7 @@ Result<MovedObject> renameBeneath(int root, const std::string& from, const std::
     rc = renameNoReplace(from_dir->get(), from_name.c_str(), to_dir->get(), to_name.c_str());
     if (rc != 0 && errno == EEXIST) {
       return fail(ErrorCode::kExecutionRejected,
-                  "rename: " + quoted(to) + " already exists; ask to replace it to overwrite it");
+                  "rename: " + quoted(to) + " already exists; set replace to overwrite it");
     }
   }
   if (rc != 0) return renameError(from, to, errno);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
 #include "airlock/sandbox/fake/scripted_channel.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -19,6 +20,11 @@ namespace airlock::fake {
 namespace {
 
 using sys::sha256Hex;
+
+// A workspace path quoted for a message, as the local workspace quotes it.
+std::string q(std::string_view path) {
+  return quoteForMessage(path, 512);
+}
 
 // "" for a top-level name.
 std::string parentOf(const std::string& path) {
@@ -223,10 +229,13 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
     }
     std::lock_guard lock(mu_);
     if (ws_.files.erase(*rel) == 0) {
-      if (!ws_.dirs.count(*rel)) return fail(ErrorCode::kNotFound, "remove: no such path: " + path);
+      if (!ws_.dirs.count(*rel))
+        return fail(ErrorCode::kNotFound, "remove: " + q(path) + " does not exist");
       if (ws_.hasEntries(*rel) && !recursive) {
         return fail(ErrorCode::kExecutionRejected,
-                    "remove: " + path + " is a directory that is not empty");
+                    "remove: " + q(path) +
+                        " is a directory that is not empty; set recursive to remove it with "
+                        "everything below it");
       }
       eraseBelow(*rel);
       ws_.dirs.erase(*rel);
@@ -274,7 +283,7 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
       out.type = WorkspaceEntry::Type::kDirectory;
       out.mode = 0755;
     } else {
-      return fail(ErrorCode::kNotFound, "stat: no such path: " + path);
+      return fail(ErrorCode::kNotFound, "stat: " + q(path) + " does not exist");
     }
     auto when = ws_.mtimes.find(*rel);
     out.mtime_ns = when == ws_.mtimes.end() ? 0 : when->second;
@@ -351,25 +360,28 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
     }
     if (to.size() > from.size() && to.compare(0, from.size(), from) == 0 && to[from.size()] == '/')
       return fail(ErrorCode::kToolValidationError,
-                  "rename: " + from + " cannot be moved below itself");
+                  "rename: " + q(from) + " cannot be moved below itself (" + q(to) + ")");
     if (!ws_.isDir(parentOf(from)) || (!ws_.files.count(from) && !ws_.dirs.count(from)))
-      return fail(ErrorCode::kNotFound, "rename: " + from + " does not exist");
+      return fail(ErrorCode::kNotFound, "rename: " + q(from) + " does not exist");
     if (!ws_.isDir(parentOf(to)))
-      return fail(ErrorCode::kNotFound,
-                  "rename: the directory that " + to + " would go in does not exist");
+      return fail(ErrorCode::kNotFound, "rename: the directory " + q(parentOf(to)) + " that " +
+                                            q(to) + " would go in does not exist");
     const bool to_exists = ws_.files.count(to) > 0 || ws_.dirs.count(to) > 0;
     if (!to_exists || from == to) return {};
-    if (!replace) return fail(ErrorCode::kExecutionRejected, "rename: " + to + " already exists");
+    if (!replace)
+      return fail(ErrorCode::kExecutionRejected,
+                  "rename: " + q(to) + " already exists; set replace to overwrite it");
     const bool from_dir = ws_.dirs.count(from) > 0;
     const bool to_dir = ws_.dirs.count(to) > 0;
     if (from_dir != to_dir) {
-      return fail(
-          ErrorCode::kToolValidationError,
-          "rename: " + from + " and " + to + " are not both directories or both non-directories");
+      return fail(ErrorCode::kToolValidationError,
+                  "rename: " + q(from) + " and " + q(to) +
+                      " are not both directories or both non-directories");
     }
     if (to_dir && ws_.hasEntries(to))
-      return fail(ErrorCode::kExecutionRejected,
-                  "rename: " + to + " is a directory that is not empty");
+      return fail(
+          ErrorCode::kExecutionRejected,
+          "rename: " + q(to) + " is a directory that is not empty; only an empty one is replaced");
     return {};
   }
 
