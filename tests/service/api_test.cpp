@@ -3,6 +3,8 @@
 // echo a host path, leases and the reaper. Runs on the fake mechanism.
 #include "airlock/gateway/api/api.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
@@ -313,6 +315,91 @@ TEST_F(ApiTest, WorkspacePathRoutesRefuseEscapesAndMalformedInput) {
   }
   EXPECT_EQ(call("GET", "/v1/environments/nope/stat?path=f").status, 404);
   EXPECT_EQ(call("POST", "/v1/environments/nope/directories", R"({"path": "x"})").status, 404);
+}
+
+// A tar built in memory with libarchive's writer: (name, bytes) regular
+// files, a name ending in "/" a directory, "name->target" a symlink.
+std::string tarOf(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string out(4 << 20, '\0');
+  std::size_t used = 0;
+  struct archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_open_memory(a, out.data(), out.size(), &used);
+  for (const auto& [name, data] : members) {
+    struct archive_entry* e = archive_entry_new();
+    const auto arrow = name.find("->");
+    archive_entry_set_pathname(e, name.substr(0, arrow).c_str());
+    if (arrow != std::string::npos) {
+      archive_entry_set_filetype(e, AE_IFLNK);
+      archive_entry_set_symlink(e, name.substr(arrow + 2).c_str());
+    } else if (name.back() == '/') {
+      archive_entry_set_filetype(e, AE_IFDIR);
+      archive_entry_set_perm(e, 0755);
+    } else {
+      archive_entry_set_filetype(e, AE_IFREG);
+      archive_entry_set_perm(e, 0644);
+      archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    }
+    archive_write_header(a, e);
+    if (!data.empty()) archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  out.resize(used);
+  return out;
+}
+
+TEST_F(ApiTest, AnUploadedTarIsExtractedIntoTheDirectoryAsUnknownFiles) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  const std::string tar = tarOf({{"src/", ""}, {"src/main.py", "print(1)\n"}, {"README", "r"}});
+  auto put = call("PUT", env + "/archive?path=proj%2Fv1", tar);
+  ASSERT_EQ(put.status, 204) << put.body;
+  EXPECT_EQ(call("GET", env + "/files?path=proj/v1/src/main.py").body, "print(1)\n");
+  EXPECT_EQ(call("GET", env + "/files?path=proj/v1/README").body, "r");
+  EXPECT_EQ(json::parse(call("GET", env + "/provenance?path=proj/v1/README").body)["provenance"],
+            "UNKNOWN");
+  ASSERT_EQ(call("PUT", env + "/archive?path=.", tar).status, 204) << "into the root";
+  EXPECT_EQ(call("GET", env + "/files?path=README").body, "r");
+}
+
+TEST_F(ApiTest, AnUploadedArchiveWithABadMemberIsRefusedNamingItAndWritesNothing) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  for (const auto& [members, part] :
+       std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>{
+           {{{"ok.txt", "ok"}, {"../x", "x"}}, "archive member \"../x\" leaves the workspace"},
+           {{{"ok.txt", "ok"}, {"/etc/x", "x"}}, "archive member \"/etc/x\" leaves the workspace"},
+           {{{"ok.txt", "ok"}, {"lnk->/etc/passwd", ""}}, "archive member \"lnk\" is a symlink"},
+       }) {
+    auto r = call("PUT", env + "/archive?path=up", tarOf(members));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(message(r).find(part), std::string::npos) << r.body;
+    EXPECT_EQ(call("GET", env + "/stat?path=up").status, 404) << "nothing was written";
+  }
+  auto junk = call("PUT", env + "/archive?path=up", "this is not an archive");
+  EXPECT_EQ(junk.status, 400) << junk.body;
+  EXPECT_NE(message(junk).find("the request body is not a readable tar or zip archive"),
+            std::string::npos)
+      << junk.body;
+  auto escape = call("PUT", env + "/archive?path=..%2Fup", tarOf({{"a", "a"}}));
+  EXPECT_EQ(escape.status, 400) << escape.body;
+  EXPECT_EQ(code(escape), "workspace_escape");
+}
+
+TEST_F(ApiTest, AnUploadedArchiveStopsAtTheWorkspaceByteLimit) {
+  const std::string id = provision(
+      {{"tenant_id", "t1"}, {"run_id", "r1"}, {"limits", {{"workspace_bytes", 1 << 20}}}});
+  ASSERT_FALSE(id.empty());
+  auto r =
+      call("PUT", "/v1/environments/" + id + "/archive?path=big",
+           tarOf({{"a.bin", std::string(600 << 10, 'a')}, {"b.bin", std::string(600 << 10, 'b')}}));
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(message(r).find("workspace full"), std::string::npos) << r.body;
+  EXPECT_EQ(call("GET", "/v1/environments/" + id + "/stat?path=big%2Fb.bin").status, 404);
 }
 
 TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {

@@ -369,6 +369,15 @@ class AirlockClient:
         self._request("POST", self._env_path(environment_id, "/directories"),
                       json_body={"path": encode_name(path)})
 
+    def upload_archive(self, environment_id: str, path: PathLike, data: bytes) -> None:
+        """PUT /v1/environments/{environment_id}/archive?path=P: extracts a tar (plain or
+        compressed) or zip into the directory P (created when missing). A member that
+        would leave the workspace, a link, a device or a FIFO refuses the whole archive
+        (ToolValidationError naming it) before anything is written; files get provenance
+        UNKNOWN. ``data`` is sent whole, within the service's max_body_bytes."""
+        self._request("PUT", self._env_path(environment_id, "/archive"), query={"path": path},
+                      data=bytes(data))
+
     # --- artifacts -------------------------------------------------------
 
     @staticmethod
@@ -560,6 +569,9 @@ class Environment:
 
     def make_dir(self, path: PathLike) -> None:
         self.client.make_dir(self.id, path)
+
+    def upload_archive(self, path: PathLike, data: bytes) -> None:
+        self.client.upload_archive(self.id, path, data)
 
     def export_artifact(self, path: str, **kwargs: Any) -> ArtifactMetadata:
         return self.client.export_artifact(self.id, path, **kwargs)

@@ -5,8 +5,10 @@ environment context manager."""
 import datetime
 import hashlib
 import http.server
+import io
 import os
 import socket
+import tarfile
 import threading
 import time
 import unittest
@@ -245,6 +247,35 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(env.stat_path("a/g").size_bytes, 1)
             env.remove_path("a", recursive=True)
             self.assertEqual(env.list_dir(), [])
+
+    def test_upload_archive_extracts_a_tar_and_refuses_a_bad_member(self):
+        handle = self.provision()
+        env_id = handle.environment_id
+
+        def tar_of(*members: tuple[str, bytes | None]) -> bytes:
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+                for name, data in members:
+                    info = tarfile.TarInfo(name)
+                    if data is None:
+                        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                    else:
+                        info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data or b""))
+            return buffer.getvalue()
+
+        self.client.upload_archive(env_id, "proj", tar_of(("src/a.py", b"a"), ("b.txt", b"bb")))
+        self.assertEqual(self.client.read_file(env_id, "proj/src/a.py"), b"a")
+        self.assertEqual(self.client.provenance(env_id, "proj/b.txt"), "UNKNOWN")
+        with self.assertRaises(ToolValidationError) as caught:
+            self.client.upload_archive(env_id, "other", tar_of(("ok", b"ok"), ("lnk", None)))
+        self.assertIn('archive member "lnk" is a symlink', str(caught.exception))
+        with self.assertRaises(ToolValidationError):
+            self.client.upload_archive(env_id, "other", tar_of(("../up", b"x")))
+        with self.assertRaises(NotFoundError):
+            self.client.stat_path(env_id, "other")
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.upload_archive(env_id, "../x", tar_of(("a", b"a")))
 
     def test_paths_are_percent_encoded_completely(self):
         handle = self.provision()

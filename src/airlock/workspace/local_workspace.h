@@ -101,8 +101,9 @@ std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirf
 Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& workspace);
 
 // Extracts a tar (any compression libarchive reads) or zip archive, the
-// caller's own file, into a workspace through the handle: regular files via
-// write, directories via mkdir. libarchive only parses; it never touches the
+// caller's own file, into a workspace through the handle, with the decoder
+// of archive/workspace_archive.h: regular files via placeFile, directories
+// via mkdir. libarchive only parses; it never touches the
 // filesystem (no archive_write_disk). Every member is checked in a first
 // pass and the archive is read again to extract, so a refusal writes
 // nothing. Refused, with ToolValidationError naming the member as the

@@ -1,9 +1,12 @@
 // The workspace file routes of the API (api.h): read, write, list,
-// provenance, remove, rename, stat and mkdir, by paths the workspace checks.
+// provenance, remove, rename, stat, mkdir and archive upload, by paths the
+// workspace checks.
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "airlock/archive/workspace_archive.h"
+#include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
 #include "airlock/gateway/api/api.h"
@@ -169,6 +172,20 @@ HttpResponse Api::makeDirectory(const RouteCall& call) {
   auto ws = workspaceOf(call);
   if (!ws) return std::move(ws.error());
   if (auto r = (*ws)->mkdir(*path); !r) return errorResponse(r.error());
+  return noContent();
+}
+
+// The body is held whole (the server reads a request body into memory, up
+// to max_body_bytes); each member is checked before anything is written.
+HttpResponse Api::uploadArchive(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  auto into = checkRelativePath(target->path);
+  if (!into) return errorResponse(into.error());
+  const archive::ArchiveInput input{-1, call.request.body, "the request body"};
+  const archive::ExtractOptions options{"archive", std::move(*into)};
+  if (auto r = archive::extractArchive(input, *target->workspace, options); !r)
+    return errorResponse(r.error());
   return noContent();
 }
 
