@@ -11,6 +11,7 @@
 #include <cctype>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
@@ -363,6 +364,73 @@ TEST_F(ApiTest, AnUploadedTarIsExtractedIntoTheDirectoryAsUnknownFiles) {
             "UNKNOWN");
   ASSERT_EQ(call("PUT", env + "/archive?path=.", tar).status, 204) << "into the root";
   EXPECT_EQ(call("GET", env + "/files?path=README").body, "r");
+}
+
+// The members of a tar (name -> bytes; a directory's bytes are "<dir>").
+std::map<std::string, std::string> membersOf(const std::string& tar) {
+  std::map<std::string, std::string> out;
+  struct archive* a = archive_read_new();
+  archive_read_support_format_tar(a);
+  EXPECT_EQ(archive_read_open_memory(a, tar.data(), tar.size()), ARCHIVE_OK);
+  struct archive_entry* e = nullptr;
+  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    std::string data;
+    if (archive_entry_filetype(e) == AE_IFDIR) {
+      data = "<dir>";
+    } else {
+      char buf[4096];
+      for (la_ssize_t n; (n = archive_read_data(a, buf, sizeof buf)) > 0;)
+        data.append(buf, static_cast<std::size_t>(n));
+    }
+    out[archive_entry_pathname(e)] = data;
+  }
+  archive_read_free(a);
+  return out;
+}
+
+// Everything a response's body source yields, checking each read stays
+// within the buffer it was given. Each read runs on a thread of its own,
+// as the server's reads run on whichever worker is free.
+std::string drained(const HttpResponse& r) {
+  std::string out;
+  if (!r.body_source) return r.body;
+  char buf[1000];
+  for (;;) {
+    Result<std::size_t> n = 0;
+    std::thread([&] { n = r.body_source->read(buf, sizeof buf); }).join();
+    EXPECT_TRUE(n.has_value()) << n.error().message();
+    if (!n || *n == 0) return out;
+    EXPECT_LE(*n, sizeof buf);
+    out.append(buf, *n);
+  }
+}
+
+TEST_F(ApiTest, ADirectoryComesOutAsATarStreamedFromItsSource) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  const std::string big(3000000, 'b');
+  ASSERT_EQ(call("PUT", env + "/files?path=p%2Fsrc%2Fmain.py", "print(1)\n").status, 204);
+  ASSERT_EQ(call("PUT", env + "/files?path=p%2Fbig.bin", big).status, 204);
+  ASSERT_EQ(call("POST", env + "/directories", R"({"path": "p/empty"})").status, 204);
+  auto r = call("GET", env + "/archive?path=p");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/x-tar");
+  ASSERT_NE(r.body_source, nullptr) << "the tar is streamed, not held in the body";
+  EXPECT_TRUE(r.body.empty());
+  const auto members = membersOf(drained(r));
+  EXPECT_EQ(members, (std::map<std::string, std::string>{{"big.bin", big},
+                                                         {"empty/", "<dir>"},
+                                                         {"src/", "<dir>"},
+                                                         {"src/main.py", "print(1)\n"}}));
+  // What comes out goes back in.
+  auto whole = call("GET", env + "/archive?path=.");
+  ASSERT_EQ(call("PUT", env + "/archive?path=copy", drained(whole)).status, 204);
+  EXPECT_EQ(call("GET", env + "/files?path=copy/p/src/main.py").body, "print(1)\n");
+
+  EXPECT_EQ(call("GET", env + "/archive?path=p%2Fbig.bin").status, 400) << "not a directory";
+  EXPECT_EQ(call("GET", env + "/archive?path=nothing").status, 404);
+  EXPECT_EQ(call("GET", env + "/archive?path=..").status, 400);
 }
 
 TEST_F(ApiTest, AnUploadedArchiveWithABadMemberIsRefusedNamingItAndWritesNothing) {

@@ -334,6 +334,15 @@ std::vector<Row> rows() {
          expectStatus(r, 204);
          EXPECT_EQ(w.call("GET", envPath(w, "stat") + "?path=made").status, 200);
        }});
+  t.push_back({"/v1/environments/{environment_id}/archive", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "archive") + "?path=.&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_NE(r.body_source, nullptr);
+               }});
   t.push_back(
       {"/v1/environments/{environment_id}/archive", "PUT",
        [](const World& w, const std::string& tenant) {

@@ -369,6 +369,15 @@ class AirlockClient:
         self._request("POST", self._env_path(environment_id, "/directories"),
                       json_body={"path": encode_name(path)})
 
+    def download_archive(self, environment_id: str, path: PathLike = ".") -> bytes:
+        """GET /v1/environments/{environment_id}/archive?path=P: the directory P as a tar
+        (files and directories, named relative to P; symlinks and special files left
+        out). The service streams it; this method returns it whole. A transfer cut
+        short (a file changed while it was read) raises AirlockConnectionError."""
+        _, body, _ = self._request("GET", self._env_path(environment_id, "/archive"),
+                                   query={"path": path})
+        return body
+
     def upload_archive(self, environment_id: str, path: PathLike, data: bytes) -> None:
         """PUT /v1/environments/{environment_id}/archive?path=P: extracts a tar (plain or
         compressed) or zip into the directory P (created when missing). A member that
@@ -569,6 +578,9 @@ class Environment:
 
     def make_dir(self, path: PathLike) -> None:
         self.client.make_dir(self.id, path)
+
+    def download_archive(self, path: PathLike = ".") -> bytes:
+        return self.client.download_archive(self.id, path)
 
     def upload_archive(self, path: PathLike, data: bytes) -> None:
         self.client.upload_archive(self.id, path, data)

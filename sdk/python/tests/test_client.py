@@ -248,7 +248,7 @@ class ClientTest(unittest.TestCase):
             env.remove_path("a", recursive=True)
             self.assertEqual(env.list_dir(), [])
 
-    def test_upload_archive_extracts_a_tar_and_refuses_a_bad_member(self):
+    def test_archive_upload_refuses_a_bad_member_and_download_streams_it_back(self):
         handle = self.provision()
         env_id = handle.environment_id
 
@@ -276,6 +276,17 @@ class ClientTest(unittest.TestCase):
             self.client.stat_path(env_id, "other")
         with self.assertRaises(WorkspaceEscapeError):
             self.client.upload_archive(env_id, "../x", tar_of(("a", b"a")))
+
+        # Out again, through the server's streamed response.
+        with tarfile.open(fileobj=io.BytesIO(self.client.download_archive(env_id, "proj"))) as tar:
+            files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+            dirs = {m.name for m in tar.getmembers() if m.isdir()}
+        self.assertEqual(files, {"src/a.py": b"a", "b.txt": b"bb"})
+        self.assertEqual(dirs, {"src"})
+        big = os.urandom(3 << 20)
+        self.client.write_file(env_id, "proj/big.bin", big)
+        with tarfile.open(fileobj=io.BytesIO(self.client.download_archive(env_id, "."))) as tar:
+            self.assertEqual(tar.extractfile("proj/big.bin").read(), big)
 
     def test_paths_are_percent_encoded_completely(self):
         handle = self.provision()

@@ -175,6 +175,8 @@ class Api final : public service::RequestHandler {
   service::HttpResponse statPath(const RouteCall& call);
   // POST directories {path}: 204 once the directory exists (mkdir -p).
   service::HttpResponse makeDirectory(const RouteCall& call);
+  // GET archive?path=DIR: DIR as a tar, streamed (workspace_tar.h).
+  service::HttpResponse downloadArchive(const RouteCall& call);
   // PUT archive?path=DIR: the body (a tar, or zip) extracted into DIR -> 204.
   service::HttpResponse uploadArchive(const RouteCall& call);
   service::HttpResponse renewLease(const RouteCall& call);

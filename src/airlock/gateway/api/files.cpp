@@ -1,6 +1,6 @@
 // The workspace file routes of the API (api.h): read, write, list,
-// provenance, remove, rename, stat, mkdir and archive upload, by paths the
-// workspace checks.
+// provenance, remove, rename, stat, mkdir and a directory as a tar in or out,
+// by paths the workspace checks.
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +11,7 @@
 #include "airlock/core/json.h"
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
+#include "airlock/gateway/api/workspace_tar.h"
 
 namespace airlock::gateway {
 namespace {
@@ -173,6 +174,23 @@ HttpResponse Api::makeDirectory(const RouteCall& call) {
   if (!ws) return std::move(ws.error());
   if (auto r = (*ws)->mkdir(*path); !r) return errorResponse(r.error());
   return noContent();
+}
+
+HttpResponse Api::downloadArchive(const RouteCall& call) {
+  auto target = workspaceTarget(call);
+  if (!target) return std::move(target.error());
+  auto st = target->workspace->stat(target->path);
+  if (!st) return errorResponse(st.error());
+  if (st->type != WorkspaceEntry::Type::kDirectory) {
+    return errorResponse(
+        badRequest("archive: " + quoteForMessage(target->path, 512) + " is not a directory"));
+  }
+  auto tar = workspaceTar(target->workspace, target->path);
+  if (!tar) return errorResponse(tar.error());
+  HttpResponse r;
+  r.content_type = "application/x-tar";
+  r.body_source = std::shared_ptr<sys::ByteSource>(std::move(*tar));
+  return r;
 }
 
 // The body is held whole (the server reads a request body into memory, up
