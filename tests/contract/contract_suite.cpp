@@ -419,6 +419,135 @@ TEST_P(ExecutionEnvironmentContract, WorkspaceRefusesAnEscapingPath) {
   EXPECT_TRUE(failedWith(read, ErrorCode::kWorkspaceEscape));
 }
 
+// --- workspace remove, rename, stat -----------------------------------------
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceStatReportsTypeSizeModeAndMtime) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  const auto before = std::chrono::system_clock::now() - std::chrono::minutes(1);
+  ASSERT_TRUE(succeeded((*ws)->write("d/f.txt", "12345")));
+  auto file = (*ws)->stat("d/f.txt");
+  ASSERT_TRUE(succeeded(file));
+  EXPECT_EQ(file->type, WorkspaceEntry::Type::kFile);
+  EXPECT_EQ(file->size_bytes, 5);
+  EXPECT_EQ(file->mode, 0644u);
+  const auto mtime = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(file->mtime_ns)));
+  EXPECT_GT(mtime, before);
+  EXPECT_LT(mtime, std::chrono::system_clock::now() + std::chrono::minutes(1));
+  auto dir = (*ws)->stat("d");
+  ASSERT_TRUE(succeeded(dir));
+  EXPECT_EQ(dir->type, WorkspaceEntry::Type::kDirectory);
+  EXPECT_EQ(dir->size_bytes, 0);
+  auto root = (*ws)->stat(".");
+  ASSERT_TRUE(succeeded(root));
+  EXPECT_EQ(root->type, WorkspaceEntry::Type::kDirectory);
+  EXPECT_TRUE(failedWith((*ws)->stat("d/missing"), ErrorCode::kNotFound));
+  EXPECT_TRUE(failedWith((*ws)->stat("../x"), ErrorCode::kWorkspaceEscape));
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceRemoveTakesFilesAndDirectoriesButNeverTheRoot) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("f.txt", "f")));
+  ASSERT_TRUE(succeeded((*ws)->write("tree/a/b.txt", "b")));
+  ASSERT_TRUE(succeeded((*ws)->mkdir("empty")));
+
+  ASSERT_TRUE(succeeded((*ws)->remove("f.txt", false)));
+  EXPECT_TRUE(failedWith((*ws)->stat("f.txt"), ErrorCode::kNotFound));
+  EXPECT_TRUE(failedWith((*ws)->remove("f.txt", false), ErrorCode::kNotFound));
+  EXPECT_TRUE(succeeded((*ws)->remove("empty", false)));
+  // A directory with entries needs recursive, and then goes whole.
+  EXPECT_TRUE(failedWith((*ws)->remove("tree", false), ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(succeeded((*ws)->stat("tree/a/b.txt")));
+  ASSERT_TRUE(succeeded((*ws)->remove("tree", true)));
+  EXPECT_TRUE(failedWith((*ws)->stat("tree"), ErrorCode::kNotFound));
+  EXPECT_TRUE(failedWith((*ws)->remove(".", true), ErrorCode::kToolValidationError));
+  EXPECT_TRUE(failedWith((*ws)->remove("../x", true), ErrorCode::kWorkspaceEscape));
+  auto left = (*ws)->listdir(".");
+  ASSERT_TRUE(succeeded(left));
+  EXPECT_TRUE(left->empty());
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceRenameMovesAndRefusesAnExistingTargetUnlessAsked) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("a.txt", "a")));
+  ASSERT_TRUE(succeeded((*ws)->write("b.txt", "b")));
+  ASSERT_TRUE(succeeded((*ws)->write("dir/inner.txt", "inner")));
+
+  EXPECT_TRUE(failedWith((*ws)->rename("a.txt", "b.txt", false), ErrorCode::kExecutionRejected));
+  EXPECT_EQ((*ws)->read("b.txt").value_or(""), "b");
+  ASSERT_TRUE(succeeded((*ws)->rename("a.txt", "b.txt", true)));
+  EXPECT_EQ((*ws)->read("b.txt").value_or(""), "a");
+  EXPECT_TRUE(failedWith((*ws)->read("a.txt"), ErrorCode::kNotFound));
+
+  ASSERT_TRUE(succeeded((*ws)->rename("dir", "moved", false)));
+  EXPECT_EQ((*ws)->read("moved/inner.txt").value_or(""), "inner");
+  EXPECT_TRUE(failedWith((*ws)->stat("dir"), ErrorCode::kNotFound));
+
+  EXPECT_TRUE(failedWith((*ws)->rename("missing", "x", false), ErrorCode::kNotFound));
+  EXPECT_TRUE(failedWith((*ws)->rename("b.txt", "no/such/dir/b", false), ErrorCode::kNotFound));
+  EXPECT_TRUE(
+      failedWith((*ws)->rename("moved", "moved/sub", false), ErrorCode::kToolValidationError));
+  EXPECT_TRUE(failedWith((*ws)->rename("b.txt", "moved", true), ErrorCode::kToolValidationError));
+  EXPECT_TRUE(failedWith((*ws)->rename(".", "x", false), ErrorCode::kToolValidationError));
+  EXPECT_TRUE(failedWith((*ws)->rename("b.txt", "../b.txt", false), ErrorCode::kWorkspaceEscape));
+  EXPECT_TRUE(failedWith((*ws)->rename("/etc/passwd", "p", false), ErrorCode::kWorkspaceEscape));
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceProvenanceFollowsARenameAndLeavesWithARemove) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("notes.txt", "mine")));
+  ASSERT_TRUE(succeeded((*ws)->write("d/deep.txt", "mine too")));
+  ASSERT_TRUE(succeeded((*ws)->placeFile("placed.txt", "not mine")));
+  ASSERT_TRUE(succeeded((*ws)->write("over.txt", "tool")));
+
+  ASSERT_TRUE(succeeded((*ws)->rename("notes.txt", "renamed.txt", false)));
+  EXPECT_EQ((*ws)->provenance("renamed.txt").value_or(WorkspaceProvenance::kUnknown),
+            WorkspaceProvenance::kToolWritten);
+  EXPECT_EQ((*ws)->provenance("notes.txt").value_or(WorkspaceProvenance::kToolWritten),
+            WorkspaceProvenance::kUnknown);
+  ASSERT_TRUE(succeeded((*ws)->rename("d", "e", false)));
+  EXPECT_EQ((*ws)->provenance("e/deep.txt").value_or(WorkspaceProvenance::kUnknown),
+            WorkspaceProvenance::kToolWritten);
+  // Replacing a tool-written file with an unknown one leaves it UNKNOWN.
+  ASSERT_TRUE(succeeded((*ws)->rename("placed.txt", "over.txt", true)));
+  EXPECT_EQ((*ws)->provenance("over.txt").value_or(WorkspaceProvenance::kToolWritten),
+            WorkspaceProvenance::kUnknown);
+
+  ASSERT_TRUE(succeeded((*ws)->remove("renamed.txt", false)));
+  ASSERT_TRUE(succeeded((*ws)->remove("e", true)));
+  // Written again by someone else, a removed path does not inherit the record.
+  ASSERT_TRUE(succeeded((*ws)->placeFile("renamed.txt", "other")));
+  EXPECT_EQ((*ws)->provenance("renamed.txt").value_or(WorkspaceProvenance::kToolWritten),
+            WorkspaceProvenance::kUnknown);
+  EXPECT_EQ((*ws)->provenance("e/deep.txt").value_or(WorkspaceProvenance::kToolWritten),
+            WorkspaceProvenance::kUnknown);
+}
+
+TEST_P(ExecutionEnvironmentContract, WorkspaceOperationsAfterDestroyAreRejected) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  auto ws = env_->workspace(handle);
+  ASSERT_TRUE(succeeded(ws));
+  ASSERT_TRUE(succeeded((*ws)->write("f", "x")));
+  ASSERT_TRUE(succeeded(env_->destroy(handle)));
+  EXPECT_TRUE(failedWith((*ws)->stat("f"), ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith((*ws)->remove("f", false), ErrorCode::kExecutionRejected));
+  EXPECT_TRUE(failedWith((*ws)->rename("f", "g", false), ErrorCode::kExecutionRejected));
+}
+
 // --- streaming, and commands ended from outside ------------------------------
 
 namespace {

@@ -3,6 +3,7 @@
 // outward symlinks, openBeneath never yields an fd whose real path is outside the root, and resolve
 // (checkRelativePath then openBeneath) yields an fd under the root or WorkspaceEscape / NotFound,
 // never anything else.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -219,6 +220,128 @@ TEST(GateWorkspaceContainment, SymlinkSwappedBetweenCheckAndUseNeverEscapes) {
   EXPECT_GT(swaps.load(), 0) << "the swap never happened: the race was not exercised";
   EXPECT_GT(opened, 0) << "no open succeeded: the test would pass vacuously";
   EXPECT_GT(refused, 0) << "no open met the swapped symlink";
+}
+
+}  // namespace
+}  // namespace airlock::workspace
+
+#include <unistd.h>
+
+#include "airlock/workspace/local_workspace.h"
+
+namespace airlock::workspace {
+namespace {
+
+// A workspace at <outside>/ws whose symlinks lead out only into <outside>
+// (never to / or /proc), so a bug this property finds damages nothing else.
+class MutationTree {
+ public:
+  MutationTree() {
+    const int o = outside_.fd();
+    ok_ = testing::mkdirs(o, "ws/a/b") && testing::mkdirs(o, "ws/dir") &&
+          testing::mkdirs(o, "od") && testing::writeFileAt(o, "secret", "outside") &&
+          testing::writeFileAt(o, "od/kept", "o");
+    const int raw = ::openat(o, "ws", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ok_ = ok_ && raw >= 0;
+    if (!ok_) return;
+    sys::UniqueFd root(raw);
+    const int r = root.get();
+    ok_ = testing::writeFileAt(r, "a/b/c.txt", "c") && testing::writeFileAt(r, "dir/f", "f") &&
+          testing::writeFileAt(r, "file", "file") && testing::symlinkAt(r, "../..", "a/up") &&
+          testing::symlinkAt(r, "../../dir", "a/b/inner") &&
+          testing::symlinkAt(r, "../../../od", "a/b/deep_up") &&
+          testing::symlinkAt(r, outside_.path(), "out_abs") &&
+          testing::symlinkAt(r, "../", "out_rel") &&
+          testing::symlinkAt(r, outside_.sub("od"), "out_od") &&
+          testing::symlinkAt(r, "loop", "loop") && testing::symlinkAt(r, ".", "self") &&
+          testing::symlinkAt(r, "a/b/inner", "chain");
+    ws_ = makeLocalWorkspace(std::move(root), ::geteuid(), ::getegid());
+  }
+  bool ok() const { return ok_; }
+  WorkspaceHandle& ws() { return *ws_; }
+  // Everything outside the workspace is as it was made.
+  bool outsideUntouched() const {
+    std::string secret, kept;
+    return testing::readFileAt(outside_.fd(), "secret", &secret) && secret == "outside" &&
+           testing::readFileAt(outside_.fd(), "od/kept", &kept) && kept == "o" &&
+           entries(outside_.fd()) == 3 && entries(outside_.fd(), "od") == 1;
+  }
+
+ private:
+  static int entries(int dirfd, const char* sub = ".") {
+    const int raw = ::openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0) return -1;
+    sys::UniqueFd fd(raw);
+    int n = 0;
+    DIR* d = ::fdopendir(::dup(fd.get()));
+    if (d == nullptr) return -1;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") ++n;
+    }
+    ::closedir(d);
+    return n;
+  }
+
+  TempDir outside_;
+  std::shared_ptr<LocalWorkspaceHandle> ws_;
+  bool ok_ = false;
+};
+
+// Paths over the mutation tree's names, dot segments and hostile spellings.
+rc::Gen<std::string> genMutationPath() {
+  static const std::vector<std::string> kNames = {
+      "a",       "b",       "c.txt",  "up",   "inner", "deep_up", "dir",    "f",    "file",
+      "out_abs", "out_rel", "out_od", "loop", "self",  "chain",   "secret", "kept", "od"};
+  static const std::vector<std::string> kHostile = {"..", ".", "", "%2e%2e", "ws"};
+  auto component = rc::gen::weightedOneOf<std::string>(
+      {{6, rc::gen::elementOf(kNames)}, {1, rc::gen::elementOf(kHostile)}});
+  auto relative = rc::gen::mapcat(rc::gen::inRange(1, 5), [component](int n) {
+    return rc::gen::map(rc::gen::container<std::vector<std::string>>(n, component),
+                        [](const std::vector<std::string>& parts) {
+                          std::string out;
+                          for (std::size_t i = 0; i < parts.size(); ++i) {
+                            out += (i > 0 ? "/" : "") + parts[i];
+                          }
+                          return out;
+                        });
+  });
+  return rc::gen::weightedOneOf<std::string>(
+      {{8, relative}, {1, rc::gen::map(relative, [](std::string p) { return "/" + p; })}});
+}
+
+// Gate workspace_containment for the operations that change names (remove,
+// rename) and stat: whatever the generated paths, nothing outside the root
+// is removed, moved in or out, or replaced, and a refusal is one of the
+// port's codes, never anything else.
+TEST(GateWorkspaceContainment, RemoveRenameAndStatNeverReachOutsideTheRoot) {
+  EXPECT_TRUE(rc::check("remove, rename and stat stay under the root", [] {
+    // Short paths over the planted names, so that some calls succeed (about one in ten).
+    MutationTree tree;
+    RC_ASSERT(tree.ok());
+    const std::string from = *genMutationPath();
+    const std::string to = *genMutationPath();
+    const int op = *rc::gen::inRange(0, 4);
+    const bool flag = *rc::gen::arbitrary<bool>();
+    Result<void> done;
+    if (op == 0) done = tree.ws().remove(from, flag);
+    if (op == 1) done = tree.ws().rename(from, to, flag);
+    if (op == 2) {
+      auto st = tree.ws().stat(from);
+      if (!st) done = tl::unexpected(st.error());
+    }
+    if (op == 3) {  // a second operation on what the first left
+      (void)tree.ws().rename(from, to, flag);
+      done = tree.ws().remove(to, true);
+    }
+    RC_ASSERT(tree.outsideUntouched());
+    RC_CLASSIFY(done.has_value(), "the operation succeeded");
+    if (!done) {
+      const ErrorCode code = done.error().code;
+      RC_ASSERT(code == ErrorCode::kWorkspaceEscape || code == ErrorCode::kNotFound ||
+                code == ErrorCode::kToolValidationError || code == ErrorCode::kExecutionRejected);
+    }
+  }));
 }
 
 }  // namespace

@@ -293,3 +293,45 @@ TEST_F(RedteamWorkspaceLinkTest, B11_NoCodeFromTheSandboxRootRunsInTheService) {
 
 }  // namespace
 }  // namespace airlock::testing
+
+namespace airlock::testing {
+namespace {
+
+// B01, B02 for remove, rename and stat: a planted link is removed, moved or
+// reported as the link itself, and a path through a linked directory is
+// refused, so the canary and its directory are never removed, moved,
+// replaced or written beside (TearDown checks them).
+TEST_F(RedteamWorkspaceLinkTest, B02_RemoveRenameAndStatActOnThePlantedLinkItself) {
+  plant();
+  for (const char* dir : {"abs_dir", "rel_dir"}) {
+    const std::string d = dir;
+    auto removed = ws_->remove(d + "/canary", false);
+    ASSERT_FALSE(removed) << d << "/canary was removed";
+    EXPECT_EQ(removed.error().code, ErrorCode::kWorkspaceEscape) << removed.error().message();
+    auto out_of = ws_->rename(d + "/canary", "stolen", true);
+    ASSERT_FALSE(out_of) << d << "/canary was moved in";
+    EXPECT_EQ(out_of.error().code, ErrorCode::kWorkspaceEscape) << out_of.error().message();
+    ASSERT_TRUE(ws_->write("mine.txt", "mine"));
+    auto onto = ws_->rename("mine.txt", d + "/canary", true);
+    ASSERT_FALSE(onto) << "a workspace file replaced " << d << "/canary";
+    EXPECT_EQ(onto.error().code, ErrorCode::kWorkspaceEscape) << onto.error().message();
+    EXPECT_FALSE(ws_->rename("mine.txt", d + "/beside", false)) << d;
+    auto st = ws_->stat(d + "/canary");
+    ASSERT_FALSE(st) << d << "/canary was stated";
+    EXPECT_EQ(st.error().code, ErrorCode::kWorkspaceEscape);
+  }
+  auto link = ws_->stat("abs_file");
+  ASSERT_TRUE(link) << link.error().message();
+  EXPECT_EQ(link->type, WorkspaceEntry::Type::kSymlink);
+  EXPECT_EQ(link->size_bytes, static_cast<std::int64_t>(canary_file_.size()));
+  ASSERT_TRUE(ws_->rename("rel_file", "moved_link", false));
+  EXPECT_EQ(ws_->stat("moved_link")->type, WorkspaceEntry::Type::kSymlink);
+  ASSERT_TRUE(ws_->remove("abs_file", false));
+  ASSERT_TRUE(ws_->remove("abs_dir", true)) << "a link to a directory goes as a link";
+  ASSERT_TRUE(ws_->remove("rel_dir", true));
+  auto r = run("test -e abs_file || test -e abs_dir || test -e rel_dir || echo gone");
+  EXPECT_EQ(r.stdout_data, "gone\n") << r.stderr_data;
+}
+
+}  // namespace
+}  // namespace airlock::testing

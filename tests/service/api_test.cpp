@@ -3,14 +3,18 @@
 // echo a host path, leases and the reaper. Runs on the fake mechanism.
 #include "airlock/gateway/api/api.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "airlock/artifacts/filesystem_store.h"
 #include "airlock/artifacts/memory_repository.h"
@@ -223,6 +227,247 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
   EXPECT_EQ(call("GET", "/v1/environments/" + id + "/files?path=missing.txt").status, 404);
   EXPECT_EQ(call("PATCH", "/v1/environments/" + id).status, 405);
   EXPECT_EQ(call("GET", "/v2/anything").status, 404);
+}
+
+TEST_F(ApiTest, WorkspacePathsAreRemovedRenamedStatedAndMadeWithErrorsThatNameThem) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=d%2Fa.txt", "12345").status, 204);
+  ASSERT_EQ(call("POST", env + "/directories", R"({"path": "made/deep"})").status, 204);
+
+  auto st = call("GET", env + "/stat?path=d/a.txt");
+  ASSERT_EQ(st.status, 200) << st.body;
+  const json stat = json::parse(st.body);
+  EXPECT_EQ(stat["path"], "d/a.txt");
+  EXPECT_EQ(stat["type"], "file");
+  EXPECT_EQ(stat["size_bytes"], 5);
+  EXPECT_EQ(stat["mode"], 0644);
+  EXPECT_GT(stat["mtime_ns"].get<std::int64_t>(), 0);
+  EXPECT_TRUE(parseTimestamp(stat["mtime"].get<std::string>()).has_value()) << stat["mtime"];
+  EXPECT_EQ(json::parse(call("GET", env + "/stat?path=made%2Fdeep").body)["type"], "directory");
+
+  auto exists = call("POST", env + "/files/rename", R"({"from": "d/a.txt", "to": "d"})");
+  EXPECT_EQ(exists.status, 409) << exists.body;
+  EXPECT_NE(message(exists).find("\"d\" already exists"), std::string::npos) << exists.body;
+  ASSERT_EQ(call("POST", env + "/files/rename", R"({"from": "d/a.txt", "to": "b.txt"})").status,
+            204);
+  EXPECT_EQ(call("GET", env + "/files?path=b.txt").body, "12345");
+  EXPECT_EQ(json::parse(call("GET", env + "/provenance?path=b.txt").body)["provenance"],
+            "TOOL_WRITTEN");
+  ASSERT_EQ(call("PUT", env + "/files?path=c.txt", "c").status, 204);
+  EXPECT_EQ(
+      call("POST", env + "/files/rename", R"({"from": "c.txt", "to": "b.txt", "replace": true})")
+          .status,
+      204);
+  EXPECT_EQ(call("GET", env + "/files?path=b.txt").body, "c");
+
+  ASSERT_EQ(call("PUT", env + "/files?path=d%2Fx", "x").status, 204);
+  auto not_empty = call("DELETE", env + "/files?path=d");
+  EXPECT_EQ(not_empty.status, 409) << not_empty.body;
+  EXPECT_NE(message(not_empty).find("\"d\" is a directory that is not empty"), std::string::npos)
+      << not_empty.body;
+  EXPECT_EQ(call("DELETE", env + "/files?path=d&recursive=1").status, 204);
+  EXPECT_EQ(call("DELETE", env + "/files?path=b.txt&recursive=0").status, 204);
+  auto missing = call("GET", env + "/stat?path=b.txt");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_NE(message(missing).find("b.txt"), std::string::npos) << missing.body;
+  auto gone = call("DELETE", env + "/files?path=d");
+  EXPECT_EQ(gone.status, 404) << gone.body;
+  EXPECT_NE(message(gone).find("d"), std::string::npos) << gone.body;
+}
+
+TEST_F(ApiTest, WorkspacePathRoutesRefuseEscapesAndMalformedInput) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=f", "f").status, 204);
+  for (const auto& [method, target, body] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"DELETE", env + "/files?path=..%2Fx&recursive=1", ""},
+           {"GET", env + "/stat?path=%2Fetc%2Fpasswd", ""},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": "../f"})"},
+           {"POST", env + "/files/rename", R"({"from": "../../etc/passwd", "to": "p"})"},
+           {"POST", env + "/directories", R"({"path": "a/../../b"})"},
+       }) {
+    auto r = call(method, target, body);
+    EXPECT_EQ(r.status, 400) << method << " " << target << " " << body << " -> " << r.body;
+    EXPECT_EQ(code(r), "workspace_escape") << r.body;
+  }
+  struct Case {
+    std::string method, target, body, message_part;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"DELETE", env + "/files?path=f&recursive=yes", "", "recursive must be 1 or 0"},
+           {"DELETE", env + "/files?path=.&recursive=1", "", "root is never removed"},
+           {"DELETE", env + "/files", "", "path query parameter is required"},
+           {"POST", env + "/files/rename", R"({"to": "g"})", "from is required"},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": 3})",
+            "to must be a workspace path"},
+           {"POST", env + "/files/rename", R"({"from": "f", "to": "g", "replace": "yes"})",
+            "replace must be true or false"},
+           {"POST", env + "/files/rename", R"({"from": "f", "too": "g"})", "unknown key \"too\""},
+           {"POST", env + "/directories", R"({})", "path is required"},
+           {"POST", env + "/directories", R"({"path": "f"})", "f"},
+       }) {
+    auto r = call(c.method, c.target, c.body);
+    EXPECT_EQ(r.status, 400) << c.target << " " << c.body << " -> " << r.body;
+    EXPECT_NE(message(r).find(c.message_part), std::string::npos) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(call("GET", "/v1/environments/nope/stat?path=f").status, 404);
+  EXPECT_EQ(call("POST", "/v1/environments/nope/directories", R"({"path": "x"})").status, 404);
+}
+
+// A tar built in memory with libarchive's writer: (name, bytes) regular
+// files, a name ending in "/" a directory, "name->target" a symlink.
+std::string tarOf(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string out(4 << 20, '\0');
+  std::size_t used = 0;
+  struct archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_open_memory(a, out.data(), out.size(), &used);
+  for (const auto& [name, data] : members) {
+    struct archive_entry* e = archive_entry_new();
+    const auto arrow = name.find("->");
+    archive_entry_set_pathname(e, name.substr(0, arrow).c_str());
+    if (arrow != std::string::npos) {
+      archive_entry_set_filetype(e, AE_IFLNK);
+      archive_entry_set_symlink(e, name.substr(arrow + 2).c_str());
+    } else if (name.back() == '/') {
+      archive_entry_set_filetype(e, AE_IFDIR);
+      archive_entry_set_perm(e, 0755);
+    } else {
+      archive_entry_set_filetype(e, AE_IFREG);
+      archive_entry_set_perm(e, 0644);
+      archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    }
+    archive_write_header(a, e);
+    if (!data.empty()) archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  out.resize(used);
+  return out;
+}
+
+TEST_F(ApiTest, AnUploadedTarIsExtractedIntoTheDirectoryAsUnknownFiles) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  const std::string tar = tarOf({{"src/", ""}, {"src/main.py", "print(1)\n"}, {"README", "r"}});
+  auto put = call("PUT", env + "/archive?path=proj%2Fv1", tar);
+  ASSERT_EQ(put.status, 204) << put.body;
+  EXPECT_EQ(call("GET", env + "/files?path=proj/v1/src/main.py").body, "print(1)\n");
+  EXPECT_EQ(call("GET", env + "/files?path=proj/v1/README").body, "r");
+  EXPECT_EQ(json::parse(call("GET", env + "/provenance?path=proj/v1/README").body)["provenance"],
+            "UNKNOWN");
+  ASSERT_EQ(call("PUT", env + "/archive?path=.", tar).status, 204) << "into the root";
+  EXPECT_EQ(call("GET", env + "/files?path=README").body, "r");
+}
+
+// The members of a tar (name -> bytes; a directory's bytes are "<dir>").
+std::map<std::string, std::string> membersOf(const std::string& tar) {
+  std::map<std::string, std::string> out;
+  struct archive* a = archive_read_new();
+  archive_read_support_format_tar(a);
+  EXPECT_EQ(archive_read_open_memory(a, tar.data(), tar.size()), ARCHIVE_OK);
+  struct archive_entry* e = nullptr;
+  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    std::string data;
+    if (archive_entry_filetype(e) == AE_IFDIR) {
+      data = "<dir>";
+    } else {
+      char buf[4096];
+      for (la_ssize_t n; (n = archive_read_data(a, buf, sizeof buf)) > 0;)
+        data.append(buf, static_cast<std::size_t>(n));
+    }
+    out[archive_entry_pathname(e)] = data;
+  }
+  archive_read_free(a);
+  return out;
+}
+
+// Everything a response's body source yields, checking each read stays
+// within the buffer it was given. Each read runs on a thread of its own,
+// as the server's reads run on whichever worker is free.
+std::string drained(const HttpResponse& r) {
+  std::string out;
+  if (!r.body_source) return r.body;
+  char buf[1000];
+  for (;;) {
+    Result<std::size_t> n = 0;
+    std::thread([&] { n = r.body_source->read(buf, sizeof buf); }).join();
+    EXPECT_TRUE(n.has_value()) << n.error().message();
+    if (!n || *n == 0) return out;
+    EXPECT_LE(*n, sizeof buf);
+    out.append(buf, *n);
+  }
+}
+
+TEST_F(ApiTest, ADirectoryComesOutAsATarStreamedFromItsSource) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  const std::string big(3000000, 'b');
+  ASSERT_EQ(call("PUT", env + "/files?path=p%2Fsrc%2Fmain.py", "print(1)\n").status, 204);
+  ASSERT_EQ(call("PUT", env + "/files?path=p%2Fbig.bin", big).status, 204);
+  ASSERT_EQ(call("POST", env + "/directories", R"({"path": "p/empty"})").status, 204);
+  auto r = call("GET", env + "/archive?path=p");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.content_type, "application/x-tar");
+  ASSERT_NE(r.body_source, nullptr) << "the tar is streamed, not held in the body";
+  EXPECT_TRUE(r.body.empty());
+  const auto members = membersOf(drained(r));
+  EXPECT_EQ(members, (std::map<std::string, std::string>{{"big.bin", big},
+                                                         {"empty/", "<dir>"},
+                                                         {"src/", "<dir>"},
+                                                         {"src/main.py", "print(1)\n"}}));
+  // What comes out goes back in.
+  auto whole = call("GET", env + "/archive?path=.");
+  ASSERT_EQ(call("PUT", env + "/archive?path=copy", drained(whole)).status, 204);
+  EXPECT_EQ(call("GET", env + "/files?path=copy/p/src/main.py").body, "print(1)\n");
+
+  EXPECT_EQ(call("GET", env + "/archive?path=p%2Fbig.bin").status, 400) << "not a directory";
+  EXPECT_EQ(call("GET", env + "/archive?path=nothing").status, 404);
+  EXPECT_EQ(call("GET", env + "/archive?path=..").status, 400);
+}
+
+TEST_F(ApiTest, AnUploadedArchiveWithABadMemberIsRefusedNamingItAndWritesNothing) {
+  const std::string id = provision();
+  ASSERT_FALSE(id.empty());
+  const std::string env = "/v1/environments/" + id;
+  for (const auto& [members, part] :
+       std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>{
+           {{{"ok.txt", "ok"}, {"../x", "x"}}, "archive member \"../x\" leaves the workspace"},
+           {{{"ok.txt", "ok"}, {"/etc/x", "x"}}, "archive member \"/etc/x\" leaves the workspace"},
+           {{{"ok.txt", "ok"}, {"lnk->/etc/passwd", ""}}, "archive member \"lnk\" is a symlink"},
+       }) {
+    auto r = call("PUT", env + "/archive?path=up", tarOf(members));
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_NE(message(r).find(part), std::string::npos) << r.body;
+    EXPECT_EQ(call("GET", env + "/stat?path=up").status, 404) << "nothing was written";
+  }
+  auto junk = call("PUT", env + "/archive?path=up", "this is not an archive");
+  EXPECT_EQ(junk.status, 400) << junk.body;
+  EXPECT_NE(message(junk).find("the request body is not a readable tar or zip archive"),
+            std::string::npos)
+      << junk.body;
+  auto escape = call("PUT", env + "/archive?path=..%2Fup", tarOf({{"a", "a"}}));
+  EXPECT_EQ(escape.status, 400) << escape.body;
+  EXPECT_EQ(code(escape), "workspace_escape");
+}
+
+TEST_F(ApiTest, AnUploadedArchiveStopsAtTheWorkspaceByteLimit) {
+  const std::string id = provision(
+      {{"tenant_id", "t1"}, {"run_id", "r1"}, {"limits", {{"workspace_bytes", 1 << 20}}}});
+  ASSERT_FALSE(id.empty());
+  auto r =
+      call("PUT", "/v1/environments/" + id + "/archive?path=big",
+           tarOf({{"a.bin", std::string(600 << 10, 'a')}, {"b.bin", std::string(600 << 10, 'b')}}));
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_NE(message(r).find("workspace full"), std::string::npos) << r.body;
+  EXPECT_EQ(call("GET", "/v1/environments/" + id + "/stat?path=big%2Fb.bin").status, 404);
 }
 
 TEST_F(ApiTest, ReaperDestroysStaleLeasesExpiredAndNothingElse) {

@@ -5,6 +5,8 @@
 // method, and the rows must cover every route of the route table, so a new
 // route without a row fails here. Runs on the fake mechanism, a fresh
 // service per row.
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -38,6 +40,25 @@ using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
+
+// A tar (libarchive's writer, in memory) holding one directory, "d".
+std::string oneDirectoryTar() {
+  std::string out(16 << 10, '\0');
+  std::size_t used = 0;
+  struct archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_open_memory(a, out.data(), out.size(), &used);
+  struct archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, "d");
+  archive_entry_set_filetype(e, AE_IFDIR);
+  archive_entry_set_perm(e, 0755);
+  archive_write_header(a, e);
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  out.resize(used);
+  return out;
+}
 constexpr const char* kRun = "shared-run";  // both tenants' runs have this id
 constexpr std::int64_t kLeaseA = 5;
 
@@ -289,6 +310,64 @@ std::vector<Row> rows() {
                  return Call{"GET", envPath(w, "provenance") + "?path=secret.txt&" + q(tenant)};
                },
                404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 200); }});
+  t.push_back({"/v1/environments/{environment_id}/files", "DELETE",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"DELETE", envPath(w, "files") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 204);
+                 EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=secret.txt").status, 404);
+               }});
+  t.push_back({"/v1/environments/{environment_id}/files/rename", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", envPath(w, "files/rename") + "?" + q(tenant),
+                             R"({"from": "secret.txt", "to": "moved.txt"})"};
+               },
+               404, "not_found",
+               [](World& w, const HttpResponse& r) {
+                 expectStatus(r, 204);
+                 EXPECT_EQ(w.call("GET", envPath(w, "files") + "?path=moved.txt").body,
+                           "a's secret");
+               }});
+  t.push_back({"/v1/environments/{environment_id}/stat", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "stat") + "?path=secret.txt&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["size_bytes"], 10);
+               }});
+  t.push_back(
+      {"/v1/environments/{environment_id}/directories", "POST",
+       [](const World& w, const std::string& tenant) {
+         return Call{"POST", envPath(w, "directories") + "?" + q(tenant), R"({"path": "made"})"};
+       },
+       404, "not_found",
+       [](World& w, const HttpResponse& r) {
+         expectStatus(r, 204);
+         EXPECT_EQ(w.call("GET", envPath(w, "stat") + "?path=made").status, 200);
+       }});
+  t.push_back({"/v1/environments/{environment_id}/archive", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "archive") + "?path=.&" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_NE(r.body_source, nullptr);
+               }});
+  t.push_back(
+      {"/v1/environments/{environment_id}/archive", "PUT",
+       [](const World& w, const std::string& tenant) {
+         return Call{"PUT", envPath(w, "archive") + "?path=up&" + q(tenant), oneDirectoryTar()};
+       },
+       404, "not_found",
+       [](World& w, const HttpResponse& r) {
+         expectStatus(r, 204);
+         EXPECT_EQ(w.call("GET", envPath(w, "stat") + "?path=up%2Fd").status, 200);
+       }});
   t.push_back({"/v1/environments/{environment_id}/artifacts", "POST",
                [](const World& w, const std::string& tenant) {
                  return Call{"POST", envPath(w, "artifacts") + "?" + q(tenant),

@@ -29,11 +29,13 @@ from .models import (
     EnvironmentHandle,
     ExecutionResult,
     Lease,
+    PathStatus,
     ResourceLimits,
     RunNote,
     Schedule,
     ScheduleFire,
     encode_bytes,
+    encode_name,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -349,6 +351,56 @@ class AirlockClient:
         j = self._json("GET", self._env_path(environment_id, "/provenance"), query={"path": path})
         return j["provenance"]
 
+    def remove_path(self, environment_id: str, path: PathLike, recursive: bool = False) -> None:
+        """DELETE /v1/environments/{environment_id}/files?path=P&recursive=1: removes a file,
+        a symlink (the link itself) or a directory. A directory with entries needs
+        ``recursive=True`` (else ExecutionRejectedError); the root is never removed
+        (ToolValidationError); a missing path is NotFoundError."""
+        query: dict[str, PathLike] = {"path": path}
+        if recursive:
+            query["recursive"] = "1"
+        self._request("DELETE", self._env_path(environment_id, "/files"), query=query)
+
+    def rename_path(self, environment_id: str, source: PathLike, target: PathLike,
+                    replace: bool = False) -> None:
+        """POST /v1/environments/{environment_id}/files/rename: moves ``source`` to
+        ``target`` (whose directory must exist). An existing ``target`` is refused
+        (ExecutionRejectedError) unless ``replace=True``."""
+        body: dict[str, Any] = {"from": encode_name(source), "to": encode_name(target)}
+        if replace:
+            body["replace"] = True
+        self._request("POST", self._env_path(environment_id, "/files/rename"), json_body=body)
+
+    def stat_path(self, environment_id: str, path: PathLike) -> PathStatus:
+        """GET /v1/environments/{environment_id}/stat?path=P: the path's type, size,
+        permission bits and mtime (a symlink reported as one, not followed)."""
+        j = self._json("GET", self._env_path(environment_id, "/stat"), query={"path": path})
+        return PathStatus.from_json(j)
+
+    def make_dir(self, environment_id: str, path: PathLike) -> None:
+        """POST /v1/environments/{environment_id}/directories: creates the directory and
+        its missing parents (an existing directory is no error)."""
+        self._request("POST", self._env_path(environment_id, "/directories"),
+                      json_body={"path": encode_name(path)})
+
+    def download_archive(self, environment_id: str, path: PathLike = ".") -> bytes:
+        """GET /v1/environments/{environment_id}/archive?path=P: the directory P as a tar
+        (files and directories, named relative to P; symlinks and special files left
+        out). The service streams it; this method returns it whole. A transfer cut
+        short (a file changed while it was read) raises AirlockConnectionError."""
+        _, body, _ = self._request("GET", self._env_path(environment_id, "/archive"),
+                                   query={"path": path})
+        return body
+
+    def upload_archive(self, environment_id: str, path: PathLike, data: bytes) -> None:
+        """PUT /v1/environments/{environment_id}/archive?path=P: extracts a tar (plain or
+        compressed) or zip into the directory P (created when missing). A member that
+        would leave the workspace, a link, a device or a FIFO refuses the whole archive
+        (ToolValidationError naming it) before anything is written; files get provenance
+        UNKNOWN. ``data`` is sent whole, within the service's max_body_bytes."""
+        self._request("PUT", self._env_path(environment_id, "/archive"), query={"path": path},
+                      data=bytes(data))
+
     # --- artifacts -------------------------------------------------------
 
     @staticmethod
@@ -550,6 +602,24 @@ class Environment:
 
     def provenance(self, path: PathLike) -> str:
         return self.client.provenance(self.id, path)
+
+    def remove_path(self, path: PathLike, recursive: bool = False) -> None:
+        self.client.remove_path(self.id, path, recursive)
+
+    def rename_path(self, source: PathLike, target: PathLike, replace: bool = False) -> None:
+        self.client.rename_path(self.id, source, target, replace)
+
+    def stat_path(self, path: PathLike) -> PathStatus:
+        return self.client.stat_path(self.id, path)
+
+    def make_dir(self, path: PathLike) -> None:
+        self.client.make_dir(self.id, path)
+
+    def download_archive(self, path: PathLike = ".") -> bytes:
+        return self.client.download_archive(self.id, path)
+
+    def upload_archive(self, path: PathLike, data: bytes) -> None:
+        self.client.upload_archive(self.id, path, data)
 
     def export_artifact(self, path: str, **kwargs: Any) -> ArtifactMetadata:
         return self.client.export_artifact(self.id, path, **kwargs)

@@ -196,6 +196,42 @@ class DirEntry:
         return cls(name=decode_name(j["name"]), type=j["type"], size_bytes=int(j["size_bytes"]))
 
 
+def encode_name(path: bytes | str) -> Any:
+    """A workspace path as the API's JSON bytes value (a str with surrogate
+    escapes, as decode_name and os.fsdecode make, is sent as its bytes)."""
+    if isinstance(path, str):
+        return encode_bytes(path.encode("utf-8", "surrogateescape"))
+    return encode_bytes(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class PathStatus:
+    """What GET .../stat answers for one workspace path (a symlink is
+    reported as one, not followed)."""
+
+    path: str
+    type: str  # "file" | "directory" | "symlink" | "other"
+    size_bytes: int  # a file's size, a symlink's target length, 0 otherwise
+    mode: int  # permission bits, e.g. 0o644
+    mtime: _dt.datetime  # aware, UTC, millisecond precision
+    mtime_ns: int  # nanoseconds since the Unix epoch
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "directory"
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "PathStatus":
+        return cls(
+            path=decode_name(j["path"]),
+            type=j["type"],
+            size_bytes=int(j["size_bytes"]),
+            mode=int(j["mode"]),
+            mtime=parse_timestamp(j["mtime"]),
+            mtime_ns=int(j["mtime_ns"]),
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class Lease:
     """A tenant's run's current lease epoch as the service knows it."""

@@ -5,8 +5,10 @@ environment context manager."""
 import datetime
 import hashlib
 import http.server
+import io
 import os
 import socket
+import tarfile
 import threading
 import time
 import unittest
@@ -232,6 +234,91 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.list_dir(env_id, "data"), [DirEntry("blob.bin", "file", 256)])
 
         self.assertEqual(self.client.provenance(env_id, "notes.txt"), "TOOL_WRITTEN")
+
+    def test_remove_rename_stat_and_make_dir(self):
+        handle = self.provision()
+        env_id = handle.environment_id
+        self.client.make_dir(env_id, "d/e")
+        self.client.write_file(env_id, "d/e/f.txt", "12345")
+        status = self.client.stat_path(env_id, "d/e/f.txt")
+        self.assertEqual((status.type, status.size_bytes, status.mode), ("file", 5, 0o644))
+        self.assertEqual(status.path, "d/e/f.txt")
+        self.assertLess(abs(status.mtime.timestamp() - status.mtime_ns / 1e9), 0.002)
+        self.assertTrue(self.client.stat_path(env_id, "d").is_dir)
+
+        self.client.write_file(env_id, "other.txt", "other")
+        with self.assertRaises(ExecutionRejectedError) as caught:
+            self.client.rename_path(env_id, "d/e/f.txt", "other.txt")
+        self.assertIn('"other.txt" already exists', str(caught.exception))
+        self.client.rename_path(env_id, "d/e/f.txt", "other.txt", replace=True)
+        self.assertEqual(self.client.read_file(env_id, "other.txt"), b"12345")
+        self.assertEqual(self.client.provenance(env_id, "other.txt"), "TOOL_WRITTEN")
+        self.client.rename_path(env_id, "other.txt", b"raw-\xff.txt")
+        self.assertEqual(self.client.stat_path(env_id, "raw-\udcff.txt").size_bytes, 5)
+
+        with self.assertRaises(ExecutionRejectedError):
+            self.client.remove_path(env_id, "d")  # not empty
+        self.client.remove_path(env_id, "d", recursive=True)
+        self.client.remove_path(env_id, "raw-\udcff.txt")
+        self.assertEqual(self.client.list_dir(env_id), [])
+        with self.assertRaises(NotFoundError) as missing:
+            self.client.stat_path(env_id, "d")
+        self.assertIn('"d"', str(missing.exception))
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.remove_path(env_id, "../outside", recursive=True)
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.rename_path(env_id, "x", "../x")
+        with self.assertRaises(ToolValidationError):
+            self.client.remove_path(env_id, ".", recursive=True)
+
+    def test_the_environment_wrapper_has_the_path_methods(self):
+        with self.client.environment(TENANT, unique_run()) as env:
+            env.make_dir("a")
+            env.write_file("a/f", "f")
+            env.rename_path("a/f", "a/g")
+            self.assertEqual(env.stat_path("a/g").size_bytes, 1)
+            env.remove_path("a", recursive=True)
+            self.assertEqual(env.list_dir(), [])
+
+    def test_archive_upload_refuses_a_bad_member_and_download_streams_it_back(self):
+        handle = self.provision()
+        env_id = handle.environment_id
+
+        def tar_of(*members: tuple[str, bytes | None]) -> bytes:
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+                for name, data in members:
+                    info = tarfile.TarInfo(name)
+                    if data is None:
+                        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                    else:
+                        info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data or b""))
+            return buffer.getvalue()
+
+        self.client.upload_archive(env_id, "proj", tar_of(("src/a.py", b"a"), ("b.txt", b"bb")))
+        self.assertEqual(self.client.read_file(env_id, "proj/src/a.py"), b"a")
+        self.assertEqual(self.client.provenance(env_id, "proj/b.txt"), "UNKNOWN")
+        with self.assertRaises(ToolValidationError) as caught:
+            self.client.upload_archive(env_id, "other", tar_of(("ok", b"ok"), ("lnk", None)))
+        self.assertIn('archive member "lnk" is a symlink', str(caught.exception))
+        with self.assertRaises(ToolValidationError):
+            self.client.upload_archive(env_id, "other", tar_of(("../up", b"x")))
+        with self.assertRaises(NotFoundError):
+            self.client.stat_path(env_id, "other")
+        with self.assertRaises(WorkspaceEscapeError):
+            self.client.upload_archive(env_id, "../x", tar_of(("a", b"a")))
+
+        # Out again, through the server's streamed response.
+        with tarfile.open(fileobj=io.BytesIO(self.client.download_archive(env_id, "proj"))) as tar:
+            files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+            dirs = {m.name for m in tar.getmembers() if m.isdir()}
+        self.assertEqual(files, {"src/a.py": b"a", "b.txt": b"bb"})
+        self.assertEqual(dirs, {"src"})
+        big = os.urandom(3 << 20)
+        self.client.write_file(env_id, "proj/big.bin", big)
+        with tarfile.open(fileobj=io.BytesIO(self.client.download_archive(env_id, "."))) as tar:
+            self.assertEqual(tar.extractfile("proj/big.bin").read(), big)
 
     def test_paths_are_percent_encoded_completely(self):
         handle = self.provision()

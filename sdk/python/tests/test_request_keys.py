@@ -28,6 +28,8 @@ STRICT_ROUTES = {
     ("POST", "/v1/environments/{environment_id}/execute"),
     ("POST", "/v1/environments/{environment_id}/artifacts"),
     ("PUT", "/v1/runs/{run_id}/lease"),
+    ("POST", "/v1/environments/{environment_id}/files/rename"),
+    ("POST", "/v1/environments/{environment_id}/directories"),
     ("POST", "/v1/tools/{name}"),
 }
 
@@ -83,6 +85,8 @@ class RequestKeysTest(unittest.TestCase):
             "call_tool": lambda c: c.call_tool("workspace_list", "e", {"path": "."}, tenant_id="t"),
             "export_artifact": lambda c: c.export_artifact("e", "p", filename="f", media_type="text/plain"),
             "renew_lease": lambda c: c.renew_lease("t", "r", 2),
+            "rename_path": lambda c: c.rename_path("e", "a", b"b-\xff", replace=True),
+            "make_dir": lambda c: c.make_dir("e", "d"),
         }
         if hasattr(AirlockClient, "run_code"):
             calls["run_code"] = lambda c: c.run_code("e", "def main(): pass", capabilities=["fs.*"],

@@ -50,6 +50,17 @@ constexpr const char* workspaceEntryTypeName(WorkspaceEntry::Type t) {
   return "other";
 }
 
+// What WorkspaceHandle::stat reports of one path. A symlink is reported as
+// itself (type kSymlink, its size the length of its target), never followed.
+struct WorkspaceStat {
+  WorkspaceEntry::Type type = WorkspaceEntry::Type::kFile;
+  std::int64_t size_bytes = 0;  // st_size for files and symlinks, 0 otherwise (as listdir)
+  std::uint32_t mode = 0;       // permission bits only (mode & 07777), e.g. 0644
+  // Last modification, nanoseconds since the Unix epoch (UTC).
+  std::int64_t mtime_ns = 0;
+  bool operator==(const WorkspaceStat&) const = default;
+};
+
 // Who put a file where it is (spec 000, "Provenance, and why the handle
 // answers it"). TOOL_WRITTEN: the handle's own write. SANDBOX_WRITTEN: a
 // command created or modified it. UNKNOWN: anything else (copy-in, archive
@@ -89,6 +100,36 @@ class WorkspaceHandle {
   // The path passes the same lexical check as the other methods
   // (WorkspaceEscape when refused); ExecutionRejected when the handle is gone.
   virtual Result<WorkspaceProvenance> provenance(const std::string& path) = 0;
+
+  // Removes a file, symlink (the link itself, never its target) or
+  // directory. A directory with entries is removed only with `recursive`
+  // (then everything below it goes, nothing below it is followed); an
+  // empty one needs no flag. Errors: WorkspaceEscape (the path, or a
+  // lookup leaving the workspace), ToolValidationError (the root, which is
+  // never removed), NotFound (naming the path), ExecutionRejected (a
+  // directory with entries without `recursive`: "not empty"; the handle
+  // gone). Provenance: the record of the path and of everything below it
+  // is dropped.
+  virtual Result<void> remove(const std::string& path, bool recursive) = 0;
+  // Moves `from` to `to`, both inside the workspace. The last component of
+  // `from` is moved as it is (a symlink there is moved, not followed), and
+  // the directory `to` goes in must exist (NotFound otherwise). A `to`
+  // that exists is refused (ExecutionRejected "already exists") unless
+  // `replace`; with `replace` a file or symlink replaces a file or
+  // symlink and a directory replaces an empty directory, atomically (the
+  // kernel's rename), never a file a directory or the reverse
+  // (ToolValidationError). Refused with ToolValidationError: the root as
+  // either side, a directory moved below itself. Other errors as remove.
+  // Renaming a path onto itself succeeds and changes nothing. Provenance:
+  // the records of `from` and below move to `to` and below when the moved
+  // object is reachable as `to` without a symlink and no command is
+  // running (else they are dropped); the records `to` had are dropped.
+  virtual Result<void> rename(const std::string& from, const std::string& to, bool replace) = 0;
+  // The type, size, permission bits and mtime of one path; "" is the root.
+  // A symlink as the last component is reported as a symlink; symlinks
+  // among the parents are followed only while they stay inside (as every
+  // method). Errors: WorkspaceEscape, NotFound, ExecutionRejected (gone).
+  virtual Result<WorkspaceStat> stat(const std::string& path) = 0;
   // One regular file as a byte stream, for export (artifact_export): its
   // size and SHA-256 measured at open (bounded by max_bytes), its bytes
   // pulled in chunks afterwards, so an export never needs a host fd and the

@@ -39,6 +39,15 @@ class SandboxWorkspace final : public WorkspaceHandle {
   Result<WorkspaceProvenance> provenance(const std::string& path) override {
     return with([&](WorkspaceHandle& w) { return w.provenance(path); });
   }
+  Result<void> remove(const std::string& path, bool recursive) override {
+    return with([&](WorkspaceHandle& w) { return w.remove(path, recursive); });
+  }
+  Result<void> rename(const std::string& from, const std::string& to, bool replace) override {
+    return with([&](WorkspaceHandle& w) { return w.rename(from, to, replace); });
+  }
+  Result<WorkspaceStat> stat(const std::string& path) override {
+    return with([&](WorkspaceHandle& w) { return w.stat(path); });
+  }
   Result<WorkspaceFileStream> openExport(const std::string& path, std::int64_t max_bytes) override {
     return with([&](WorkspaceHandle& w) { return w.openExport(path, max_bytes); });
   }

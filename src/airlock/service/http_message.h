@@ -8,6 +8,7 @@
 // "not_found", "method_not_allowed", "bad_request", "payload_too_large").
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "airlock/core/error.h"
+#include "airlock/sys/byte_source.h"
 
 namespace airlock::service {
 
@@ -30,6 +32,14 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  // When set, the body is this source's bytes instead of `body`, sent as a
+  // chunked response as they are read: the server reads it off its loop,
+  // one read at a time, and writes each read as a chunk before the next
+  // (so a slow client holds the source back, never memory), until it
+  // returns 0. A read error after the head was sent closes the connection
+  // without the last chunk: the client sees a cut response, never a short
+  // body that looks whole. Shared so that a response stays copyable.
+  std::shared_ptr<sys::ByteSource> body_source;
 };
 
 // The HTTP status of an error code: 400 for the caller's input (validation,

@@ -486,8 +486,48 @@ class BeastServer final : public HttpServer {
     co_return true;
   }
 
+  // A response whose body is a source (HttpResponse::body_source): a
+  // chunked head, then one chunk per read, each read on the worker pool (a
+  // source reads files) and written under its own deadline before the next
+  // read. A read error after the head closes the connection without the
+  // last chunk.
+  asio::awaitable<bool> sendSourced(beast::tcp_stream& stream, HttpResponse& out, unsigned version,
+                                    bool keep_alive) {
+    http::response<http::empty_body> head{static_cast<http::status>(out.status), version};
+    if (!out.content_type.empty()) head.set(http::field::content_type, out.content_type);
+    for (const auto& [k, v] : out.headers) head.set(k, v);
+    head.chunked(true);
+    head.keep_alive(keep_alive);
+    http::response_serializer<http::empty_body> serializer{head};
+    stream.expires_after(settings_.request_timeout);
+    auto [herr, hn] = co_await http::async_write_header(stream, serializer, kNoThrow);
+    if (herr) co_return false;
+    auto buffer = std::make_shared<std::string>(kStreamWriteBytes, '\0');
+    std::shared_ptr<sys::ByteSource> source = out.body_source;
+    auto read_once = [source, buffer] { return source->read(buffer->data(), buffer->size()); };
+    for (;;) {
+      Result<std::size_t> got = co_await offLoop(pool_, read_once);
+      if (!got) {
+        logLine({{"level", "warn"}, {"event", "response_cut"}, {"error", got.error().message()}});
+        co_return false;
+      }
+      stream.expires_after(settings_.request_timeout);
+      if (*got == 0) {
+        auto [werr, n] = co_await asio::async_write(stream, http::make_chunk_last(), kNoThrow);
+        co_return !werr && keep_alive;
+      }
+      auto [werr, n] = co_await asio::async_write(
+          stream, http::make_chunk(asio::buffer(buffer->data(), *got)), kNoThrow);
+      if (werr) {
+        logLine({{"level", "warn"}, {"event", "response_cut"}, {"error", werr.message()}});
+        co_return false;
+      }
+    }
+  }
+
   asio::awaitable<bool> sendResponse(beast::tcp_stream& stream, HttpResponse& out, unsigned version,
                                      bool keep_alive) {
+    if (out.body_source) co_return co_await sendSourced(stream, out, version, keep_alive);
     http::response<http::string_body> res{static_cast<http::status>(out.status), version};
     if (!out.content_type.empty()) res.set(http::field::content_type, out.content_type);
     for (const auto& [k, v] : out.headers) res.set(k, v);

@@ -1,7 +1,5 @@
 #include "airlock/workspace/local_workspace.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -15,12 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "airlock/archive/workspace_archive.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/random.h"
 #include "airlock/workspace/dir_entries.h"
 #include "airlock/workspace/file_export.h"
+#include "airlock/workspace/path_ops.h"
 #include "airlock/workspace/resolve.h"
 
 namespace airlock::workspace {
@@ -212,6 +212,53 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
     return it == record_.end() ? WorkspaceProvenance::kUnknown : it->second;
   }
 
+  Result<void> remove(const std::string& path, bool recursive) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    auto removed = detail::removeBeneath(root_.get(), *rel, recursive);
+    // Even a failed recursive remove may have taken part of the tree, so the
+    // record goes either way (dropping is the safe direction).
+    std::lock_guard record_lock(record_mu_);
+    dropRecordsAt(*rel);
+    return removed;
+  }
+
+  Result<void> rename(const std::string& from, const std::string& to, bool replace) override {
+    // renameat2 with RENAME_NOREPLACE needs fsids the workspace's filesystem maps.
+    FsIdScope ids(as_owner_, uid_, gid_);
+    auto from_rel = checkRelativePath(from);
+    if (!from_rel) return tl::unexpected(from_rel.error());
+    auto to_rel = checkRelativePath(to);
+    if (!to_rel) return tl::unexpected(to_rel.error());
+    // Held across the rename, like write: the record moves with the bytes.
+    std::lock_guard record_lock(record_mu_);
+    auto moved = detail::renameBeneath(root_.get(), *from_rel, *to_rel, replace);
+    if (!moved) return tl::unexpected(moved.error());
+    if (!moved->moved) return {};
+    std::vector<std::pair<std::string, WorkspaceProvenance>> carried;
+    const std::string below = *from_rel + "/";
+    for (auto it = record_.begin(); it != record_.end(); ++it) {
+      if (it->first == *from_rel) carried.emplace_back(*to_rel, it->second);
+      if (it->first.compare(0, below.size(), below) == 0) {
+        carried.emplace_back(*to_rel + it->first.substr(from_rel->size()), it->second);
+      }
+    }
+    dropRecordsAt(*from_rel);
+    dropRecordsAt(*to_rel);
+    // The records vouch for `to` only when it names the moved object directly.
+    if (!command_running_ &&
+        detail::reachesWithoutSymlink(root_.get(), *to_rel, moved->dev, moved->ino)) {
+      for (auto& [key, value] : carried) record_[key] = value;
+    }
+    return {};
+  }
+
+  Result<WorkspaceStat> stat(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    return detail::statBeneath(root_.get(), *rel);
+  }
+
   void beginSandboxCommand() override {
     std::lock_guard record_lock(record_mu_);
     command_running_ = true;
@@ -299,6 +346,16 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
   }
 
  private:
+  // Drops the record of `rel` and of everything below it.
+  void dropRecordsAt(const std::string& rel) {
+    record_.erase(rel);
+    const std::string below = rel + "/";
+    for (auto it = record_.lower_bound(below);
+         it != record_.end() && it->first.compare(0, below.size(), below) == 0;) {
+      it = record_.erase(it);
+    }
+  }
+
   static std::string tooLarge(const std::string& rel) {
     return "read: " + quoted(rel) + " is larger than the 64 MiB read limit";
   }
@@ -518,200 +575,6 @@ Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& wor
 
 // --- archive copy-in ------------------------------------------------------
 
-namespace {
-
-// One member is read into memory whole, because WorkspaceHandle::write
-// takes the file's bytes at once; this cap bounds that memory. Streaming
-// writes through the handle are future work.
-constexpr std::int64_t kMaxArchiveMemberBytes = std::int64_t{64} << 20;
-constexpr std::int64_t kMaxArchiveMembers = 1'000'000;
-
-struct ArchiveFree {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-using ArchivePtr = std::unique_ptr<struct archive, ArchiveFree>;
-
-std::string archiveError(struct archive* a) {
-  const char* text = archive_error_string(a);
-  return text != nullptr ? quoteForMessage(text, 256) : std::string("unknown libarchive error");
-}
-
-// Reads the archive open on `fd` from its start. Only the tar and zip
-// formats are enabled (with every decompression filter libarchive has).
-Result<ArchivePtr> openArchive(int fd, const std::string& archive_path) {
-  if (::lseek(fd, 0, SEEK_SET) != 0) {
-    return failErrno(ErrorCode::kToolValidationError, "copy-in: rewind " + quoted(archive_path),
-                     errno);
-  }
-  ArchivePtr a(archive_read_new());
-  if (!a) return fail(ErrorCode::kExecutionUnavailable, "copy-in: archive_read_new failed");
-  archive_read_support_format_tar(a.get());
-  archive_read_support_format_zip(a.get());
-  // Only filters libarchive implements itself: filter_all would also run
-  // external programs (lrzip, lzop, grzip) when a build lacks them.
-  archive_read_support_filter_gzip(a.get());
-  archive_read_support_filter_bzip2(a.get());
-  archive_read_support_filter_xz(a.get());
-  archive_read_support_filter_zstd(a.get());
-  archive_read_support_filter_lz4(a.get());
-  if (archive_read_open_fd(a.get(), fd, 64 * 1024) != ARCHIVE_OK) {
-    return fail(ErrorCode::kToolValidationError, "copy-in: " + quoted(archive_path) +
-                                                     " is not a readable tar or zip archive (" +
-                                                     archiveError(a.get()) + ")");
-  }
-  return a;
-}
-
-enum class MemberKind { kFile, kDirectory, kRoot };
-
-struct CheckedMember {
-  std::string name;  // workspace-relative, checked
-  MemberKind kind = MemberKind::kFile;
-};
-
-// The member's workspace path, or ToolValidationError naming it as the
-// archive spells it.
-Result<CheckedMember> checkMember(struct archive_entry* entry) {
-  const char* raw_name = archive_entry_pathname(entry);
-  if (raw_name == nullptr) raw_name = archive_entry_pathname_utf8(entry);
-  if (raw_name == nullptr) {
-    return fail(ErrorCode::kToolValidationError, "copy-in: an archive member has no readable name");
-  }
-  const std::string spelled = raw_name;
-  auto refuse = [&](const std::string& why) {
-    return fail(ErrorCode::kToolValidationError,
-                "copy-in: archive member " + quoted(spelled) + " " + why);
-  };
-  if (archive_entry_hardlink(entry) != nullptr) {
-    return refuse("is a hard link; only regular files and directories are copied");
-  }
-  const auto type = archive_entry_filetype(entry);
-  CheckedMember out;
-  switch (type) {
-    case AE_IFREG:
-      out.kind = MemberKind::kFile;
-      break;
-    case AE_IFDIR:
-      out.kind = MemberKind::kDirectory;
-      break;
-    case AE_IFLNK:
-      return refuse("is a symlink; only regular files and directories are copied");
-    case AE_IFCHR:
-    case AE_IFBLK:
-      return refuse("is a device; only regular files and directories are copied");
-    case AE_IFIFO:
-      return refuse("is a FIFO; only regular files and directories are copied");
-    case AE_IFSOCK:
-      return refuse("is a socket; only regular files and directories are copied");
-    default:
-      return refuse("is not a regular file or directory");
-  }
-  if (!spelled.empty() && spelled.front() == '/') {
-    return refuse("leaves the workspace (absolute path)");
-  }
-  // Exactly one leading "./" and one trailing "/" are removed; nothing else
-  // is normalized: whatever checkRelativePath refuses is refused.
-  std::string name = spelled;
-  if (name.rfind("./", 0) == 0) name.erase(0, 2);
-  if (!name.empty() && name.back() == '/') name.pop_back();
-  if (name.empty()) {
-    if (out.kind == MemberKind::kDirectory && !spelled.empty()) {
-      out.kind = MemberKind::kRoot;  // "./": the workspace itself, nothing to create
-      return out;
-    }
-    return refuse("has an empty name");
-  }
-  auto rel = checkRelativePath(name);
-  if (!rel) return refuse("leaves the workspace (" + rel.error().context + ")");
-  if (rel->empty()) return refuse("has an empty name");
-  out.name = std::move(*rel);
-  if (out.kind == MemberKind::kFile && archive_entry_size_is_set(entry) &&
-      archive_entry_size(entry) > kMaxArchiveMemberBytes) {
-    return refuse("is larger than the 64 MiB per-member limit");
-  }
-  return out;
-}
-
-// Reads the current member's data, at most kMaxArchiveMemberBytes.
-Result<std::string> readMember(struct archive* a, const std::string& spelled) {
-  std::string data;
-  char buf[64 * 1024];
-  for (;;) {
-    la_ssize_t n = archive_read_data(a, buf, sizeof buf);
-    if (n == 0) return data;
-    if (n < 0) {
-      return fail(ErrorCode::kToolValidationError, "copy-in: archive member " + quoted(spelled) +
-                                                       " cannot be read (" + archiveError(a) + ")");
-    }
-    if (static_cast<std::int64_t>(data.size()) + n > kMaxArchiveMemberBytes) {
-      return fail(ErrorCode::kToolValidationError,
-                  "copy-in: archive member " + quoted(spelled) +
-                      " is larger than the 64 MiB per-member limit");
-    }
-    data.append(buf, static_cast<std::size_t>(n));
-  }
-}
-
-// One pass over the archive: the check pass validates every member (and
-// that no member lies below one that is a file); the copy pass validates
-// again (the file can change between passes) and extracts.
-Result<void> archivePass(int fd, const std::string& archive_path, WorkspaceHandle* workspace) {
-  auto a = openArchive(fd, archive_path);
-  if (!a) return tl::unexpected(a.error());
-  std::map<std::string, MemberKind> seen;
-  std::int64_t count = 0;
-  for (;;) {
-    struct archive_entry* entry = nullptr;
-    int rc = archive_read_next_header(a->get(), &entry);
-    if (rc == ARCHIVE_EOF) break;
-    if (rc == ARCHIVE_FATAL || (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)) {
-      return fail(ErrorCode::kToolValidationError, "copy-in: " + quoted(archive_path) +
-                                                       " is not a readable tar or zip archive (" +
-                                                       archiveError(a->get()) + ")");
-    }
-    if (++count > kMaxArchiveMembers) {
-      return fail(ErrorCode::kToolValidationError,
-                  "copy-in: " + quoted(archive_path) + " has more than 1000000 members");
-    }
-    auto member = checkMember(entry);
-    if (!member) return tl::unexpected(member.error());
-    if (member->kind == MemberKind::kRoot) continue;
-    const char* raw_name = archive_entry_pathname(entry);
-    if (raw_name == nullptr) raw_name = archive_entry_pathname_utf8(entry);
-    const std::string spelled = raw_name != nullptr ? raw_name : "";
-    if (workspace == nullptr) {
-      // Every ancestor must be (implicitly) a directory, and a name must
-      // not be both a file and a directory.
-      for (std::size_t slash = member->name.find('/'); slash != std::string::npos;
-           slash = member->name.find('/', slash + 1)) {
-        auto it = seen.find(member->name.substr(0, slash));
-        if (it != seen.end() && it->second == MemberKind::kFile) {
-          return fail(ErrorCode::kToolValidationError,
-                      "copy-in: archive member " + quoted(spelled) + " lies below a file member");
-        }
-        seen.emplace(member->name.substr(0, slash), MemberKind::kDirectory);
-      }
-      auto [it, inserted] = seen.emplace(member->name, member->kind);
-      if (!inserted && it->second != member->kind) {
-        return fail(ErrorCode::kToolValidationError,
-                    "copy-in: archive member " + quoted(spelled) +
-                        " is both a file and a directory in the archive");
-      }
-      continue;
-    }
-    if (member->kind == MemberKind::kDirectory) {
-      if (auto r = workspace->mkdir(member->name); !r) return r;
-      continue;
-    }
-    auto data = readMember(a->get(), spelled);
-    if (!data) return tl::unexpected(data.error());
-    if (auto r = workspace->placeFile(member->name, *data); !r) return r;
-  }
-  return {};
-}
-
-}  // namespace
-
 Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& workspace) {
   const int raw = sys::openAtRaw(AT_FDCWD, archive_path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK);
   if (raw < 0) {
@@ -734,8 +597,8 @@ Result<void> copyInArchive(const std::string& archive_path, WorkspaceHandle& wor
                 "copy-in: " + quoted(archive_path) + " is not a regular file");
   }
   // Both passes read the same open file (same inode), from its start.
-  if (auto r = archivePass(fd.get(), archive_path, nullptr); !r) return r;
-  return archivePass(fd.get(), archive_path, &workspace);
+  return archive::extractArchive(archive::ArchiveInput{fd.get(), {}, quoted(archive_path)},
+                                 workspace);
 }
 
 Result<void> copyIn(const std::string& source, WorkspaceHandle& workspace) {

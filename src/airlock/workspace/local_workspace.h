@@ -33,8 +33,16 @@ namespace airlock::workspace {
 // * listdir: the directory's entries sorted by raw name bytes, each with its
 //   type (not following symlinks) and size (st_size for files and symlinks,
 //   0 otherwise). A final symlink to an in-root directory is followed.
+// * remove, rename, stat (workspace/path_ops.h): the parent is reached with
+//   openBeneath and the last component is acted on with unlinkat, renameat2
+//   or fstatat relative to the parent's fd, never followed. A recursive
+//   remove opens each subdirectory O_NOFOLLOW relative to its parent's fd
+//   (a symlink swapped in is unlinked as a link) and refuses a tree nested
+//   deeper than 256 directories. rename without replace uses
+//   RENAME_NOREPLACE (a filesystem without it gets a check then a rename).
 //
-// CreateAs::kOwner makes every creating call (write, mkdir) run with the
+// CreateAs::kOwner makes every creating call (write, mkdir, and rename,
+// which the kernel refuses alike) run with the
 // calling thread's fsuid/fsgid set to the owner: required when the
 // workspace filesystem belongs to the sandbox's user namespace (the linux
 // mechanism's tmpfs), where host root has no mapping and the kernel refuses
@@ -56,7 +64,11 @@ namespace airlock::workspace {
 //   recordSandboxChanges) is not recorded: the command can move things
 //   around it in ways a before/after diff does not show;
 // * when the adapter's listing was incomplete, every TOOL_WRITTEN entry is
-//   dropped.
+//   dropped;
+// * remove drops the records of the path and below it (also when a
+//   recursive remove failed part way); rename moves the records of `from`
+//   and below to `to` only when `to` reaches the moved object without a
+//   symlink and no command is running, and drops them otherwise.
 enum class CreateAs { kService, kOwner };
 
 // The internal side of a local workspace, for the adapter that owns it (the
@@ -89,8 +101,9 @@ std::shared_ptr<LocalWorkspaceHandle> makeLocalWorkspace(sys::UniqueFd root_dirf
 Result<void> copyInDirectory(const std::string& source_dir, WorkspaceHandle& workspace);
 
 // Extracts a tar (any compression libarchive reads) or zip archive, the
-// caller's own file, into a workspace through the handle: regular files via
-// write, directories via mkdir. libarchive only parses; it never touches the
+// caller's own file, into a workspace through the handle, with the decoder
+// of archive/workspace_archive.h: regular files via placeFile, directories
+// via mkdir. libarchive only parses; it never touches the
 // filesystem (no archive_write_disk). Every member is checked in a first
 // pass and the archive is read again to extract, so a refusal writes
 // nothing. Refused, with ToolValidationError naming the member as the

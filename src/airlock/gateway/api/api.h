@@ -171,6 +171,18 @@ class Api final : public service::RequestHandler {
   service::HttpResponse writeFile(const RouteCall& call);
   service::HttpResponse listDirectory(const RouteCall& call);
   service::HttpResponse provenance(const RouteCall& call);
+  // DELETE files?path=&recursive=: 204 once removed.
+  service::HttpResponse removePath(const RouteCall& call);
+  // POST files/rename {from, to, replace?}: 204 once moved.
+  service::HttpResponse renamePath(const RouteCall& call);
+  // GET stat?path=: type, size, mode, mtime.
+  service::HttpResponse statPath(const RouteCall& call);
+  // POST directories {path}: 204 once the directory exists (mkdir -p).
+  service::HttpResponse makeDirectory(const RouteCall& call);
+  // GET archive?path=DIR: DIR as a tar, streamed (workspace_tar.h).
+  service::HttpResponse downloadArchive(const RouteCall& call);
+  // PUT archive?path=DIR: the body (a tar, or zip) extracted into DIR -> 204.
+  service::HttpResponse uploadArchive(const RouteCall& call);
   service::HttpResponse renewLease(const RouteCall& call);
   service::HttpResponse exportArtifact(const RouteCall& call);
   service::HttpResponse uploadArtifact(const RouteCall& call);
@@ -211,6 +223,9 @@ class Api final : public service::RequestHandler {
     std::string path;
   };
   tl::expected<WorkspaceTarget, service::HttpResponse> workspaceTarget(const RouteCall& call);
+  // The workspace of the call's environment alone (routes whose paths are in the body).
+  tl::expected<std::shared_ptr<WorkspaceHandle>, service::HttpResponse> workspaceOf(
+      const RouteCall& call);
   // The stored artifact the call names, of the call's tenant (another
   // tenant's is not_found), or the response refusing the call.
   tl::expected<artifacts::StoredArtifact, service::HttpResponse> artifactOf(const RouteCall& call);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
 #include "airlock/sandbox/fake/scripted_channel.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/workspace/local_workspace.h"
@@ -18,6 +20,11 @@ namespace airlock::fake {
 namespace {
 
 using sys::sha256Hex;
+
+// A workspace path quoted for a message, as the local workspace quotes it.
+std::string q(std::string_view path) {
+  return quoteForMessage(path, 512);
+}
 
 // "" for a top-level name.
 std::string parentOf(const std::string& path) {
@@ -35,6 +42,23 @@ std::string baseName(const std::string& path) {
 struct FakeWorkspace {
   std::map<std::string, std::string> files;
   std::set<std::string> dirs;
+  // Last change of each file and directory ("" the root), nanoseconds since
+  // the epoch, for stat.
+  std::map<std::string, std::int64_t> mtimes;
+
+  void touch(const std::string& path) {
+    mtimes[path] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  }
+  // Whether a directory holds anything.
+  bool hasEntries(const std::string& dir) const {
+    const std::string below = dir + "/";
+    auto file = files.lower_bound(below);
+    auto sub = dirs.lower_bound(below);
+    return (file != files.end() && file->first.compare(0, below.size(), below) == 0) ||
+           (sub != dirs.end() && sub->compare(0, below.size(), below) == 0);
+  }
 
   std::int64_t totalBytes() const {
     std::int64_t total = 0;
@@ -79,8 +103,13 @@ Result<void> putFile(FakeWorkspace& ws, const ResourceLimits& limits, const std:
   if (new_bytes > limits.workspace_bytes || new_inodes > limits.inodes_max) {
     return fail(ErrorCode::kExecutionRejected, "workspace full writing " + path);
   }
-  for (auto& dir : *missing) ws.dirs.insert(std::move(dir));
+  for (auto& dir : *missing) {
+    ws.touch(dir);
+    ws.dirs.insert(std::move(dir));
+  }
   ws.files[path] = std::string(data);
+  ws.touch(path);
+  ws.touch(parentOf(path));
   return {};
 }
 
@@ -130,7 +159,7 @@ DiffResult diffFiles(const std::map<std::string, std::string>& before,
 // recordSandboxChanges have nothing to add).
 class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public ScriptedWorkspace {
  public:
-  explicit MemoryWorkspace(const ResourceLimits& limits) : limits_(limits) {}
+  explicit MemoryWorkspace(const ResourceLimits& limits) : limits_(limits) { ws_.touch(""); }
 
   Result<std::string> read(const std::string& path) override {
     auto rel = checkRelativePath(path);
@@ -164,8 +193,13 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
     if (!missing) return tl::unexpected(missing.error());
     if (ws_.inodes() + static_cast<std::int64_t>(missing->size()) + 1 > limits_.inodes_max)
       return fail(ErrorCode::kExecutionRejected, "workspace full creating " + path);
-    for (auto& dir : *missing) ws_.dirs.insert(std::move(dir));
+    for (auto& dir : *missing) {
+      ws_.touch(dir);
+      ws_.dirs.insert(std::move(dir));
+    }
     ws_.dirs.insert(*rel);
+    ws_.touch(*rel);
+    ws_.touch(parentOf(*rel));
     return {};
   }
   Result<std::vector<WorkspaceEntry>> listdir(const std::string& path) override {
@@ -187,6 +221,75 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
               [](const WorkspaceEntry& x, const WorkspaceEntry& y) { return x.name < y.name; });
     return entries;
   }
+  Result<void> remove(const std::string& path, bool recursive) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    if (rel->empty()) {
+      return fail(ErrorCode::kToolValidationError, "remove: the workspace root is never removed");
+    }
+    std::lock_guard lock(mu_);
+    if (ws_.files.erase(*rel) == 0) {
+      if (!ws_.dirs.count(*rel))
+        return fail(ErrorCode::kNotFound, "remove: " + q(path) + " does not exist");
+      if (ws_.hasEntries(*rel) && !recursive) {
+        return fail(ErrorCode::kExecutionRejected,
+                    "remove: " + q(path) +
+                        " is a directory that is not empty; set recursive to remove it with "
+                        "everything below it");
+      }
+      eraseBelow(*rel);
+      ws_.dirs.erase(*rel);
+    }
+    ws_.mtimes.erase(*rel);
+    ws_.touch(parentOf(*rel));
+    dropProvenance(*rel);
+    return {};
+  }
+
+  Result<void> rename(const std::string& from, const std::string& to, bool replace) override {
+    auto from_rel = checkRelativePath(from);
+    if (!from_rel) return tl::unexpected(from_rel.error());
+    auto to_rel = checkRelativePath(to);
+    if (!to_rel) return tl::unexpected(to_rel.error());
+    std::lock_guard lock(mu_);
+    auto ok = checkRename(*from_rel, *to_rel, replace);
+    if (!ok) return ok;
+    if (*from_rel == *to_rel) return {};
+    ws_.files.erase(*to_rel);
+    ws_.dirs.erase(*to_rel);
+    ws_.mtimes.erase(*to_rel);
+    dropProvenance(*to_rel);
+    rekey(ws_.files, *from_rel, *to_rel);
+    rekey(ws_.mtimes, *from_rel, *to_rel);
+    rekey(provenance_, *from_rel, *to_rel);
+    std::set<std::string> dirs;
+    for (const auto& dir : ws_.dirs) dirs.insert(renamed(dir, *from_rel, *to_rel));
+    ws_.dirs = std::move(dirs);
+    ws_.touch(parentOf(*from_rel));
+    ws_.touch(parentOf(*to_rel));
+    return {};
+  }
+
+  Result<WorkspaceStat> stat(const std::string& path) override {
+    auto rel = checkRelativePath(path);
+    if (!rel) return tl::unexpected(rel.error());
+    std::lock_guard lock(mu_);
+    WorkspaceStat out;
+    auto file = ws_.files.find(*rel);
+    if (file != ws_.files.end()) {
+      out.size_bytes = static_cast<std::int64_t>(file->second.size());
+      out.mode = 0644;
+    } else if (ws_.isDir(*rel)) {
+      out.type = WorkspaceEntry::Type::kDirectory;
+      out.mode = 0755;
+    } else {
+      return fail(ErrorCode::kNotFound, "stat: " + q(path) + " does not exist");
+    }
+    auto when = ws_.mtimes.find(*rel);
+    out.mtime_ns = when == ws_.mtimes.end() ? 0 : when->second;
+    return out;
+  }
+
   void beginSandboxCommand() override {}
   void recordSandboxChanges(const std::vector<FileChange>& /*changes*/,
                             bool /*complete*/) override {}
@@ -207,6 +310,7 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
   void remove(const std::string& path) override {
     std::lock_guard lock(mu_);
     ws_.files.erase(path);
+    ws_.mtimes.erase(path);
   }
 
   std::map<std::string, std::string> files() {
@@ -246,6 +350,72 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
       provenance_.erase(*rel);
     }
     return put;
+  }
+
+  // rename's refusals, in the local workspace's order and codes.
+  Result<void> checkRename(const std::string& from, const std::string& to, bool replace) {
+    if (from.empty() || to.empty()) {
+      return fail(ErrorCode::kToolValidationError,
+                  "rename: the workspace root cannot be moved or replaced");
+    }
+    if (to.size() > from.size() && to.compare(0, from.size(), from) == 0 && to[from.size()] == '/')
+      return fail(ErrorCode::kToolValidationError,
+                  "rename: " + q(from) + " cannot be moved below itself (" + q(to) + ")");
+    if (!ws_.isDir(parentOf(from)) || (!ws_.files.count(from) && !ws_.dirs.count(from)))
+      return fail(ErrorCode::kNotFound, "rename: " + q(from) + " does not exist");
+    if (!ws_.isDir(parentOf(to)))
+      return fail(ErrorCode::kNotFound, "rename: the directory " + q(parentOf(to)) + " that " +
+                                            q(to) + " would go in does not exist");
+    const bool to_exists = ws_.files.count(to) > 0 || ws_.dirs.count(to) > 0;
+    if (!to_exists || from == to) return {};
+    if (!replace)
+      return fail(ErrorCode::kExecutionRejected,
+                  "rename: " + q(to) + " already exists; set replace to overwrite it");
+    const bool from_dir = ws_.dirs.count(from) > 0;
+    const bool to_dir = ws_.dirs.count(to) > 0;
+    if (from_dir != to_dir) {
+      return fail(ErrorCode::kToolValidationError,
+                  "rename: " + q(from) + " and " + q(to) +
+                      " are not both directories or both non-directories");
+    }
+    if (to_dir && ws_.hasEntries(to))
+      return fail(
+          ErrorCode::kExecutionRejected,
+          "rename: " + q(to) + " is a directory that is not empty; only an empty one is replaced");
+    return {};
+  }
+
+  // `path` with its prefix `from` (itself or a directory above it) replaced by `to`.
+  static std::string renamed(const std::string& path, const std::string& from,
+                             const std::string& to) {
+    if (path == from) return to;
+    if (path.size() > from.size() && path.compare(0, from.size(), from) == 0 &&
+        path[from.size()] == '/')
+      return to + path.substr(from.size());
+    return path;
+  }
+
+  template <class Map>
+  static void rekey(Map& map, const std::string& from, const std::string& to) {
+    Map out;
+    for (auto& [key, value] : map) out.emplace(renamed(key, from, to), std::move(value));
+    map = std::move(out);
+  }
+
+  // Everything strictly below the directory `dir`.
+  void eraseBelow(const std::string& dir) {
+    const std::string below = dir + "/";
+    auto under = [&](const std::string& p) { return p.compare(0, below.size(), below) == 0; };
+    std::erase_if(ws_.files, [&](const auto& f) { return under(f.first); });
+    std::erase_if(ws_.dirs, under);
+    std::erase_if(ws_.mtimes, [&](const auto& m) { return under(m.first); });
+  }
+
+  void dropProvenance(const std::string& rel) {
+    const std::string below = rel + "/";
+    std::erase_if(provenance_, [&](const auto& p) {
+      return p.first == rel || p.first.compare(0, below.size(), below) == 0;
+    });
   }
 
   std::mutex mu_;
