@@ -41,10 +41,13 @@ struct SandboxServices {
   // The execution half (proc, fs, job), from the composition root
   // (execution::addExecutionCapabilities); empty: the table lacks them.
   AddExecutionCapabilities add_execution;
+  // The environment's jobs (the execution node's registry; job_port.h).
+  // Null: the table keeps its own, and destroying it kills them.
+  JobPort* jobs = nullptr;
 };
 
-// A table with every capability of both halves. Jobs and notes live as long
-// as the table: destroying it kills every job still running.
+// A table with every capability of both halves. Notes live as long as the
+// table; jobs as long as `jobs` keeps them (with none, as long as the table).
 std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services);
 
 // The policy that allows everything makeSandboxCapabilities serves, and the

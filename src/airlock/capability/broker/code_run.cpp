@@ -96,6 +96,7 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   services.schedule = options.schedule;
   services.job_spill = options.job_spill;
   services.add_execution = options.add_execution;
+  services.jobs = options.jobs;
   auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(std::move(*channel), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());

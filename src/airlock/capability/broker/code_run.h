@@ -45,6 +45,10 @@ struct CodeRunOptions {
   // The execution half of the table (proc, fs, job): the front end passes
   // execution::addExecutionCapabilities; empty: the program has none of them.
   AddExecutionCapabilities add_execution;
+  // The environment's jobs (the service passes its execution node, so jobs
+  // outlive the program); null: the program's table keeps its own, killed
+  // when the program ends (`airlock run --code`).
+  JobPort* jobs = nullptr;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected, up
   // to max_audit_lines: a program can make millions of refused calls, and

@@ -219,6 +219,8 @@ HttpResponse Api::runCode(const RouteCall& call) {
   options->program = program->get<std::string>();
   options->limits = std::move(command);
   options->policy = std::move(*policy);
+  // Jobs are the environment's: they outlive this program.
+  options->jobs = &node_;
 
   // Nothing else may run: a second program would replace the first's
   // program file and broker socket in /run/airlock, and a running command
