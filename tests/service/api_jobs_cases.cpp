@@ -203,8 +203,7 @@ void expectAServerJobServesAClientAndIsKilled(JobsApi& api) {
   auto result = json::parse(r.body);
   // The server has no such file: 404 raises in urlopen; either way the
   // request reached it. A listing would be 200.
-  EXPECT_NE(result["stderr"].get<std::string>().find("404"), std::string::npos)
-      << result.dump();
+  EXPECT_NE(result["stderr"].get<std::string>().find("404"), std::string::npos) << result.dump();
 
   // The server logged the request line on its stderr.
   std::string err;
@@ -275,6 +274,44 @@ void expectDestroyingTheEnvironmentMidJobLeavesNothing(
   EXPECT_EQ(api.call("GET", api.base + "/jobs").status, 404);
   EXPECT_EQ(api.call("GET", api.base + "/jobs/" + job_id).status, 404);
   EXPECT_EQ(leftovers(api.id), 0) << "something of the environment outlived its destroy";
+}
+
+void expectTheToolsDriveTheSameJobs(JobsApi& api) {
+  auto tool = [&](const std::string& name, const json& arguments) {
+    auto r = api.call("POST", "/v1/tools/" + name,
+                      json{{"environment_id", api.id}, {"arguments", arguments}}.dump());
+    EXPECT_EQ(r.status, 200) << name << ": " << r.body;
+    return r.status == 200 ? json::parse(r.body)["result"] : json();
+  };
+  auto started = api.startJob({{"argv", {"sh", "-c", "echo from-http; exec sleep 600"}}});
+  ASSERT_TRUE(started.is_object());
+  const std::string http_job = started["job_id"];
+  auto listed = tool("job_list", json::object());
+  ASSERT_TRUE(listed.is_object());
+  ASSERT_EQ(listed["jobs"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["jobs"][0]["job_id"], http_job);
+  auto polled = tool("job_poll", {{"job_id", http_job}, {"wait_ms", 10000}});
+  ASSERT_TRUE(polled.is_object());
+  EXPECT_EQ(polled["stdout"]["data"], "from-http\n") << polled.dump();
+
+  auto mine =
+      tool("job_start", {{"command", {"sh", "-c", "read x; echo tool-$x; exec sleep 600"}}});
+  ASSERT_TRUE(mine.is_object());
+  const std::string tool_job = mine["job_id"];
+  EXPECT_NE(tool_job, http_job);
+  auto sent = tool("job_send", {{"job_id", tool_job}, {"data", "in\n"}, {"last", true}});
+  EXPECT_EQ(sent["sent_bytes"], 3) << sent.dump();
+  auto seen = api.pollUntilStdoutHas(tool_job, "tool-in\n");
+  ASSERT_TRUE(seen.is_object());
+  EXPECT_EQ(seen["stdout"]["data"], "tool-in\n");
+  EXPECT_EQ(tool("job_kill", {{"job_id", tool_job}})["killing"], true);
+  EXPECT_EQ(api.pollUntilSettled(tool_job)["state"], "killed");
+  auto unknown =
+      api.call("POST", "/v1/tools/job_poll",
+               json{{"environment_id", api.id}, {"arguments", {{"job_id", "job-99"}}}}.dump());
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  EXPECT_NE(unknown.body.find("job-99"), std::string::npos) << unknown.body;
+  EXPECT_EQ(api.call("POST", api.base + "/jobs/" + http_job + "/kill").status, 204);
 }
 
 void expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(JobsApi& api) {

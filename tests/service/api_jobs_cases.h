@@ -81,6 +81,11 @@ void expectTheSpillHoldsTheWholeOutput(JobsApi& api);
 void expectDestroyingTheEnvironmentMidJobLeavesNothing(
     JobsApi& api, const std::function<int(const std::string& environment_id)>& leftovers);
 
+// The job_* tools (POST /v1/tools/{name}) drive the same jobs: a job the
+// HTTP route started is listed and polled by a tool, a tool's job is polled
+// over HTTP and killed by a tool.
+void expectTheToolsDriveTheSameJobs(JobsApi& api);
+
 // Another tenant's environment is 404 on every job route; bad requests name
 // their problem; job.start_for_session has no wall of its own.
 void expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(JobsApi& api);

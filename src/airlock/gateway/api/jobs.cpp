@@ -1,6 +1,7 @@
 // The job routes of the API (api.h; docs/serve.md "Jobs"): an environment's
 // background jobs through the execution node's JobPort (port/job_port.h),
-// the same registry code mode's job.* use, so either door polls, feeds and
+// the same registry code mode's job.* and the job_* tools use (a job is
+// shown as the tools show it: tools/job_tools.h), so either door polls, feeds and
 // kills what the other started. Each job's whole output is spilled, once it
 // is terminal, as untrusted artifacts of the environment's tenant and run.
 #include <charconv>
@@ -13,6 +14,7 @@
 #include "airlock/core/json.h"
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
+#include "airlock/gateway/tools/job_tools.h"
 
 namespace airlock::gateway {
 namespace {
@@ -21,53 +23,6 @@ using json = nlohmann::json;
 
 // The longest a job's input write may wait for room in its stdin.
 constexpr std::uint64_t kSendTimeoutMs = 30'000;
-
-json streamJson(const JobStreamSlice& s) {
-  return {{"data", bytesToJson(s.data)}, {"cursor", s.cursor}, {"dropped", s.dropped}};
-}
-
-// A stream's spill: the reason it was not stored, or what was.
-json streamSpillJson(const JobStreamSpill& s) {
-  if (s.error) return *s.error;
-  return {{"artifact_id", s.artifact_id ? json(*s.artifact_id) : json(nullptr)},
-          {"media_type", s.artifact_id ? json(s.media_type) : json(nullptr)},
-          {"sha256", s.sha256},
-          {"size_bytes", s.size_bytes},
-          {"truncated", s.dropped_bytes > 0},
-          {"dropped_bytes", s.dropped_bytes}};
-}
-
-json deadlineJson(Timestamp deadline) {
-  return deadline.time_since_epoch().count() > 0 ? json(formatTimestamp(deadline)) : json(nullptr);
-}
-
-// One job. `with_output`: the streams since the poll's cursors (a listing
-// has the cursors alone).
-json jobJson(const JobSnapshot& s, bool with_output) {
-  json j = {{"job_id", s.job_id},
-            {"argv", json::array()},
-            {"state", jobStateName(s.state)},
-            {"exit_code", s.exit_code ? json(*s.exit_code) : json(nullptr)},
-            {"signal", s.signal ? json(*s.signal) : json(nullptr)},
-            {"kill_reason", nullptr},
-            {"pending", s.pending},
-            {"wall_ms", s.wall_ms},
-            {"deadline", deadlineJson(s.deadline)},
-            {"spill", nullptr}};
-  for (const auto& a : s.argv) j["argv"].push_back(bytesToJson(a));
-  if (const char* reason = jobKillReasonName(s.kill_reason)) j["kill_reason"] = reason;
-  if (with_output) {
-    j["stdout"] = streamJson(s.out);
-    j["stderr"] = streamJson(s.err);
-  } else {
-    j["stdout_cursor"] = s.out.cursor;
-    j["stderr_cursor"] = s.err.cursor;
-  }
-  if (!s.pending && s.spill)
-    j["spill"] = {{"stdout", streamSpillJson(s.spill->first)},
-                  {"stderr", streamSpillJson(s.spill->second)}};
-  return j;
-}
 
 // {argv, working_directory?, env?, wall_ms?} into a start request.
 Result<JobStartRequest> startFrom(const json& body) {
@@ -149,11 +104,7 @@ HttpResponse Api::startJob(const RouteCall& call) {
   request->spill = options->job_spill;
   auto started = node_.startJob(live->handle, *request);
   if (!started) return errorResponse(started.error());
-  return jsonResponse(201, json{{"job_id", started->job_id},
-                                {"stdout_cursor", 0},
-                                {"stderr_cursor", 0},
-                                {"wall_ms", started->wall_ms},
-                                {"deadline", deadlineJson(started->deadline)}});
+  return jsonResponse(201, jobStartedJson(*started));
 }
 
 HttpResponse Api::listJobs(const RouteCall& call) {
