@@ -276,6 +276,20 @@ void expectDestroyingTheEnvironmentMidJobLeavesNothing(
   EXPECT_EQ(leftovers(api.id), 0) << "something of the environment outlived its destroy";
 }
 
+void expectAJobIsKilledAtItsDeadline(JobsApi& api) {
+  auto started =
+      api.startJob({{"argv", {"sh", "-c", "echo before; exec sleep 600"}}, {"wall_ms", 500}});
+  ASSERT_TRUE(started.is_object());
+  EXPECT_EQ(started["wall_ms"], 500);
+  auto done = api.pollUntilSettled(started["job_id"]);
+  ASSERT_TRUE(done.is_object());
+  EXPECT_EQ(done["state"], "killed") << done.dump();
+  EXPECT_EQ(done["kill_reason"], "deadline") << done.dump();
+  EXPECT_EQ(done["signal"], 9) << done.dump();
+  ASSERT_TRUE(done["spill"].is_object()) << done.dump();
+  EXPECT_EQ(done["spill"]["stdout"]["size_bytes"], 7) << done.dump();
+}
+
 void expectTheToolsDriveTheSameJobs(JobsApi& api) {
   auto tool = [&](const std::string& name, const json& arguments) {
     auto r = api.call("POST", "/v1/tools/" + name,

@@ -81,6 +81,10 @@ void expectTheSpillHoldsTheWholeOutput(JobsApi& api);
 void expectDestroyingTheEnvironmentMidJobLeavesNothing(
     JobsApi& api, const std::function<int(const std::string& environment_id)>& leftovers);
 
+// A job past its wall_ms is killed (kill_reason "deadline") and its output
+// up to then is still spilled.
+void expectAJobIsKilledAtItsDeadline(JobsApi& api);
+
 // The job_* tools (POST /v1/tools/{name}) drive the same jobs: a job the
 // HTTP route started is listed and polled by a tool, a tool's job is polled
 // over HTTP and killed by a tool.

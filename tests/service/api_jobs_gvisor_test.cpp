@@ -63,6 +63,10 @@ TEST_F(ApiJobsGvisorTest, DestroyingTheEnvironmentMidJobLeavesNothing) {
       api_, [this](const std::string& id) { return leftoversOf(id); });
 }
 
+TEST_F(ApiJobsGvisorTest, AJobIsKilledAtItsDeadline) {
+  expectAJobIsKilledAtItsDeadline(api_);
+}
+
 TEST_F(ApiJobsGvisorTest, TheToolsDriveTheSameJobs) {
   expectTheToolsDriveTheSameJobs(api_);
 }

@@ -71,6 +71,10 @@ TEST_F(ApiJobsLinuxTest, DestroyingTheEnvironmentMidJobLeavesNothing) {
   expectDestroyingTheEnvironmentMidJobLeavesNothing(api_, leftoversOf);
 }
 
+TEST_F(ApiJobsLinuxTest, AJobIsKilledAtItsDeadline) {
+  expectAJobIsKilledAtItsDeadline(api_);
+}
+
 TEST_F(ApiJobsLinuxTest, TheToolsDriveTheSameJobs) {
   expectTheToolsDriveTheSameJobs(api_);
 }
