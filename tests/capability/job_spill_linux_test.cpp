@@ -204,8 +204,7 @@ TEST_F(JobSpillTest, TheWholeOutputFarPastTheTailIsStoredAndReadsBack) {
 
   // The tail holds 64 KiB of it: the rest left the window.
   auto from_start = poll(id);
-  EXPECT_EQ(uint(from_start.find("stdout")->find("dropped")),
-            expected_out.size() - execution::kJobTailBytes);
+  EXPECT_EQ(uint(from_start.find("stdout")->find("dropped")), expected_out.size() - kJobTailBytes);
 
   const Value* spill = st.find("spill");
   ASSERT_TRUE(spill != nullptr && spill->asMap() != nullptr) << "a terminal job carries its spill";

@@ -117,6 +117,52 @@ TEST_F(LocalNodeTest, TheRegistryFollowsProvisionAndDestroy) {
   EXPECT_EQ(fake_->liveCount(), 0u);
 }
 
+// The node's jobs (port/job_port.h) answer for a live environment of the
+// handle's tenant only, and refuse a session-lifetime job where the node's
+// JobSettings disallow it. (The fake starts no side processes: real jobs
+// are in tests/service/api_jobs_cases.h.)
+TEST_F(LocalNodeTest, JobsAreAnsweredForALiveEnvironmentOfItsTenant) {
+  const auto a = provision("t1", "r1", 1);
+  auto listed = node_->listJobs(a);
+  ASSERT_TRUE(listed.has_value()) << listed.error().message();
+  EXPECT_TRUE(listed->empty());
+  JobStartRequest start;
+  start.command.argv = {"sleep", "60"};
+  auto started = node_->startJob(a, start);
+  ASSERT_FALSE(started.has_value());
+  EXPECT_EQ(started.error().code, ErrorCode::kExecutionUnavailable);
+  auto polled = node_->pollJob(a, JobPollRequest{"job-1"});
+  ASSERT_FALSE(polled.has_value());
+  EXPECT_EQ(polled.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(polled.error().message(), HasSubstr("job-1"));
+  EXPECT_EQ(node_->killJob(a, "job-1").error().code, ErrorCode::kNotFound);
+
+  EnvironmentHandle other = a;
+  other.tenant_id = "t2";
+  EXPECT_EQ(node_->listJobs(other).error().code, ErrorCode::kExecutionRejected);
+
+  LocalNode strict(
+      *adapter_, [this] { return now_; }, {}, JobSettings{.allow_session_lifetime = false});
+  EnvironmentSpec spec;
+  spec.tenant_id = "t1";
+  spec.run_id = "r2";
+  spec.lease_epoch = 1;
+  spec.image_digest = fake::kFakeImageDigest;
+  spec.limits = defaultLimits();
+  const auto b = strict.provision(spec);
+  ASSERT_TRUE(b.has_value()) << b.error().message();
+  start.wall_ms = 0;
+  auto session = strict.startJob(*b, start);
+  ASSERT_FALSE(session.has_value());
+  EXPECT_EQ(session.error().code, ErrorCode::kExecutionRejected);
+  EXPECT_THAT(session.error().message(), HasSubstr("not allowed"));
+  strict.destroyAll();
+
+  ASSERT_TRUE(node_->destroy(a).has_value());
+  EXPECT_EQ(node_->listJobs(a).error().code, ErrorCode::kExecutionRejected)
+      << "a destroyed environment has no jobs";
+}
+
 TEST_F(LocalNodeTest, AProgramIsRefusedWhileAnythingRunsACommandWhileAProgramRuns) {
   const std::string id = provision("t1", "r1", 1).environment_id;
   {

@@ -57,7 +57,8 @@ TEST_F(ToolsTest, RegistersTheFiveToolsWithSchemas) {
   }
   EXPECT_THAT(names,
               ::testing::ElementsAre("sandbox_run_command", "workspace_read_text",
-                                     "workspace_write_text", "workspace_list", "artifact_export"));
+                                     "workspace_write_text", "workspace_list", "artifact_export",
+                                     "job_start", "job_poll", "job_send", "job_kill", "job_list"));
 }
 
 TEST_F(ToolsTest, RunCommandDescriptionTellsTheModelWhatItCannotInfer) {
@@ -424,6 +425,27 @@ TEST_F(ToolsTest, ADestroyedSandboxIsAFailureNotACrash) {
   EXPECT_EQ(failure("sandbox_run_command", {{"command", {"true"}}}).code,
             ErrorCode::kEnvironmentGone);
   EXPECT_EQ(failure("workspace_list", json::object()).code, ErrorCode::kEnvironmentGone);
+}
+
+// The job tools check their arguments first, naming the bad one; without a
+// job port (ToolContext::jobs) a well-formed call is ExecutionUnavailable.
+// tests/service/api_jobs_cases.h drives them against real jobs.
+TEST_F(ToolsTest, JobToolsNameABadArgumentAndNeedAJobPort) {
+  EXPECT_EQ(failure("job_start", {{"command", "sleep 1"}}).argument, "command");
+  EXPECT_EQ(failure("job_start", json::object()).argument, "command");
+  EXPECT_EQ(failure("job_start", {{"command", {"sleep", "1"}}, {"wall_ms", -1}}).argument,
+            "wall_ms");
+  EXPECT_EQ(failure("job_start", {{"command", {"true"}}, {"working_directory", "../x"}}).argument,
+            "working_directory");
+  EXPECT_EQ(failure("job_poll", json::object()).argument, "job_id");
+  EXPECT_EQ(failure("job_poll", {{"job_id", "job-1"}, {"wait_ms", 60001}}).argument, "wait_ms");
+  EXPECT_EQ(failure("job_send", {{"job_id", "job-1"}, {"last", "yes"}}).argument, "last");
+  EXPECT_EQ(failure("job_kill", {{"job_id", "job-1"}, {"signal", 9}}).argument, "signal");
+  EXPECT_EQ(failure("job_list", {{"all", true}}).argument, "all");
+  const ToolFailure none = failure("job_list", json::object());
+  EXPECT_EQ(none.code, ErrorCode::kExecutionUnavailable);
+  EXPECT_EQ(none.message, "this server keeps no background jobs");
+  EXPECT_EQ(failure("job_start", {{"command", {"true"}}}).code, ErrorCode::kExecutionUnavailable);
 }
 
 }  // namespace

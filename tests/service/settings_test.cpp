@@ -170,6 +170,19 @@ TEST(Settings, EnvironmentOverridesTheFileAndNamesTheVariable) {
             "production");
 }
 
+TEST(Settings, SessionJobsAreAllowedUnlessRefused) {
+  EXPECT_TRUE(Settings{}.allow_session_jobs);
+  auto s = parseSettings("session_jobs: refused\n", "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_FALSE(s->allow_session_jobs);
+  s = parseSettings("session_jobs: allowed\n", "settings.yaml");
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_TRUE(s->allow_session_jobs);
+  const std::string bad = errorOf("session_jobs: maybe\n");
+  EXPECT_NE(bad.find("session_jobs \"maybe\" must be allowed or refused"), std::string::npos)
+      << bad;
+}
+
 TEST(Settings, ScheduleSettingsAreParsedAndADatabaseSecretIsNeverRepeated) {
   auto s =
       parseSettings("schedule_fire_interval: 5s\nschedule_database: postgresql://u:pw@db/airlock\n",

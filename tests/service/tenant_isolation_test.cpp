@@ -403,6 +403,36 @@ std::vector<Row> rows() {
          ASSERT_EQ(r.status, 404) << r.body;
          EXPECT_NE(r.body.find("no command with execution_id"), std::string::npos) << r.body;
        }});
+  // Jobs: the fake mechanism starts no side processes, so A's own start
+  // gets past the tenant check and is refused as unavailable; A's own
+  // listing is empty and A's job routes name the unknown job.
+  t.push_back({"/v1/environments/{environment_id}/jobs", "POST",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"POST", envPath(w, "jobs") + "?" + q(tenant), R"({"argv": ["true"]})"};
+               },
+               404, "not_found", [](World&, const HttpResponse& r) { expectStatus(r, 503); }});
+  t.push_back({"/v1/environments/{environment_id}/jobs", "GET",
+               [](const World& w, const std::string& tenant) {
+                 return Call{"GET", envPath(w, "jobs") + "?" + q(tenant)};
+               },
+               404, "not_found",
+               [](World&, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 EXPECT_EQ(json::parse(r.body)["jobs"], json::array());
+               }});
+  for (const char* op : {"", "/input", "/kill"}) {
+    const std::string method = *op == '\0' ? "GET" : "POST";
+    t.push_back({std::string("/v1/environments/{environment_id}/jobs/{job_id}") + op, method,
+                 [op, method](const World& w, const std::string& tenant) {
+                   return Call{method, envPath(w, std::string("jobs/job-1") + op) + "?" + q(tenant),
+                               *op == '\0' ? "" : "{}"};
+                 },
+                 404, "not_found",
+                 [](World&, const HttpResponse& r) {
+                   ASSERT_EQ(r.status, 404) << r.body;
+                   EXPECT_NE(r.body.find("no job is named"), std::string::npos) << r.body;
+                 }});
+  }
   t.push_back({"/v1/environments/{environment_id}/schedules", "GET",
                [](const World& w, const std::string& tenant) {
                  return Call{"GET", envPath(w, "schedules") + "?" + q(tenant)};

@@ -458,6 +458,8 @@ class Job:
     job_id: str
     stdout_cursor: int = 0
     stderr_cursor: int = 0
+    wall_ms: int = 0       # granted at start; 0: for the environment's life
+    deadline_ms: int = 0   # Unix ms the job is killed at (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -496,6 +498,7 @@ class JobState:
     stdout_dropped: int       # bytes that left the tail unread (never lost: see spill)
     stderr_dropped: int
     spill: Optional[Spill] = None  # None while pending
+    kill_reason: Optional[str] = None  # "requested", "deadline", "environment_destroyed"
 
 
 def _spilled_stream(v: Any) -> Union[SpilledStream, str]:
@@ -514,16 +517,31 @@ def _spill(v: Any) -> Optional[Spill]:
 class job:  # noqa: N801
     @staticmethod
     def start(argv: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-              deadline_ms: int = DEFAULT_DEADLINE_MS) -> Job:
-        r = call("job.start", _args(argv=list(argv), cwd=cwd, env=env), deadline_ms)
-        return Job(r["job_id"], r["stdout_cursor"], r["stderr_cursor"])
+              wall_ms: Optional[int] = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Job:
+        """A background job of the environment: it outlives this program (a
+        later program, the HTTP API and the tools see it). ``wall_ms``: its
+        budget, fixed now (None: the service's default; 0: the environment's
+        whole life), always clamped to the environment's expiry."""
+        r = call("job.start", _args(argv=list(argv), cwd=cwd, env=env, wall_ms=wall_ms), deadline_ms)
+        return Job(r["job_id"], r["stdout_cursor"], r["stderr_cursor"], r.get("wall_ms", 0),
+                   r.get("deadline_ms", 0))
+
+    @staticmethod
+    def start_for_session(argv: Sequence[str], cwd: Optional[str] = None,
+                          env: Optional[Dict[str, str]] = None,
+                          deadline_ms: int = DEFAULT_DEADLINE_MS) -> Job:
+        """job.start for the environment's whole life (no wall deadline of
+        its own; it still ends with the environment)."""
+        r = call("job.start_for_session", _args(argv=list(argv), cwd=cwd, env=env), deadline_ms)
+        return Job(r["job_id"], r["stdout_cursor"], r["stderr_cursor"], r.get("wall_ms", 0),
+                   r.get("deadline_ms", 0))
 
     @staticmethod
     def _state(j: Job, r: Dict[str, Any]) -> JobState:
         out, err = r["stdout"], r["stderr"]
         j.stdout_cursor, j.stderr_cursor = out["cursor"], err["cursor"]
         return JobState(r["job_id"], r["state"], r["exit_code"], r["pending"], out["data"], err["data"],
-                        out["dropped"], err["dropped"], _spill(r.get("spill")))
+                        out["dropped"], err["dropped"], _spill(r.get("spill")), r.get("kill_reason"))
 
     @staticmethod
     def poll(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> JobState:

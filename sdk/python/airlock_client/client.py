@@ -28,6 +28,7 @@ from .models import (
     DirEntry,
     EnvironmentHandle,
     ExecutionResult,
+    Job,
     Lease,
     PathStatus,
     ResourceLimits,
@@ -327,6 +328,74 @@ class AirlockClient:
         j = self._json("POST", "/v1/schedule-fires/ack", json_body={"through": through})
         return int(j["acknowledged"])
 
+    # --- jobs ------------------------------------------------------------
+
+    def _job_path(self, environment_id: str, job_id: str = "", suffix: str = "") -> str:
+        tail = "/jobs" + ("/" + urllib.parse.quote(job_id, safe="") if job_id else "")
+        return self._env_path(environment_id, tail + suffix)
+
+    def start_job(
+        self,
+        environment_id: str,
+        argv: Sequence[str],
+        working_directory: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        wall_ms: Optional[int] = None,
+    ) -> dict[str, Any]:
+        """POST /v1/environments/{environment_id}/jobs: starts ``argv`` as a
+        background job that outlives this call (and any program); code mode's
+        job.* see the same jobs. ``wall_ms``: its wall-clock budget (absent: 30
+        minutes; 0: the environment's whole life), clamped to the
+        environment's expiry. Returns ``{job_id, stdout_cursor, stderr_cursor,
+        wall_ms, deadline}``."""
+        if isinstance(argv, (str, bytes)):
+            raise TypeError('argv must be a list like ["python3", "-m", "http.server"], not a string')
+        body: dict[str, Any] = {"argv": list(argv)}
+        if working_directory is not None:
+            body["working_directory"] = working_directory
+        if env is not None:
+            body["env"] = dict(env)
+        if wall_ms is not None:
+            body["wall_ms"] = int(wall_ms)
+        return self._json("POST", self._job_path(environment_id), json_body=body)
+
+    def list_jobs(self, environment_id: str) -> list[Job]:
+        """GET /v1/environments/{environment_id}/jobs: every job of the
+        environment, oldest first (each with its cursors, no output)."""
+        j = self._json("GET", self._job_path(environment_id))
+        return [Job.from_json(x) for x in j.get("jobs", [])]
+
+    def poll_job(
+        self,
+        environment_id: str,
+        job_id: str,
+        stdout_cursor: int = 0,
+        stderr_cursor: int = 0,
+        wait_ms: int = 0,
+    ) -> Job:
+        """GET /v1/environments/{environment_id}/jobs/{job_id}: the job's state and its
+        output after the cursors (pass the last answer's ``stdout.cursor`` and
+        ``stderr.cursor``). ``wait_ms`` (at most 60000) waits until a cursor
+        moves or the job settles."""
+        query = {"stdout_cursor": str(stdout_cursor), "stderr_cursor": str(stderr_cursor),
+                 "wait_ms": str(wait_ms)}
+        timeout = max(self.timeout, wait_ms / 1000.0 + 10.0)
+        return Job.from_json(self._json("GET", self._job_path(environment_id, job_id), query=query,
+                                        timeout=timeout))
+
+    def send_job_input(self, environment_id: str, job_id: str, data: bytes | str = b"",
+                       last: bool = False) -> None:
+        """POST /v1/environments/{environment_id}/jobs/{job_id}/input: writes ``data`` to the
+        job's stdin; ``last`` then closes it. ExecutionRejectedError once its
+        input is closed."""
+        body = {"data": encode_bytes(data), "last": bool(last)}
+        self._request("POST", self._job_path(environment_id, job_id, "/input"), json_body=body)
+
+    def kill_job(self, environment_id: str, job_id: str) -> None:
+        """POST /v1/environments/{environment_id}/jobs/{job_id}/kill: SIGKILL to the job's
+        process group (its state becomes "killed"). Returns at once."""
+        self._request("POST", self._job_path(environment_id, job_id, "/kill"), data=b"")
+
     # --- workspace -------------------------------------------------------
 
     def read_file(self, environment_id: str, path: PathLike) -> bytes:
@@ -584,6 +653,21 @@ class Environment:
 
     def run_code(self, program: str, **kwargs: Any) -> CodeResult:
         return self.client.run_code(self.id, program, **kwargs)
+
+    def start_job(self, argv: Sequence[str], **kwargs: Any) -> dict[str, Any]:
+        return self.client.start_job(self.id, argv, **kwargs)
+
+    def list_jobs(self) -> list[Job]:
+        return self.client.list_jobs(self.id)
+
+    def poll_job(self, job_id: str, **kwargs: Any) -> Job:
+        return self.client.poll_job(self.id, job_id, **kwargs)
+
+    def send_job_input(self, job_id: str, data: bytes | str = b"", last: bool = False) -> None:
+        self.client.send_job_input(self.id, job_id, data, last)
+
+    def kill_job(self, job_id: str) -> None:
+        self.client.kill_job(self.id, job_id)
 
     def list_schedules(self) -> list[Schedule]:
         return self.client.list_schedules(self.id)

@@ -397,3 +397,68 @@ class ScheduleFire:
             fired_at_s=int(j["fired_at_s"]),
             fire_number=int(j["fire_number"]),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class JobStream:
+    """One stream of a polled job: the bytes after the caller's cursor (the
+    64 KiB tail at most), the cursor for the next poll, and how many bytes
+    left the tail unread (never lost: the spill has them)."""
+
+    data: bytes
+    cursor: int
+    dropped: int
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+    @classmethod
+    def from_json(cls, j: Optional[dict[str, Any]]) -> "JobStream":
+        if j is None:
+            return cls(b"", 0, 0)
+        return cls(decode_bytes(j.get("data")), int(j["cursor"]), int(j["dropped"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A background job of an environment (docs/serve.md "Jobs"), as a poll
+    or a listing answers it. ``spill`` is None while ``pending``; then
+    ``{"stdout": S, "stderr": S}``, S a string saying why that stream was not
+    stored or ``{artifact_id, media_type, sha256, size_bytes, truncated,
+    dropped_bytes}``."""
+
+    job_id: str
+    argv: list[str]
+    state: str  # "running" | "exited" | "killed"
+    exit_code: Optional[int]
+    signal: Optional[int]
+    kill_reason: Optional[str]  # "requested" | "deadline" | "environment_destroyed"
+    pending: bool
+    wall_ms: int
+    deadline: Optional[_dt.datetime]
+    stdout: JobStream
+    stderr: JobStream
+    spill: Optional[dict[str, Any]]
+
+    @classmethod
+    def from_json(cls, j: dict[str, Any]) -> "Job":
+        out, err = j.get("stdout"), j.get("stderr")
+        if out is None:  # a listing: the cursors alone
+            out = {"data": "", "cursor": j.get("stdout_cursor", 0), "dropped": 0}
+            err = {"data": "", "cursor": j.get("stderr_cursor", 0), "dropped": 0}
+        deadline = j.get("deadline")
+        return cls(
+            job_id=j["job_id"],
+            argv=[decode_name(a) for a in j.get("argv", [])],
+            state=j["state"],
+            exit_code=j.get("exit_code"),
+            signal=j.get("signal"),
+            kill_reason=j.get("kill_reason"),
+            pending=bool(j["pending"]),
+            wall_ms=int(j.get("wall_ms", 0)),
+            deadline=parse_timestamp(deadline) if deadline else None,
+            stdout=JobStream.from_json(out),
+            stderr=JobStream.from_json(err),
+            spill=j.get("spill"),
+        )

@@ -14,6 +14,7 @@
 #include "airlock/cli/termination_signals.h"
 #include "airlock/core/ids.h"
 #include "airlock/execution/adapters.h"
+#include "airlock/execution/job_engine.h"
 #include "airlock/gateway/mcp/mcp_session.h"
 #include "airlock/gateway/mcp/mcp_stdio.h"
 #include "airlock/gateway/tools/tool_registry.h"
@@ -153,7 +154,11 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   auto first = provision();
   if (!first) return printErrorLine(first.error());
 
+  // The job_* tools: the sandbox's jobs, closed before it is destroyed (no
+  // artifact sink: a job's spill says none is configured).
+  auto jobs = std::make_unique<execution::SingleEnvironmentJobs>(env, *first);
   gateway::ToolContext context;
+  context.jobs = jobs.get();
   context.tenant_id = plan->spec.tenant_id;
   context.run_id = plan->spec.run_id;
   context.environment = *first;
@@ -171,6 +176,8 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
     const auto now =
         std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
     if (now < ctx.environment.expires_at) return std::nullopt;
+    ctx.jobs = nullptr;
+    jobs.reset();
     (void)env.destroy(ctx.environment);
     auto fresh = provision();
     if (!fresh) {
@@ -179,6 +186,8 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
              fresh.error().message();
     }
     ctx.environment = *fresh;
+    jobs = std::make_unique<execution::SingleEnvironmentJobs>(env, *fresh);
+    ctx.jobs = jobs.get();
     return std::string(
         "note: the previous sandbox reached its lifetime limit and was destroyed; this call "
         "runs in a fresh sandbox with an empty workspace");
@@ -195,6 +204,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
 
   int status = 0;
   if (!ended) status = printErrorLine(ended.error());
+  jobs.reset();  // its jobs die before the sandbox
   if (auto destroyed = env.destroy(context.environment); !destroyed) {
     Error error = destroyed.error();
     error.context = "destroying the sandbox: " + error.context;

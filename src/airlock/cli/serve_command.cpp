@@ -130,7 +130,8 @@ int executeServe(const std::optional<std::string>& config_path) {
   }
   // The execution node keeps what runs where and reaps; the API is the
   // gateway in front of it.
-  execution::LocalNode node(*adapter->env, {}, service::nodeEvents(metrics));
+  execution::LocalNode node(*adapter->env, {}, service::nodeEvents(metrics),
+                            JobSettings{.allow_session_lifetime = settings->allow_session_jobs});
   gateway::Api api(*settings, node, std::move(images), metrics);
   api.allowEgress(operator_egress);
   api.attachExecutionCapabilities(execution::addExecutionCapabilities);

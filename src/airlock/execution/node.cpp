@@ -12,8 +12,8 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 LocalNode::LocalNode(ExecutionEnvironment& adapter, std::function<Timestamp()> clock,
-                     ExecutionNodeEvents events)
-    : adapter_(adapter), clock_(std::move(clock)), events_(std::move(events)) {
+                     ExecutionNodeEvents events, JobSettings jobs)
+    : adapter_(adapter), clock_(std::move(clock)), events_(std::move(events)), job_settings_(jobs) {
   if (!clock_)
     clock_ = [] {
       return std::chrono::time_point_cast<std::chrono::milliseconds>(
@@ -59,7 +59,27 @@ Result<void> LocalNode::cancel(const EnvironmentHandle& handle, std::string_view
   return adapter_.cancel(handle, execution_id);
 }
 
+LocalNode::~LocalNode() {
+  std::map<std::string, std::shared_ptr<EnvironmentJobs>> jobs;
+  {
+    std::lock_guard lk(mu_);
+    jobs.swap(jobs_);
+  }
+  for (auto& [id, j] : jobs) j->close();
+}
+
 Result<void> LocalNode::destroy(const EnvironmentHandle& handle) {
+  // The environment's jobs die first: their processes are killed and their
+  // pumps joined before the sandbox (and what a pump reads) goes.
+  std::shared_ptr<EnvironmentJobs> jobs;
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = jobs_.find(handle.environment_id); it != jobs_.end()) {
+      jobs = std::move(it->second);
+      jobs_.erase(it);
+    }
+  }
+  if (jobs) jobs->close();
   auto r = adapter_.destroy(handle);
   std::lock_guard lk(mu_);
   auto it = live_.find(handle.environment_id);
@@ -190,6 +210,52 @@ void LocalNode::destroyAll() {
 std::size_t LocalNode::liveCount() const {
   std::lock_guard lk(mu_);
   return live_.size();
+}
+
+Result<std::shared_ptr<EnvironmentJobs>> LocalNode::jobsOf(const EnvironmentHandle& handle) {
+  std::lock_guard lk(mu_);
+  auto it = live_.find(handle.environment_id);
+  if (it == live_.end() || it->second.handle.tenant_id != handle.tenant_id)
+    return fail(ErrorCode::kExecutionRejected,
+                "no live environment " + quoteForMessage(handle.environment_id));
+  auto& jobs = jobs_[handle.environment_id];
+  if (!jobs)
+    jobs = std::make_shared<EnvironmentJobs>(adapter_, it->second.handle, job_settings_, clock_);
+  return jobs;
+}
+
+Result<JobStarted> LocalNode::startJob(const EnvironmentHandle& handle,
+                                       const JobStartRequest& request) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->start(request);
+}
+
+Result<JobSnapshot> LocalNode::pollJob(const EnvironmentHandle& handle,
+                                       const JobPollRequest& request) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->poll(request);
+}
+
+Result<void> LocalNode::sendJobInput(const EnvironmentHandle& handle, const std::string& job_id,
+                                     std::string_view bytes, bool last, std::uint64_t timeout_ms,
+                                     const CancelToken* cancel) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->send(job_id, bytes, last, timeout_ms, cancel);
+}
+
+Result<void> LocalNode::killJob(const EnvironmentHandle& handle, const std::string& job_id) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->kill(job_id);
+}
+
+Result<std::vector<JobSnapshot>> LocalNode::listJobs(const EnvironmentHandle& handle) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->list();
 }
 
 }  // namespace airlock::execution

@@ -3,15 +3,17 @@
 // outlives its lease"). The port's methods go to the adapter unchanged;
 // around them the node keeps the registry of what it provisioned, the busy
 // time of each environment, the claims of commands and programs, and the
-// reaper.
+// reaper, and each live environment's jobs (job_engine.h).
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "airlock/execution/job_engine.h"
 #include "airlock/port/execution_node.h"
 
 namespace airlock::execution {
@@ -20,9 +22,13 @@ class LocalNode final : public ExecutionNode {
  public:
   // `adapter` is borrowed and must outlive the node. `clock` is the wall
   // clock the reaper compares expires_at with (the adapter's; empty:
-  // system_clock). `events` observes the registry (metrics).
+  // system_clock). `events` observes the registry (metrics). `jobs` is what
+  // each environment's jobs are allowed (job_port.h JobSettings).
   explicit LocalNode(ExecutionEnvironment& adapter, std::function<Timestamp()> clock = {},
-                     ExecutionNodeEvents events = {});
+                     ExecutionNodeEvents events = {}, JobSettings jobs = {});
+  ~LocalNode() override;
+  LocalNode(const LocalNode&) = delete;
+  LocalNode& operator=(const LocalNode&) = delete;
 
   // The port, forwarded to the adapter (provision registers, destroy
   // forgets, execute adds busy time).
@@ -54,11 +60,25 @@ class LocalNode final : public ExecutionNode {
   void destroyAll() override;
   std::size_t liveCount() const override;
 
+  // The jobs (port/job_port.h), per live environment.
+  Result<JobStarted> startJob(const EnvironmentHandle& handle,
+                              const JobStartRequest& request) override;
+  Result<JobSnapshot> pollJob(const EnvironmentHandle& handle,
+                              const JobPollRequest& request) override;
+  Result<void> sendJobInput(const EnvironmentHandle& handle, const std::string& job_id,
+                            std::string_view bytes, bool last, std::uint64_t timeout_ms,
+                            const CancelToken* cancel) override;
+  Result<void> killJob(const EnvironmentHandle& handle, const std::string& job_id) override;
+  Result<std::vector<JobSnapshot>> listJobs(const EnvironmentHandle& handle) override;
+
  protected:
   void release(const std::string& environment_id, RunKind kind) noexcept override;
 
  private:
   void addBusy(const std::string& environment_id, std::chrono::steady_clock::duration busy);
+  // The jobs of the live environment `handle` names (made at first use);
+  // ExecutionRejected when it is not live or not that tenant's.
+  Result<std::shared_ptr<EnvironmentJobs>> jobsOf(const EnvironmentHandle& handle);
 
   ExecutionEnvironment& adapter_;
   std::function<Timestamp()> clock_;
@@ -68,6 +88,9 @@ class LocalNode final : public ExecutionNode {
   // What runs, per environment (under mu_).
   std::set<std::string> programs_running_;
   std::multiset<std::string> commands_running_;
+  const JobSettings job_settings_;
+  // Each live environment's jobs (under mu_); closed before its destroy.
+  std::map<std::string, std::shared_ptr<EnvironmentJobs>> jobs_;
 };
 
 }  // namespace airlock::execution

@@ -147,7 +147,9 @@ class WorkspaceHandle {
 // "cap/job"; docs/capabilities.md). It shares the sandbox's
 // namespaces, workspace, cgroup limits, uid, seccomp filter and lack of
 // capabilities, exactly like a command, and leads a process group (session)
-// of its own. It dies with the sandbox at the latest.
+// of its own. It is not a command's: a command's end kills what the command
+// started, never a side process or what stays in its session (jobs outlive
+// commands; port/job_port.h). It dies with the sandbox at the latest.
 struct SideCommand {
   std::vector<std::string> argv;        // argv[0] absolute or a bare name on the image PATH
   std::string working_directory = ".";  // relative to /workspace, containment-checked

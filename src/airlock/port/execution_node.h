@@ -25,6 +25,7 @@
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
 #include "airlock/port/execution_environment.h"
+#include "airlock/port/job_port.h"
 
 namespace airlock {
 
@@ -94,8 +95,12 @@ class RunClaim {
 // An ExecutionEnvironment that also answers for the environments it holds.
 // provision registers the environment, destroy forgets it (a failed destroy
 // is counted and retried by the reaper), execute and executeStreaming add to
-// its busy time. Thread-safe: every method may be called from any thread.
-class ExecutionNode : public ExecutionEnvironment {
+// its busy time. It keeps each live environment's background jobs
+// (JobPort, job_port.h): a job outlives the request or program that started
+// it and dies with its environment (destroy, the reaper and destroyAll kill
+// it and join its pump before the sandbox goes). Thread-safe: every method
+// may be called from any thread.
+class ExecutionNode : public ExecutionEnvironment, public JobPort {
  public:
   // The live environments, ordered by id; with a tenant, only that tenant's.
   virtual std::vector<LiveEnvironment> live(

@@ -219,6 +219,11 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     s.default_image = value;
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
+  } else if (key == "session_jobs") {
+    if (value != "allowed" && value != "refused")
+      return tl::unexpected(configError(prefix + "session_jobs " + quoteForMessage(value) +
+                                        " must be allowed or refused"));
+    s.allow_session_jobs = value == "allowed";
   } else if (key == "schedule_database") {
     if (!value.empty() && value.rfind("postgresql://", 0) != 0 &&
         value.rfind("postgres://", 0) != 0)

@@ -104,6 +104,10 @@ struct Settings {
   // postgresql:// connection URI (several replicas may share it). Never logged.
   std::chrono::seconds schedule_fire_interval{1};
   std::string schedule_database;
+  // Whether a background job may ask for its environment's whole life
+  // (wall_ms 0; port/job_port.h JobSettings, docs/serve.md "Jobs"):
+  // `session_jobs: allowed` (the default) or `refused`.
+  bool allow_session_jobs = true;
   // Request bounds.
   std::int64_t max_header_bytes = 16 * 1024;
   std::int64_t max_body_bytes = std::int64_t{64} << 20;

@@ -67,8 +67,8 @@ void addNotePaths(CapabilityTable& table, bool note_reads) {
 std::shared_ptr<CapabilityTable> makeSandboxCapabilities(const SandboxServices& services) {
   auto table = std::make_shared<CapabilityTable>();
   if (services.add_execution)
-    services.add_execution(
-        *table, ExecutionCapabilityServices{services.env, services.handle, services.job_spill});
+    services.add_execution(*table, ExecutionCapabilityServices{services.env, services.handle,
+                                                               services.job_spill, services.jobs});
   gateway::addGatewayCapabilities(
       *table, gateway::GatewayCapabilityServices{services.handle.environment_id, services.net,
                                                  services.schedule, services.notes});

@@ -48,14 +48,18 @@ struct SandboxServices {
   // notes"): notes.get's value as JSON text (bytes). false: such a path is
   // refused "denied" (a program whose policy does not allow notes.get).
   bool note_reads = true;
+  // The environment's jobs (the execution node's registry; job_port.h).
+  // Null: the table keeps its own, and destroying it kills them.
+  JobPort* jobs = nullptr;
 };
 
 // The note:// paths of fs.*: the scheme, and the refusal of a write or a
 // listing there ("read_only").
 inline constexpr std::string_view kNoteScheme = "note://";
 
-// A table with every capability of both halves. Jobs and in-memory notes
-// live as long as the table: destroying it kills every job still running.
+// A table with every capability of both halves. In-memory notes live as
+// long as the table; jobs as long as `jobs` keeps them (with none, as long
+// as the table: destroying it kills every job still running).
 // fs.read, fs.write and fs.list (when the table has them) first look for a
 // note:// path: fs.read of one reads the note (note_reads), fs.write and
 // fs.list of one are refused "read_only"; a note:// path never reaches the

@@ -98,6 +98,7 @@ Result<CodeRunResult> runCode(ExecutionEnvironment& env, const EnvironmentHandle
   services.add_execution = options.add_execution;
   services.notes = options.notes;
   services.note_reads = options.policy.allows("notes.get");
+  services.jobs = options.jobs;
   auto table = makeSandboxCapabilities(services);
   auto session = BrokerSession::open(std::move(*channel), std::move(so), std::move(table));
   if (!session) return tl::unexpected(session.error());

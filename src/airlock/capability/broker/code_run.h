@@ -50,6 +50,10 @@ struct CodeRunOptions {
   // in memory, for this program alone. fs.read of note:// follows the
   // policy's notes.get.
   gateway::NoteServices notes;
+  // The environment's jobs (the service passes its execution node, so jobs
+  // outlive the program); null: the program's table keeps its own, killed
+  // when the program ends (`airlock run --code`).
+  JobPort* jobs = nullptr;
   std::string execution_id;
   // Receives each audit line as it is written (they are also collected, up
   // to max_audit_lines: a program can make millions of refused calls, and

@@ -6,10 +6,12 @@
 //
 //   proc.run   one command to completion, as a side process in the sandbox
 //   fs.read / fs.write / fs.list   through the workspace port (containment)
-//   job.start / job.poll / job.wait / job.send / job.send_last / job.kill /
-//   job.list   background side processes with cursors over a bounded tail,
-//              each stream's whole output spooled on the host and handed,
-//              once the job is terminal, to a JobOutputSink (JobSpillServices)
+//   job.start / job.start_for_session / job.poll / job.wait / job.send /
+//   job.send_last / job.kill / job.list   the environment's background jobs
+//              (port/job_port.h; the execution node keeps them): cursors
+//              over a bounded tail, each stream's whole output spooled on
+//              the host and handed, once the job is terminal, to a
+//              JobOutputSink (JobSpillSettings)
 //
 // They register into a CapabilityTable (capability/broker/broker.h) beside
 // the gateway's notes, net and schedule (gateway/capabilities); the one table
@@ -40,8 +42,6 @@ namespace airlock::execution {
 // Per-stream caps of a proc.run result (stdout and stderr each); the rest is
 // dropped and the result says "stdout_truncated" / "stderr_truncated".
 inline constexpr std::size_t kProcRunStreamCap = std::size_t{4} << 20;
-// The rolling tail a job keeps per stream.
-inline constexpr std::size_t kJobTailBytes = std::size_t{64} << 10;
 // The largest file fs.read returns and fs.write accepts.
 inline constexpr std::size_t kFsMaxBytes = std::size_t{8} << 20;
 
@@ -67,9 +67,10 @@ using capability::JobSpillServices;
 using capability::kDefaultSpillStreamBytes;
 
 // Adds proc.run (ceiling spawn), fs.read / fs.write / fs.list, and job.*
-// (job.start: spawn; job.send, job.send_last: send) to `table`. Jobs live as
-// long as the table's handlers: destroying the table kills every job still
-// running.
+// (job.start, job.start_for_session: spawn; job.send, job.send_last: send)
+// to `table`. Jobs are services.jobs' (the environment's registry, which
+// outlives the table); with none, the table keeps its own and destroying
+// the table kills every job still running.
 void addExecutionCapabilities(capability::CapabilityTable& table,
                               const ExecutionCapabilityServices& services);
 

@@ -1,22 +1,15 @@
-// job.*: background side processes, each with a pump thread that keeps a
-// rolling tail per stream (cursors are byte offsets into the stream) and
-// spools the whole output for the spill (job_spool.h).
-#include <sys/eventfd.h>
-#include <sys/wait.h>
-
+// job.*: code mode's door onto the environment's jobs (port/job_port.h).
+// The jobs are the execution node's, one registry per environment, so a job
+// a program started keeps running after it returns and a later program, the
+// HTTP API or a tool lists, polls, feeds and kills it. A table given no
+// node's registry keeps one of its own, closed with the table.
 #include <algorithm>
-#include <atomic>
-#include <csignal>
-#include <map>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "airlock/capability/broker/call_args.h"
-#include "airlock/core/thread_annotations.h"
 #include "airlock/execution/capabilities/capability_modules.h"
-#include "airlock/execution/capabilities/job_spool.h"
-#include "airlock/sys/io.h"
+#include "airlock/execution/job_engine.h"
 
 namespace airlock::execution {
 
@@ -24,157 +17,20 @@ using namespace capability::handler_terms;
 
 namespace {
 
-struct Job {
-  std::string id;
-  std::vector<std::string> argv;
-  std::unique_ptr<SideProcess> proc;
-  // Orders job.send calls (one write to proc's stdin at a time). Never held
-  // with `mu`: the pump takes `mu` for every chunk of output, and a send that
-  // waited for room in stdin under `mu` would stop the very reads that let
-  // the job take its input.
-  Mutex send_mu;
-  Mutex mu;  // guards the members below
-  CondVar cv;
-  struct Stream {
-    std::string tail;
-    std::uint64_t total = 0;
-    bool eof = false;
-  };
-  Stream out GUARDED_BY(mu);
-  Stream err GUARDED_BY(mu);
-  std::optional<int> status GUARDED_BY(mu);
-  bool killed GUARDED_BY(mu) = false;
-  // Exited, both streams at end of file, and the spill settled.
-  bool done GUARDED_BY(mu) = false;
-  // Set with `done` (stdout, stderr).
-  std::optional<std::pair<StreamSpill, StreamSpill>> spill GUARDED_BY(mu);
-  std::thread pump;
-};
+std::uint64_t unixMs(Timestamp t) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.time_since_epoch().count()));
+}
 
-class JobTable {
- public:
-  JobTable(sys::UniqueFd stop, JobSpillServices spill)
-      : stop_(std::move(stop)), spill_(std::move(spill)) {}
-  ~JobTable() {
-    stopping_.store(true);
-    std::uint64_t one = 1;
-    (void)sys::writeAll(stop_.get(), &one, sizeof one);
-    MutexLock lk(mu_);
-    for (auto& [id, job] : jobs_) {
-      job->proc->killGroup();
-      if (job->pump.joinable()) job->pump.join();
-    }
-  }
-  std::shared_ptr<Job> add(std::vector<std::string> argv, std::unique_ptr<SideProcess> proc) {
-    auto job = std::make_shared<Job>();
-    job->argv = std::move(argv);
-    job->proc = std::move(proc);
-    MutexLock lk(mu_);
-    job->id = "job-" + std::to_string(++next_);
-    jobs_[job->id] = job;
-    job->pump = std::thread([this, job] { pump(*job); });
-    return job;
-  }
-  std::shared_ptr<Job> find(const std::string& id) {
-    MutexLock lk(mu_);
-    auto it = jobs_.find(id);
-    return it == jobs_.end() ? nullptr : it->second;
-  }
-  std::vector<std::shared_ptr<Job>> all() {
-    MutexLock lk(mu_);
-    std::vector<std::shared_ptr<Job>> v;
-    for (auto& [id, j] : jobs_) v.push_back(j);
-    return v;
-  }
-
- private:
-  void pump(Job& job) {
-    // Local, so that every spool file is closed when the pump returns.
-    std::optional<StreamSpool> spools[2];
-    if (spill_.sink) {
-      spools[0].emplace();
-      spools[1].emplace();
-    }
-    SidePumpHooks hooks;  // no stdin_data: job.write feeds stdin
-    hooks.output = [&](bool is_stdout, std::string_view chunk) {
-      {
-        MutexLock lk(job.mu);
-        Job::Stream& s = is_stdout ? job.out : job.err;
-        s.tail.append(chunk);
-        s.total += chunk.size();
-        if (s.tail.size() > kJobTailBytes) s.tail.erase(0, s.tail.size() - kJobTailBytes);
-        job.cv.notifyAll();
-      }
-      // The disk write is outside job.mu: a poll never waits for it.
-      if (auto& spool = spools[is_stdout ? 0 : 1])
-        spool->append(spill_, spooled_, chunk.data(), chunk.size());
-    };
-    hooks.output_ended = [&](bool is_stdout) {
-      MutexLock lk(job.mu);
-      (is_stdout ? job.out : job.err).eof = true;
-      job.cv.notifyAll();
-    };
-    hooks.exited = [&](int wait_status) {
-      MutexLock lk(job.mu);
-      job.status = wait_status;
-      job.cv.notifyAll();
-    };
-    hooks.stop_fd = stop_.get();
-    const SidePumpOutcome pumped = job.proc->pump(hooks);
-    if (pumped.end != SidePumpEnd::kFinished) {
-      // The table is going away (or the poll failed): nobody can ask for a
-      // spill any more.
-      MutexLock lk(job.mu);
-      job.out.eof = job.err.eof = true;
-      if (!job.status) job.status = SIGKILL;
-      job.done = true;
-      job.cv.notifyAll();
-      return;
-    }
-    // Terminal: store each stream, then publish the spill with `done`.
-    std::pair<StreamSpill, StreamSpill> spill{
-        storeSpill(spill_, job.id + ".stdout", spools[0], stopping_),
-        storeSpill(spill_, job.id + ".stderr", spools[1], stopping_)};
-    spools[0].reset();
-    spools[1].reset();
-    MutexLock lk(job.mu);
-    job.spill = std::move(spill);
-    job.done = true;
-    job.cv.notifyAll();
-  }
-
-  sys::UniqueFd stop_;
-  const JobSpillServices spill_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> spooled_{
-      0};  // bytes spooled by every job (JobSpillServices::max_total_bytes)
-  Mutex mu_;
-  std::map<std::string, std::shared_ptr<Job>> jobs_ GUARDED_BY(mu_);
-  std::uint64_t next_ GUARDED_BY(mu_) = 0;
-};
-
-// The part of a stream after `cursor`: {data, cursor, dropped}. Cursors are
-// byte offsets into the stream; output older than the tail is counted in
-// `dropped` (it left the window unread).
-Value streamSince(const Job::Stream& s, std::uint64_t cursor) {
-  const std::uint64_t start = s.total - s.tail.size();
-  std::uint64_t dropped = 0;
-  std::string data;
-  if (cursor < start) {
-    dropped = start - cursor;
-    data = s.tail;
-  } else if (cursor < s.total) {
-    data = s.tail.substr(static_cast<std::size_t>(cursor - start));
-  }
-  return Value::map({{"data", textOrBytes(std::move(data))},
-                     {"cursor", Value::unsignedInteger(s.total)},
-                     {"dropped", Value::unsignedInteger(dropped)}});
+Value streamValue(const JobStreamSlice& s) {
+  return Value::map({{"data", textOrBytes(s.data)},
+                     {"cursor", Value::unsignedInteger(s.cursor)},
+                     {"dropped", Value::unsignedInteger(s.dropped)}});
 }
 
 // One stream's spill: the error string, or {artifact_id (nil for an empty
 // stream), media_type (nil likewise), sha256, size_bytes, truncated,
 // dropped_bytes}.
-Value streamSpillValue(const StreamSpill& s) {
+Value streamSpillValue(const JobStreamSpill& s) {
   if (s.error) return Value::string(*s.error);
   return Value::map({{"artifact_id", s.artifact_id ? Value::string(*s.artifact_id) : Value::nil()},
                      {"media_type", s.artifact_id ? Value::string(s.media_type) : Value::nil()},
@@ -185,120 +41,140 @@ Value streamSpillValue(const StreamSpill& s) {
 }
 
 // Nil until the job is done.
-Value jobSpillValue(const Job& job) REQUIRES(job.mu) {
-  if (!job.done || !job.spill) return Value::nil();
-  return Value::map({{"stdout", streamSpillValue(job.spill->first)},
-                     {"stderr", streamSpillValue(job.spill->second)}});
+Value spillValue(const JobSnapshot& s) {
+  if (s.pending || !s.spill) return Value::nil();
+  return Value::map({{"stdout", streamSpillValue(s.spill->first)},
+                     {"stderr", streamSpillValue(s.spill->second)}});
 }
 
-const char* jobStateName(const Job& job) REQUIRES(job.mu) {
-  return !job.status ? "running" : job.killed ? "killed" : "exited";
+Value killReasonValue(const JobSnapshot& s) {
+  const char* reason = jobKillReasonName(s.kill_reason);
+  return reason != nullptr ? Value::string(reason) : Value::nil();
 }
 
-Value jobState(const Job& job, std::uint64_t out_cursor, std::uint64_t err_cursor)
-    REQUIRES(job.mu) {
+Value stateValue(const JobSnapshot& s) {
   Map m;
-  m.emplace_back("job_id", Value::string(job.id));
-  m.emplace_back("state", Value::string(jobStateName(job)));
-  if (job.status && WIFEXITED(*job.status) && !job.killed)
-    m.emplace_back("exit_code", Value::integer(WEXITSTATUS(*job.status)));
-  else
-    m.emplace_back("exit_code", Value::nil());
-  m.emplace_back("pending", Value::boolean(!job.done));
-  m.emplace_back("stdout", streamSince(job.out, out_cursor));
-  m.emplace_back("stderr", streamSince(job.err, err_cursor));
-  m.emplace_back("spill", jobSpillValue(job));
+  m.emplace_back("job_id", Value::string(s.job_id));
+  m.emplace_back("state", Value::string(jobStateName(s.state)));
+  m.emplace_back("exit_code", s.exit_code ? Value::integer(*s.exit_code) : Value::nil());
+  m.emplace_back("kill_reason", killReasonValue(s));
+  m.emplace_back("pending", Value::boolean(s.pending));
+  m.emplace_back("stdout", streamValue(s.out));
+  m.emplace_back("stderr", streamValue(s.err));
+  m.emplace_back("spill", spillValue(s));
   return Value::map(std::move(m));
 }
 
-tl::expected<std::shared_ptr<Job>, Refusal> findJob(JobTable& t, const Value& args) {
-  auto id = capability::requiredString(args, "job_id");
-  if (!id) return tl::unexpected(id.error());
-  auto job = t.find(*id);
-  if (!job) return tl::unexpected(Refusal{"job_not_found", "no job is named " + *id});
-  return job;
+// The refusal for an error of the port: job_not_found, job_refused,
+// deadline_exceeded, or refusalFor's.
+Refusal jobRefusal(const Error& e) {
+  if (e.code == ErrorCode::kNotFound) return Refusal{"job_not_found", e.message()};
+  if (e.code == ErrorCode::kEnvironmentBusy) return Refusal{"deadline_exceeded", e.message()};
+  if (e.code == ErrorCode::kExecutionRejected &&
+      e.message().starts_with("the job's input is closed"))
+    return Refusal{"job_refused", e.message()};
+  return refusalFor(e);
 }
 
-Answer jobStart(const ExecutionCapabilityServices& s, JobTable& t, const CallContext& ctx) {
+Refusal noJobs() {
+  return Refusal{"unavailable", "this table serves no environment"};
+}
+
+// What every handler acts on: the port and the environment.
+struct JobDoor {
+  JobPort* port = nullptr;
+  EnvironmentHandle handle;
+  JobSpillServices spill;
+  std::shared_ptr<JobPort> owned;  // the table's own registry, when it has no node's
+};
+
+// session: job.start_for_session (wall 0, whatever the arguments say).
+Answer jobStart(const JobDoor& d, const CallContext& ctx, bool session) {
+  if (d.port == nullptr) return noJobs();
   auto req = parseProcRequest(ctx.args, false);
   if (!req) return req.error();
-  req->command.with_stdin = true;
-  auto proc = s.env->startSideProcess(s.handle, req->command);
-  if (!proc) return refusalFor(proc.error());
-  auto job = t.add(req->command.argv, std::move(*proc));
-  return Value::map({{"job_id", Value::string(job->id)},
+  JobStartRequest start;
+  start.command = std::move(req->command);
+  start.spill = d.spill;
+  if (session) {
+    start.wall_ms = 0;
+  } else if (ctx.args.find("wall_ms") != nullptr && !ctx.args.find("wall_ms")->isNil()) {
+    auto wall = capability::optionalUint(ctx.args, "wall_ms", 0);
+    if (!wall) return wall.error();
+    start.wall_ms = *wall;
+  }
+  auto started = d.port->startJob(d.handle, start);
+  if (!started) return jobRefusal(started.error());
+  return Value::map({{"job_id", Value::string(started->job_id)},
                      {"stdout_cursor", Value::unsignedInteger(0)},
-                     {"stderr_cursor", Value::unsignedInteger(0)}});
+                     {"stderr_cursor", Value::unsignedInteger(0)},
+                     {"wall_ms", Value::unsignedInteger(started->wall_ms)},
+                     {"deadline_ms", Value::unsignedInteger(unixMs(started->deadline))}});
 }
 
-Answer jobPollOrWait(JobTable& t, const CallContext& ctx, bool wait) {
-  auto job = findJob(t, ctx.args);
-  if (!job) return job.error();
+Answer jobPollOrWait(const JobDoor& d, const CallContext& ctx, bool wait) {
+  if (d.port == nullptr) return noJobs();
+  auto id = capability::requiredString(ctx.args, "job_id");
+  if (!id) return id.error();
+  JobPollRequest poll;
+  poll.job_id = *id;
   auto oc = capability::optionalUint(ctx.args, "stdout_cursor", 0);
   if (!oc) return oc.error();
   auto ec = capability::optionalUint(ctx.args, "stderr_cursor", 0);
   if (!ec) return ec.error();
   auto timeout = capability::optionalUint(ctx.args, "timeout_ms", 0);
   if (!timeout) return timeout.error();
-  Job& j = **job;
-  MutexLock lk(j.mu);
+  poll.stdout_cursor = *oc;
+  poll.stderr_cursor = *ec;
   if (wait) {
-    // Until a cursor moves, the job settles, the timeout or the deadline
-    // passes, or the call is cancelled (checked on every wake).
-    auto until = ctx.deadline - std::chrono::milliseconds(20);
-    if (*timeout > 0)
-      until = std::min(until, BrokerClock::now() + std::chrono::milliseconds(*timeout));
-    while (!(j.out.total > *oc || j.err.total > *ec || j.done) && BrokerClock::now() < until &&
-           !ctx.cancel.cancelled()) {
-      j.cv.waitUntil(j.mu, std::min(until, BrokerClock::now() + std::chrono::milliseconds(50)));
-    }
+    // Bounded by the call's own deadline (less a margin to answer in).
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        ctx.deadline - std::chrono::milliseconds(20) - BrokerClock::now());
+    std::uint64_t ms = left.count() > 0 ? static_cast<std::uint64_t>(left.count()) : 0;
+    if (*timeout > 0) ms = std::min<std::uint64_t>(ms, *timeout);
+    poll.wait_ms = std::max<std::uint64_t>(ms, 1);
+    poll.cancel = &ctx.cancel;
   }
-  return jobState(j, *oc, *ec);
+  auto state = d.port->pollJob(d.handle, poll);
+  if (!state) return jobRefusal(state.error());
+  return stateValue(*state);
 }
 
-Answer jobSend(JobTable& t, const CallContext& ctx, bool last) {
-  auto job = findJob(t, ctx.args);
-  if (!job) return job.error();
+Answer jobSend(const JobDoor& d, const CallContext& ctx, bool last) {
+  if (d.port == nullptr) return noJobs();
+  auto id = capability::requiredString(ctx.args, "job_id");
+  if (!id) return id.error();
   auto data = capability::optionalData(ctx.args, "data");
   if (!data) return data.error();
-  Job& j = **job;
-  MutexLock lk(j.send_mu);
-  if (!j.proc->stdinOpen()) return Refusal{"job_refused", "the job's input is closed"};
-  switch (j.proc->writeStdin(data->value_or(""), ctx.deadline, ctx.cancel.pollFd())) {
-    case SideInputEnd::kWritten:
-      break;
-    case SideInputEnd::kClosed:
-      return Refusal{"job_refused", "the job's input is closed"};
-    case SideInputEnd::kDeadline:
-    case SideInputEnd::kStopped:
-      return Refusal{"deadline_exceeded", "the job did not take its input in time"};
-  }
-  if (last) j.proc->closeStdin();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - BrokerClock::now());
+  const std::uint64_t ms = left.count() > 0 ? static_cast<std::uint64_t>(left.count()) : 0;
+  auto sent = d.port->sendJobInput(d.handle, *id, data->value_or(""), last, ms, &ctx.cancel);
+  if (!sent) return jobRefusal(sent.error());
   return Value::nil();
 }
 
-Answer jobKill(JobTable& t, const CallContext& ctx) {
-  auto job = findJob(t, ctx.args);
-  if (!job) return job.error();
-  Job& j = **job;
-  {
-    MutexLock lk(j.mu);
-    if (!j.status) j.killed = true;
-  }
-  j.proc->killGroup();
+Answer jobKill(const JobDoor& d, const CallContext& ctx) {
+  if (d.port == nullptr) return noJobs();
+  auto id = capability::requiredString(ctx.args, "job_id");
+  if (!id) return id.error();
+  auto killed = d.port->killJob(d.handle, *id);
+  if (!killed) return jobRefusal(killed.error());
   return Value::nil();
 }
 
-Answer jobList(JobTable& t) {
+Answer jobList(const JobDoor& d) {
+  if (d.port == nullptr) return noJobs();
+  auto listed = d.port->listJobs(d.handle);
+  if (!listed) return jobRefusal(listed.error());
   Array out;
-  for (auto& j : t.all()) {
-    MutexLock lk(j->mu);
+  for (const auto& j : *listed) {
     Array argv;
-    for (auto& a : j->argv) argv.push_back(textOrBytes(a));
-    out.push_back(Value::map({{"job_id", Value::string(j->id)},
+    for (const auto& a : j.argv) argv.push_back(textOrBytes(a));
+    out.push_back(Value::map({{"job_id", Value::string(j.job_id)},
                               {"argv", Value::array(std::move(argv))},
-                              {"state", Value::string(jobStateName(*j))},
-                              {"spill", jobSpillValue(*j)}}));
+                              {"state", Value::string(jobStateName(j.state))},
+                              {"spill", spillValue(j)}}));
   }
   return Value::array(std::move(out));
 }
@@ -308,21 +184,29 @@ Answer jobList(JobTable& t) {
 void addJobCapabilities(capability::CapabilityTable& table,
                         const ExecutionCapabilityServices& services) {
   using capability::CeilingClass;
-  auto jobs =
-      std::make_shared<JobTable>(sys::UniqueFd(::eventfd(0, EFD_CLOEXEC)), services.job_spill);
+  auto door = std::make_shared<JobDoor>();
+  door->port = services.jobs;
+  door->handle = services.handle;
+  door->spill = services.job_spill;
+  if (door->port == nullptr && services.env != nullptr) {
+    door->owned = std::make_shared<SingleEnvironmentJobs>(*services.env, services.handle);
+    door->port = door->owned.get();
+  }
   table.add("job.start", CeilingClass::kSpawn,
-            [s = services, jobs](const CallContext& c) { return jobStart(s, *jobs, c); });
+            [door](const CallContext& c) { return jobStart(*door, c, false); });
+  table.add("job.start_for_session", CeilingClass::kSpawn,
+            [door](const CallContext& c) { return jobStart(*door, c, true); });
   table.add("job.poll", CeilingClass::kNone,
-            [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, false); });
+            [door](const CallContext& c) { return jobPollOrWait(*door, c, false); });
   table.add("job.wait", CeilingClass::kNone,
-            [jobs](const CallContext& c) { return jobPollOrWait(*jobs, c, true); });
+            [door](const CallContext& c) { return jobPollOrWait(*door, c, true); });
   table.add("job.send", CeilingClass::kSend,
-            [jobs](const CallContext& c) { return jobSend(*jobs, c, false); });
+            [door](const CallContext& c) { return jobSend(*door, c, false); });
   table.add("job.send_last", CeilingClass::kSend,
-            [jobs](const CallContext& c) { return jobSend(*jobs, c, true); });
+            [door](const CallContext& c) { return jobSend(*door, c, true); });
   table.add("job.kill", CeilingClass::kNone,
-            [jobs](const CallContext& c) { return jobKill(*jobs, c); });
-  table.add("job.list", CeilingClass::kNone, [jobs](const CallContext&) { return jobList(*jobs); });
+            [door](const CallContext& c) { return jobKill(*door, c); });
+  table.add("job.list", CeilingClass::kNone, [door](const CallContext&) { return jobList(*door); });
 }
 
 }  // namespace airlock::execution

@@ -31,6 +31,7 @@
 #include "airlock/artifacts/artifact_writer.h"
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/artifacts/retention.h"
+#include "airlock/capability/broker/code_run.h"
 #include "airlock/capability/broker/execution_half.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
@@ -201,6 +202,18 @@ class Api final : public service::RequestHandler {
   service::HttpResponse getNote(const RouteCall& call);
   service::HttpResponse listTools(const RouteCall& call);
   service::HttpResponse callTool(const RouteCall& call);
+  // The environment's jobs (jobs.cpp; port/job_port.h): start -> 201, list,
+  // poll (waits at most wait_ms), input -> 204, kill -> 204.
+  service::HttpResponse startJob(const RouteCall& call);
+  service::HttpResponse listJobs(const RouteCall& call);
+  service::HttpResponse pollJob(const RouteCall& call);
+  service::HttpResponse sendJobInput(const RouteCall& call);
+  service::HttpResponse killJob(const RouteCall& call);
+  // The live environment of a job route's call, or the 404 refusing it.
+  tl::expected<EnvironmentHandle, service::HttpResponse> jobEnvironment(const RouteCall& call);
+  // What a program's capabilities (and a job's spill) reach on this
+  // service: the execution half, schedules, the artifact store.
+  capability::CodeModeHost codeModeHost() const;
 
   // The digest a provision body's `image` names (a name, reference or
   // digest; absent: the default). ExecutionRejected for an unknown name.

@@ -177,6 +177,21 @@ Result<std::size_t> Api::fireSchedules() {
   return fired->size();
 }
 
+capability::CodeModeHost Api::codeModeHost() const {
+  capability::CodeModeHost host;
+  host.add_execution = add_execution_;
+  host.schedules = schedules_;
+  host.schedule_ceilings = schedule_ceilings_;
+  host.clock = clock_;
+  if (artifacts_) {
+    host.artifact_store = artifacts_->store;
+    host.retention = artifacts_->retention;
+    host.max_artifact_bytes = artifacts_->max_bytes;
+    host.notes = artifacts_->repository;
+  }
+  return host;
+}
+
 HttpResponse Api::runCode(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   const HttpRequest& request = call.request;
@@ -204,22 +219,13 @@ HttpResponse Api::runCode(const RouteCall& call) {
   ExecutionCommand command;
   if (auto limits = limitsInto(*object, command); !limits) return errorResponse(limits.error());
 
-  capability::CodeModeHost host;
-  host.add_execution = add_execution_;
-  host.schedules = schedules_;
-  host.schedule_ceilings = schedule_ceilings_;
-  host.clock = clock_;
-  if (artifacts_) {
-    host.artifact_store = artifacts_->store;
-    host.retention = artifacts_->retention;
-    host.max_artifact_bytes = artifacts_->max_bytes;
-    host.notes = artifacts_->repository;
-  }
-  auto options = capability::codeRunOptionsFor(host, live->handle, live->egress);
+  auto options = capability::codeRunOptionsFor(codeModeHost(), live->handle, live->egress);
   if (!options) return errorResponse(options.error());
   options->program = program->get<std::string>();
   options->limits = std::move(command);
   options->policy = std::move(*policy);
+  // Jobs are the environment's: they outlive this program.
+  options->jobs = &node_;
 
   // Nothing else may run: a second program would replace the first's
   // program file and broker socket in /run/airlock, and a running command

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "airlock/artifacts/artifact_writer.h"
+#include "airlock/capability/broker/code_run.h"
 #include "airlock/core/encoding.h"
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
@@ -101,6 +102,11 @@ HttpResponse Api::callTool(const RouteCall& call) {
   context.artifacts = exporter ? &*exporter : nullptr;
   if (live->wall_clock_seconds > 0)
     context.spec_wall_clock = std::chrono::seconds(live->wall_clock_seconds);
+  // The job_* tools: the node's registry, the spill where a program's jobs'
+  // goes (the environment's tenant and run).
+  context.jobs = &node_;
+  if (auto options = capability::codeRunOptionsFor(codeModeHost(), live->handle, live->egress))
+    context.job_spill = options->job_spill;
 
   auto result = tools_->call(name, arguments, context);
   if (!result) {

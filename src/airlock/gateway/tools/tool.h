@@ -27,6 +27,7 @@
 #include "airlock/gateway/tools/artifact_exporter.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_environment.h"
+#include "airlock/port/job_port.h"
 
 namespace airlock::gateway {
 
@@ -67,6 +68,12 @@ struct ToolContext {
   // nullptr: artifact_export fails with ExecutionUnavailable, and truncated
   // output is returned as an excerpt only (with a warning).
   ArtifactExporter* artifacts = nullptr;
+  // The environment's jobs (port/job_port.h), for the job_* tools: the
+  // same registry as code mode's job.* and the HTTP job routes. nullptr:
+  // the job_* tools fail with ExecutionUnavailable.
+  JobPort* jobs = nullptr;
+  // Where a job_start job's whole output is spilled (a null sink: not kept).
+  JobSpillSettings job_spill;
   // Cancels a running sandbox_run_command (killed_by CANCELLED).
   const CancelToken* cancel = nullptr;
   // Called each time a running sandbox_run_command produces output, on the

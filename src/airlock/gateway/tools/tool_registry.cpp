@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "airlock/gateway/tools/builtin_tools.h"
+#include "airlock/gateway/tools/job_tools.h"
 
 namespace airlock::gateway {
 
@@ -359,6 +360,7 @@ ToolRegistry builtinTools(const ToolOptions& options) {
   registry.add(Tool{"artifact_export", "Give a file to the user", kExportDescription, exportInput(),
                     artifactRefSchema(), /*read_only=*/false, /*idempotent=*/true,
                     bind(&exportArtifact)});
+  addJobTools(registry);
   return registry;
 }
 

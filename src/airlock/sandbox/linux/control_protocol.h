@@ -15,9 +15,11 @@ enum class MessageType : std::uint32_t {
   // Header + payload "cwd\0argv0\0...envp0\0..." and SCM_RIGHTS [stdin read
   // end (only if has_stdin), stdout write, stderr write].
   kRun,
-  // End the command: kill every process in the sandbox except init (kill(-1)
-  // from the pid namespace's init: one whole-unit kill, a fork cannot slip
-  // past it), reap them all, answer kExited. Sent at a limit, a timeout or a
+  // End the command: kill every process in the sandbox except init and the
+  // side processes (code mode's effects and what stays in their sessions:
+  // jobs outlive commands), found through the namespace's /proc and killed
+  // again until a pass finds none (a fork cannot slip past the last pass),
+  // reap them, answer kExited. Sent at a limit, a timeout or a
   // cancel, and in the normal case once the main process has exited and
   // stdout and stderr have reached end-of-file (every holder closed them).
   kEnd,
@@ -28,7 +30,7 @@ enum class MessageType : std::uint32_t {
   kReady = 10,
   // Step index + errno; init exits.
   kSetupFailed,
-  // The answer to kEnd, once every process but init is gone: the main
+  // The answer to kEnd, once every process of the command is gone: the main
   // process's wait status (reaped in the kill if it was still running) and
   // the CPU of everything the command ran.
   kExited,

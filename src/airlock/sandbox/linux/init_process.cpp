@@ -89,6 +89,113 @@ void killAllButInit() noexcept {
   ::kill(-1, SIGKILL);
 }
 
+// Parses a decimal at *p (after spaces), moving *p past it.
+long parseLong(const char** p, const char* end) noexcept {
+  while (*p < end && **p == ' ') ++*p;
+  bool negative = false;
+  if (*p < end && **p == '-') {
+    negative = true;
+    ++*p;
+  }
+  long v = 0;
+  while (*p < end && **p >= '0' && **p <= '9') v = v * 10 + (*(*p)++ - '0');
+  return negative ? -v : v;
+}
+
+// A process's parent and session as this pid namespace sees them (0 for one
+// outside it), from /proc/<pid>/stat; false once it is gone.
+bool parentAndSession(long pid, long* ppid, long* sid) noexcept {
+  char path[40] = "/proc/";
+  char digits[24];
+  int n = 0;
+  for (long v = pid; v > 0 && n < 23; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  std::size_t at = cstrlen(path);
+  while (n > 0) path[at++] = digits[--n];
+  for (const char* tail = "/stat"; *tail != '\0'; ++tail) path[at++] = *tail;
+  path[at] = '\0';
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t len = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (len <= 0) return false;
+  // "pid (comm) state ppid pgrp session ...": comm may hold anything, so
+  // the fields start after its last ')'.
+  const char* end = buf + len;
+  const char* p = end;
+  while (p > buf && *(p - 1) != ')') --p;
+  if (p == buf || end - p < 4) return false;
+  p += 2;  // ") " up to the state
+  ++p;     // the state
+  *ppid = parseLong(&p, end);
+  (void)parseLong(&p, end);  // pgrp
+  *sid = parseLong(&p, end);
+  return true;
+}
+
+// Whether `pid` is a side process's (code mode's effects, startSideProcess;
+// side_process.h): an effect, whose parent (the helper) is outside the pid
+// namespace, or a process that stayed in an effect's session. These are
+// not the command's: a job outlives the command that ran beside it.
+bool isSideProcess(long pid) noexcept {
+  long ppid = 0, sid = 0;
+  if (!parentAndSession(pid, &ppid, &sid)) return false;
+  if (ppid == 0) return true;
+  if (sid <= 1 || sid == pid) return false;
+  long leader_ppid = 0, leader_sid = 0;
+  return parentAndSession(sid, &leader_ppid, &leader_sid) && leader_sid == sid && leader_ppid == 0;
+}
+
+// SIGKILL to every process of the sandbox but init and the side processes;
+// how many it found.
+int killCommandProcesses() noexcept {
+  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    killAllButInit();  // no /proc to tell them apart: the command wins
+    return 0;
+  }
+  int found = 0;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: d_ino, d_off, d_reclen, d_type, d_name.
+      unsigned short reclen = 0;
+      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char* name = buf + off + 19;
+      off += reclen;
+      if (name[0] < '1' || name[0] > '9') continue;
+      const char* p = name;
+      const long pid = parseLong(&p, name + cstrlen(name));
+      if (pid <= 1 || isSideProcess(pid)) continue;
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      ++found;
+    }
+  }
+  ::close(dir);
+  return found;
+}
+
+// Ends a command: kills what it left (not the side processes) and reaps
+// it, repeating until none of it is left. If `main` is reaped here, its
+// wait status lands in *main_status.
+void endCommand(pid_t main, int* main_status) noexcept {
+  for (;;) {
+    const int found = killCommandProcesses();
+    for (;;) {
+      int status = 0;
+      const pid_t p = ::waitpid(-1, &status, WNOHANG | __WALL);
+      if (p < 0 && errno == EINTR) continue;
+      if (p <= 0) break;
+      if (p == main) *main_status = status;
+    }
+    if (found == 0) return;
+    pollfd none{-1, 0, 0};
+    (void)::poll(&none, 1, 1);  // a killed process takes a moment to exit
+  }
+}
+
 // User + system CPU of every child init has reaped, in microseconds. The
 // command and everything it started end up reaped by init (orphans are
 // re-parented to it), so the delta across a command is the command's CPU.
@@ -97,18 +204,6 @@ std::int64_t reapedChildrenCpuUsec() noexcept {
   ::getrusage(RUSAGE_CHILDREN, &ru);
   return (static_cast<std::int64_t>(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000 +
          ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-}
-
-// Reaps every child; returns when none is left.
-// If `main` is among them, its wait status lands in *main_status.
-void reapAll(pid_t main, int* main_status) noexcept {
-  for (;;) {
-    int status = 0;
-    pid_t p = ::waitpid(-1, &status, __WALL);
-    if (p < 0 && errno == EINTR) continue;
-    if (p < 0) return;
-    if (p == main) *main_status = status;
-  }
 }
 
 // --- egress: the loopback listener --------------------------------------------
@@ -245,9 +340,9 @@ void closeIf(int fd) noexcept {
       }
       if (h.type == MessageType::kEnd) {
         if (active) {
-          // Nothing the command started may outlive it.
-          killAllButInit();
-          reapAll(command, &main_status);
+          // Nothing the command started may outlive it (side processes are
+          // not the command's: they end with their job).
+          endCommand(command, &main_status);
           command = -1;
           active = false;
           sendHeader(ctl, MessageType::kExited, main_status, 0, nullptr, 0,

@@ -4,7 +4,9 @@
 // then runs one command at a time on request: fork, drop to the sandbox uid
 // with no capabilities, no_new_privs and the seccomp filter, exec. When the
 // command exits, init kills and reaps every other process in the namespace
-// before reporting, so nothing outlives a command (red-team cases B39, B43).
+// but the side processes (side_process.h: code mode's effects and jobs, and
+// what stays in their sessions) before reporting, so nothing a command
+// started outlives it (red-team cases B39, B43).
 // A sandbox with egress also has init's loopback listener, whose accepted
 // connections init hands to the service unread (see egress_fd).
 //

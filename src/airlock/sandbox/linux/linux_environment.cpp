@@ -434,8 +434,8 @@ Result<RunRequest> runRequest(const std::string& cwd, const std::vector<std::str
 
 // One command through init's control socket: kRun with the pipe ends, then
 // kMainExited, kEnd, kExited (or kRunFailed). Init kills every process of
-// the command before it answers kEnd, so after kExited nothing of the
-// command can change the workspace.
+// the command (not the side processes) before it answers kEnd, so after
+// kExited nothing of the command can change the workspace.
 class InitChannel final : public host::CommandChannel {
  public:
   InitChannel(Sandbox& sb, RunRequest request) : sb_(sb), request_(std::move(request)) {}

@@ -19,8 +19,8 @@
 //               reports the main process's exit, reports the command at its
 //               process limit (polling /proc every 20 ms, every 1 ms once
 //               the command holds a quarter of it), and on the host's
-//               stop byte kills every process but itself (kill(-1, SIGKILL)
-//               from pid 1), reaps them and reports kDone. Without a stop it
+//               stop byte kills every process but itself and the side
+//               processes (below), reaps them and reports kDone. Without a stop it
 //               reports kDone once every process of the command is gone
 //               and then waits for the stop byte (the host sends exactly one
 //               per command)
@@ -59,10 +59,11 @@
 // until it has reaped it, so the group id it signals is the effect's own;
 // it exits once it has reported. Keepers are not the command's: pid 1 keeps
 // their pids (g_keepers) and leaves them out of the command's process count.
-// They do share pid 1's end-of-command rule: the stop's kill(-1, SIGKILL)
-// ends every side process still running (code mode's jobs live as long as
-// the program, docs/capabilities.md), and a keeper still alive holds back
-// kDone until the host's stop, as any other process would.
+// They are spared by pid 1's end-of-command rule: the stop kills every
+// process but pid 1, the keepers, their effects and what stays in an
+// effect's session (code mode's jobs outlive commands and programs,
+// docs/capabilities.md), repeating until none is left, and kDone comes once
+// only side processes remain.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -84,6 +85,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -315,6 +317,72 @@ long commandProcesses() {
   return n - keeperCount();
 }
 
+bool isKeeper(long pid) {
+  pthread_mutex_lock(&g_keeper_mu);
+  bool found = false;
+  for (pid_t k : *g_keepers) found = found || k == pid;
+  pthread_mutex_unlock(&g_keeper_mu);
+  return found;
+}
+
+// A process's parent and session, from /proc/<pid>/stat; false once it is
+// gone.
+bool parentAndSession(long pid, long* ppid, long* sid) {
+  char path[64];
+  (void)std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp session ...": comm may hold anything.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr || p[1] != ' ' || p[2] == '\0' || p[3] != ' ') return false;
+  char* end = nullptr;
+  *ppid = std::strtol(p + 4, &end, 10);  // after ") S "
+  (void)std::strtol(end, &end, 10);      // pgrp
+  *sid = std::strtol(end, &end, 10);
+  return true;
+}
+
+// Whether `pid` is a side process's (code mode's effects): a keeper, an
+// effect (a keeper's child), or a process that stayed in an effect's
+// session. These are not the command's: a job outlives the command that ran
+// beside it.
+bool isSideProcess(long pid) {
+  if (isKeeper(pid)) return true;
+  long ppid = 0, sid = 0;
+  if (!parentAndSession(pid, &ppid, &sid)) return false;
+  if (isKeeper(ppid)) return true;
+  if (sid <= 1 || sid == pid) return false;
+  long leader_ppid = 0, leader_sid = 0;
+  return parentAndSession(sid, &leader_ppid, &leader_sid) && leader_sid == sid &&
+         isKeeper(leader_ppid);
+}
+
+// The command's processes: every process but pid 1, this shim and the side
+// processes. With `kill`, each gets SIGKILL. Returns how many there were.
+long commandProcessesLeft(bool kill) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) {
+    if (kill) ::kill(-1, SIGKILL);  // no /proc to tell them apart: the command wins
+    return 0;
+  }
+  const long self = ::getpid();
+  long n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    if (pid == 1 || pid == self || isSideProcess(pid)) continue;
+    if (kill) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
 std::int64_t childrenCpuUsec() {
   rusage ru{};
   ::getrusage(RUSAGE_CHILDREN, &ru);
@@ -373,9 +441,12 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
         }
         continue;
       }
-      if (p < 0 && errno == ECHILD && main_exited) {
-        // Every process of the command is gone: as pid 1, every orphan is
-        // this process's child, so no child left means no process left.
+      // Every process of the command is gone: as pid 1, every orphan is
+      // this process's child, so no child left means no process left; with
+      // side processes (keepers are children) alive, /proc says.
+      const bool none_left =
+          (p < 0 && errno == ECHILD) || (p == 0 && main_exited && commandProcessesLeft(false) == 0);
+      if (none_left && main_exited) {
         if (!send(sock, ShimRecordType::kDone, childrenCpuUsec() - cpu_before) || host_gone)
           return false;
         // The host sends exactly one stop byte per command; consume it here
@@ -388,7 +459,7 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
       break;
     }
     if (stop) {
-      ::kill(-1, SIGKILL);  // every process but pid 1 (this one)
+      (void)commandProcessesLeft(true);  // every process of the command
       if (!killing_reported) killing_reported = send(sock, ShimRecordType::kKilling, 0);
       ::usleep(1000);
       continue;

@@ -1,6 +1,6 @@
-// Inside airlock_execution_capabilities: one job stream's host spool and
-// its hand-off to the JobOutputSink (the spill; JobSpillServices in
-// execution_capabilities.h says what is kept, where, and how much).
+// Inside airlock_execution_node: one job stream's host spool and its
+// hand-off to the JobOutputSink (the spill; JobSpillSettings in
+// port/job_port.h says what is kept, where, and how much).
 #pragma once
 
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "airlock/core/error.h"
-#include "airlock/execution/capabilities/execution_capabilities.h"
+#include "airlock/port/job_port.h"
 #include "airlock/sys/sha256.h"
 #include "airlock/sys/unique_fd.h"
 
@@ -46,24 +46,16 @@ struct StreamSpool {
   // `spooled_total` counts what every stream of the execution has spooled,
   // against cfg.max_total_bytes: a byte is kept only when both the stream's
   // cap and the execution's budget have room.
-  void append(const JobSpillServices& cfg, std::atomic<std::uint64_t>& spooled_total,
+  void append(const JobSpillSettings& cfg, std::atomic<std::uint64_t>& spooled_total,
               const char* data, std::size_t size);
 };
 
-// What one stream's spill came to.
-struct StreamSpill {
-  std::optional<std::string> error;        // set: nothing was stored, and why
-  std::optional<std::string> artifact_id;  // nullopt for an empty stream
-  std::string media_type;                  // of the artifact, when there is one
-  std::string sha256;                      // of the bytes spooled
-  std::uint64_t size_bytes = 0;
-  std::uint64_t dropped_bytes = 0;  // past max_stream_bytes or max_total_bytes
-};
+using StreamSpill = JobStreamSpill;
 
 // Hands a terminal stream's spool to cfg.sink as `filename` (a null spool:
 // the spill reports that no store is configured). Once `stopping` is set,
 // the source's reads fail, which abandons a store in progress.
-StreamSpill storeSpill(const JobSpillServices& cfg, std::string filename,
+StreamSpill storeSpill(const JobSpillSettings& cfg, std::string filename,
                        std::optional<StreamSpool>& spool, const std::atomic<bool>& stopping);
 
 }  // namespace airlock::execution

@@ -1,4 +1,4 @@
-#include "airlock/execution/capabilities/job_spool.h"
+#include "airlock/execution/job_spool.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -95,7 +95,7 @@ Result<sys::UniqueFd> openSpoolFile(const std::string& dir) {
   return fd;
 }
 
-void StreamSpool::append(const JobSpillServices& cfg, std::atomic<std::uint64_t>& spooled_total,
+void StreamSpool::append(const JobSpillSettings& cfg, std::atomic<std::uint64_t>& spooled_total,
                          const char* data, std::size_t size) {
   if (error) return;
   const std::uint64_t room = cfg.max_stream_bytes - std::min(cfg.max_stream_bytes, written);
@@ -125,7 +125,7 @@ void StreamSpool::append(const JobSpillServices& cfg, std::atomic<std::uint64_t>
   written += take;
 }
 
-StreamSpill storeSpill(const JobSpillServices& cfg, std::string filename,
+StreamSpill storeSpill(const JobSpillSettings& cfg, std::string filename,
                        std::optional<StreamSpool>& spool, const std::atomic<bool>& stopping) {
   StreamSpill r;
   if (!spool) {

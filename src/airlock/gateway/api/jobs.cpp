@@ -1,0 +1,171 @@
+// The job routes of the API (api.h; docs/serve.md "Jobs"): an environment's
+// background jobs through the execution node's JobPort (port/job_port.h),
+// the same registry code mode's job.* and the job_* tools use (a job is
+// shown as the tools show it: tools/job_tools.h), so either door polls, feeds and
+// kills what the other started. Each job's whole output is spilled, once it
+// is terminal, as untrusted artifacts of the environment's tenant and run.
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "airlock/capability/broker/code_run.h"
+#include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
+#include "airlock/core/json.h"
+#include "airlock/gateway/api/api.h"
+#include "airlock/gateway/api/body.h"
+#include "airlock/gateway/tools/job_tools.h"
+
+namespace airlock::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// The longest a job's input write may wait for room in its stdin.
+constexpr std::uint64_t kSendTimeoutMs = 30'000;
+
+// {argv, working_directory?, env?, wall_ms?} into a start request.
+Result<JobStartRequest> startFrom(const json& body) {
+  JobStartRequest r;
+  auto argv = body.find("argv");
+  if (argv == body.end() || !argv->is_array() || argv->empty())
+    return tl::unexpected(badRequest("argv is required and must be a non-empty array of strings"));
+  for (const auto& a : *argv) {
+    if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
+    r.command.argv.push_back(a.get<std::string>());
+  }
+  if (auto problem = shellStringProblem(r.command.argv, ArgvSpelling::kJson))
+    return tl::unexpected(badRequest(*problem));
+  if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
+    if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
+    r.command.working_directory = wd->get<std::string>();
+  }
+  if (auto env = body.find("env"); env != body.end() && !env->is_null()) {
+    if (!env->is_object()) return tl::unexpected(badRequest("env must be an object of strings"));
+    for (const auto& [k, v] : env->items()) {
+      if (!isValidEnvName(k)) return tl::unexpected(badRequest("env has an invalid name"));
+      if (isTier0Name(k) || isTier2Name(k))
+        return tl::unexpected(badRequest("env may not set " + k + " (reserved)"));
+      if (!v.is_string() || v.get_ref<const std::string&>().find('\0') != std::string::npos)
+        return tl::unexpected(badRequest("env." + k + " must be a string without NUL bytes"));
+      r.command.env_additions[k] = v.get<std::string>();
+    }
+  }
+  if (auto w = body.find("wall_ms"); w != body.end() && !w->is_null()) {
+    auto wall = wholeNumber(body, "wall_ms", std::nullopt);
+    if (!wall) return tl::unexpected(wall.error());
+    if (*wall < 0)
+      return tl::unexpected(
+          badRequest("wall_ms must be a whole number of milliseconds, 0 or more"));
+    r.wall_ms = static_cast<std::uint64_t>(*wall);
+  }
+  return r;
+}
+
+// A query parameter that is a whole number from 0 to `max`; `fallback`
+// when absent.
+Result<std::uint64_t> queryNumber(const RouteCall& call, const char* name, std::uint64_t fallback,
+                                  std::uint64_t max) {
+  auto text = call.queryValue(name);
+  if (!text) return fallback;
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (ec != std::errc{} || end != text->data() + text->size() || v > max)
+    return tl::unexpected(
+        badRequest(std::string(name) + " must be a whole number from 0 to " + std::to_string(max)));
+  return v;
+}
+
+}  // namespace
+
+tl::expected<EnvironmentHandle, HttpResponse> Api::jobEnvironment(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  auto live = node_.find(id);
+  if (!live)
+    return tl::unexpected(
+        errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
+  return live->handle;
+}
+
+HttpResponse Api::startJob(const RouteCall& call) {
+  const std::string& id = call.param("environment_id");
+  auto live = node_.find(id);
+  if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"argv", "working_directory", "env", "wall_ms"}))
+    return *refused;
+  auto request = startFrom(*body);
+  if (!request) return errorResponse(request.error());
+  // The spill goes where a program's jobs' goes: the environment's
+  // tenant and run, in the service's artifact store.
+  auto options = capability::codeRunOptionsFor(codeModeHost(), live->handle, live->egress);
+  if (!options) return errorResponse(options.error());
+  request->spill = options->job_spill;
+  auto started = node_.startJob(live->handle, *request);
+  if (!started) return errorResponse(started.error());
+  return jsonResponse(201, jobStartedJson(*started));
+}
+
+HttpResponse Api::listJobs(const RouteCall& call) {
+  auto handle = jobEnvironment(call);
+  if (!handle) return std::move(handle.error());
+  auto listed = node_.listJobs(*handle);
+  if (!listed) return errorResponse(listed.error());
+  json out = json::array();
+  for (const auto& j : *listed) out.push_back(jobJson(j, false));
+  return jsonResponse(200, json{{"jobs", std::move(out)}});
+}
+
+HttpResponse Api::pollJob(const RouteCall& call) {
+  auto handle = jobEnvironment(call);
+  if (!handle) return std::move(handle.error());
+  JobPollRequest poll;
+  poll.job_id = call.param("job_id");
+  constexpr std::uint64_t kAny = ~std::uint64_t{0};
+  auto out = queryNumber(call, "stdout_cursor", 0, kAny);
+  if (!out) return errorResponse(out.error());
+  auto err = queryNumber(call, "stderr_cursor", 0, kAny);
+  if (!err) return errorResponse(err.error());
+  auto wait = queryNumber(call, "wait_ms", 0, kMaxJobWaitMs);
+  if (!wait) return errorResponse(wait.error());
+  poll.stdout_cursor = *out;
+  poll.stderr_cursor = *err;
+  poll.wait_ms = *wait;
+  auto state = node_.pollJob(*handle, poll);
+  if (!state) return errorResponse(state.error());
+  return jsonResponse(200, jobJson(*state, true));
+}
+
+HttpResponse Api::sendJobInput(const RouteCall& call) {
+  auto handle = jobEnvironment(call);
+  if (!handle) return std::move(handle.error());
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"data", "last"})) return *refused;
+  std::string data;
+  if (auto d = body->find("data"); d != body->end() && !d->is_null()) {
+    auto bytes = bytesFromJson(*d);
+    if (!bytes) return errorResponse(badRequest("data: " + bytes.error().context));
+    data = std::move(*bytes);
+  }
+  bool last = false;
+  if (auto l = body->find("last"); l != body->end() && !l->is_null()) {
+    if (!l->is_boolean()) return errorResponse(badRequest("last must be true or false"));
+    last = l->get<bool>();
+  }
+  auto sent =
+      node_.sendJobInput(*handle, call.param("job_id"), data, last, kSendTimeoutMs, nullptr);
+  if (!sent) return errorResponse(sent.error());
+  return noContent();
+}
+
+HttpResponse Api::killJob(const RouteCall& call) {
+  auto handle = jobEnvironment(call);
+  if (!handle) return std::move(handle.error());
+  auto killed = node_.killJob(*handle, call.param("job_id"));
+  if (!killed) return errorResponse(killed.error());
+  return noContent();
+}
+
+}  // namespace airlock::gateway

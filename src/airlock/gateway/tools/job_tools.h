@@ -1,0 +1,25 @@
+// The job_* tools (job_start, job_poll, job_send, job_kill, job_list) and
+// the JSON a job is shown as, shared with the HTTP job routes
+// (gateway/api/jobs.cpp; docs/serve.md "Jobs"): one implementation, the
+// environment's JobPort (port/job_port.h), behind every door.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "airlock/gateway/tools/tool_registry.h"
+#include "airlock/port/job_port.h"
+
+namespace airlock::gateway {
+
+// {job_id, argv, state, exit_code, signal, kill_reason, pending, wall_ms,
+// deadline, spill} and, with_output, stdout and stderr as {data, cursor,
+// dropped}; without, stdout_cursor and stderr_cursor (the streams' totals).
+// Bytes that are not UTF-8 are {"base64": ...}.
+nlohmann::json jobJson(const JobSnapshot& job, bool with_output);
+// {job_id, stdout_cursor: 0, stderr_cursor: 0, wall_ms, deadline}.
+nlohmann::json jobStartedJson(const JobStarted& started);
+
+// Registers the five job tools (tool_registry.h lists them).
+void addJobTools(ToolRegistry& registry);
+
+}  // namespace airlock::gateway
