@@ -44,6 +44,12 @@ class FakeContractAdapter : public ContractAdapter {
     until_cancelled.stdout_data = "started\n";
     until_cancelled.runs_until_cancelled = true;
     env->script(command(Scenario::kRunUntilCancelled).argv, until_cancelled);
+
+    fake::ScriptedBehaviour background;
+    background.stdout_data = "started\n";
+    background.background_holds_stdout = true;
+    background.background_holds_stderr = true;
+    env->script(command(Scenario::kBackgroundHoldsOutput).argv, background);
     return std::unique_ptr<ExecutionEnvironment>(std::move(env));
   }
 

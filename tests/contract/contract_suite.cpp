@@ -89,6 +89,9 @@ ExecutionCommand defaultCommand(Scenario scenario) {
     case Scenario::kRunUntilCancelled:
       command.argv = {"sh", "-c", "echo started; exec sleep 60"};
       break;
+    case Scenario::kBackgroundHoldsOutput:
+      command.argv = {"sh", "-c", "sleep 60 & echo started"};
+      break;
   }
   return command;
 }
@@ -285,6 +288,29 @@ TEST_P(ExecutionEnvironmentContract, ATimeoutSetsTimedOutAndKilledByWithNoExitCo
   // Killed at its timeout, not after running its minute.
   EXPECT_GE(result->duration_ms, command.timeout_seconds * 1000 - 100);
   EXPECT_LT(result->duration_ms, 30'000);
+}
+
+// The main process exits 0 at once while the process it left in the
+// background holds stdout and stderr open: the command ends after the
+// output grace, not at its timeout, with the main process's exit code (not
+// a kill reason), its output, and both streams named as held open; what
+// was left is killed, so the sandbox takes the next command.
+TEST_P(ExecutionEnvironmentContract, OutputHeldOpenAfterTheMainExitEndsWithItsExitCode) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  const ExecutionCommand command = adapter_->command(Scenario::kBackgroundHoldsOutput);
+  auto result = env_->execute(handle, command);
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, std::nullopt);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_THAT(result->exit_code, Optional(0));
+  EXPECT_EQ(result->stdout_data, "started\n");
+  EXPECT_EQ(result->output_held_open, (std::vector<std::string>{"stdout", "stderr"}));
+  EXPECT_LT(result->duration_ms, command.timeout_seconds * 1000);
+  auto next = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  ASSERT_TRUE(succeeded(next));
+  EXPECT_THAT(next->exit_code, Optional(kScenarioExitCode));
+  EXPECT_TRUE(next->output_held_open.empty());
 }
 
 TEST_P(ExecutionEnvironmentContract, ACancelledTokenEndsTheCommandAsCancelled) {

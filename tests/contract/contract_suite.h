@@ -44,6 +44,10 @@ enum class Scenario {
   // Prints "started\n", then runs until it is killed (its timeout is 30 s;
   // the suite cancels it, or destroys or shuts down under it, first).
   kRunUntilCancelled,
+  // Starts a process in the background that runs for a minute with the
+  // command's stdout and stderr, prints "started\n" and exits 0 at once
+  // (its timeout is 30 s): `sh -c 'sleep 60 & echo started'`.
+  kBackgroundHoldsOutput,
 };
 
 inline constexpr std::int64_t kBigOutputBytes = 100000;

@@ -105,6 +105,30 @@ TEST_F(ToolsTest, RunCommandReportsTheKillReason) {
   EXPECT_EQ(r.at("timed_out"), true);
 }
 
+// A background process held stdout open after the command exited: the
+// model gets the exit code, the stream named, and a warning that tells a
+// forgotten redirect from a hang.
+TEST_F(ToolsTest, RunCommandSaysWhenABackgroundProcessHeldTheOutputOpen) {
+  box_.env.script(
+      {"sh", "-c", "sleep 60 & echo started"},
+      fake::ScriptedBehaviour{.stdout_data = "started\n", .background_holds_stdout = true});
+  const json r = ok("sandbox_run_command", {{"command", {"sh", "-c", "sleep 60 & echo started"}}});
+  EXPECT_EQ(r.at("exit_code"), 0);
+  EXPECT_TRUE(r.at("killed_by").is_null());
+  EXPECT_EQ(r.at("stdout"), "started\n");
+  EXPECT_EQ(r.at("output_held_open"), json::array({"stdout"}));
+  ASSERT_TRUE(r.contains("warnings"));
+  const std::string warning = r.at("warnings")[0];
+  EXPECT_THAT(warning, HasSubstr("held stdout open"));
+  EXPECT_THAT(warning, HasSubstr("not a hang"));
+  EXPECT_THAT(warning, HasSubstr("redirect its output"));
+  EXPECT_THAT(registry_.find("sandbox_run_command")->description, HasSubstr("output_held_open"));
+  // An ordinary command has no such warning.
+  const json plain = ok("sandbox_run_command", {{"command", {"echo", "hi"}}});
+  EXPECT_EQ(plain.at("output_held_open"), json::array());
+  EXPECT_FALSE(plain.contains("warnings"));
+}
+
 // --- Validation, one rule at a time --------------------------------------
 
 TEST_F(ToolsTest, CommandAsAStringTeachesTheVectorForm) {

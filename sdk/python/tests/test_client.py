@@ -139,6 +139,17 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(result.killed_by)
         self.assertFalse(result.timed_out or result.stdout_truncated or result.stderr_truncated)
         self.assertEqual(result.files_changed, [])
+        self.assertEqual(result.output_held_open, [])
+
+    def test_a_result_names_the_streams_a_background_process_held_open(self):
+        # What `sh -c 'sleep 60 & echo started'` answers on a real mechanism.
+        result = ExecutionResult.from_json(
+            {"exit_code": 0, "stdout": "started\n", "stderr": "", "stdout_truncated": False,
+             "stderr_truncated": False, "timed_out": False, "killed_by": None,
+             "files_changed": [], "files_changed_truncated": False,
+             "output_held_open": ["stdout", "stderr"], "duration_ms": 2004})
+        self.assertTrue(result.ok)
+        self.assertEqual(result.output_held_open, ["stdout", "stderr"])
 
     def test_execute_failure_is_a_result_not_an_exception(self):
         handle = self.provision()

@@ -25,7 +25,9 @@
 //   ExecutionResult  exit_code, stdout, stderr, stdout_truncated,
 //                    stderr_truncated, timed_out, killed_by, files_changed,
 //                    files_changed_truncated (may be omitted: false),
-//                    duration_ms
+//                    output_held_open (["stdout", "stderr"] or a part of
+//                    it; may be omitted: empty; empty when killed_by is
+//                    set), duration_ms, peak_memory_bytes, cpu_time_ms
 //   FileChange       path, change, size_bytes, sha256
 //
 // Decoding checks presence, JSON types, integer ranges and enum names, plus

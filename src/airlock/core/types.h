@@ -130,6 +130,15 @@ struct ExecutionResult {
   std::vector<FileChange> files_changed;
   bool files_changed_truncated = false;  // listing capped (spec: files_changed listing)
   std::int64_t duration_ms = 0;          // wall time of the command
+  // Beyond the spec: the streams ("stdout", "stderr", in that order) that
+  // were still open when the command ended after its main process had
+  // exited: a process it left running (`sleep 60 & echo started`) held
+  // them. The command then ends kOutputGraceAfterExit (2 s) after the main
+  // process's exit (sandbox/host/command_supervisor.h), or at its timeout
+  // if that comes first, with the main process's exit_code and no kill
+  // reason; what was left running is killed. Empty for every other end.
+  // (kOutputGraceAfterExit is in port/execution_environment.h.)
+  std::vector<std::string> output_held_open;
   // Accounting beyond the spec, for this execution only (nothing carries
   // over from a previous command): the sandbox's peak memory while the
   // command ran, and the CPU time (user + system) of every process it

@@ -13,6 +13,7 @@
 #include "airlock/gateway/tools/output_excerpt.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/gateway/tools/tool_support.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::gateway {
 
@@ -163,6 +164,21 @@ void limitStream(json& result, ToolContext& context, std::string_view stream_nam
   result[artifact_key] = std::move(artifact);
 }
 
+// What the model reads when a background process held the output open: the
+// command did not hang, it left a process behind (usually a forgotten
+// redirect), and that process is gone.
+std::string heldOpenWarning(const std::vector<std::string>& streams) {
+  std::string names;
+  for (const auto& name : streams) names += (names.empty() ? "" : " and ") + name;
+  return "the command exited, but a process it left running in the background still held " + names +
+         " open; it was killed " +
+         std::to_string(std::chrono::seconds(kOutputGraceAfterExit).count()) +
+         " s after the exit and the command ended with its exit_code. This is not a hang. "
+         "Nothing keeps running after a command returns; to start a background process "
+         "without this wait, redirect its output (e.g. [\"bash\", \"-c\", \"server > "
+         "server.log 2>&1 &\"])";
+}
+
 }  // namespace
 
 tl::expected<ExecutionCommand, ToolFailure> planRunCommand(const json& arguments,
@@ -264,6 +280,7 @@ ToolResult runCommand(const json& arguments, ToolContext& context, const ToolOpt
                         static_cast<std::int64_t>(out.stderr_data.size()));
   limitStream(result, context, "stdout", out.stdout_data, stdout_share, warnings);
   limitStream(result, context, "stderr", out.stderr_data, stderr_share, warnings);
+  if (!out.output_held_open.empty()) warnings.push_back(heldOpenWarning(out.output_held_open));
   if (!warnings.empty()) result["warnings"] = warnings;
   return result;
 }

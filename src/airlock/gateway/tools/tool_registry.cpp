@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "airlock/gateway/tools/builtin_tools.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::gateway {
 
@@ -111,7 +112,11 @@ std::string runCommandDescription(const ToolOptions& o) {
          "many processes), DISK (workspace full), CANCELLED, EXPIRED or SERVICE_SHUTDOWN. "
          "Output written before the kill is returned.\n"
          "- Commands run one at a time and share the workspace, not processes: nothing keeps "
-         "running after a command returns.";
+         "running after a command returns. A process left in the background that still holds "
+         "stdout or stderr open is killed " +
+         std::to_string(std::chrono::seconds(kOutputGraceAfterExit).count()) +
+         " s after the command exits; `output_held_open` then names those streams and "
+         "`exit_code` is the command's own.";
 }
 
 constexpr const char* kReadTextDescription =
@@ -212,6 +217,8 @@ json runCommandOutput() {
                 {"duration_ms", {{"type", "integer"}, {"minimum", 0}}},
                 {"files_changed", {{"type", "array"}, {"items", file_change}}},
                 {"files_changed_truncated", {{"type", "boolean"}}},
+                {"output_held_open",
+                 {{"type", "array"}, {"items", {{"enum", json::array({"stdout", "stderr"})}}}}},
                 {"stdout_artifact", nullable(artifactRefSchema())},
                 {"stderr_artifact", nullable(artifactRefSchema())},
                 {"peak_memory_bytes", nullable(json{{"type", "integer"}})},

@@ -21,7 +21,9 @@
 //      stderr, then applies `writes` (in path order) and then `deletes`;
 //      then it runs for `runs_for` and exits with exit_code (0..255, as a
 //      process's), or runs until it is stopped (runs_until_cancelled). Each
-//      stream is read by the supervisor before the next step.
+//      stream is read by the supervisor before the next step. A background
+//      process it left (background_holds_stdout / _stderr) keeps its
+//      streams open after the exit, until the supervisor stops it.
 //   3. Output: the supervisor's rule. stdout and stderr share one cap,
 //      maximum_output_bytes; the read that crosses it keeps what fits, flags
 //      that stream *_truncated and kills with OUTPUT_LIMIT, and nothing
@@ -80,6 +82,13 @@ struct ScriptedBehaviour {
   // (SERVICE_SHUTDOWN), or its effective timeout (TIMEOUT) or the sandbox's
   // expiry (EXPIRED) passes. Its output reaches a streaming sink before that.
   bool runs_until_cancelled = false;
+  // A process the command started in the background keeps stdout (and/or
+  // stderr) open after the main process exits (`sleep 60 & echo started`):
+  // the supervisor drains it for kOutputGraceAfterExit (simulated time),
+  // then kills it, and the command ends with exit_code and
+  // output_held_open naming the stream(s).
+  bool background_holds_stdout = false;
+  bool background_holds_stderr = false;
 };
 
 // Decides the behaviour of a command that has no exact script; nullopt means
