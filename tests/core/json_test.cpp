@@ -133,6 +133,11 @@ TEST(JsonRoundTrip, ExecutionCommandWithAndWithoutStdin) {
   c.stdin_data = "";
   EXPECT_EQ(json(c).at("stdin"), "");
   EXPECT_EQ(roundTrip(c), c);
+  EXPECT_FALSE(json(c).contains("env")) << "no additions: no env member";
+  c.env_additions = {{"GREETING", "hi"}, {"RAW", std::string("\xff", 1)}};
+  EXPECT_EQ(json(c).at("env").at("GREETING"), "hi");
+  EXPECT_EQ(json(c).at("env").at("RAW").at("base64"), "/w==");
+  EXPECT_EQ(roundTrip(c), c);
 }
 
 TEST(JsonRoundTrip, ExecutionCommandWithNonUtf8ArgumentAndDirectory) {

@@ -129,6 +129,27 @@ TEST_F(ToolsTest, RunCommandSaysWhenABackgroundProcessHeldTheOutputOpen) {
   EXPECT_FALSE(plain.contains("warnings"));
 }
 
+// `env` reaches its command only; a name the tier rules refuse is an
+// argument error naming it, before anything runs.
+TEST_F(ToolsTest, RunCommandEnvReachesOnlyItsCommand) {
+  const json seen = ok("sandbox_run_command",
+                       {{"command", {"printenv", "GREETING"}}, {"env", {{"GREETING", "hi"}}}});
+  EXPECT_EQ(seen.at("stdout"), "hi\n");
+  const json after = ok("sandbox_run_command", {{"command", {"printenv", "GREETING"}}});
+  EXPECT_EQ(after.at("exit_code"), 1) << "the variable outlived its command";
+  for (const auto& [name, value] : {std::pair{"OPENAI_API_KEY", json("x")},
+                                    std::pair{"PATH", json("/tmp")}, std::pair{"A", json(1)}}) {
+    const std::size_t before = box_.env.history().size();
+    const ToolFailure f =
+        failure("sandbox_run_command", {{"command", {"true"}}, {"env", {{name, value}}}});
+    EXPECT_EQ(f.code, ErrorCode::kToolValidationError) << name;
+    EXPECT_EQ(f.argument, "env") << name;
+    EXPECT_THAT(f.message, HasSubstr(name));
+    EXPECT_EQ(box_.env.history().size(), before) << "a refused env reached the sandbox";
+  }
+  EXPECT_EQ(rejected({{"command", {"true"}}, {"env", "A=1"}}), "env");
+}
+
 // --- Validation, one rule at a time --------------------------------------
 
 TEST_F(ToolsTest, CommandAsAStringTeachesTheVectorForm) {

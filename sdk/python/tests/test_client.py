@@ -179,6 +179,16 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(capped.stdout_truncated)
         self.assertEqual(capped.stdout, b"x" * 10)
 
+    def test_execute_env_reaches_only_its_command(self):
+        handle = self.provision()
+        seen = self.client.execute(handle.environment_id, ["printenv", "GREETING"], env={"GREETING": "hi"})
+        self.assertEqual(seen.stdout, b"hi\n")
+        after = self.client.execute(handle.environment_id, ["printenv", "GREETING"])
+        self.assertEqual(after.exit_code, 1, "the variable outlived its command")
+        with self.assertRaises(ToolValidationError) as caught:
+            self.client.execute(handle.environment_id, ["true"], env={"GITHUB_TOKEN": "x"})
+        self.assertIn("GITHUB_TOKEN", str(caught.exception))
+
     def test_execute_in_a_working_directory(self):
         handle = self.provision()
         self.client.write_file(handle.environment_id, "sub/dir/file.txt", b"x")

@@ -515,6 +515,11 @@ void to_json(json& j, const ExecutionCommand& v) {
            {"timeout_seconds", v.timeout_seconds},
            {"stdin", v.stdin_data ? bytesToJson(*v.stdin_data) : json(nullptr)},
            {"maximum_output_bytes", v.maximum_output_bytes}};
+  if (!v.env_additions.empty()) {
+    json env = json::object();
+    for (const auto& [name, value] : v.env_additions) env[name] = bytesToJson(value);
+    j["env"] = std::move(env);
+  }
 }
 
 void from_json(const json& j, ExecutionCommand& v) {
@@ -535,6 +540,12 @@ void from_json(const json& j, ExecutionCommand& v) {
   v.stdin_data.reset();
   if (const json* in = optionalMember(j, "stdin")) v.stdin_data = bytesValue(*in, "stdin");
   v.maximum_output_bytes = int64Field(j, "maximum_output_bytes");
+  v.env_additions.clear();
+  if (const json* env = optionalMember(j, "env")) {
+    if (!env->is_object()) fieldError("env", "must be an object of strings");
+    for (const auto& [name, value] : env->items())
+      v.env_additions.emplace(name, bytesValue(value, "env." + name));
+  }
 }
 
 // --- FileChange ------------------------------------------------------------

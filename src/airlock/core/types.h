@@ -80,6 +80,12 @@ struct ExecutionCommand {
   std::int64_t timeout_seconds = 0;       // already clamped to the tool's declared timeout
   std::optional<std::string> stdin_data;  // bytes; nullopt means /dev/null
   std::int64_t maximum_output_bytes = 0;  // cap on stdout+stderr together
+  // Variables set for this command only, over the sandbox's environment
+  // (EnvironmentSpec::environment with the image's and egress's): the next
+  // command does not see them. Each passes the tier rules of a spec's
+  // environment (core/environment_tiers.h checkAddedVariable: no credential
+  // name, none Airlock sets itself such as PATH or HOME, no NUL byte).
+  std::map<std::string, std::string> env_additions;
   // The caller's name for this execution, by which it can be cancelled
   // while it runs (ExecutionEnvironment::cancel); "" (default): none. At
   // most 128 bytes of letters, digits and ".", "_", ":", "-".

@@ -3,9 +3,11 @@
 // tool_registry.h (planRunCommand) for the list.
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/timeout_rule.h"
@@ -108,6 +110,24 @@ tl::expected<std::optional<std::chrono::seconds>, ToolFailure> parseTimeout(
     return std::chrono::seconds(static_cast<std::int64_t>(clamped));
   }
   return problem();
+}
+
+// `env`: variables for this command only, each by the tier rules of a
+// sandbox's environment (checkAddedVariable). Absent: none.
+tl::expected<std::map<std::string, std::string>, ToolFailure> parseEnv(const json& arguments) {
+  std::map<std::string, std::string> env;
+  const json* value = detail::member(arguments, "env");
+  if (value == nullptr || value->is_null()) return env;
+  if (!value->is_object())
+    return invalidArgument("env", "env must be an object of strings like {\"DEBUG\": \"1\"}");
+  for (const auto& [name, v] : value->items()) {
+    if (!v.is_string())
+      return invalidArgument("env", "env value of " + quoteForMessage(name) + " must be a string");
+    if (auto ok = checkAddedVariable("env", name, v.get_ref<const std::string&>()); !ok)
+      return invalidArgument("env", ok.error().context);
+    env.emplace(name, v.get<std::string>());
+  }
+  return env;
 }
 
 // TOOL_OUTPUT artifact of one whole stream, for the truncation path.
@@ -238,9 +258,14 @@ tl::expected<ExecutionCommand, ToolFailure> planRunCommand(const json& arguments
   }
   command.timeout_seconds = effective->count();
 
+  // Beyond the spec: variables for this command only.
+  auto env = parseEnv(arguments);
+  if (!env) return tl::unexpected(env.error());
+  command.env_additions = std::move(*env);
+
   // 6. Nothing else: a misspelt argument is not silently ignored.
-  if (auto known = detail::onlyKnownArguments(arguments,
-                                              {"command", "working_directory", "timeout_seconds"});
+  if (auto known = detail::onlyKnownArguments(
+          arguments, {"command", "working_directory", "timeout_seconds", "env"});
       !known) {
     return tl::unexpected(known.error());
   }

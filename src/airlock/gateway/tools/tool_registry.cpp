@@ -85,7 +85,8 @@ std::string runCommandDescription(const ToolOptions& o) {
          "\"pytest -q && echo ok\"]. command[0] is an absolute path or a program name found on "
          "the image's PATH, never in the workspace, so run a workspace script through its "
          "interpreter: [\"bash\", \"./setup.sh\"]. The command starts in /workspace, or in "
-         "`working_directory` (a path relative to /workspace). `timeout_seconds` can only "
+         "`working_directory` (a path relative to /workspace), with `env` added to its "
+         "environment for this command only. `timeout_seconds` can only "
          "shorten the limit: values above " +
          std::to_string(o.declared_timeout.count()) + " are treated as " +
          std::to_string(o.declared_timeout.count()) +
@@ -189,7 +190,15 @@ json runCommandInput() {
           {"minimum", 1},
           {"description",
            "Wall-clock limit in seconds; can only lower the sandbox's own limit (at most "
-           "300)."}}}}},
+           "300)."}}},
+        {"env",
+         {{"type", "object"},
+          {"additionalProperties", {{"type", "string"}}},
+          {"description",
+           "Environment variables for this command only, e.g. {\"PYTHONHASHSEED\": \"0\"}; "
+           "the next command does not see them. Credential names (such as *_TOKEN, "
+           "*_API_KEY) and names the sandbox sets itself (PATH, HOME, PWD, TMPDIR, LANG) are "
+           "refused."}}}}},
       {"required", json::array({"command"})},
       {"additionalProperties", false}};
 }
