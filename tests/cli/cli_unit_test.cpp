@@ -259,6 +259,17 @@ TEST(Summary, KillTruncationAndCappedListing) {
   EXPECT_THAT(summary, HasSubstr("more changes not listed"));
 }
 
+TEST(Summary, OutputHeldOpenIsNamedWithTheExitCode) {
+  ExecutionResult result;
+  result.exit_code = 0;
+  result.duration_ms = 2004;
+  result.output_held_open = {"stdout", "stderr"};
+  EXPECT_EQ(formatSummary(result, ExecutionCommand{}),
+            "airlock: exit 0 in 2004 ms\n"
+            "airlock: a background process held stdout and stderr open after the command "
+            "exited; it was killed 2 s later (redirect its output to return at once)\n");
+}
+
 TEST(Summary, FileNamesFromTheSandboxCannotDriveTheTerminal) {
   ExecutionResult result;
   result.exit_code = 0;

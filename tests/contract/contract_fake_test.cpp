@@ -44,6 +44,25 @@ class FakeContractAdapter : public ContractAdapter {
     until_cancelled.stdout_data = "started\n";
     until_cancelled.runs_until_cancelled = true;
     env->script(command(Scenario::kRunUntilCancelled).argv, until_cancelled);
+
+    fake::ScriptedBehaviour background;
+    background.stdout_data = "started\n";
+    background.background_holds_stdout = true;
+    background.background_holds_stderr = true;
+    env->script(command(Scenario::kBackgroundHoldsOutput).argv, background);
+
+    // The fake runs no shell: the variable's value comes from the
+    // environment the command runs with.
+    env->setFallback(
+        [print = command(Scenario::kPrintEnvVariable).argv](
+            const ExecutionCommand& c,
+            const fake::CommandVariables& variables) -> std::optional<fake::ScriptedBehaviour> {
+          if (c.argv != print) return std::nullopt;
+          fake::ScriptedBehaviour b;
+          auto it = variables.find(kEnvVariable);
+          b.stdout_data = (it == variables.end() ? std::string("unset") : it->second) + "\n";
+          return b;
+        });
     return std::unique_ptr<ExecutionEnvironment>(std::move(env));
   }
 

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <future>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "airlock/core/ids.h"
 #include "airlock/sys/io.h"
@@ -88,6 +90,12 @@ ExecutionCommand defaultCommand(Scenario scenario) {
       break;
     case Scenario::kRunUntilCancelled:
       command.argv = {"sh", "-c", "echo started; exec sleep 60"};
+      break;
+    case Scenario::kBackgroundHoldsOutput:
+      command.argv = {"sh", "-c", "sleep 60 & echo started"};
+      break;
+    case Scenario::kPrintEnvVariable:
+      command.argv = {"sh", "-c", std::string("echo \"${") + kEnvVariable + "-unset}\""};
       break;
   }
   return command;
@@ -309,6 +317,73 @@ TEST_P(ExecutionEnvironmentContract, ATimeoutSetsTimedOutAndKilledByWithNoExitCo
   // Killed at its timeout, not after running its minute.
   EXPECT_GE(result->duration_ms, command.timeout_seconds * 1000 - 100);
   EXPECT_LT(result->duration_ms, 30'000);
+}
+
+// The main process exits 0 at once while the process it left in the
+// background holds stdout and stderr open: the command ends after the
+// output grace, not at its timeout, with the main process's exit code (not
+// a kill reason), its output, and both streams named as held open; what
+// was left is killed, so the sandbox takes the next command.
+TEST_P(ExecutionEnvironmentContract, OutputHeldOpenAfterTheMainExitEndsWithItsExitCode) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  const ExecutionCommand command = adapter_->command(Scenario::kBackgroundHoldsOutput);
+  auto result = env_->execute(handle, command);
+  ASSERT_TRUE(succeeded(result));
+  EXPECT_EQ(result->killed_by, std::nullopt);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_THAT(result->exit_code, Optional(0));
+  EXPECT_EQ(result->stdout_data, "started\n");
+  EXPECT_EQ(result->output_held_open, (std::vector<std::string>{"stdout", "stderr"}));
+  EXPECT_LT(result->duration_ms, command.timeout_seconds * 1000);
+  auto next = env_->execute(handle, adapter_->command(Scenario::kExitCode));
+  ASSERT_TRUE(succeeded(next));
+  EXPECT_THAT(next->exit_code, Optional(kScenarioExitCode));
+  EXPECT_TRUE(next->output_held_open.empty());
+}
+
+// A command's env_additions are seen by that command, over the sandbox's
+// environment, and not by the next command, which sees the sandbox's value
+// again (or none).
+TEST_P(ExecutionEnvironmentContract, EnvAdditionsReachOnlyTheirCommand) {
+  const EnvironmentHandle plain = provisionOrFail();
+  EnvironmentSpec spec = adapter_->spec();
+  spec.environment[kEnvVariable] = "from the sandbox";
+  const EnvironmentHandle set = provisionOrFail(spec);
+  ASSERT_FALSE(HasFailure());
+  for (const auto& [handle, before] : {std::pair{plain, std::string("unset\n")},
+                                       std::pair{set, std::string("from the sandbox\n")}}) {
+    ExecutionCommand with = adapter_->command(Scenario::kPrintEnvVariable);
+    with.env_additions = {{kEnvVariable, "from the command"}};
+    auto seen = env_->execute(handle, with);
+    ASSERT_TRUE(succeeded(seen));
+    EXPECT_THAT(seen->exit_code, Optional(0));
+    EXPECT_EQ(seen->stdout_data, "from the command\n");
+    auto next = env_->execute(handle, adapter_->command(Scenario::kPrintEnvVariable));
+    ASSERT_TRUE(succeeded(next));
+    EXPECT_EQ(next->stdout_data, before) << "the addition outlived its command";
+  }
+}
+
+// An addition the tier rules refuse (a credential name, a name Airlock sets
+// itself, an invalid name, a NUL in the value) is a ToolValidationError
+// naming it, before anything runs.
+TEST_P(ExecutionEnvironmentContract, ARefusedEnvAdditionIsAToolValidationErrorNamingIt) {
+  const EnvironmentHandle handle = provisionOrFail();
+  ASSERT_FALSE(HasFailure());
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"GITHUB_TOKEN", "x"},
+                                                        {"PATH", "/tmp"},
+                                                        {"1BAD", "x"},
+                                                        {"OK_NAME", std::string("a\0b", 3)}}) {
+    ExecutionCommand command = adapter_->command(Scenario::kPrintEnvVariable);
+    command.env_additions = {{name, value}};
+    auto result = env_->execute(handle, command);
+    EXPECT_TRUE(failedWith(result, ErrorCode::kToolValidationError)) << name;
+    if (!result) {
+      EXPECT_NE(result.error().message().find(name), std::string::npos) << name;
+    }
+  }
 }
 
 TEST_P(ExecutionEnvironmentContract, ACancelledTokenEndsTheCommandAsCancelled) {

@@ -44,7 +44,18 @@ enum class Scenario {
   // Prints "started\n", then runs until it is killed (its timeout is 30 s;
   // the suite cancels it, or destroys or shuts down under it, first).
   kRunUntilCancelled,
+  // Starts a process in the background that runs for a minute with the
+  // command's stdout and stderr, prints "started\n" and exits 0 at once
+  // (its timeout is 30 s): `sh -c 'sleep 60 & echo started'`.
+  kBackgroundHoldsOutput,
+  // Prints the value of kEnvVariable and a newline, or "unset\n" when the
+  // command's environment has no such variable:
+  // `sh -c 'echo "${CONTRACT_GREETING-unset}"'`.
+  kPrintEnvVariable,
 };
+
+// The variable kPrintEnvVariable prints.
+inline constexpr const char* kEnvVariable = "CONTRACT_GREETING";
 
 inline constexpr std::int64_t kBigOutputBytes = 100000;
 inline constexpr std::int64_t kBigOutputCap = 1000;

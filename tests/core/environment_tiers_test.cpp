@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace airlock {
@@ -97,6 +98,29 @@ TEST(EnvName, Syntax) {
   EXPECT_FALSE(isValidEnvName("A B"));
   EXPECT_FALSE(isValidEnvName(std::string("A\0B", 3)));
   EXPECT_FALSE(isValidEnvName("Ä"));
+}
+
+// A variable added to one command: the same tiers as a spec's environment,
+// every refusal a ToolValidationError naming the variable.
+TEST(AddedVariable, RefusesCredentialsPlatformNamesBadNamesAndNulNamingThem) {
+  EXPECT_TRUE(checkAddedVariable("env", "PYTHONHASHSEED", "0"));
+  EXPECT_TRUE(checkAddedVariable("env", "_x1", ""));
+  for (const auto& [name, value, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GITHUB_TOKEN", "x", "credential"},
+           {"my_api_key", "x", "credential"},
+           {"PATH", "/x", "set by Airlock"},
+           {"https_proxy", "http://p", "set by Airlock"},
+           {"1X", "x", "not a valid variable name"},
+           {"A-B", "x", "not a valid variable name"},
+           {"OK", std::string("a\0b", 3), "NUL"}}) {
+    auto r = checkAddedVariable("env", name, value);
+    ASSERT_FALSE(r) << name;
+    EXPECT_EQ(r.error().code, ErrorCode::kToolValidationError) << name;
+    EXPECT_NE(r.error().context.find("env variable \"" + name + "\""), std::string::npos)
+        << r.error().context;
+    EXPECT_NE(r.error().context.find(says), std::string::npos) << r.error().context;
+  }
 }
 
 TEST(ValidateTier1, AcceptsAValidList) {

@@ -50,6 +50,7 @@ ExecutionResult sampleResult() {
   r.duration_ms = 1840;
   r.peak_memory_bytes = 52428800;
   r.cpu_time_ms = 1700;
+  r.output_held_open = {"stdout"};
   return r;
 }
 
@@ -132,6 +133,11 @@ TEST(JsonRoundTrip, ExecutionCommandWithAndWithoutStdin) {
   c.stdin_data = "";
   EXPECT_EQ(json(c).at("stdin"), "");
   EXPECT_EQ(roundTrip(c), c);
+  EXPECT_FALSE(json(c).contains("env")) << "no additions: no env member";
+  c.env_additions = {{"GREETING", "hi"}, {"RAW", std::string("\xff", 1)}};
+  EXPECT_EQ(json(c).at("env").at("GREETING"), "hi");
+  EXPECT_EQ(json(c).at("env").at("RAW").at("base64"), "/w==");
+  EXPECT_EQ(roundTrip(c), c);
 }
 
 TEST(JsonRoundTrip, ExecutionCommandWithNonUtf8ArgumentAndDirectory) {
@@ -152,10 +158,11 @@ TEST(JsonRoundTrip, ExecutionResultUsesTheSpecFieldNames) {
   const json j = r;
   for (const char* name : {"exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
                            "timed_out", "killed_by", "files_changed", "files_changed_truncated",
-                           "duration_ms", "peak_memory_bytes", "cpu_time_ms"}) {
+                           "duration_ms", "peak_memory_bytes", "cpu_time_ms", "output_held_open"}) {
     EXPECT_TRUE(j.contains(name)) << name;
   }
-  EXPECT_EQ(j.size(), 12u);
+  EXPECT_EQ(j.size(), 13u);
+  EXPECT_EQ(j.at("output_held_open"), json::array({"stdout"}));
   EXPECT_EQ(j.at("stdout"), "hello\n");
   EXPECT_TRUE(j.at("killed_by").is_null());
   EXPECT_EQ(j.at("files_changed")[0].at("change"), "CREATED");
@@ -373,6 +380,22 @@ TEST(JsonDecode, InvariantsStatedAsExactlyAreEnforced) {
   result["files_changed"][1]["sha256"] = std::string(64, 'a');  // DELETED with a digest
   EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("files_changed[1].sha256"),
             std::string::npos);
+  result = sampleResult();
+  result["exit_code"] = nullptr;
+  result["killed_by"] = "CANCELLED";  // a kill, yet stdout named as held open
+  EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("\"output_held_open\" must be empty"),
+            std::string::npos);
+  result = sampleResult();
+  result["output_held_open"] = json::array({"stdout", "stdin"});
+  EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("output_held_open[1]"),
+            std::string::npos);
+  result = sampleResult();
+  result["output_held_open"] = json::array({"stderr", "stderr"});
+  EXPECT_NE(errorOf(result.dump(), ExecutionResult{}).find("names a stream twice"),
+            std::string::npos);
+  result = sampleResult();
+  result.erase("output_held_open");  // written before the field existed: none
+  EXPECT_TRUE(fromJson<ExecutionResult>(result.dump()).value().output_held_open.empty());
   result = sampleResult();
   result["files_changed"][0]["sha256"] = nullptr;  // a file too large to hash (sparse)
   EXPECT_TRUE(fromJson<ExecutionResult>(result.dump()).has_value());

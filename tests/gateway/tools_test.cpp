@@ -122,6 +122,51 @@ TEST_F(ToolsTest, RunCommandReportsTheKillReason) {
   EXPECT_EQ(r.at("timed_out"), true);
 }
 
+// A background process held stdout open after the command exited: the
+// model gets the exit code, the stream named, and a warning that tells a
+// forgotten redirect from a hang.
+TEST_F(ToolsTest, RunCommandSaysWhenABackgroundProcessHeldTheOutputOpen) {
+  box_.env.script(
+      {"sh", "-c", "sleep 60 & echo started"},
+      fake::ScriptedBehaviour{.stdout_data = "started\n", .background_holds_stdout = true});
+  const json r = ok("sandbox_run_command", {{"command", {"sh", "-c", "sleep 60 & echo started"}}});
+  EXPECT_EQ(r.at("exit_code"), 0);
+  EXPECT_TRUE(r.at("killed_by").is_null());
+  EXPECT_EQ(r.at("stdout"), "started\n");
+  EXPECT_EQ(r.at("output_held_open"), json::array({"stdout"}));
+  ASSERT_TRUE(r.contains("warnings"));
+  const std::string warning = r.at("warnings")[0];
+  EXPECT_THAT(warning, HasSubstr("held stdout open"));
+  EXPECT_THAT(warning, HasSubstr("not a hang"));
+  EXPECT_THAT(warning, HasSubstr("redirect its output"));
+  EXPECT_THAT(registry_.find("sandbox_run_command")->description, HasSubstr("output_held_open"));
+  // An ordinary command has no such warning.
+  const json plain = ok("sandbox_run_command", {{"command", {"echo", "hi"}}});
+  EXPECT_EQ(plain.at("output_held_open"), json::array());
+  EXPECT_FALSE(plain.contains("warnings"));
+}
+
+// `env` reaches its command only; a name the tier rules refuse is an
+// argument error naming it, before anything runs.
+TEST_F(ToolsTest, RunCommandEnvReachesOnlyItsCommand) {
+  const json seen = ok("sandbox_run_command",
+                       {{"command", {"printenv", "GREETING"}}, {"env", {{"GREETING", "hi"}}}});
+  EXPECT_EQ(seen.at("stdout"), "hi\n");
+  const json after = ok("sandbox_run_command", {{"command", {"printenv", "GREETING"}}});
+  EXPECT_EQ(after.at("exit_code"), 1) << "the variable outlived its command";
+  for (const auto& [name, value] : {std::pair{"OPENAI_API_KEY", json("x")},
+                                    std::pair{"PATH", json("/tmp")}, std::pair{"A", json(1)}}) {
+    const std::size_t before = box_.env.history().size();
+    const ToolFailure f =
+        failure("sandbox_run_command", {{"command", {"true"}}, {"env", {{name, value}}}});
+    EXPECT_EQ(f.code, ErrorCode::kToolValidationError) << name;
+    EXPECT_EQ(f.argument, "env") << name;
+    EXPECT_THAT(f.message, HasSubstr(name));
+    EXPECT_EQ(box_.env.history().size(), before) << "a refused env reached the sandbox";
+  }
+  EXPECT_EQ(rejected({{"command", {"true"}}, {"env", "A=1"}}), "env");
+}
+
 // --- Validation, one rule at a time --------------------------------------
 
 TEST_F(ToolsTest, CommandAsAStringTeachesTheVectorForm) {

@@ -647,6 +647,29 @@ TEST_F(ApiTest, AnExecutionIsCancelledByItsIdThroughItsOwnRoute) {
   EXPECT_NE(message(bad).find("execution_id"), std::string::npos) << message(bad);
 }
 
+// `env` on execute: set for that command only; a name the tier rules
+// refuse, or a value that is not a string, is a 400 naming it.
+TEST_F(ApiTest, ExecuteEnvReachesOnlyItsCommandAndRefusedNamesAreNamed) {
+  const std::string id = provision();
+  const std::string execute = "/v1/environments/" + id + "/execute";
+  auto seen =
+      call("POST", execute, R"({"argv": ["printenv", "GREETING"], "env": {"GREETING": "hi"}})");
+  ASSERT_EQ(seen.status, 200) << seen.body;
+  EXPECT_EQ(json::parse(seen.body)["stdout"], "hi\n");
+  auto after = call("POST", execute, R"({"argv": ["printenv", "GREETING"]})");
+  EXPECT_EQ(json::parse(after.body)["exit_code"], 1) << "the variable outlived its command";
+  for (const auto& [body, named] :
+       {std::pair{R"({"argv": ["true"], "env": {"HOME": "/tmp"}})", "HOME"},
+        std::pair{R"({"argv": ["true"], "env": {"AWS_SECRET_ACCESS_KEY": "x"}})",
+                  "AWS_SECRET_ACCESS_KEY"},
+        std::pair{R"({"argv": ["true"], "env": {"N": 1}})", "N"},
+        std::pair{R"({"argv": ["true"], "env": ["N=1"]})", "env"}}) {
+    auto refused = call("POST", execute, body);
+    EXPECT_EQ(refused.status, 400) << body;
+    EXPECT_NE(message(refused).find(named), std::string::npos) << message(refused);
+  }
+}
+
 TEST(PercentDecoded, DecodesAPathSegmentWherePlusIsAPlus) {
   EXPECT_EQ(percentDecoded("job%3A1", false), "job:1");
   EXPECT_EQ(percentDecoded("a+b", false), "a+b");
@@ -897,7 +920,7 @@ TEST_F(ApiTest, UnknownBodyKeysAreRefusedByNameOnEveryJsonRoute) {
   EXPECT_EQ(code(exec), "bad_request");
   EXPECT_EQ(message(exec),
             "unknown key \"timeout\" (known keys: argv, working_directory, timeout_seconds, "
-            "maximum_output_bytes, stdin, execution_id)");
+            "maximum_output_bytes, stdin, env, execution_id)");
   auto cwd =
       call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["true"], "workdir": "."})");
   EXPECT_EQ(code(cwd), "bad_request");

@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "../sandbox/linux/linux_test_support.h"
+#include "raw_client.h"
 #include "serve_process.h"
 
 namespace airlock::testing {
@@ -34,10 +36,87 @@ class ServeLinux : public ::testing::Test {
     id_ = h.json()["environment_id"];
   }
 
+  // Asks for the next command until the environment stops answering 409
+  // (its running command has ended), for at most 30 s: that answer.
+  HttpReply nextCommand(const std::string& body) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    HttpReply next;
+    do {
+      next = serve_->request("POST", "/v1/environments/" + id_ + "/execute", body, kToken, 30);
+    } while (next.status == 409 && std::chrono::steady_clock::now() < deadline);
+    return next;
+  }
+  // The command names of every process in the sandbox, by a command that
+  // lists them.
+  std::string processNames() {
+    auto ps =
+        nextCommand(R"({"argv": ["sh", "-c", "for p in /proc/[0-9]*; do cat $p/comm; done"]})");
+    EXPECT_EQ(ps.status, 200) << ps.body;
+    return ps.json().value("stdout", std::string());
+  }
+
   TempStateDir state_;
   std::unique_ptr<ServeProcess> serve_;
   std::string id_;
 };
+
+// A streaming execute whose client closes the connection mid-command: the
+// command ends as CANCELLED (the metric counts it), the environment takes
+// the next command, and nothing of the cancelled command (its main process
+// or the process it started in the background) is left running.
+TEST_F(ServeLinux, AStreamingExecuteWhoseClientLeavesIsCancelledAndLeavesNothingRunning) {
+  RawConnection c = RawConnection::open(serve_->port());
+  ASSERT_TRUE(c.valid());
+  const nlohmann::json cmd = {{"argv", {"sh", "-c", "sleep 600 & echo started; exec sleep 600"}},
+                              {"timeout_seconds", 600}};
+  ASSERT_TRUE(
+      c.sendAll(postRequest("/v1/environments/" + id_ + "/execute?stream=1", cmd.dump(), kToken)));
+  std::string got;
+  while (got.find("started") == std::string::npos) {
+    std::string part = c.readSome(4096, std::chrono::seconds(60));
+    ASSERT_FALSE(part.empty()) << "the stream ended before the command started: " << got;
+    got += part;
+  }
+  c.close();  // the client goes away while its command runs
+  auto next = nextCommand(R"({"argv": ["true"]})");
+  ASSERT_EQ(next.status, 200) << "the command of the client that left was not cancelled: "
+                              << next.body;
+  const std::string metrics = serve_->request("GET", "/metrics", "", kToken).body;
+  EXPECT_NE(metrics.find("killed_by=\"CANCELLED\"} 1"), std::string::npos) << metrics;
+  EXPECT_EQ(processNames().find("sleep"), std::string::npos) << "a process outlived the cancel";
+}
+
+// The cancel route ends a running (unstreamed) execute: 204 at once, and
+// the execute answers with killed_by CANCELLED, no exit code and the
+// output the command had written; nothing of it is left running.
+TEST_F(ServeLinux, TheCancelRouteEndsARunningCommandWithItsPartialOutput) {
+  ServeProcess& serve = *serve_;
+  const std::string base = "/v1/environments/" + id_;
+  const nlohmann::json cmd = {
+      {"argv", {"sh", "-c", "echo partial; sleep 600 & touch started; exec sleep 600"}},
+      {"timeout_seconds", 600},
+      {"execution_id", "exec-1"}};
+  auto running = std::async(std::launch::async, [&] {
+    return serve.request("POST", base + "/execute", cmd.dump(), kToken, 120);
+  });
+  HttpReply seen;
+  for (int i = 0; i < 2000 && seen.status != 200; ++i)
+    seen = serve.request("GET", base + "/files?path=started", "", kToken);
+  ASSERT_EQ(seen.status, 200) << "the command never started";
+  auto cancelled = serve.request("POST", base + "/executions/exec-1/cancel", "", kToken);
+  EXPECT_EQ(cancelled.status, 204) << cancelled.body;
+  const HttpReply result = running.get();
+  ASSERT_EQ(result.status, 200) << result.body;
+  const auto j = result.json();
+  EXPECT_EQ(j["killed_by"], "CANCELLED") << result.body;
+  EXPECT_TRUE(j["exit_code"].is_null());
+  EXPECT_EQ(j["timed_out"], false);
+  EXPECT_EQ(j["stdout"], "partial\n");
+  EXPECT_EQ(j["output_held_open"], nlohmann::json::array());
+  EXPECT_EQ(serve.request("POST", base + "/executions/exec-1/cancel", "", kToken).status, 404)
+      << "over: nothing to cancel";
+  EXPECT_EQ(processNames().find("sleep"), std::string::npos) << "a process outlived the cancel";
+}
 
 // A second execute while one runs is refused (409), and leaves the sandbox,
 // its running command and its files alone; a client that gives up waiting

@@ -250,12 +250,16 @@ class AirlockClient:
         maximum_output_bytes: Optional[int] = None,
         stdin: Optional[bytes | str] = None,
         execution_id: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
     ) -> ExecutionResult:
         """POST /v1/environments/{environment_id}/execute: runs argv (an
         argument vector, never a shell string) and returns its
         ExecutionResult. A command that fails or is killed is a result, not
         an exception. ``execution_id`` names the command for
-        cancel_execution (from another thread)."""
+        cancel_execution (from another thread). ``env`` sets variables for
+        this command only, over the environment's own; a credential name
+        or one Airlock sets itself (PATH, HOME, ...) is refused with
+        ToolValidationError naming it."""
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list of strings like ["python3", "-c", "print(1)"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
@@ -263,6 +267,8 @@ class AirlockClient:
             body["stdin"] = encode_bytes(stdin)
         if execution_id is not None:
             body["execution_id"] = execution_id
+        if env is not None:
+            body["env"] = dict(env)
         wait = self._run_limits(body, working_directory, timeout_seconds, maximum_output_bytes)
         j = self._json("POST", self._env_path(environment_id, "/execute"), json_body=body, timeout=wait)
         return ExecutionResult.from_json(j)

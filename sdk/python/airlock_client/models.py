@@ -147,6 +147,11 @@ class ExecutionResult:
     duration_ms: int
     peak_memory_bytes: Optional[int] = None
     cpu_time_ms: Optional[int] = None
+    # The streams ("stdout", "stderr") a background process the command left
+    # still held open when its main process had exited: the command then
+    # ended 2 s later with the main process's exit_code, and that process was
+    # killed. Empty for every other end.
+    output_held_open: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -176,6 +181,7 @@ class ExecutionResult:
             duration_ms=int(j.get("duration_ms", 0)),
             peak_memory_bytes=j.get("peak_memory_bytes"),
             cpu_time_ms=j.get("cpu_time_ms"),
+            output_held_open=list(j.get("output_held_open") or []),
         )
 
 

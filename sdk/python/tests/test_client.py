@@ -173,6 +173,17 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(result.killed_by)
         self.assertFalse(result.timed_out or result.stdout_truncated or result.stderr_truncated)
         self.assertEqual(result.files_changed, [])
+        self.assertEqual(result.output_held_open, [])
+
+    def test_a_result_names_the_streams_a_background_process_held_open(self):
+        # What `sh -c 'sleep 60 & echo started'` answers on a real mechanism.
+        result = ExecutionResult.from_json(
+            {"exit_code": 0, "stdout": "started\n", "stderr": "", "stdout_truncated": False,
+             "stderr_truncated": False, "timed_out": False, "killed_by": None,
+             "files_changed": [], "files_changed_truncated": False,
+             "output_held_open": ["stdout", "stderr"], "duration_ms": 2004})
+        self.assertTrue(result.ok)
+        self.assertEqual(result.output_held_open, ["stdout", "stderr"])
 
     def test_execute_failure_is_a_result_not_an_exception(self):
         handle = self.provision()
@@ -201,6 +212,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(capped.killed_by, "OUTPUT_LIMIT")
         self.assertTrue(capped.stdout_truncated)
         self.assertEqual(capped.stdout, b"x" * 10)
+
+    def test_execute_env_reaches_only_its_command(self):
+        handle = self.provision()
+        seen = self.client.execute(handle.environment_id, ["printenv", "GREETING"], env={"GREETING": "hi"})
+        self.assertEqual(seen.stdout, b"hi\n")
+        after = self.client.execute(handle.environment_id, ["printenv", "GREETING"])
+        self.assertEqual(after.exit_code, 1, "the variable outlived its command")
+        with self.assertRaises(ToolValidationError) as caught:
+            self.client.execute(handle.environment_id, ["true"], env={"GITHUB_TOKEN": "x"})
+        self.assertIn("GITHUB_TOKEN", str(caught.exception))
 
     def test_execute_in_a_working_directory(self):
         handle = self.provision()

@@ -81,7 +81,8 @@ class RequestKeysTest(unittest.TestCase):
         calls = {
             "provision": lambda c: c.provision("t", "r", 1, limits, {"A": "b"}, network=True),
             "execute": lambda c: c.execute("e", ["true"], working_directory="d", timeout_seconds=5,
-                                           maximum_output_bytes=10, stdin=b"x", execution_id="x-1"),
+                                           maximum_output_bytes=10, stdin=b"x", execution_id="x-1",
+                                           env={"A": "b"}),
             "call_tool": lambda c: c.call_tool("workspace_list", "e", {"path": "."}, tenant_id="t"),
             "export_artifact": lambda c: c.export_artifact("e", "p", filename="f", media_type="text/plain"),
             "renew_lease": lambda c: c.renew_lease("t", "r", 2),

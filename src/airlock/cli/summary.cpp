@@ -4,6 +4,7 @@
 
 #include "airlock/cli/exit_codes.h"
 #include "airlock/core/encoding.h"
+#include "airlock/port/execution_environment.h"
 #include "airlock/sys/io.h"
 
 namespace airlock::cli {
@@ -30,6 +31,15 @@ std::string formatSummary(const ExecutionResult& result, const ExecutionCommand&
     out += "airlock: exit " + std::to_string(*result.exit_code) + " in " + ms + "\n";
   } else {
     out += "airlock: ended without an exit status in " + ms + "\n";
+  }
+  if (!result.output_held_open.empty()) {
+    std::string streams;
+    for (const auto& name : result.output_held_open)
+      streams += (streams.empty() ? "" : " and ") + name;
+    out += "airlock: a background process held " + streams +
+           " open after the command exited; it was killed " +
+           std::to_string(std::chrono::seconds(kOutputGraceAfterExit).count()) +
+           " s later (redirect its output to return at once)\n";
   }
   const std::string cap = std::to_string(command.maximum_output_bytes);
   if (result.stdout_truncated) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/limits_defaults.h"
 
@@ -144,6 +145,8 @@ Result<void> validateCommand(const ExecutionCommand& command) {
                           std::to_string(command.maximum_output_bytes));
   }
   if (auto id = checkExecutionId(command.execution_id); !id) return id;
+  for (const auto& [name, value] : command.env_additions)
+    if (auto added = checkAddedVariable("env", name, value); !added) return added;
   return {};
 }
 

@@ -50,7 +50,8 @@ Result<std::string> checkRelativePath(std::string_view path);
 // argv non-empty, every element NUL-free, total under kMaxArgvBytes,
 // argv[0] absolute or a bare name (no relative path with a separator),
 // working_directory passing checkRelativePath, timeout and output cap
-// positive. ToolValidationError naming the problem.
+// positive, every env_additions entry passing checkAddedVariable
+// (core/environment_tiers.h). ToolValidationError naming the problem.
 Result<void> validateCommand(const ExecutionCommand& command);
 
 // ToolValidationError unless `execution_id` is "" or at most 128 bytes of

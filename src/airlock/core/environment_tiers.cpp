@@ -98,6 +98,27 @@ bool isValidEnvName(std::string_view name) noexcept {
   return true;
 }
 
+Result<void> checkAddedVariable(std::string_view what, std::string_view name,
+                                std::string_view value) {
+  const std::string where = std::string(what) + " variable " + quoteForMessage(name);
+  if (!isValidEnvName(name))
+    return fail(ErrorCode::kToolValidationError,
+                where +
+                    " is not a valid variable name (letters, digits and '_', not starting "
+                    "with a digit)");
+  if (isTier0Name(name))
+    return fail(ErrorCode::kToolValidationError,
+                where + " names a credential; credentials never enter a sandbox (tier 0)");
+  if (isTier2Name(name))
+    return fail(ErrorCode::kToolValidationError,
+                where +
+                    " is set by Airlock itself inside every sandbox (tier 2) and cannot be "
+                    "replaced");
+  if (value.find('\0') != std::string_view::npos)
+    return fail(ErrorCode::kToolValidationError, where + " has a NUL byte in its value");
+  return {};
+}
+
 Result<std::vector<std::string>> validateTier1Names(std::span<const std::string> names) {
   std::set<std::string_view> seen;
   std::vector<std::string> out;

@@ -52,6 +52,16 @@ bool isTier2Name(std::string_view name) noexcept;
 // A syntactically valid environment variable name: [A-Za-z_][A-Za-z0-9_]*.
 bool isValidEnvName(std::string_view name) noexcept;
 
+// A variable a caller adds over a sandbox's environment for one command
+// (ExecutionCommand::env_additions): the rules of a spec's environment. The
+// name is valid (isValidEnvName), not tier 0 (a credential never enters a
+// sandbox) and not tier 2 (set by Airlock itself: PATH, HOME, PWD, the
+// proxy and bridge names); the value has no NUL byte. ToolValidationError
+// naming the variable, prefixed with `what` ("env"): `env variable
+// "GITHUB_TOKEN" names a credential ...`.
+Result<void> checkAddedVariable(std::string_view what, std::string_view name,
+                                std::string_view value);
+
 // Validates an operator's tier-1 list at startup: every name valid, none in
 // tier 0, none a tier-2 name (tier 2 always wins, so listing one would be a
 // silent drop), no duplicates. ConfigurationError names the first bad entry

@@ -515,6 +515,11 @@ void to_json(json& j, const ExecutionCommand& v) {
            {"timeout_seconds", v.timeout_seconds},
            {"stdin", v.stdin_data ? bytesToJson(*v.stdin_data) : json(nullptr)},
            {"maximum_output_bytes", v.maximum_output_bytes}};
+  if (!v.env_additions.empty()) {
+    json env = json::object();
+    for (const auto& [name, value] : v.env_additions) env[name] = bytesToJson(value);
+    j["env"] = std::move(env);
+  }
 }
 
 void from_json(const json& j, ExecutionCommand& v) {
@@ -535,6 +540,12 @@ void from_json(const json& j, ExecutionCommand& v) {
   v.stdin_data.reset();
   if (const json* in = optionalMember(j, "stdin")) v.stdin_data = bytesValue(*in, "stdin");
   v.maximum_output_bytes = int64Field(j, "maximum_output_bytes");
+  v.env_additions.clear();
+  if (const json* env = optionalMember(j, "env")) {
+    if (!env->is_object()) fieldError("env", "must be an object of strings");
+    for (const auto& [name, value] : env->items())
+      v.env_additions.emplace(name, bytesValue(value, "env." + name));
+  }
 }
 
 // --- FileChange ------------------------------------------------------------
@@ -572,6 +583,7 @@ void to_json(json& j, const ExecutionResult& v) {
            {"killed_by", v.killed_by ? json(*v.killed_by) : json(nullptr)},
            {"files_changed", v.files_changed},
            {"files_changed_truncated", v.files_changed_truncated},
+           {"output_held_open", v.output_held_open},
            {"duration_ms", v.duration_ms},
            {"peak_memory_bytes", v.peak_memory_bytes ? json(*v.peak_memory_bytes) : json(nullptr)},
            {"cpu_time_ms", v.cpu_time_ms ? json(*v.cpu_time_ms) : json(nullptr)}};
@@ -601,6 +613,19 @@ void from_json(const json& j, ExecutionResult& v) {
   if (optionalMember(j, "files_changed_truncated") != nullptr) {
     v.files_changed_truncated = boolField(j, "files_changed_truncated");
   }
+  v.output_held_open.clear();
+  if (const json* held = optionalMember(j, "output_held_open")) {
+    if (!held->is_array()) fieldError("output_held_open", "must be an array");
+    for (std::size_t i = 0; i < held->size(); ++i) {
+      const std::string name = "output_held_open[" + std::to_string(i) + "]";
+      std::string stream = stringValue((*held)[i], name);
+      if (stream != "stdout" && stream != "stderr") fieldError(name, "must be stdout or stderr");
+      if (std::find(v.output_held_open.begin(), v.output_held_open.end(), stream) !=
+          v.output_held_open.end())
+        fieldError(name, "names a stream twice");
+      v.output_held_open.push_back(std::move(stream));
+    }
+  }
   v.duration_ms = nonNegativeField(j, "duration_ms");
   v.peak_memory_bytes.reset();
   if (const json* peak = optionalMember(j, "peak_memory_bytes"); peak && !peak->is_null())
@@ -616,6 +641,8 @@ void from_json(const json& j, ExecutionResult& v) {
   if (v.timed_out != (v.killed_by == KillReason::kTimeout)) {
     fieldError("timed_out", "must be true exactly when killed_by is TIMEOUT");
   }
+  if (!v.output_held_open.empty() && v.killed_by)
+    fieldError("output_held_open", "must be empty when killed_by is set");
 }
 
 }  // namespace airlock

@@ -21,11 +21,14 @@
 //   EnvironmentHandle environment_id, tenant_id, run_id, lease_epoch,
 //                    created_at, expires_at
 //   ExecutionCommand argv, working_directory, timeout_seconds, stdin (null or
-//                    bytes), maximum_output_bytes
+//                    bytes), maximum_output_bytes, env (an object of the
+//                    env_additions; omitted when there are none)
 //   ExecutionResult  exit_code, stdout, stderr, stdout_truncated,
 //                    stderr_truncated, timed_out, killed_by, files_changed,
 //                    files_changed_truncated (may be omitted: false),
-//                    duration_ms
+//                    output_held_open (["stdout", "stderr"] or a part of
+//                    it; may be omitted: empty; empty when killed_by is
+//                    set), duration_ms, peak_memory_bytes, cpu_time_ms
 //   FileChange       path, change, size_bytes, sha256
 //
 // Decoding checks presence, JSON types, integer ranges and enum names, plus

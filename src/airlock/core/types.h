@@ -80,6 +80,12 @@ struct ExecutionCommand {
   std::int64_t timeout_seconds = 0;       // already clamped to the tool's declared timeout
   std::optional<std::string> stdin_data;  // bytes; nullopt means /dev/null
   std::int64_t maximum_output_bytes = 0;  // cap on stdout+stderr together
+  // Variables set for this command only, over the sandbox's environment
+  // (EnvironmentSpec::environment with the image's and egress's): the next
+  // command does not see them. Each passes the tier rules of a spec's
+  // environment (core/environment_tiers.h checkAddedVariable: no credential
+  // name, none Airlock sets itself such as PATH or HOME, no NUL byte).
+  std::map<std::string, std::string> env_additions;
   // The caller's name for this execution, by which it can be cancelled
   // while it runs (ExecutionEnvironment::cancel); "" (default): none. At
   // most 128 bytes of letters, digits and ".", "_", ":", "-".
@@ -130,6 +136,15 @@ struct ExecutionResult {
   std::vector<FileChange> files_changed;
   bool files_changed_truncated = false;  // listing capped (spec: files_changed listing)
   std::int64_t duration_ms = 0;          // wall time of the command
+  // Beyond the spec: the streams ("stdout", "stderr", in that order) that
+  // were still open when the command ended after its main process had
+  // exited: a process it left running (`sleep 60 & echo started`) held
+  // them. The command then ends kOutputGraceAfterExit (2 s) after the main
+  // process's exit (sandbox/host/command_supervisor.h), or at its timeout
+  // if that comes first, with the main process's exit_code and no kill
+  // reason; what was left running is killed. Empty for every other end.
+  // (kOutputGraceAfterExit is in port/execution_environment.h.)
+  std::vector<std::string> output_held_open;
   // Accounting beyond the spec, for this execution only (nothing carries
   // over from a previous command): the sandbox's peak memory while the
   // command ran, and the CPU time (user + system) of every process it

@@ -161,6 +161,15 @@ struct SideCommand {
 // exited (SideProcess::pump).
 inline constexpr auto kSideDrain = std::chrono::seconds(2);
 
+// How long a command's output is still drained after its main process has
+// exited while a process it left behind holds stdout or stderr open; then
+// the rest of the command is killed and execute ends with the main
+// process's exit code and ExecutionResult::output_held_open
+// (sandbox/host/command_supervisor.h). Like kSideDrain: long enough for a
+// child's last writes, short enough that a forgotten redirect (`server &`
+// without `> server.log`) costs two seconds, not the timeout.
+inline constexpr auto kOutputGraceAfterExit = std::chrono::seconds(2);
+
 // What SideProcess::pump reports to, and when it stops.
 struct SidePumpHooks {
   using Clock = std::chrono::steady_clock;

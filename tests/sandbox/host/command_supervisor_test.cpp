@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "airlock/port/cancel_token.h"
@@ -57,17 +58,21 @@ class ScriptedChannel final : public CommandChannel {
   bool lost() const noexcept override { return false; }
 
   // Every process is gone: the answer is there to read from now on.
-  void answer() {
-    pending_.push_back({ChannelEvent::Kind::kAllGone, 9, 4000});
-    const std::uint64_t one = 1;
-    EXPECT_EQ(::write(event_.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
-  }
+  void answer() { say({ChannelEvent::Kind::kAllGone, 9, 4000}); }
+  // The main process exited with `code`; what it started runs on.
+  void mainExited(int code) { say({ChannelEvent::Kind::kMainExited, code << 8}); }
 
   int stops = 0;
   int abandons = 0;
   bool answer_stop = false;  // stop() gives the answer itself
 
  private:
+  void say(ChannelEvent event) {
+    pending_.push_back(event);
+    const std::uint64_t one = 1;
+    EXPECT_EQ(::write(event_.get(), &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  }
+
   sys::UniqueFd event_;
   SandboxPipeEnds ends_;
   std::vector<ChannelEvent> pending_;
@@ -177,6 +182,63 @@ TEST(CommandSupervisor, ASuppliedClockTellsTheTimeoutAndTheExpiry) {
     EXPECT_EQ(channel.abandons, 0);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - called, 10s) << "simulated minutes took real time";
+}
+
+// The main process exits 0 while what it left behind holds both pipes
+// open: the command ends once the output grace has passed (or its timeout,
+// when that comes first), with the main process's exit code, no kill
+// reason and both streams named; the rest is stopped once, never
+// abandoned.
+TEST(CommandSupervisor, OutputHeldOpenAfterTheMainExitEndsWithItsExitCode) {
+  ExecutionCommand command;
+  command.argv = {"x"};
+  command.maximum_output_bytes = 1 << 20;
+  for (const auto& [timeout, ends_at] : {std::pair{60s, 2s}, std::pair{1s, 1s}}) {
+    ScriptedChannel channel;
+    channel.answer_stop = true;
+    channel.mainExited(0);
+    SimulatedClock clock;
+    SupervisionInputs in;
+    in.command = &command;
+    in.timeout = timeout;
+    in.until_expiry = 3600s;
+    in.output_grace = 2s;
+    in.clock = &clock;
+    auto r = superviseCommand(channel, {}, in);
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->killed_by, std::nullopt);
+    EXPECT_FALSE(r->timed_out);
+    EXPECT_EQ(r->exit_code, 0);
+    EXPECT_EQ(r->output_held_open, (std::vector<std::string>{"stdout", "stderr"}));
+    EXPECT_EQ(r->stdout_data, "last words\n") << "output up to the kill is kept";
+    EXPECT_EQ(r->duration_ms, std::chrono::milliseconds(ends_at).count());
+    EXPECT_EQ(channel.stops, 1);
+    EXPECT_EQ(channel.abandons, 0);
+  }
+}
+
+// A kill decided during the output grace is the command's end as before:
+// its reason, no exit code, and nothing named as held open.
+TEST(CommandSupervisor, AKillDuringTheOutputGraceIsReportedAsTheKill) {
+  ExecutionCommand command;
+  command.argv = {"x"};
+  command.maximum_output_bytes = 1 << 20;
+  ScriptedChannel channel;
+  channel.answer_stop = true;
+  channel.mainExited(0);
+  auto cancel = CancelToken::create();
+  ASSERT_TRUE(cancel) << cancel.error().message();
+  cancel->cancel();
+  SupervisionInputs in;
+  in.command = &command;
+  in.timeout = 60s;
+  in.until_expiry = 3600s;
+  in.cancel = &*cancel;
+  auto r = superviseCommand(channel, {}, in);
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->killed_by, KillReason::kCancelled);
+  EXPECT_EQ(r->exit_code, std::nullopt);
+  EXPECT_TRUE(r->output_held_open.empty());
 }
 
 }  // namespace

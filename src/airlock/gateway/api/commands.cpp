@@ -4,6 +4,7 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/json.h"
 #include "airlock/gateway/api/api.h"
@@ -15,7 +16,26 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// The command of an execute body: argv, its limits, stdin, execution_id.
+// `env` of an execute body: {name: value} added over the sandbox's
+// environment for this command only, each by the tier rules
+// (checkAddedVariable); 400 naming the variable.
+Result<void> envInto(const json& body, ExecutionCommand& c) {
+  auto env = body.find("env");
+  if (env == body.end() || env->is_null()) return {};
+  if (!env->is_object())
+    return tl::unexpected(badRequest("env must be an object of strings: {\"NAME\": \"value\"}"));
+  for (const auto& [name, value] : env->items()) {
+    if (!value.is_string())
+      return tl::unexpected(
+          badRequest("env value of " + quoteForMessage(name) + " must be a string"));
+    if (auto ok = checkAddedVariable("env", name, value.get_ref<const std::string&>()); !ok)
+      return tl::unexpected(badRequest(ok.error().context));
+    c.env_additions.emplace(name, value.get<std::string>());
+  }
+  return {};
+}
+
+// The command of an execute body: argv, its limits, stdin, env, execution_id.
 Result<ExecutionCommand> commandFrom(const json& body) {
   ExecutionCommand c;
   auto argv = body.find("argv");
@@ -33,6 +53,7 @@ Result<ExecutionCommand> commandFrom(const json& body) {
     if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
     c.stdin_data = std::move(*bytes);
   }
+  if (auto env = envInto(body, c); !env) return tl::unexpected(env.error());
   if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
     if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
     c.execution_id = eid->get<std::string>();
@@ -56,8 +77,9 @@ tl::expected<Api::PreparedExecute, HttpResponse> Api::prepareExecute(const std::
         errorResponse(404, "not_found", "no live environment " + quoteForMessage(id)));
   auto body = parseBody(request.body);
   if (!body) return tl::unexpected(errorResponse(body.error()));
-  if (auto refused = refuseUnknownKeys(*body, {"argv", "working_directory", "timeout_seconds",
-                                               "maximum_output_bytes", "stdin", "execution_id"}))
+  if (auto refused =
+          refuseUnknownKeys(*body, {"argv", "working_directory", "timeout_seconds",
+                                    "maximum_output_bytes", "stdin", "env", "execution_id"}))
     return tl::unexpected(std::move(*refused));
   auto command = commandFrom(*body);
   if (!command) return tl::unexpected(errorResponse(command.error()));

@@ -3,9 +3,11 @@
 // tool_registry.h (planRunCommand) for the list.
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/core/timeout_rule.h"
@@ -13,6 +15,7 @@
 #include "airlock/gateway/tools/output_excerpt.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/gateway/tools/tool_support.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::gateway {
 
@@ -109,6 +112,24 @@ tl::expected<std::optional<std::chrono::seconds>, ToolFailure> parseTimeout(
   return problem();
 }
 
+// `env`: variables for this command only, each by the tier rules of a
+// sandbox's environment (checkAddedVariable). Absent: none.
+tl::expected<std::map<std::string, std::string>, ToolFailure> parseEnv(const json& arguments) {
+  std::map<std::string, std::string> env;
+  const json* value = detail::member(arguments, "env");
+  if (value == nullptr || value->is_null()) return env;
+  if (!value->is_object())
+    return invalidArgument("env", "env must be an object of strings like {\"DEBUG\": \"1\"}");
+  for (const auto& [name, v] : value->items()) {
+    if (!v.is_string())
+      return invalidArgument("env", "env value of " + quoteForMessage(name) + " must be a string");
+    if (auto ok = checkAddedVariable("env", name, v.get_ref<const std::string&>()); !ok)
+      return invalidArgument("env", ok.error().context);
+    env.emplace(name, v.get<std::string>());
+  }
+  return env;
+}
+
 // TOOL_OUTPUT artifact of one whole stream, for the truncation path.
 json exportStream(ToolContext& context, std::string_view stream_name, std::string_view bytes,
                   std::vector<std::string>& warnings) {
@@ -161,6 +182,21 @@ void limitStream(json& result, ToolContext& context, std::string_view stream_nam
   result[std::string(stream_name)] = bytesToJson(excerpt);
   result[std::string(stream_name) + "_truncated"] = true;
   result[artifact_key] = std::move(artifact);
+}
+
+// What the model reads when a background process held the output open: the
+// command did not hang, it left a process behind (usually a forgotten
+// redirect), and that process is gone.
+std::string heldOpenWarning(const std::vector<std::string>& streams) {
+  std::string names;
+  for (const auto& name : streams) names += (names.empty() ? "" : " and ") + name;
+  return "the command exited, but a process it left running in the background still held " + names +
+         " open; it was killed " +
+         std::to_string(std::chrono::seconds(kOutputGraceAfterExit).count()) +
+         " s after the exit and the command ended with its exit_code. This is not a hang. "
+         "Nothing keeps running after a command returns; to start a background process "
+         "without this wait, redirect its output (e.g. [\"bash\", \"-c\", \"server > "
+         "server.log 2>&1 &\"])";
 }
 
 }  // namespace
@@ -222,9 +258,14 @@ tl::expected<ExecutionCommand, ToolFailure> planRunCommand(const json& arguments
   }
   command.timeout_seconds = effective->count();
 
+  // Beyond the spec: variables for this command only.
+  auto env = parseEnv(arguments);
+  if (!env) return tl::unexpected(env.error());
+  command.env_additions = std::move(*env);
+
   // 6. Nothing else: a misspelt argument is not silently ignored.
-  if (auto known = detail::onlyKnownArguments(arguments,
-                                              {"command", "working_directory", "timeout_seconds"});
+  if (auto known = detail::onlyKnownArguments(
+          arguments, {"command", "working_directory", "timeout_seconds", "env"});
       !known) {
     return tl::unexpected(known.error());
   }
@@ -264,6 +305,7 @@ ToolResult runCommand(const json& arguments, ToolContext& context, const ToolOpt
                         static_cast<std::int64_t>(out.stderr_data.size()));
   limitStream(result, context, "stdout", out.stdout_data, stdout_share, warnings);
   limitStream(result, context, "stderr", out.stderr_data, stderr_share, warnings);
+  if (!out.output_held_open.empty()) warnings.push_back(heldOpenWarning(out.output_held_open));
   if (!warnings.empty()) result["warnings"] = warnings;
   return result;
 }

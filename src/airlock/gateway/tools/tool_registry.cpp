@@ -4,6 +4,7 @@
 
 #include "airlock/gateway/tools/builtin_tools.h"
 #include "airlock/gateway/tools/job_tools.h"
+#include "airlock/port/execution_environment.h"
 
 namespace airlock::gateway {
 
@@ -103,7 +104,8 @@ std::string runCommandDescription(const ToolOptions& o) {
          "\"pytest -q && echo ok\"]. command[0] is an absolute path or a program name found on "
          "the image's PATH, never in the workspace, so run a workspace script through its "
          "interpreter: [\"bash\", \"./setup.sh\"]. The command starts in /workspace, or in "
-         "`working_directory` (a path relative to /workspace). `timeout_seconds` can only "
+         "`working_directory` (a path relative to /workspace), with `env` added to its "
+         "environment for this command only. `timeout_seconds` can only "
          "shorten the limit: values above " +
          std::to_string(o.declared_timeout.count()) + " are treated as " +
          std::to_string(o.declared_timeout.count()) +
@@ -130,7 +132,12 @@ std::string runCommandDescription(const ToolOptions& o) {
          "many processes), DISK (workspace full), CANCELLED, EXPIRED or SERVICE_SHUTDOWN. "
          "Output written before the kill is returned.\n"
          "- Commands run one at a time and share the workspace, not processes: nothing keeps "
-         "running after a command returns.\n"
+         "running after a command returns (start a server or anything long-running with "
+         "job_start). A process left in the background that still holds "
+         "stdout or stderr open is killed " +
+         std::to_string(std::chrono::seconds(kOutputGraceAfterExit).count()) +
+         " s after the command exits; `output_held_open` then names those streams and "
+         "`exit_code` is the command's own.\n"
          "- " +
          lifetimeText(o);
 }
@@ -205,7 +212,15 @@ json runCommandInput() {
           {"minimum", 1},
           {"description",
            "Wall-clock limit in seconds; can only lower the sandbox's own limit (at most "
-           "300)."}}}}},
+           "300)."}}},
+        {"env",
+         {{"type", "object"},
+          {"additionalProperties", {{"type", "string"}}},
+          {"description",
+           "Environment variables for this command only, e.g. {\"PYTHONHASHSEED\": \"0\"}; "
+           "the next command does not see them. Credential names (such as *_TOKEN, "
+           "*_API_KEY) and names the sandbox sets itself (PATH, HOME, PWD, TMPDIR, LANG) are "
+           "refused."}}}}},
       {"required", json::array({"command"})},
       {"additionalProperties", false}};
 }
@@ -233,6 +248,8 @@ json runCommandOutput() {
                 {"duration_ms", {{"type", "integer"}, {"minimum", 0}}},
                 {"files_changed", {{"type", "array"}, {"items", file_change}}},
                 {"files_changed_truncated", {{"type", "boolean"}}},
+                {"output_held_open",
+                 {{"type", "array"}, {"items", {{"enum", json::array({"stdout", "stderr"})}}}}},
                 {"stdout_artifact", nullable(artifactRefSchema())},
                 {"stderr_artifact", nullable(artifactRefSchema())},
                 {"peak_memory_bytes", nullable(json{{"type", "integer"}})},

@@ -427,7 +427,8 @@ class MemoryWorkspace final : public workspace::LocalWorkspaceHandle, public Scr
   const ResourceLimits limits_;
 };
 
-std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command) {
+std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command,
+                                               const CommandVariables& variables) {
   const auto& argv = command.argv;
   if (argv.empty()) return std::nullopt;
   const std::string name = baseName(argv[0]);
@@ -447,6 +448,15 @@ std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command) 
   }
   if (name == "cat" && argv.size() == 1) {
     b.echo_stdin_to_stdout = true;
+    return b;
+  }
+  if (name == "printenv" && argv.size() == 2) {
+    auto it = variables.find(argv[1]);
+    if (it == variables.end()) {
+      b.exit_code = 1;
+    } else {
+      b.stdout_data = it->second + "\n";
+    }
     return b;
   }
   if (name == "sleep" && argv.size() == 2) {
@@ -530,11 +540,12 @@ std::size_t FakeEnvironment::liveCount() const {
   return sandboxes_.ids().size();
 }
 
-ScriptedBehaviour FakeEnvironment::behaviourFor(const ExecutionCommand& command) {
+ScriptedBehaviour FakeEnvironment::behaviourFor(const ExecutionCommand& command,
+                                                const CommandVariables& variables) {
   std::lock_guard lock(mu_);
   history_.push_back(command);
   if (auto it = scripts_.find(command.argv); it != scripts_.end()) return it->second;
-  if (auto b = fallback_ ? fallback_(command) : std::nullopt) return std::move(*b);
+  if (auto b = fallback_ ? fallback_(command, variables) : std::nullopt) return std::move(*b);
   ScriptedBehaviour not_found;
   not_found.stderr_data = "airlock-fake: " + command.argv[0] + ": command not found\n";
   not_found.exit_code = 127;
@@ -570,7 +581,9 @@ Result<void> FakeEnvironment::checkWorkingDirectory(FakeRecord& sandbox, const s
 
 Result<ExecutionResult> FakeEnvironment::runCommand(const CommandRun& run) {
   FakeRecord& sb = *run.admitted.sandbox;
-  auto plan = planRun(behaviourFor(run.command));
+  auto plan = planRun(behaviourFor(
+      run.command,
+      host::commandVariables(sb.environment, run.command.env_additions, run.admitted.cwd)));
   if (!plan) return tl::unexpected(plan.error());
   auto channel = ScriptedChannel::create(std::move(*plan), *sb.memory);
   if (!channel) return tl::unexpected(channel.error());

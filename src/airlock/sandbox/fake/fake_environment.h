@@ -21,7 +21,9 @@
 //      stderr, then applies `writes` (in path order) and then `deletes`;
 //      then it runs for `runs_for` and exits with exit_code (0..255, as a
 //      process's), or runs until it is stopped (runs_until_cancelled). Each
-//      stream is read by the supervisor before the next step.
+//      stream is read by the supervisor before the next step. A background
+//      process it left (background_holds_stdout / _stderr) keeps its
+//      streams open after the exit, until the supervisor stops it.
 //   3. Output: the supervisor's rule. stdout and stderr share one cap,
 //      maximum_output_bytes; the read that crosses it keeps what fits, flags
 //      that stream *_truncated and kills with OUTPUT_LIMIT, and nothing
@@ -80,19 +82,33 @@ struct ScriptedBehaviour {
   // (SERVICE_SHUTDOWN), or its effective timeout (TIMEOUT) or the sandbox's
   // expiry (EXPIRED) passes. Its output reaches a streaming sink before that.
   bool runs_until_cancelled = false;
+  // A process the command started in the background keeps stdout (and/or
+  // stderr) open after the main process exits (`sleep 60 & echo started`):
+  // the supervisor drains it for kOutputGraceAfterExit (simulated time),
+  // then kills it, and the command ends with exit_code and
+  // output_held_open naming the stream(s).
+  bool background_holds_stdout = false;
+  bool background_holds_stderr = false;
 };
 
-// Decides the behaviour of a command that has no exact script; nullopt means
-// "not found" (exit 127). Called under the adapter's lock: it must not call
-// back into the adapter.
-using ScriptFallback = std::function<std::optional<ScriptedBehaviour>(const ExecutionCommand&)>;
+// The environment a command runs with, by name: the sandbox's, then the
+// command's env_additions, then PWD (host::commandVariables).
+using CommandVariables = std::map<std::string, std::string>;
+
+// Decides the behaviour of a command that has no exact script, given the
+// environment it runs with; nullopt means "not found" (exit 127). Called
+// under the adapter's lock: it must not call back into the adapter.
+using ScriptFallback = std::function<std::optional<ScriptedBehaviour>(const ExecutionCommand&,
+                                                                      const CommandVariables&)>;
 
 // A handful of familiar commands, for `airlock run --mechanism fake`:
 // `true`, `false`, `echo ARGS...` (joined by spaces, newline-terminated),
-// `cat` with no arguments (copies stdin) and `sleep SECONDS` (simulated:
-// nothing waits). Matched on the last component of argv[0]. Anything else:
-// nullopt.
-std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command);
+// `cat` with no arguments (copies stdin), `sleep SECONDS` (simulated:
+// nothing waits) and `printenv NAME` (its value and a newline, or exit 1
+// when the command's environment has no NAME). Matched on the last
+// component of argv[0]. Anything else: nullopt.
+std::optional<ScriptedBehaviour> basicCommands(const ExecutionCommand& command,
+                                               const CommandVariables& variables);
 
 // What the host layer's supervisor asked of one command's scripted channel
 // (host::CommandChannel): starts, stops and abandons, and the kill reasons
@@ -179,9 +195,10 @@ class FakeEnvironment final : public host::HostedEnvironment<FakeRecord> {
   Result<void> checkWorkingDirectory(FakeRecord& sandbox, const std::string& cwd) override;
 
  private:
-  // The command's script (exact, then the fallback, else "not found"),
-  // and the command joins the history.
-  ScriptedBehaviour behaviourFor(const ExecutionCommand& command);
+  // The command's script (exact, then the fallback, given the command's
+  // environment, else "not found"), and the command joins the history.
+  ScriptedBehaviour behaviourFor(const ExecutionCommand& command,
+                                 const CommandVariables& variables);
 
   const FakeOptions options_;
   mutable std::mutex mu_;  // the scripts, the fallback, the history and the channel calls

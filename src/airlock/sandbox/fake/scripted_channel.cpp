@@ -96,7 +96,10 @@ void ScriptedChannel::noteKill(KillReason why) noexcept {
 
 bool ScriptedChannel::stop() {
   ++calls_.stops;
-  if (step_ != Step::kExited && step_ != Step::kGone) {
+  if (step_ == Step::kBackground) {
+    endProcess();  // the background process is killed; the main one's exit stands
+    pending_.push_back({ChannelEvent::Kind::kAllGone, exit_status_, std::nullopt});
+  } else if (step_ != Step::kExited && step_ != Step::kGone) {
     endProcess();
     pending_.push_back({ChannelEvent::Kind::kAllGone, SIGKILL, std::nullopt});
   }
@@ -114,6 +117,10 @@ void ScriptedChannel::abandon() noexcept {
 int ScriptedChannel::poll(pollfd* fds, std::size_t count, TimePoint wake) {
   const int ready = sys::pollSome(fds, count, 0);
   if (ready != 0) return ready;
+  if (step_ == Step::kBackground) {
+    now_ = std::max(now_, wake);  // simulated: the background process runs on
+    return 0;
+  }
   if (step_ == Step::kSleeping) {
     // Simulated: the sleep passes, up to the supervisor's next wake-up.
     now_ = std::max(now_, std::min(wake, sleep_until_));
@@ -237,9 +244,19 @@ void ScriptedChannel::applyEffects() {
 }
 
 void ScriptedChannel::exitWith(int code) {
-  endProcess();
   const int status = (code & 0xff) << 8;  // exited with `code`, as wait(2) reports it
   pending_.push_back({ChannelEvent::Kind::kMainExited, status, std::nullopt});
+  const ScriptedBehaviour& b = run_.behaviour;
+  if (b.background_holds_stdout || b.background_holds_stderr) {
+    // The main process's ends close; the background process keeps its own.
+    ends_.stdin_read.reset();
+    if (!b.background_holds_stdout) ends_.stdout_write.reset();
+    if (!b.background_holds_stderr) ends_.stderr_write.reset();
+    exit_status_ = status;
+    step_ = Step::kBackground;
+    return;
+  }
+  endProcess();
   pending_.push_back({ChannelEvent::Kind::kAllGone, status, std::nullopt});
   step_ = Step::kExited;
 }

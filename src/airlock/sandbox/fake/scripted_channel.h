@@ -16,7 +16,10 @@
 //        -> write stderr
 //        -> apply `writes` in path order, then `deletes`
 //        -> sleep `runs_for`, then exit with exit_code
-//           (or, runs_until_cancelled: wait to be stopped).
+//           (or, runs_until_cancelled: wait to be stopped)
+//        -> with background_holds_stdout / _stderr: the main process has
+//           exited but a background one keeps that stream open until it is
+//           stopped (simulated time passes as for a sleep).
 // Each stream is written into its pipe without blocking, and the next step
 // waits until the supervisor has read all of it: a stream past the cap is
 // cut by the supervisor's rule, and its kill comes before anything later in
@@ -112,7 +115,8 @@ class ScriptedChannel final : public host::CommandChannel, public host::Supervis
     kSleeping,
     kUntilStopped,  // runs_until_cancelled, or stuck at a full workspace
     kExited,
-    kGone,  // stopped or abandoned
+    kBackground,  // the main process exited; a background one holds output open
+    kGone,        // stopped or abandoned
   };
 
   class DiskLimit final : public host::LimitSource {
@@ -153,6 +157,7 @@ class ScriptedChannel final : public host::CommandChannel, public host::Supervis
   TimePoint now_;
   TimePoint sleep_until_;
   std::vector<host::ChannelEvent> pending_;
+  int exit_status_ = 0;  // the main process's, once it exited (kBackground)
   ChannelCalls calls_;
   std::optional<Error> failure_;
 };

@@ -49,12 +49,21 @@ Result<std::chrono::milliseconds> commandTimeout(std::chrono::seconds service_ha
   return std::chrono::milliseconds(*effective);
 }
 
+std::map<std::string, std::string> commandVariables(
+    const std::map<std::string, std::string>& environment,
+    const std::map<std::string, std::string>& additions, const std::string& cwd) {
+  std::map<std::string, std::string> variables = environment;
+  for (const auto& [k, v] : additions) variables[k] = v;
+  variables["PWD"] = cwd.empty() ? std::string("/workspace") : "/workspace/" + cwd;
+  return variables;
+}
+
 std::vector<std::string> commandEnvironment(const std::map<std::string, std::string>& environment,
+                                            const std::map<std::string, std::string>& additions,
                                             const std::string& cwd) {
   std::vector<std::string> env;
-  for (const auto& [k, v] : environment)
-    if (k != "PWD") env.push_back(k + "=" + v);
-  env.push_back("PWD=" + (cwd.empty() ? std::string("/workspace") : "/workspace/" + cwd));
+  for (const auto& [k, v] : commandVariables(environment, additions, cwd))
+    env.push_back(k + "=" + v);
   return env;
 }
 

@@ -47,9 +47,17 @@ Result<std::chrono::milliseconds> commandTimeout(std::chrono::seconds service_ha
                                                  const ResourceLimits& limits,
                                                  const ExecutionCommand& command);
 
-// "KEY=value" for the command: the sandbox's environment with PWD set to
-// the working directory (/workspace/<cwd>).
+// The command's environment by name: the sandbox's `environment`, then the
+// command's `additions` over it (ExecutionCommand::env_additions, already
+// checked by checkCommand), then PWD set to the working directory
+// (/workspace/<cwd>).
+std::map<std::string, std::string> commandVariables(
+    const std::map<std::string, std::string>& environment,
+    const std::map<std::string, std::string>& additions, const std::string& cwd);
+
+// commandVariables as "KEY=value" entries, for the sandbox's exec.
 std::vector<std::string> commandEnvironment(const std::map<std::string, std::string>& environment,
+                                            const std::map<std::string, std::string>& additions,
                                             const std::string& cwd);
 
 }  // namespace airlock::host

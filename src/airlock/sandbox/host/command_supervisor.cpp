@@ -37,6 +37,13 @@ class OutputPump {
   }
   int fd(int i) const noexcept { return streams_[i].fd.get(); }
   bool open() const noexcept { return streams_[0].fd.valid() || streams_[1].fd.valid(); }
+  // The streams not yet at end-of-file, by name ("stdout", "stderr").
+  std::vector<std::string> openNames() const {
+    std::vector<std::string> names;
+    if (streams_[0].fd.valid()) names.emplace_back("stdout");
+    if (streams_[1].fd.valid()) names.emplace_back("stderr");
+    return names;
+  }
   void closeAll() noexcept {
     for (auto& s : streams_) s.fd.reset();
   }
@@ -151,9 +158,10 @@ class Time {
 
 // ---- lifecycle: one variant of states, one transition function ----------------
 
-struct Running {};  // the main process runs
-struct MainExited {
+struct Running {};   // the main process runs
+struct MainExited {  // its output is drained, for at most the output grace
   std::optional<int> status;
+  Clock::time_point since;
 };
 struct Stopping {  // the channel was told to stop; waiting for kAllGone
   std::optional<KillReason> reason;
@@ -193,12 +201,15 @@ struct StartFailedEvent {
   int start_errno;
 };
 struct OutputClosedEvent {};
+// The main process exited and the output grace ran out with a stream still
+// open (a process it left holds it): end the command, reporting the exit.
+struct OutputHeldOpenEvent {};
 struct TickEvent {
   Clock::time_point now;
 };
 struct LostEvent {};
 using Event = std::variant<KillEvent, MainExitedEvent, AllGoneEvent, StartFailedEvent,
-                           OutputClosedEvent, TickEvent, LostEvent>;
+                           OutputClosedEvent, OutputHeldOpenEvent, TickEvent, LostEvent>;
 
 template <class... F>
 struct Overloaded : F... {
@@ -252,7 +263,7 @@ State Lifecycle::next(const Event& event) {
             return stopping(e.reason, exited ? exited->status : std::nullopt);
           },
           [&](const MainExitedEvent& e) -> State {
-            if (mainRunning()) return MainExited{e.status};
+            if (mainRunning()) return MainExited{e.status, time_.now()};
             if (auto* s = std::get_if<Stopping>(&state_); s && !s->status) s->status = e.status;
             return state_;
           },
@@ -270,7 +281,9 @@ State Lifecycle::next(const Event& event) {
             } else {
               return state_;
             }
-            return Draining{reason, e.status ? e.status : status, e.cpu_usec, time_.now()};
+            // The main process's own exit, when it was seen, is the
+            // command's: what the stop killed after it does not change it.
+            return Draining{reason, status ? status : e.status, e.cpu_usec, time_.now()};
           },
           [&](const StartFailedEvent& e) -> State { return Refused{e.start_errno}; },
           [&](const OutputClosedEvent&) -> State {
@@ -278,6 +291,11 @@ State Lifecycle::next(const Event& event) {
               return stopping(std::nullopt, m->status);
             if (auto* d = std::get_if<Draining>(&state_))
               return Finished{d->reason, d->status, d->cpu_usec};
+            return state_;
+          },
+          [&](const OutputHeldOpenEvent&) -> State {
+            if (auto* m = std::get_if<MainExited>(&state_))
+              return stopping(std::nullopt, m->status);
             return state_;
           },
           [&](const TickEvent& e) -> State {
@@ -342,9 +360,15 @@ class Supervision {
 
   Result<void> run(Clock::time_point started);
   const Lifecycle& life() const noexcept { return life_; }
+  // The streams a process left behind held open past the output grace
+  // (the command then ended with its main process's exit); empty otherwise.
+  const std::vector<std::string>& heldOpen() const noexcept { return held_open_; }
 
  private:
   PollSet pollSet() const;
+  // Once the main process has exited: ends the command when the output
+  // grace has run out (or the timeout came first) with a stream still open.
+  void judgeHeldOutput(Clock::time_point now, Clock::time_point deadline);
   void dispatch(const PollSet& set);
   void readChannel();
 
@@ -356,6 +380,7 @@ class Supervision {
   Time time_;
   Lifecycle life_;
   std::vector<ChannelEvent> events_;
+  std::vector<std::string> held_open_;
 };
 
 PollSet Supervision::pollSet() const {
@@ -435,6 +460,14 @@ void Supervision::readChannel() {
   if (!alive) life_.on(LostEvent{});
 }
 
+void Supervision::judgeHeldOutput(Clock::time_point now, Clock::time_point deadline) {
+  const auto* exited = std::get_if<MainExited>(&life_.state());
+  if (exited == nullptr || !pump_.open()) return;  // a closed pipe is OutputClosedEvent's
+  if (now < exited->since + in_.output_grace && now < deadline) return;
+  held_open_ = pump_.openNames();
+  life_.on(OutputHeldOpenEvent{});
+}
+
 Result<void> Supervision::run(Clock::time_point started) {
   const bool expiry_first = in_.until_expiry < in_.timeout;
   const auto deadline = started + std::min(in_.timeout, in_.until_expiry);
@@ -451,6 +484,7 @@ Result<void> Supervision::run(Clock::time_point started) {
 
     const State& s = life_.state();
     Clock::time_point wake = std::min(deadline, next_watch);
+    if (auto* m = std::get_if<MainExited>(&s)) wake = std::min(wake, m->since + in_.output_grace);
     if (auto* st = std::get_if<Stopping>(&s)) wake = st->since + in_.kill_grace;
     if (auto* d = std::get_if<Draining>(&s)) wake = d->since + in_.kill_grace;
     PollSet set = pollSet();
@@ -463,7 +497,10 @@ Result<void> Supervision::run(Clock::time_point started) {
     if (rc > 0) dispatch(set);
     if (life_.terminal()) break;
 
-    if (life_.acceptsKill() && now >= deadline)
+    // After the main process's exit the timeout is not a kill: what is left
+    // then is only output held open (expiry still ends the sandbox).
+    judgeHeldOutput(now, expiry_first ? Clock::time_point::max() : deadline);
+    if (life_.acceptsKill() && now >= deadline && (expiry_first || held_open_.empty()))
       life_.on(KillEvent{expiry_first ? KillReason::kExpired : KillReason::kTimeout});
     if (life_.acceptsKill() && now >= next_watch) {
       if (auto hit = limitHit(limits_)) life_.on(KillEvent{*hit});
@@ -587,6 +624,7 @@ Result<ExecutionResult> superviseCommand(CommandChannel& channel,
   if (!end) return tl::unexpected(end.error());
 
   ExecutionResult result;
+  if (!end->reason) result.output_held_open = supervision.heldOpen();
   result.duration_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(finished - started).count();
   pump.moveInto(result);

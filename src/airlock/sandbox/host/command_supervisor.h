@@ -21,19 +21,28 @@
 //   EXPIRED / SERVICE_SHUTDOWN (likewise an EndRequest, or the shutdown fd);
 //   the first reason decided is the one reported;
 // * the end of a command: it ends when its main process has exited and
-//   stdout and stderr reached end-of-file, or at a kill; then the channel is
+//   stdout and stderr reached end-of-file, or at a kill; or, when a process
+//   the main process left behind holds a stream open (`sleep 60 & echo
+//   started`), once kOutputGraceAfterExit has passed since the main
+//   process's exit (or the timeout came first): what is left of the command
+//   is then killed, and it ends with the main process's exit code (no kill
+//   reason) and output_held_open naming the streams; then the channel is
 //   told to stop (exactly once), and the supervisor waits, at most
 //   kKillGrace, for the channel to report that every process is gone (what
 //   the channel said is read before the grace is judged: a supervisor that
 //   was not scheduled for a while does not abandon an answer that came in
 //   time);
 // * the ExecutionResult: output, truncation flags, killed_by / timed_out or
-//   exit_code (128 + signal for a signalled main process), duration_ms,
+//   exit_code (128 + signal for a signalled main process), output_held_open,
+//   duration_ms,
 //   cpu_time_ms (the channel's report) and peak_memory_bytes (the limit
 //   sources'). files_changed is the mechanism's (workspace_scan.h).
 //
 // Lifecycle of one command, as an explicit state (command_supervisor.cpp):
-//   Running --(main exited and both pipes at EOF | a kill)--> Stopping
+//   Running --(main exited)--> MainExited
+//   Running | MainExited --(a kill)--> Stopping
+//   MainExited --(both pipes at EOF | kOutputGraceAfterExit or the
+//                 timeout with a pipe open: held open)--> Stopping
 //   Stopping --(the channel reports every process gone)--> Draining
 //   Draining --(both pipes at EOF, or kKillGrace)--> Finished
 //   any --(channel lost | start refused | kKillGrace without an answer)--> Finished
@@ -209,6 +218,9 @@ struct SupervisionInputs {
       nullptr;  // ExecutionEnvironment::cancel: CANCELLED; may be null
   // How long the channel has to answer a stop (kKillGrace; tests shorten it).
   std::chrono::milliseconds kill_grace = kKillGrace;
+  // How long output held open after the main process's exit is drained
+  // (kOutputGraceAfterExit; tests shorten it).
+  std::chrono::milliseconds output_grace = kOutputGraceAfterExit;
   // The time the command runs on; null: the steady clock and poll(2).
   SupervisionClock* clock = nullptr;
 };

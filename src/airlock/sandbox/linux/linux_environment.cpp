@@ -503,7 +503,9 @@ class InitChannel final : public host::CommandChannel {
 Result<ExecutionResult> LinuxEnvironment::runCommand(const CommandRun& run) {
   Sandbox& sb = *run.admitted.sandbox;
   const std::string& cwd = run.admitted.cwd;
-  auto request = runRequest(cwd, run.command.argv, host::commandEnvironment(sb.environment, cwd));
+  auto request =
+      runRequest(cwd, run.command.argv,
+                 host::commandEnvironment(sb.environment, run.command.env_additions, cwd));
   if (!request) return tl::unexpected(request.error());
   InitChannel channel(sb, std::move(*request));
   return superviseAdmitted(run, channel,

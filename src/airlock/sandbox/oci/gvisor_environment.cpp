@@ -917,8 +917,9 @@ Result<ExecutionResult> GvisorEnvironment::runCommand(const CommandRun& run) {
   Sandbox& sb = *run.admitted.sandbox;
   const std::string& cwd = run.admitted.cwd;
   // The request, checked before anything changes.
-  auto request = shimRequest(sb.limits.pids_max, cwd, run.command.argv,
-                             host::commandEnvironment(sb.environment, cwd));
+  auto request =
+      shimRequest(sb.limits.pids_max, cwd, run.command.argv,
+                  host::commandEnvironment(sb.environment, run.command.env_additions, cwd));
   if (!request) return tl::unexpected(request.error());
   if (!sb.stubs_adopted) sb.stubs_adopted = adoptApplication(*sb.cgroup);
   if (auto r = sb.memory.beginCommand(); !r) return tl::unexpected(r.error());
