@@ -341,6 +341,77 @@ TEST(McpProcessLinux, NotificationsCancelledStopsTheRunningCommand) {
   EXPECT_EQ(child.wait(), 0);
 }
 
+// One agent session through the MCP door on the linux mechanism: a small
+// HTTP server started with job_start, polled until it says it listens, a
+// client command against it, the server's log read, the job killed; once it
+// is over, its whole output is in --export-dir.
+TEST(McpProcessLinux, AJobServesAClientAndItsWholeOutputIsExported) {
+  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+  const auto export_dir = std::filesystem::path(::testing::TempDir()) /
+                          ("mcp-job-export-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(export_dir);
+  McpChild child({"--export-dir", export_dir.string()}, "linux");
+  initialize(child);
+  const std::string server =
+      "import http.server\n"
+      "s = http.server.HTTPServer(('127.0.0.1', 8765), http.server.SimpleHTTPRequestHandler)\n"
+      "print('listening', flush=True)\n"
+      "s.serve_forever()\n";
+  json r = child.callTool(2, "job_start", {{"command", {"python3", "-u", "-c", server}}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
+  const std::string job_id = r.at("structuredContent").at("job_id");
+
+  // Each poll waits until the output moves (bounded), so this loop is
+  // driven by the job's own output, not by time.
+  std::string out;
+  std::uint64_t cursor = 0;
+  int id = 3;
+  for (int i = 0; i < 20 && out.find("listening\n") == std::string::npos; ++i) {
+    r = child.callTool(id++, "job_poll",
+                       {{"job_id", job_id}, {"stdout_cursor", cursor}, {"wait_ms", 5000}});
+    ASSERT_EQ(r.at("isError"), false) << r.dump();
+    out += r.at("structuredContent").at("stdout").at("data").get<std::string>();
+    cursor = r.at("structuredContent").at("stdout").at("cursor");
+  }
+  ASSERT_EQ(out, "listening\n");
+
+  r = child.callTool(id++, "sandbox_run_command",
+                     {{"command",
+                       {"python3", "-c",
+                        "import urllib.request; "
+                        "print(urllib.request.urlopen('http://127.0.0.1:8765/').status)"}}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
+  EXPECT_EQ(r.at("structuredContent").at("stdout"), "200\n");
+
+  // The server logged the request on stderr.
+  r = child.callTool(id++, "job_poll", {{"job_id", job_id}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
+  const std::string log = r.at("structuredContent").at("stderr").at("data");
+  EXPECT_THAT(log, ::testing::HasSubstr("\"GET / HTTP/1.1\" 200"));
+
+  r = child.callTool(id++, "job_kill", {{"job_id", job_id}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
+  json state;
+  for (int i = 0; i < 20; ++i) {
+    r = child.callTool(id++, "job_poll", {{"job_id", job_id}, {"wait_ms", 5000}});
+    state = r.at("structuredContent");
+    if (!state.at("pending").get<bool>()) break;
+  }
+  ASSERT_EQ(state.at("pending"), false) << state.dump();
+  EXPECT_EQ(state.at("state"), "killed");
+  EXPECT_EQ(state.at("kill_reason"), "requested");
+  const json& spill = state.at("spill").at("stdout");
+  ASSERT_TRUE(spill.is_object()) << state.dump();
+  const std::string artifact = spill.at("artifact_id");
+  std::ifstream exported(export_dir / artifact / (job_id + ".stdout"));
+  std::string bytes((std::istreambuf_iterator<char>(exported)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, "listening\n");
+  EXPECT_EQ(spill.at("sha256"), airlock::sys::sha256Hex("listening\n"));
+  child.closeInput();
+  EXPECT_EQ(child.wait(), 0);
+  std::filesystem::remove_all(export_dir);
+}
+
 TEST(McpProcess, BadFlagsFailBeforeAnySandboxExists) {
   McpChild child({"--memory", "lots"});
   EXPECT_EQ(child.wait(), 125);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 
+#include "airlock/capability/broker/job_output_sink.h"
 #include "airlock/cli/exit_codes.h"
 #include "airlock/cli/summary.h"
 #include "airlock/cli/termination_signals.h"
@@ -32,10 +33,11 @@ void logLine(const std::string& text) {
   writeOut(STDERR_FILENO, line);
 }
 
-// artifact_export for a local session: each artifact becomes
+// artifact_export for a local session, and where the job_* tools' jobs
+// spill their whole output once terminal: each artifact becomes
 // DIR/<artifact_id>/<filename>, written once (O_EXCL), never following a
 // symlink, with the filename reduced to a safe single component.
-class DirectoryExporter final : public gateway::ArtifactExporter {
+class DirectoryExporter final : public gateway::ArtifactExporter, public capability::JobOutputSink {
  public:
   static Result<std::unique_ptr<DirectoryExporter>> open(const std::string& dir) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -59,25 +61,52 @@ class DirectoryExporter final : public gateway::ArtifactExporter {
     ref.sha256 = sys::sha256Hex(request.bytes);
     ref.size_bytes = static_cast<std::int64_t>(request.bytes.size());
     ref.media_type = request.media_type;
-    if (::mkdirat(dir_.get(), ref.artifact_id.c_str(), 0700) != 0) {
-      return failErrno(ErrorCode::kExecutionUnavailable, "export: creating the artifact directory",
-                       errno);
-    }
-    auto sub = sys::openAt(dir_.get(), ref.artifact_id.c_str(),
-                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (!sub) return tl::unexpected(sub.error());
-    const std::string name = safeName(request.filename);
-    auto file = sys::openAt(sub->get(), name.c_str(),
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    auto file = createFile(ref.artifact_id, request.filename);
     if (!file) return tl::unexpected(file.error());
     if (!sys::writeAll(file->get(), request.bytes.data(), request.bytes.size())) {
-      return failErrno(ErrorCode::kExecutionUnavailable, "export: writing " + name, errno);
+      return failErrno(ErrorCode::kExecutionUnavailable, "export: writing " + ref.artifact_id,
+                       errno);
     }
     return ref;
   }
 
+  // A terminal job stream, copied from its source as it is read.
+  Result<capability::StoredJobOutput> store(capability::JobOutput output) override {
+    capability::StoredJobOutput stored;
+    stored.artifact_id = newUuidV7(
+        std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()));
+    stored.media_type = output.media_type;
+    auto file = createFile(stored.artifact_id, output.filename);
+    if (!file) return tl::unexpected(file.error());
+    std::string buffer(std::size_t{64} << 10, '\0');
+    for (;;) {
+      auto got = output.source->read(buffer.data(), buffer.size());
+      if (!got) return tl::unexpected(got.error());
+      if (*got == 0) break;
+      if (!sys::writeAll(file->get(), buffer.data(), *got)) {
+        return failErrno(ErrorCode::kExecutionUnavailable, "export: writing " + stored.artifact_id,
+                         errno);
+      }
+    }
+    return stored;
+  }
+
  private:
   explicit DirectoryExporter(sys::UniqueFd dir) : dir_(std::move(dir)) {}
+
+  // DIR/<artifact_id>/<safe filename>, created for writing.
+  Result<sys::UniqueFd> createFile(const std::string& artifact_id, std::string_view filename) {
+    if (::mkdirat(dir_.get(), artifact_id.c_str(), 0700) != 0) {
+      return failErrno(ErrorCode::kExecutionUnavailable, "export: creating the artifact directory",
+                       errno);
+    }
+    auto sub = sys::openAt(dir_.get(), artifact_id.c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (!sub) return tl::unexpected(sub.error());
+    const std::string name = safeName(filename);
+    return sys::openAt(sub->get(), name.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  }
 
   // A name that is one harmless path component: ASCII letters, digits and
   // "._-+ " kept, anything else '_', no leading dot.
@@ -114,7 +143,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   if (!plan) return printErrorLine(plan.error());
   const bool verbose = flags.run.verbose;
 
-  std::unique_ptr<DirectoryExporter> exporter;
+  std::shared_ptr<DirectoryExporter> exporter;
   if (flags.export_dir) {
     auto opened = DirectoryExporter::open(*flags.export_dir);
     if (!opened) return printErrorLine(opened.error());
@@ -154,8 +183,9 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   auto first = provision();
   if (!first) return printErrorLine(first.error());
 
-  // The job_* tools: the sandbox's jobs, closed before it is destroyed (no
-  // artifact sink: a job's spill says none is configured).
+  // The job_* tools: the sandbox's jobs, closed before it is destroyed. A
+  // terminal job's output is spilled into --export-dir (without one, its
+  // spill says no store is configured).
   auto jobs = std::make_unique<execution::SingleEnvironmentJobs>(env, *first);
   gateway::ToolContext context;
   context.jobs = jobs.get();
@@ -164,6 +194,7 @@ int runMcp(const McpFlags& flags, const HostLookup& host_env, const std::string&
   context.environment = *first;
   context.execution = &env;
   context.artifacts = exporter.get();
+  context.job_spill.sink = exporter;
   context.cancel = &*stop;
   context.spec_wall_clock = std::chrono::seconds(plan->spec.limits.wall_clock_seconds);
 
