@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "../sandbox/linux/linux_test_support.h"
 #include "raw_client.h"
@@ -18,16 +21,27 @@ namespace {
 
 constexpr const char* kToken = "serve-gvisor-token-0123456789abcdef";
 
-TEST(ServeGvisor, ProductionModeOnGvisorRunsACommandEndToEnd) {
-  if (::geteuid() != 0) GTEST_SKIP() << "the gvisor mechanism needs root";
-  if (::access("/usr/bin/runsc", X_OK) != 0 && ::access("/usr/sbin/runsc", X_OK) != 0)
-    GTEST_SKIP() << "runsc is not installed (Debian package runsc)";
-  TempStateDir state;
-  ServeProcess serve({"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token",
-                      "AIRLOCK_SANDBOX=gvisor", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
-                      "AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
-                      "PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
-  ASSERT_GT(serve.port(), 0) << serve.log();
+// `airlock serve` in production mode on gvisor, with a token, on a loopback
+// port; skipped where the mechanism cannot run.
+class ServeGvisor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "the gvisor mechanism needs root";
+    if (::access("/usr/bin/runsc", X_OK) != 0 && ::access("/usr/sbin/runsc", X_OK) != 0)
+      GTEST_SKIP() << "runsc is not installed (Debian package runsc)";
+    serve_.emplace(std::vector<std::string>{
+        "AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token", "AIRLOCK_SANDBOX=gvisor",
+        std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "AIRLOCK_STATE_DIR=" + state_.path(),
+        "AIRLOCK_LISTEN=127.0.0.1:0", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
+    ASSERT_GT(serve_->port(), 0) << serve_->log();
+  }
+
+  TempStateDir state_;
+  std::optional<ServeProcess> serve_;
+};
+
+TEST_F(ServeGvisor, ProductionModeOnGvisorRunsACommandEndToEnd) {
+  ServeProcess& serve = *serve_;
   auto h =
       serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
   ASSERT_EQ(h.status, 201) << h.body;
@@ -48,16 +62,8 @@ TEST(ServeGvisor, ProductionModeOnGvisorRunsACommandEndToEnd) {
 // connection ends as CANCELLED, and the cancel route ends a running execute
 // with CANCELLED and its partial output; the environment takes the next
 // command each time.
-TEST(ServeGvisor, AClientThatLeavesAndTheCancelRouteEndCommandsAsCancelled) {
-  if (::geteuid() != 0) GTEST_SKIP() << "the gvisor mechanism needs root";
-  if (::access("/usr/bin/runsc", X_OK) != 0 && ::access("/usr/sbin/runsc", X_OK) != 0)
-    GTEST_SKIP() << "runsc is not installed (Debian package runsc)";
-  TempStateDir state;
-  ServeProcess serve({"AIRLOCK_DEPLOYMENT_MODE=production", "AIRLOCK_AUTH_MODE=token",
-                      "AIRLOCK_SANDBOX=gvisor", std::string("AIRLOCK_SERVICE_TOKEN=") + kToken,
-                      "AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
-                      "PATH=/usr/sbin:/usr/bin:/sbin:/bin"});
-  ASSERT_GT(serve.port(), 0) << serve.log();
+TEST_F(ServeGvisor, AClientThatLeavesAndTheCancelRouteEndCommandsAsCancelled) {
+  ServeProcess& serve = *serve_;
   auto h =
       serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
   ASSERT_EQ(h.status, 201) << h.body;

@@ -534,6 +534,43 @@ TEST_F(LinuxEnvironmentTest, ASandboxWhoseInitDiedRefusesEveryCallNamingWhy) {
   EXPECT_EQ(gone.error().code, ErrorCode::kEnvironmentGone);
 }
 
+// The children of this process that are zombies (exited, not reaped).
+int zombieChildren() {
+  int count = 0;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (state == "Z" && ppid == self) ++count;
+  }
+  return count;
+}
+
+// A side process whose exit has been read leaves no zombie behind while its
+// handle lives on (a job keeps its record until its environment goes).
+TEST_F(LinuxEnvironmentTest, AnEndedSideProcessLeavesNoZombieWhileItsHandleLives) {
+  const int before = zombieChildren();
+  SideCommand side;
+  side.argv = {"true"};
+  auto started = env_->startSideProcess(handle_, side);
+  ASSERT_TRUE(started) << started.error().message();
+  SidePumpHooks hooks;
+  hooks.output = [](bool, std::string_view) {};
+  const SidePumpOutcome outcome = (*started)->pump(hooks);
+  ASSERT_EQ(outcome.end, SidePumpEnd::kFinished);
+  ASSERT_TRUE((*started)->exitStatus().has_value());
+  EXPECT_EQ(zombieChildren(), before);
+  started->reset();
+  EXPECT_EQ(zombieChildren(), before);
+}
+
 TEST_F(LinuxEnvironmentTest, SparseFileIsListedWithoutReadingItsHoles) {
   auto r = run(shell("truncate -s 4E sparse.bin && echo hi > small.txt", 20));
   ASSERT_EQ(r.exit_code, 0) << r.stderr_data;

@@ -119,9 +119,7 @@ class LinuxSideProcess final : public PipedSideProcess {
     // has reaped it. Killing the helper too is harmless (the effect has a
     // parent-death signal) and bounds the wait.
     if (!exited_) ::kill(helper_, SIGKILL);
-    int st;
-    while (::waitpid(helper_, &st, 0) < 0 && errno == EINTR) {
-    }
+    if (!helper_reaped_) reapHelper();
   }
   int exitFd() const noexcept override { return status_.get(); }
   std::optional<int> exitStatus() override {
@@ -132,6 +130,10 @@ class LinuxSideProcess final : public PipedSideProcess {
     if (n < 0 && errno == EAGAIN) return std::nullopt;
     if (n == static_cast<ssize_t>(sizeof r) && r.kind == StatusRecord::kExited) {
       status_value_ = r.value;
+      // The helper exits right after this report: reaped now, a job that
+      // keeps its record until its environment goes leaves no zombie.
+      reapHelper();
+      helper_reaped_ = true;
     } else {
       status_value_ = SIGKILL;  // the helper died without a report: count it killed
     }
@@ -154,7 +156,14 @@ class LinuxSideProcess final : public PipedSideProcess {
   }
 
  private:
+  void reapHelper() noexcept {
+    int st;
+    while (::waitpid(helper_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+
   pid_t helper_;
+  bool helper_reaped_ = false;
   pid_t effect_;
   UniqueFd effect_pidfd_;
   UniqueFd status_;
