@@ -475,6 +475,20 @@ TEST_F(ToolsTest, ADestroyedSandboxIsAFailureNotACrash) {
 // The job tools check their arguments first, naming the bad one; without a
 // job port (ToolContext::jobs) a well-formed call is ExecutionUnavailable.
 // tests/service/api_jobs_cases.h drives them against real jobs.
+// A required argument missing beside one the tool does not have (argv for
+// command): the answer names both, though the checks run in the spec's
+// order; a failure about the unknown name itself is not repeated.
+TEST_F(ToolsTest, AMissingArgumentBesideAnUnknownOneNamesBoth) {
+  const ToolFailure f = failure("sandbox_run_command", {{"argv", {"ls"}}});
+  EXPECT_EQ(f.argument, "command");
+  EXPECT_NE(f.message.find("command is required"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("\"argv\" is not an argument of this tool"), std::string::npos)
+      << f.message;
+  const ToolFailure only = failure("sandbox_run_command", {{"command", {"ls"}}, {"argv", 1}});
+  EXPECT_EQ(only.argument, "argv");
+  EXPECT_EQ(only.message.find("(\"argv\""), std::string::npos) << only.message;
+}
+
 TEST_F(ToolsTest, JobToolsNameABadArgumentAndNeedAJobPort) {
   EXPECT_EQ(failure("job_start", {{"command", "sleep 1"}}).argument, "command");
   EXPECT_EQ(failure("job_start", json::object()).argument, "command");
@@ -487,6 +501,9 @@ TEST_F(ToolsTest, JobToolsNameABadArgumentAndNeedAJobPort) {
   EXPECT_EQ(failure("job_send", {{"job_id", "job-1"}, {"last", "yes"}}).argument, "last");
   EXPECT_EQ(failure("job_kill", {{"job_id", "job-1"}, {"signal", 9}}).argument, "signal");
   EXPECT_EQ(failure("job_list", {{"all", true}}).argument, "all");
+  EXPECT_NE(failure("job_list", {{"all", true}}).message.find("it takes none"), std::string::npos);
+  EXPECT_EQ(failure("job_start", {{"command", {"true"}}, {"env", {{"PATH", "/x"}}}}).argument,
+            "env");
   const ToolFailure none = failure("job_list", json::object());
   EXPECT_EQ(none.code, ErrorCode::kExecutionUnavailable);
   EXPECT_EQ(none.message, "this server keeps no background jobs");

@@ -32,6 +32,8 @@ std::string sha256Hex(const std::string& bytes) {
 void JobsApi::open(ExecutionEnvironment& env, const std::string& image_digest,
                    const std::string& store_dir) {
   settings_.service_token = kToken;
+  // Room to extend an environment past its 30 minutes.
+  settings_.environment_hard_cap = std::chrono::hours(1);
   repository_ = std::make_shared<artifacts::MemoryArtifactRepository>();
   auto store = artifacts::FilesystemArtifactStore::create(
       sys::UniqueFd(::open(store_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)), repository_);
@@ -276,6 +278,26 @@ void expectDestroyingTheEnvironmentMidJobLeavesNothing(
   EXPECT_EQ(leftovers(api.id), 0) << "something of the environment outlived its destroy";
 }
 
+void expectAnExtensionMovesTheJobsDeadlines(JobsApi& api) {
+  auto session = api.startJob({{"argv", {"sleep", "600"}}, {"wall_ms", 0}});
+  ASSERT_TRUE(session.is_object());
+  const std::string job_id = session["job_id"];
+  const std::string before = api.poll(job_id)["deadline"];
+  auto extended = api.call("POST", api.base + "/extend", R"({"seconds": 3000})");
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  const std::string expires_at = json::parse(extended.body)["expires_at"];
+  EXPECT_GT(expires_at, before);  // both ISO 8601 UTC, milliseconds: text order is time order
+  // A job for the environment's life now ends at the new expiry ...
+  EXPECT_EQ(api.poll(job_id)["deadline"], expires_at);
+  // ... and a job started afterwards gets the wall the old expiry would
+  // have cut to under 30 minutes.
+  auto later = api.startJob({{"argv", {"true"}}, {"wall_ms", 45 * 60 * 1000}});
+  ASSERT_TRUE(later.is_object());
+  EXPECT_EQ(later["wall_ms"], 45 * 60 * 1000) << later.dump();
+  EXPECT_EQ(api.call("POST", api.base + "/jobs/" + job_id + "/kill").status, 204);
+  EXPECT_EQ(api.pollUntilSettled(job_id)["kill_reason"], "requested");
+}
+
 void expectAJobIsKilledAtItsDeadline(JobsApi& api) {
   auto started =
       api.startJob({{"argv", {"sh", "-c", "echo before; exec sleep 600"}}, {"wall_ms", 500}});
@@ -309,7 +331,8 @@ void expectTheToolsDriveTheSameJobs(JobsApi& api) {
   EXPECT_EQ(polled["stdout"]["data"], "from-http\n") << polled.dump();
 
   auto mine =
-      tool("job_start", {{"command", {"sh", "-c", "read x; echo tool-$x; exec sleep 600"}}});
+      tool("job_start", {{"command", {"sh", "-c", "read x; echo $GREETING-$x; exec sleep 600"}},
+                         {"env", {{"GREETING", "tool"}}}});
   ASSERT_TRUE(mine.is_object());
   const std::string tool_job = mine["job_id"];
   EXPECT_NE(tool_job, http_job);

@@ -74,6 +74,10 @@ void expectAServerJobServesAClientAndIsKilled(JobsApi& api);
 // artifact holds every byte, with its digest.
 void expectTheSpillHoldsTheWholeOutput(JobsApi& api);
 
+// An extension of the environment moves the deadline of a job for its life
+// and the room a later job is granted.
+void expectAnExtensionMovesTheJobsDeadlines(JobsApi& api);
+
 // Destroying the environment mid-job kills the job: afterwards its routes
 // are 404 and `leftovers` (the mechanism's count of what of the
 // environment is left on the host: processes, cgroups, mounts) is 0. It

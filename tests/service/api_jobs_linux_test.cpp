@@ -71,6 +71,10 @@ TEST_F(ApiJobsLinuxTest, DestroyingTheEnvironmentMidJobLeavesNothing) {
   expectDestroyingTheEnvironmentMidJobLeavesNothing(api_, leftoversOf);
 }
 
+TEST_F(ApiJobsLinuxTest, AnExtensionMovesTheJobsDeadlines) {
+  expectAnExtensionMovesTheJobsDeadlines(api_);
+}
+
 TEST_F(ApiJobsLinuxTest, AJobIsKilledAtItsDeadline) {
   expectAJobIsKilledAtItsDeadline(api_);
 }

@@ -23,7 +23,9 @@ struct EnvironmentJobs::Job {
   std::unique_ptr<SideProcess> proc;
   JobSpillSettings spill_settings;
   std::uint64_t wall_ms = 0;
-  Timestamp deadline;
+  // start + the wall asked for, fixed at start; the epoch for a job that
+  // lives as long as its environment.
+  Timestamp own_deadline;
   // Orders sends (one write to proc's stdin at a time). Never held with
   // `mu`: the pump takes `mu` for every chunk of output, and a send that
   // waited for room in stdin under `mu` would stop the very reads that let
@@ -67,13 +69,22 @@ JobStreamSlice sliceSince(const Job::Stream& s, std::uint64_t cursor) {
   return slice;
 }
 
-JobSnapshot snapshotOf(const Job& job, std::optional<std::pair<std::uint64_t, std::uint64_t>> since)
-    REQUIRES(job.mu) {
+// When a job ends at the latest: its own deadline or its environment's
+// expiry (the epoch: none), whichever comes first.
+Timestamp endOf(Timestamp own_deadline, Timestamp expires_at) {
+  const Timestamp none{};
+  if (own_deadline == none) return expires_at;
+  if (expires_at == none) return own_deadline;
+  return std::min(own_deadline, expires_at);
+}
+
+JobSnapshot snapshotOf(const Job& job, std::optional<std::pair<std::uint64_t, std::uint64_t>> since,
+                       Timestamp expires_at) REQUIRES(job.mu) {
   JobSnapshot s;
   s.job_id = job.id;
   s.argv = job.argv;
   s.wall_ms = job.wall_ms;
-  s.deadline = job.deadline;
+  s.deadline = endOf(job.own_deadline, expires_at);
   s.kill_reason = job.kill_reason;
   s.state = !job.status                               ? JobState::kRunning
             : job.kill_reason != JobKillReason::kNone ? JobState::kKilled
@@ -99,6 +110,7 @@ EnvironmentJobs::EnvironmentJobs(ExecutionEnvironment& env, EnvironmentHandle ha
                                  JobSettings settings, std::function<Timestamp()> clock)
     : env_(env),
       handle_(std::move(handle)),
+      expires_ms_(handle_.expires_at.time_since_epoch().count()),
       settings_(settings),
       clock_(std::move(clock)),
       stop_(::eventfd(0, EFD_CLOEXEC)) {
@@ -133,22 +145,31 @@ void EnvironmentJobs::close() noexcept {
   }
 }
 
+Timestamp EnvironmentJobs::expiresAt() const {
+  return Timestamp(std::chrono::milliseconds(expires_ms_.load()));
+}
+
+void EnvironmentJobs::setExpiresAt(Timestamp expires_at) {
+  expires_ms_.store(expires_at.time_since_epoch().count());
+}
+
 Result<JobStarted> EnvironmentJobs::grant(const std::optional<std::uint64_t>& wall_ms) const {
   const Timestamp now = clock_();
-  // A handle without expires_at (the epoch) clamps nothing.
-  const bool expires = handle_.expires_at.time_since_epoch().count() > 0;
+  // An environment without expires_at (the epoch) clamps nothing.
+  const Timestamp expires_at = expiresAt();
+  const bool expires = expires_at.time_since_epoch().count() > 0;
   const std::uint64_t asked = wall_ms.value_or(settings_.default_wall_ms);
   JobStarted granted;
   if (asked == 0) {
     if (!settings_.allow_session_lifetime)
       return fail(ErrorCode::kExecutionRejected,
                   "wall_ms 0 (a job for the environment's whole life) is not allowed here");
-    granted.deadline = handle_.expires_at;  // the epoch: none
+    granted.deadline = expires_at;  // the epoch: none
     return granted;
   }
   granted.wall_ms = asked;
   if (expires) {
-    const auto left = std::max(handle_.expires_at - now, std::chrono::milliseconds(0));
+    const auto left = std::max(expires_at - now, std::chrono::milliseconds(0));
     granted.wall_ms = std::min<std::uint64_t>(asked, static_cast<std::uint64_t>(left.count()));
   }
   granted.deadline = now + std::chrono::milliseconds(granted.wall_ms);
@@ -182,10 +203,14 @@ Result<JobStarted> EnvironmentJobs::start(const JobStartRequest& request) {
   job->proc = std::move(*proc);
   job->spill_settings = request.spill;
   job->wall_ms = granted->wall_ms;
-  job->deadline = granted->deadline;
+  // The pump ends the job at its own deadline (start + the wall asked for,
+  // unclamped); the environment's expiry ends it by destroying the
+  // environment, so an extended environment keeps its jobs.
   std::optional<Steady::time_point> steady_deadline;
-  if (granted->deadline.time_since_epoch().count() > 0)
-    steady_deadline = Steady::now() + (granted->deadline - clock_());
+  if (const std::uint64_t asked = request.wall_ms.value_or(settings_.default_wall_ms); asked > 0) {
+    job->own_deadline = clock_() + std::chrono::milliseconds(asked);
+    steady_deadline = Steady::now() + std::chrono::milliseconds(asked);
+  }
   MutexLock lk(mu_);
   if (closed_) {  // closed while it started: it dies here
     job->proc->killGroup();
@@ -310,7 +335,7 @@ Result<JobSnapshot> EnvironmentJobs::poll(const JobPollRequest& request) {
       j.cv.waitUntil(j.mu, std::min(until, Steady::now() + std::chrono::milliseconds(50)));
     }
   }
-  return snapshotOf(j, std::pair(request.stdout_cursor, request.stderr_cursor));
+  return snapshotOf(j, std::pair(request.stdout_cursor, request.stderr_cursor), expiresAt());
 }
 
 Result<void> EnvironmentJobs::send(const std::string& job_id, std::string_view bytes, bool last,
@@ -356,7 +381,7 @@ std::vector<JobSnapshot> EnvironmentJobs::list() {
   std::vector<JobSnapshot> out;
   for (auto& job : jobs) {
     MutexLock lk(job->mu);
-    out.push_back(snapshotOf(*job, std::nullopt));
+    out.push_back(snapshotOf(*job, std::nullopt, expiresAt()));
   }
   return out;
 }

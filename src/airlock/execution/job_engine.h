@@ -52,6 +52,11 @@ class EnvironmentJobs {
   // start is refused (ExecutionRejected). Idempotent.
   void close() noexcept;
 
+  // The environment's expiry as the jobs see it: a job started after an
+  // extension is clamped to the new one, and the deadline a poll or list
+  // reports is the earlier of the job's own and this.
+  void setExpiresAt(Timestamp expires_at);
+
   struct Job;
 
  private:
@@ -59,10 +64,12 @@ class EnvironmentJobs {
   // The deadline of a job asking for `wall_ms`, or the refusal.
   Result<JobStarted> grant(const std::optional<std::uint64_t>& wall_ms) const;
   void pump(Job& job, std::optional<std::chrono::steady_clock::time_point> deadline);
+  Timestamp expiresAt() const;
   void forgetOldJobs() REQUIRES(mu_);
 
   ExecutionEnvironment& env_;
   const EnvironmentHandle handle_;
+  std::atomic<std::int64_t> expires_ms_;  // Unix milliseconds; 0: none
   const JobSettings settings_;
   std::function<Timestamp()> clock_;
   sys::UniqueFd stop_;  // eventfd: readable once closing

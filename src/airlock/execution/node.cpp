@@ -103,6 +103,8 @@ Result<EnvironmentHandle> LocalNode::extend(const EnvironmentHandle& handle, Tim
   if (!extended) return extended;
   std::lock_guard lk(mu_);
   if (auto it = live_.find(handle.environment_id); it != live_.end()) it->second.handle = *extended;
+  if (auto it = jobs_.find(handle.environment_id); it != jobs_.end())
+    it->second->setExpiresAt(extended->expires_at);
   return extended;
 }
 

@@ -89,8 +89,10 @@ struct JobStartRequest {
   // with_stdin is forced on: a job's input is fed with sendJobInput.
   SideCommand command;
   // The job's wall-clock budget, fixed at start and never renewed; at its
-  // end the job's process group is killed (kill reason "deadline"). Always
-  // clamped to the environment's expires_at. nullopt: the node's default
+  // end the job's process group is killed (kill reason "deadline"). It
+  // never outlives its environment: at the environment's expires_at (which
+  // an extension moves) the job dies with it (kill reason
+  // "environment_destroyed"). nullopt: the node's default
   // (JobSettings::default_wall_ms). 0: for the environment's whole life
   // ("session lifetime"), refused (ExecutionRejected) where the node does
   // not allow it (JobSettings::allow_session_lifetime).
@@ -100,10 +102,13 @@ struct JobStartRequest {
 
 struct JobStarted {
   std::string job_id;  // "job-N", unique within the environment
-  // What was granted after the clamp to expires_at; 0 for a session-lifetime
-  // job (its deadline is then the environment's expires_at).
+  // What was granted: the wall asked for, cut to what was left before the
+  // environment's expires_at at start; 0 for a session-lifetime job.
   std::uint64_t wall_ms = 0;
-  Timestamp deadline;  // wall clock, milliseconds
+  // Wall clock, milliseconds: the earlier of the job's own deadline and the
+  // environment's expires_at (a poll or a listing reports it again as of
+  // then, after any extension).
+  Timestamp deadline;
 };
 
 enum class JobState { kRunning, kExited, kKilled };
@@ -216,8 +221,8 @@ class JobPort {
 
 // What a node allows its jobs (an operator's choice; docs/serve.md "Jobs").
 struct JobSettings {
-  // A job started without wall_ms runs at most this long (30 minutes),
-  // clamped to the environment's expires_at like every job.
+  // A job started without wall_ms runs at most this long (30 minutes), and
+  // never past its environment's life, like every job.
   std::uint64_t default_wall_ms = 30 * 60 * 1000;
   // Whether wall_ms 0 (the environment's whole life) is granted. Allowed by
   // default: such a job still ends at the environment's expires_at.

@@ -72,13 +72,16 @@ ToolResult jobStart(const json& arguments, ToolContext& context) {
   auto checked = detail::workspacePath("working_directory", *wd, true);
   if (!checked) return tl::unexpected(checked.error());
   request.command.working_directory = *checked;
+  auto env = detail::envAdditions(arguments);
+  if (!env) return tl::unexpected(env.error());
+  request.command.env_additions = std::move(*env);
   if (detail::member(arguments, "wall_ms") != nullptr) {
     auto wall = count(arguments, "wall_ms", 0, ~std::uint64_t{0});
     if (!wall) return tl::unexpected(wall.error());
     request.wall_ms = *wall;
   }
   if (auto known =
-          detail::onlyKnownArguments(arguments, {"command", "working_directory", "wall_ms"});
+          detail::onlyKnownArguments(arguments, {"command", "working_directory", "env", "wall_ms"});
       !known)
     return tl::unexpected(known.error());
   request.spill = context.job_spill;
@@ -228,6 +231,12 @@ void addJobTools(ToolRegistry& registry) {
       objectSchema(
           {{"command", {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}}},
            {"working_directory", {{"type", "string"}, {"default", "."}}},
+           {"env",
+            {{"type", "object"},
+             {"additionalProperties", {{"type", "string"}}},
+             {"description",
+              "Environment variables for this job only, e.g. {\"PORT\": \"8000\"}; credential "
+              "names and names the sandbox sets itself (PATH, HOME, ...) are refused."}}},
            {"wall_ms", {{"type", "integer"}, {"minimum", 0}}}},
           json::array({"command"})),
       jobOutputSchema(), /*read_only=*/false, /*idempotent=*/false, &jobStart});

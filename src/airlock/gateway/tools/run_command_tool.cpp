@@ -114,22 +114,6 @@ tl::expected<std::optional<std::chrono::seconds>, ToolFailure> parseTimeout(
 
 // `env`: variables for this command only, each by the tier rules of a
 // sandbox's environment (checkAddedVariable). Absent: none.
-tl::expected<std::map<std::string, std::string>, ToolFailure> parseEnv(const json& arguments) {
-  std::map<std::string, std::string> env;
-  const json* value = detail::member(arguments, "env");
-  if (value == nullptr || value->is_null()) return env;
-  if (!value->is_object())
-    return invalidArgument("env", "env must be an object of strings like {\"DEBUG\": \"1\"}");
-  for (const auto& [name, v] : value->items()) {
-    if (!v.is_string())
-      return invalidArgument("env", "env value of " + quoteForMessage(name) + " must be a string");
-    if (auto ok = checkAddedVariable("env", name, v.get_ref<const std::string&>()); !ok)
-      return invalidArgument("env", ok.error().context);
-    env.emplace(name, v.get<std::string>());
-  }
-  return env;
-}
-
 // TOOL_OUTPUT artifact of one whole stream, for the truncation path.
 json exportStream(ToolContext& context, std::string_view stream_name, std::string_view bytes,
                   std::vector<std::string>& warnings) {
@@ -259,7 +243,7 @@ tl::expected<ExecutionCommand, ToolFailure> planRunCommand(const json& arguments
   command.timeout_seconds = effective->count();
 
   // Beyond the spec: variables for this command only.
-  auto env = parseEnv(arguments);
+  auto env = detail::envAdditions(arguments);
   if (!env) return tl::unexpected(env.error());
   command.env_additions = std::move(*env);
 

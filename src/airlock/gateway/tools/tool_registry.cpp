@@ -1,6 +1,8 @@
 #include "airlock/gateway/tools/tool_registry.h"
 
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "airlock/gateway/tools/builtin_tools.h"
 #include "airlock/gateway/tools/job_tools.h"
@@ -26,6 +28,22 @@ const Tool* ToolRegistry::find(std::string_view name) const noexcept {
   }
   return nullptr;
 }
+
+namespace {
+
+// The first member of `arguments` that `schema` does not declare, when the
+// schema allows no others; nullopt otherwise.
+std::optional<std::string> unknownArgument(const json& schema, const json& arguments) {
+  if (!arguments.is_object() || !schema.is_object()) return std::nullopt;
+  if (schema.value("additionalProperties", true) != false) return std::nullopt;
+  const json properties = schema.value("properties", json::object());
+  for (const auto& [key, value] : arguments.items()) {
+    if (!properties.contains(key)) return key;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 ToolResult ToolRegistry::call(std::string_view name, const json& arguments,
                               ToolContext& context) const noexcept {
@@ -53,7 +71,19 @@ ToolResult ToolRegistry::call(std::string_view name, const json& arguments,
                       {},
                       "the environment does not belong to this call's tenant and run"});
     }
-    return tool->call(arguments, context);
+    auto result = tool->call(arguments, context);
+    if (!result && result.error().isValidation()) {
+      // A tool checks its arguments in the spec's order, unknown names last;
+      // when an earlier check fails, a misspelt name (argv for command) is
+      // the likelier mistake, so the answer names it too.
+      if (auto unknown = unknownArgument(tool->input_schema, arguments);
+          unknown && result.error().argument != *unknown) {
+        result.error().message +=
+            " (" + json(*unknown).dump(-1, ' ', false, json::error_handler_t::replace) +
+            " is not an argument of this tool)";
+      }
+    }
+    return result;
   } catch (const std::exception& e) {
     return tl::unexpected<ToolFailure>(
         ToolFailure{ErrorCode::kExecutionUnavailable,

@@ -4,6 +4,7 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 
 namespace airlock::gateway::detail {
 
@@ -107,8 +108,9 @@ tl::expected<void, ToolFailure> onlyKnownArguments(
                          std::none_of(key.begin(), key.end(),
                                       [](char c) { return static_cast<unsigned char>(c) < 0x20; });
       const std::string argument = plain ? key : quoteArg(key);
-      return invalidArgument(
-          argument, argument + " is not an argument of this tool; its arguments are " + names);
+      return invalidArgument(argument, argument + " is not an argument of this tool; " +
+                                           (names.empty() ? std::string("it takes none")
+                                                          : "its arguments are " + names));
     }
   }
   return {};
@@ -116,6 +118,23 @@ tl::expected<void, ToolFailure> onlyKnownArguments(
 
 std::string quoteArg(std::string_view text) {
   return quoteForMessage(text, 120);
+}
+
+tl::expected<std::map<std::string, std::string>, ToolFailure> envAdditions(
+    const nlohmann::json& arguments) {
+  std::map<std::string, std::string> env;
+  const nlohmann::json* value = detail::member(arguments, "env");
+  if (value == nullptr || value->is_null()) return env;
+  if (!value->is_object())
+    return invalidArgument("env", "env must be an object of strings like {\"DEBUG\": \"1\"}");
+  for (const auto& [name, v] : value->items()) {
+    if (!v.is_string())
+      return invalidArgument("env", "env value of " + quoteForMessage(name) + " must be a string");
+    if (auto ok = checkAddedVariable("env", name, v.get_ref<const std::string&>()); !ok)
+      return invalidArgument("env", ok.error().context);
+    env.emplace(name, v.get<std::string>());
+  }
+  return env;
 }
 
 }  // namespace airlock::gateway::detail

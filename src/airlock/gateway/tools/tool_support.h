@@ -1,6 +1,7 @@
 // Helpers shared by the built-in tools (internal to gateway/tools).
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -42,5 +43,11 @@ tl::expected<void, ToolFailure> onlyKnownArguments(const nlohmann::json& argumen
 
 // A JSON-quoted rendering of untrusted text for messages (bounded).
 std::string quoteArg(std::string_view text);
+
+// The `env` argument: variables added for one command or job ({name:
+// string}), each checked by the tier rules (core/environment_tiers.h); an
+// absent or null env is empty. ToolValidationError naming the problem.
+tl::expected<std::map<std::string, std::string>, ToolFailure> envAdditions(
+    const nlohmann::json& arguments);
 
 }  // namespace airlock::gateway::detail
