@@ -164,7 +164,7 @@ def main():
   EXPECT_LE(cat["wall_ms"], 30 * 60 * 1000) << cat.dump();
   EXPECT_GT(cat["wall_ms"], 29 * 60 * 1000) << cat.dump();
   auto fed = api.program("from airlock_cap import job, Job\ndef main():\n    j = Job('" + cat_id +
-                         "')\n    job.send_last(j, 'ping\\n')\n    st = job.wait(j)\n"
+                         "')\n    job.send_last(j.job_id, 'ping\\n')\n    st = job.wait(j)\n"
                          "    out = st.stdout\n    while st.pending:\n"
                          "        st = job.wait(j)\n        out += st.stdout\n"
                          "    return {'out': out, 'exit': st.exit_code}\n");

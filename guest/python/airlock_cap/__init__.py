@@ -514,6 +514,22 @@ def _spill(v: Any) -> Optional[Spill]:
     return Spill(_spilled_stream(v["stdout"]), _spilled_stream(v["stderr"]))
 
 
+JobRef = Union[Job, str, Dict[str, Any]]
+
+
+def _job(j: JobRef) -> Job:
+    """A Job from a Job (its cursors are followed), a job id, or a row of
+    job.list() (both read from the start of each stream)."""
+    if isinstance(j, Job):
+        return j
+    if isinstance(j, str):
+        return Job(j)
+    if isinstance(j, dict) and isinstance(j.get("job_id"), str):
+        return Job(j["job_id"])
+    raise TypeError("a job is a Job, a job id (str) or a row of job.list(), not "
+                    + type(j).__name__)
+
+
 class job:  # noqa: N801
     @staticmethod
     def start(argv: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
@@ -544,31 +560,35 @@ class job:  # noqa: N801
                         out["dropped"], err["dropped"], _spill(r.get("spill")), r.get("kill_reason"))
 
     @staticmethod
-    def poll(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> JobState:
-        """Output since the job's cursors (which move past it), and its state."""
+    def poll(j: JobRef, deadline_ms: int = DEFAULT_DEADLINE_MS) -> JobState:
+        """Output since the job's cursors (which move past it), and its state.
+        A job id (say from an earlier program) reads from the start."""
+        j = _job(j)
         r = call("job.poll", {"job_id": j.job_id, "stdout_cursor": j.stdout_cursor,
                               "stderr_cursor": j.stderr_cursor}, deadline_ms)
         return job._state(j, r)
 
     @staticmethod
-    def wait(j: Job, timeout_ms: int = 30_000, deadline_ms: Optional[int] = None) -> JobState:
+    def wait(j: JobRef, timeout_ms: int = 30_000, deadline_ms: Optional[int] = None) -> JobState:
         """Blocks until a cursor moves, the job ends, or timeout_ms passes."""
+        j = _job(j)
         r = call("job.wait", {"job_id": j.job_id, "stdout_cursor": j.stdout_cursor,
                               "stderr_cursor": j.stderr_cursor, "timeout_ms": timeout_ms},
                  deadline_ms if deadline_ms is not None else timeout_ms + 5_000)
         return job._state(j, r)
 
     @staticmethod
-    def send(j: Job, data: Union[str, bytes], deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
-        call("job.send", {"job_id": j.job_id, "data": data}, deadline_ms)
+    def send(j: JobRef, data: Union[str, bytes], deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.send", {"job_id": _job(j).job_id, "data": data}, deadline_ms)
 
     @staticmethod
-    def send_last(j: Job, data: Union[str, bytes] = b"", deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
-        call("job.send_last", {"job_id": j.job_id, "data": data}, deadline_ms)
+    def send_last(j: JobRef, data: Union[str, bytes] = b"",
+                  deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.send_last", {"job_id": _job(j).job_id, "data": data}, deadline_ms)
 
     @staticmethod
-    def kill(j: Job, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
-        call("job.kill", {"job_id": j.job_id}, deadline_ms)
+    def kill(j: JobRef, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        call("job.kill", {"job_id": _job(j).job_id}, deadline_ms)
 
     @staticmethod
     def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:

@@ -126,6 +126,16 @@ class JobSpillTest(unittest.TestCase):
                                                             "text/plain; charset=utf-8", digest, 7, False, 0))
         self.assertEqual(st.spill.stderr, "no artifact store is configured for job output")
 
+    def test_a_job_is_named_by_a_job_an_id_or_a_listing_row(self):
+        j = cap.Job("job-3", 5, 2)
+        self.assertIs(cap._job(j), j)
+        self.assertEqual(cap._job("job-4"), cap.Job("job-4"))
+        self.assertEqual(cap._job({"job_id": "job-5", "state": "running"}), cap.Job("job-5"))
+        with self.assertRaisesRegex(TypeError, "a job is a Job, a job id"):
+            cap._job(7)
+        with self.assertRaises(TypeError):
+            cap._job({"state": "running"})
+
     def test_an_empty_stream_has_no_artifact(self):
         empty = {"artifact_id": None, "media_type": None,
                  "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
