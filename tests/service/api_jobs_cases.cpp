@@ -374,6 +374,11 @@ void expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(JobsApi& api) {
   bad = api.call("POST", api.base + "/jobs", R"({"argv": ["true"], "wall_ms": -1})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("wall_ms"), std::string::npos) << bad.body;
+  // The same rules and words as execute's env: a credential never enters.
+  bad = api.call("POST", api.base + "/jobs", R"({"argv": ["true"], "env": {"GITHUB_TOKEN": "x"}})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("GITHUB_TOKEN"), std::string::npos) << bad.body;
+  EXPECT_NE(bad.body.find("credential"), std::string::npos) << bad.body;
   bad = api.call("POST", api.base + "/jobs", R"({"argv": ["true"], "stdin": "x"})");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("stdin"), std::string::npos) << bad.body;

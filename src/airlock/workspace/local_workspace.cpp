@@ -420,7 +420,8 @@ class LocalWorkspace final : public LocalWorkspaceHandle {
 
   static tl::unexpected<Error> dirError(const std::string& rel, const Error& e) {
     if (e.code == ErrorCode::kNotFound && e.sys_errno == ENOTDIR) {
-      return fail(ErrorCode::kToolValidationError, quoted(rel) + " exists and is not a directory");
+      return fail(ErrorCode::kToolValidationError,
+                  "a part of " + quoted(rel) + " before its end exists and is not a directory");
     }
     return tl::unexpected(e);
   }

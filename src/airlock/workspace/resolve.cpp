@@ -36,8 +36,11 @@ std::string quoted(std::string_view path) {
 tl::unexpected<Error> lookupError(const std::string& relative, int err) {
   switch (err) {
     case EXDEV:
-      return failErrno(ErrorCode::kWorkspaceEscape,
-                       "path " + quoted(relative) + " escapes the workspace", err);
+      // No errno text: "Invalid cross-device link" would mislead.
+      return fail(ErrorCode::kWorkspaceEscape,
+                  "path " + quoted(relative) +
+                      " escapes the workspace (it is absolute, or a symlink or .. in it leads "
+                      "outside)");
     case ELOOP:
       // O_NOFOLLOW on a final symlink, a magic link, or a symlink loop.
       return failErrno(

@@ -108,12 +108,10 @@ std::optional<Refusal> parseEnv(const Value& args, SideCommand& command) {
   if (env == nullptr || env->isNil()) return std::nullopt;
   if (env->asMap() == nullptr) return badRequest("args.env must be a map of strings");
   for (const auto& [k, v] : *env->asMap()) {
-    if (!isValidEnvName(k)) return badRequest("args.env has an invalid name");
-    if (isTier0Name(k) || isTier2Name(k))
-      return badRequest("args.env may not set " + k + " (reserved)");
     const std::string* s = v.asString();
-    if (s == nullptr || s->find('\0') != std::string::npos)
-      return badRequest("args.env." + k + " must be a string without NUL bytes");
+    if (s == nullptr)
+      return badRequest("args.env value of " + quoteForMessage(k) + " must be a string");
+    if (auto ok = checkAddedVariable("args.env", k, *s); !ok) return badRequest(ok.error().context);
     command.env_additions[k] = *s;
   }
   return std::nullopt;

@@ -43,11 +43,11 @@ Result<JobStartRequest> startFrom(const json& body) {
   if (auto env = body.find("env"); env != body.end() && !env->is_null()) {
     if (!env->is_object()) return tl::unexpected(badRequest("env must be an object of strings"));
     for (const auto& [k, v] : env->items()) {
-      if (!isValidEnvName(k)) return tl::unexpected(badRequest("env has an invalid name"));
-      if (isTier0Name(k) || isTier2Name(k))
-        return tl::unexpected(badRequest("env may not set " + k + " (reserved)"));
-      if (!v.is_string() || v.get_ref<const std::string&>().find('\0') != std::string::npos)
-        return tl::unexpected(badRequest("env." + k + " must be a string without NUL bytes"));
+      if (!v.is_string())
+        return tl::unexpected(
+            badRequest("env value of " + quoteForMessage(k) + " must be a string"));
+      if (auto ok = checkAddedVariable("env", k, v.get_ref<const std::string&>()); !ok)
+        return tl::unexpected(badRequest(ok.error().context));
       r.command.env_additions[k] = v.get<std::string>();
     }
   }
