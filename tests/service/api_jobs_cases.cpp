@@ -261,7 +261,8 @@ void expectTheSpillHoldsTheWholeOutput(JobsApi& api) {
 }
 
 void expectDestroyingTheEnvironmentMidJobLeavesNothing(
-    JobsApi& api, const std::function<int(const std::string&)>& leftovers) {
+    JobsApi& api, const std::function<int(const std::string&)>& leftovers,
+    const std::function<int(const std::string&)>& leftovers_once_torn_down) {
   auto started = api.startJob(
       {{"argv", {"sh", "-c", "sleep 987 & sleep 988 & echo up; wait"}}, {"wall_ms", 0}});
   ASSERT_TRUE(started.is_object());
@@ -275,7 +276,8 @@ void expectDestroyingTheEnvironmentMidJobLeavesNothing(
   EXPECT_EQ(api.call("DELETE", api.base).status, 204);
   EXPECT_EQ(api.call("GET", api.base + "/jobs").status, 404);
   EXPECT_EQ(api.call("GET", api.base + "/jobs/" + job_id).status, 404);
-  EXPECT_EQ(leftovers(api.id), 0) << "something of the environment outlived its destroy";
+  EXPECT_EQ(leftovers_once_torn_down(api.id), 0)
+      << "something of the environment outlived its destroy";
 }
 
 void expectAnExtensionMovesTheJobsDeadlines(JobsApi& api) {

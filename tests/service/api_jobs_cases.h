@@ -81,9 +81,14 @@ void expectAnExtensionMovesTheJobsDeadlines(JobsApi& api);
 // Destroying the environment mid-job kills the job: afterwards its routes
 // are 404 and `leftovers` (the mechanism's count of what of the
 // environment is left on the host: processes, cgroups, mounts) is 0. It
-// must be above 0 while the job runs.
+// must be above 0 while the job runs. `leftovers_once_torn_down` counts
+// the same after the destroy, once the mechanism has finished what it does
+// in the background (gvisor reaps and unmounts on a teardown worker after
+// destroy returns); for a mechanism that does it all in destroy it is
+// `leftovers`.
 void expectDestroyingTheEnvironmentMidJobLeavesNothing(
-    JobsApi& api, const std::function<int(const std::string& environment_id)>& leftovers);
+    JobsApi& api, const std::function<int(const std::string& environment_id)>& leftovers,
+    const std::function<int(const std::string& environment_id)>& leftovers_once_torn_down);
 
 // A job past its wall_ms is killed (kill_reason "deadline") and its output
 // up to then is still spilled.

@@ -59,8 +59,15 @@ TEST_F(ApiJobsGvisorTest, TheSpillHoldsTheWholeOutput) {
 }
 
 TEST_F(ApiJobsGvisorTest, DestroyingTheEnvironmentMidJobLeavesNothing) {
+  // The adapter's destructor waits for its teardown worker; the node then
+  // holds no environment of it (the destroy removed the only one), so
+  // nothing reaches the adapter afterwards.
   expectDestroyingTheEnvironmentMidJobLeavesNothing(
-      api_, [this](const std::string& id) { return leftoversOf(id); });
+      api_, [this](const std::string& id) { return leftoversOf(id); },
+      [this](const std::string& id) {
+        env_.reset();
+        return leftoversOf(id);
+      });
 }
 
 TEST_F(ApiJobsGvisorTest, AJobIsKilledAtItsDeadline) {

@@ -68,7 +68,7 @@ TEST_F(ApiJobsLinuxTest, TheSpillHoldsTheWholeOutput) {
 }
 
 TEST_F(ApiJobsLinuxTest, DestroyingTheEnvironmentMidJobLeavesNothing) {
-  expectDestroyingTheEnvironmentMidJobLeavesNothing(api_, leftoversOf);
+  expectDestroyingTheEnvironmentMidJobLeavesNothing(api_, leftoversOf, leftoversOf);
 }
 
 TEST_F(ApiJobsLinuxTest, AnExtensionMovesTheJobsDeadlines) {

@@ -100,8 +100,11 @@ TEST_F(ServeGvisor, AClientThatLeavesAndTheCancelRouteEndCommandsAsCancelled) {
         R"({"argv": ["sh", "-c", "echo partial; touch started; exec sleep 600"], "timeout_seconds": 600, "execution_id": "exec-1"})",
         kToken, 120);
   });
+  // Until the command has started (gvisor under load can take seconds),
+  // bounded by time, not by a count of requests.
   HttpReply seen;
-  for (int i = 0; i < 2000 && seen.status != 200; ++i)
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (seen.status != 200 && std::chrono::steady_clock::now() < until)
     seen = serve.request("GET", base + "/files?path=started", "", kToken);
   ASSERT_EQ(seen.status, 200) << "the command never started";
   EXPECT_EQ(serve.request("POST", base + "/executions/exec-1/cancel", "", kToken).status, 204);

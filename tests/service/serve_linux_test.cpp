@@ -99,8 +99,9 @@ TEST_F(ServeLinux, TheCancelRouteEndsARunningCommandWithItsPartialOutput) {
   auto running = std::async(std::launch::async, [&] {
     return serve.request("POST", base + "/execute", cmd.dump(), kToken, 120);
   });
-  HttpReply seen;
-  for (int i = 0; i < 2000 && seen.status != 200; ++i)
+  HttpReply seen;  // until the command has started: bounded by time, not a count
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       seen.status != 200 && std::chrono::steady_clock::now() < until;)
     seen = serve.request("GET", base + "/files?path=started", "", kToken);
   ASSERT_EQ(seen.status, 200) << "the command never started";
   auto cancelled = serve.request("POST", base + "/executions/exec-1/cancel", "", kToken);
@@ -134,8 +135,9 @@ TEST_F(ServeLinux, ABusyOrAbandonedExecuteLeavesTheEnvironmentAlive) {
       R"({"argv": ["sh", "-c", "touch started; while [ ! -e go ]; do sleep 0.05; done"], "timeout_seconds": 60})",
       kToken, 1);
   EXPECT_EQ(abandoned.status, 0) << abandoned.body;
-  HttpReply seen;
-  for (int i = 0; i < 2000 && seen.status != 200; ++i)
+  HttpReply seen;  // until the command has started: bounded by time, not a count
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       seen.status != 200 && std::chrono::steady_clock::now() < until;)
     seen = serve.request("GET", base + "/files?path=started", "", kToken);
   ASSERT_EQ(seen.status, 200) << "the command never started";
 
@@ -149,7 +151,8 @@ TEST_F(ServeLinux, ABusyOrAbandonedExecuteLeavesTheEnvironmentAlive) {
   // Let the abandoned command end; the environment takes the next one.
   ASSERT_EQ(serve.request("PUT", base + "/files?path=go", "", kToken).status, 204);
   HttpReply next;
-  for (int i = 0; i < 2000; ++i) {
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       std::chrono::steady_clock::now() < until;) {
     next = serve.request("POST", base + "/execute", R"({"argv": ["cat", "keep.txt"]})", kToken);
     if (next.status != 409) break;
   }
