@@ -1,6 +1,9 @@
 // The request-body helpers the API's route files share (body.h).
 #include "airlock/gateway/api/body.h"
 
+#include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/ids.h"
 #include "airlock/core/json.h"
 #include "airlock/core/limits_defaults.h"
@@ -80,6 +83,37 @@ Result<void> limitsInto(const json& body, ExecutionCommand& c) {
                                      std::to_string(kMaxOutputCeiling)));
   c.maximum_output_bytes = *cap;
   return {};
+}
+
+Result<std::vector<std::string>> argvFrom(const json& body) {
+  auto argv = body.find("argv");
+  if (argv == body.end() || !argv->is_array() || argv->empty())
+    return tl::unexpected(badRequest("argv is required and must be a non-empty array of strings"));
+  std::vector<std::string> out;
+  for (const auto& a : *argv) {
+    if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
+    out.push_back(a.get<std::string>());
+  }
+  if (auto problem = shellStringProblem(out, ArgvSpelling::kJson))
+    return tl::unexpected(badRequest(*problem));
+  return out;
+}
+
+Result<std::map<std::string, std::string>> envAdditionsFrom(const json& body) {
+  std::map<std::string, std::string> out;
+  auto env = body.find("env");
+  if (env == body.end() || env->is_null()) return out;
+  if (!env->is_object())
+    return tl::unexpected(badRequest("env must be an object of strings: {\"NAME\": \"value\"}"));
+  for (const auto& [name, value] : env->items()) {
+    if (!value.is_string())
+      return tl::unexpected(
+          badRequest("env value of " + quoteForMessage(name) + " must be a string"));
+    if (auto ok = checkAddedVariable("env", name, value.get_ref<const std::string&>()); !ok)
+      return tl::unexpected(badRequest(ok.error().context));
+    out.emplace(name, value.get<std::string>());
+  }
+  return out;
 }
 
 }  // namespace airlock::gateway

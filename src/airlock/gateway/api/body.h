@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
@@ -45,5 +47,12 @@ Result<std::int64_t> wholeNumber(const nlohmann::json& body, const char* field,
 // maximum_output_bytes?) into `c`, with the execute route's defaults and
 // caps; other keys are not looked at.
 Result<void> limitsInto(const nlohmann::json& body, ExecutionCommand& c);
+// `argv` of a command or job body: a non-empty array of strings that is not
+// a whole shell line in one element (shellStringProblem).
+Result<std::vector<std::string>> argvFrom(const nlohmann::json& body);
+// `env` of a command or job body: {name: value} added over the sandbox's
+// environment, each by the tier rules (checkAddedVariable); absent or null
+// is empty.
+Result<std::map<std::string, std::string>> envAdditionsFrom(const nlohmann::json& body);
 
 }  // namespace airlock::gateway

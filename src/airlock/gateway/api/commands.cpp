@@ -16,44 +16,21 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// `env` of an execute body: {name: value} added over the sandbox's
-// environment for this command only, each by the tier rules
-// (checkAddedVariable); 400 naming the variable.
-Result<void> envInto(const json& body, ExecutionCommand& c) {
-  auto env = body.find("env");
-  if (env == body.end() || env->is_null()) return {};
-  if (!env->is_object())
-    return tl::unexpected(badRequest("env must be an object of strings: {\"NAME\": \"value\"}"));
-  for (const auto& [name, value] : env->items()) {
-    if (!value.is_string())
-      return tl::unexpected(
-          badRequest("env value of " + quoteForMessage(name) + " must be a string"));
-    if (auto ok = checkAddedVariable("env", name, value.get_ref<const std::string&>()); !ok)
-      return tl::unexpected(badRequest(ok.error().context));
-    c.env_additions.emplace(name, value.get<std::string>());
-  }
-  return {};
-}
-
 // The command of an execute body: argv, its limits, stdin, env, execution_id.
 Result<ExecutionCommand> commandFrom(const json& body) {
   ExecutionCommand c;
-  auto argv = body.find("argv");
-  if (argv == body.end() || !argv->is_array() || argv->empty())
-    return tl::unexpected(badRequest("argv is required and must be a non-empty array of strings"));
-  for (const auto& a : *argv) {
-    if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
-    c.argv.push_back(a.get<std::string>());
-  }
-  if (auto problem = shellStringProblem(c.argv, ArgvSpelling::kJson))
-    return tl::unexpected(badRequest(*problem));
+  auto argv = argvFrom(body);
+  if (!argv) return tl::unexpected(argv.error());
+  c.argv = std::move(*argv);
   if (auto limits = limitsInto(body, c); !limits) return tl::unexpected(limits.error());
   if (auto in = body.find("stdin"); in != body.end() && !in->is_null()) {
     auto bytes = bytesFromJson(*in);
     if (!bytes) return tl::unexpected(badRequest("stdin: " + bytes.error().context));
     c.stdin_data = std::move(*bytes);
   }
-  if (auto env = envInto(body, c); !env) return tl::unexpected(env.error());
+  auto env = envAdditionsFrom(body);
+  if (!env) return tl::unexpected(env.error());
+  c.env_additions = std::move(*env);
   if (auto eid = body.find("execution_id"); eid != body.end() && !eid->is_null()) {
     if (!eid->is_string()) return tl::unexpected(badRequest("execution_id must be a string"));
     c.execution_id = eid->get<std::string>();

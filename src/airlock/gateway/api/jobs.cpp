@@ -27,30 +27,16 @@ constexpr std::uint64_t kSendTimeoutMs = 30'000;
 // {argv, working_directory?, env?, wall_ms?} into a start request.
 Result<JobStartRequest> startFrom(const json& body) {
   JobStartRequest r;
-  auto argv = body.find("argv");
-  if (argv == body.end() || !argv->is_array() || argv->empty())
-    return tl::unexpected(badRequest("argv is required and must be a non-empty array of strings"));
-  for (const auto& a : *argv) {
-    if (!a.is_string()) return tl::unexpected(badRequest("argv must be an array of strings"));
-    r.command.argv.push_back(a.get<std::string>());
-  }
-  if (auto problem = shellStringProblem(r.command.argv, ArgvSpelling::kJson))
-    return tl::unexpected(badRequest(*problem));
+  auto argv = argvFrom(body);
+  if (!argv) return tl::unexpected(argv.error());
+  r.command.argv = std::move(*argv);
   if (auto wd = body.find("working_directory"); wd != body.end() && !wd->is_null()) {
     if (!wd->is_string()) return tl::unexpected(badRequest("working_directory must be a string"));
     r.command.working_directory = wd->get<std::string>();
   }
-  if (auto env = body.find("env"); env != body.end() && !env->is_null()) {
-    if (!env->is_object()) return tl::unexpected(badRequest("env must be an object of strings"));
-    for (const auto& [k, v] : env->items()) {
-      if (!v.is_string())
-        return tl::unexpected(
-            badRequest("env value of " + quoteForMessage(k) + " must be a string"));
-      if (auto ok = checkAddedVariable("env", k, v.get_ref<const std::string&>()); !ok)
-        return tl::unexpected(badRequest(ok.error().context));
-      r.command.env_additions[k] = v.get<std::string>();
-    }
-  }
+  auto env = envAdditionsFrom(body);
+  if (!env) return tl::unexpected(env.error());
+  r.command.env_additions = std::move(*env);
   if (auto w = body.find("wall_ms"); w != body.end() && !w->is_null()) {
     auto wall = wholeNumber(body, "wall_ms", std::nullopt);
     if (!wall) return tl::unexpected(wall.error());
