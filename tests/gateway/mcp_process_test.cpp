@@ -391,10 +391,20 @@ TEST(McpProcessLinux, AJobServesAClientAndItsWholeOutputIsExported) {
 
   r = child.callTool(id++, "job_kill", {{"job_id", job_id}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
-  json state;
+  // Past the output already read, each poll waits for the job to settle
+  // (a poll from cursor 0 would answer at once with the old output).
+  json state = r.at("structuredContent");
+  std::uint64_t out_cursor = cursor;
+  std::uint64_t err_cursor = log.size();
   for (int i = 0; i < 20; ++i) {
-    r = child.callTool(id++, "job_poll", {{"job_id", job_id}, {"wait_ms", 5000}});
+    r = child.callTool(id++, "job_poll",
+                       {{"job_id", job_id},
+                        {"stdout_cursor", out_cursor},
+                        {"stderr_cursor", err_cursor},
+                        {"wait_ms", 5000}});
     state = r.at("structuredContent");
+    out_cursor = state.at("stdout").at("cursor");
+    err_cursor = state.at("stderr").at("cursor");
     if (!state.at("pending").get<bool>()) break;
   }
   ASSERT_EQ(state.at("pending"), false) << state.dump();
