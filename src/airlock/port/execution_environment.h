@@ -141,6 +141,16 @@ class WorkspaceHandle {
   virtual Result<WorkspaceFileStream> openExport(const std::string& path, std::int64_t max_bytes);
 };
 
+// A pseudo-terminal's size in character cells (struct winsize's ws_row and
+// ws_col). Each is 1..kMaxTerminalCells; checkTerminalSize names the
+// offending field.
+struct TerminalSize {
+  std::uint16_t rows = 24;
+  std::uint16_t columns = 80;
+  bool operator==(const TerminalSize&) const = default;
+};
+inline constexpr std::uint16_t kMaxTerminalCells = 1000;
+
 // A process started beside the running command, inside the same live
 // sandbox ("exec into the sandbox", like `docker exec`): the code-mode broker
 // runs proc.run and job.start effects this way (spec 001 "cap/proc",
@@ -155,6 +165,18 @@ struct SideCommand {
   std::string working_directory = ".";  // relative to /workspace, containment-checked
   std::map<std::string, std::string> env_additions;  // over the sandbox's environment
   bool with_stdin = false;                           // false: stdin is /dev/null
+  // Run on a pseudo-terminal of this size instead of pipes (E2B's "PTY"
+  // process, `docker exec -t`): the process's stdin, stdout and stderr are
+  // the terminal's slave side, and it is that terminal's controlling
+  // process, so `sh -i`, `python3 -i` and `stty size` behave as at a
+  // console. Then: with_stdin is forced on; everything the process writes
+  // to either stream arrives as stdout (a terminal has one output; stderr
+  // stays empty), with the terminal's line discipline applied (echo of
+  // input, "\n" written as "\r\n"); writeStdin types into the terminal;
+  // closeStdin types the terminal's end-of-file character (^D) once instead
+  // of closing anything; resizeTerminal changes the size (the process gets
+  // SIGWINCH). nullopt: pipes, as documented above.
+  std::optional<TerminalSize> terminal;
 };
 
 // How long a side process's output is drained after its main process has
@@ -249,7 +271,19 @@ class SideProcess {
   // SIGKILL to the process's group: the process and everything it started
   // that stayed in its group. Idempotent; a no-op once the group is gone.
   virtual void killGroup() noexcept = 0;
+  // A process started with SideCommand::terminal: sets its terminal's size
+  // (the process gets SIGWINCH). Errors: ToolValidationError for a size
+  // checkTerminalSize refuses, or a process started without a terminal;
+  // ExecutionRejected once the process has exited or its terminal is gone.
+  // This default is for adapters without terminals.
+  virtual Result<void> resizeTerminal(const TerminalSize& /*size*/) {
+    return fail(ErrorCode::kToolValidationError, "this process was not started with a terminal");
+  }
 };
+
+// ToolValidationError naming the field ("rows" or "columns") and its range
+// when either is 0 or above kMaxTerminalCells.
+Result<void> checkTerminalSize(const TerminalSize& size);
 
 class ExecutionEnvironment {
  public:
