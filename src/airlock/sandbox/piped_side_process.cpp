@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,12 +77,25 @@ Result<SidePipes> makeSidePipes(bool with_stdin) {
 }
 
 PipedSideProcess::PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdout_read,
-                                   sys::UniqueFd stderr_read) noexcept
+                                   sys::UniqueFd stderr_read, StdinEnd stdin_end) noexcept
     : stdin_(std::move(stdin_write)),
       stdout_(std::move(stdout_read)),
-      stderr_(std::move(stderr_read)) {
+      stderr_(std::move(stderr_read)),
+      stdin_end_(stdin_end) {
   for (const sys::UniqueFd* fd : {&stdin_, &stdout_, &stderr_})
     if (fd->valid()) ::fcntl(fd->get(), F_SETFL, O_NONBLOCK);
+}
+
+void PipedSideProcess::closeStdin() noexcept {
+  if (stdin_end_ == StdinEnd::kPipe || !stdin_.valid()) {
+    stdin_.reset();
+    return;
+  }
+  char eof = '\x04';
+  termios settings{};
+  if (::tcgetattr(stdin_.get(), &settings) == 0 && settings.c_cc[VEOF] != _POSIX_VDISABLE)
+    eof = static_cast<char>(settings.c_cc[VEOF]);
+  if (sys::writeSome(stdin_.get(), &eof, 1) < 0 && errno != EAGAIN) stdin_.reset();
 }
 
 SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
@@ -90,6 +104,7 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
   bool deadline_passed = false;
   std::optional<Clock::time_point> drain_until;
   std::size_t stdin_off = 0;
+  bool stdin_fed = false;
   const bool feeds_stdin = hooks.stdin_data.has_value();
   char buf[65536];
   auto endStream = [&](bool is_out) {
@@ -128,7 +143,7 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
     };
     if (!out_eof) watch(stdoutFd(), POLLIN, i_out);
     if (!err_eof) watch(stderrFd(), POLLIN, i_err);
-    if (feeds_stdin && stdin_.get() >= 0) watch(stdin_.get(), POLLOUT, i_in);
+    if (feeds_stdin && !stdin_fed && stdin_.get() >= 0) watch(stdin_.get(), POLLOUT, i_in);
     if (!outcome.wait_status) watch(exitFd(), POLLIN, i_exit);
     if (hooks.stop_fd >= 0) watch(hooks.stop_fd, POLLIN, i_stop);
     const int rc = sys::pollSome(
@@ -162,15 +177,18 @@ SidePumpOutcome PipedSideProcess::pump(const SidePumpHooks& hooks) {
         if (w > 0)
           stdin_off += static_cast<std::size_t>(w);
         else if (w < 0 && errno != EAGAIN)
-          closeStdin();
+          stdin_.reset();
       }
-      if (stdin_.get() >= 0 && stdin_off >= data.size()) closeStdin();
+      if (stdin_.get() >= 0 && stdin_off >= data.size()) {
+        stdin_fed = true;  // a terminal's end stays open after its ^D
+        closeStdin();
+      }
     }
     if (i_exit >= 0 && (fds[i_exit].revents & (POLLIN | POLLHUP | POLLERR))) {
       if (auto status = exitStatus()) {
         outcome.wait_status = status;
         if (hooks.exited) hooks.exited(*status);
-        if (feeds_stdin) closeStdin();
+        if (feeds_stdin) stdin_.reset();
       }
     }
   }
@@ -193,7 +211,7 @@ SideInputEnd PipedSideProcess::writeStdin(std::string_view bytes, Clock::time_po
     const ssize_t w = sys::writeSome(stdin_.get(), bytes.data() + off, bytes.size() - off);
     if (w < 0 && errno == EAGAIN) continue;
     if (w <= 0) {
-      closeStdin();
+      stdin_.reset();
       return SideInputEnd::kClosed;
     }
     off += static_cast<std::size_t>(w);

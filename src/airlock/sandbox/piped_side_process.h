@@ -46,22 +46,46 @@ Result<SidePipes> makeSidePipes(bool with_stdin);
 // side process's status and control pipes); errors as makeSidePipes.
 Result<void> makePipe(sys::UniqueFd& read_end, sys::UniqueFd& write_end);
 
+// How a side process's stdin end takes closeStdin.
+enum class StdinEnd : bool {
+  kPipe,  // closeStdin closes it: the process reads end-of-file
+  // It feeds a terminal (SideCommand::terminal): closeStdin types the
+  // terminal's end-of-file character once and keeps it open, so the
+  // terminal, and later input, stay usable. The character is the one the
+  // terminal's settings name (tcgetattr on the end, which answers for a
+  // pseudo-terminal's master) or ^D where the end is no terminal (a pipe
+  // to a terminal inside the sandbox) or the character is disabled.
+  kTerminal,
+};
+
 // The in-process half of SideProcess: owns the service's ends of the stdio
 // pipes (stdin's write end, stdout's and stderr's read ends), which the
 // constructor makes non-blocking, and moves bytes through them: pump polls
 // the read ends, the exit fd and the caller's stop fd; writeStdin polls the
 // write end. Adapters add exitFd, exitStatus and killGroup.
+//
+// A read that fails with EIO ends its stream like end-of-file: that is how
+// a pseudo-terminal's master reports that the last holder of its slave has
+// closed it. A write to stdin that fails (EPIPE, or EIO from a master whose
+// slave is gone) drops the stdin end without typing anything; so does the
+// main process's exit while pump feeds stdin_data.
 class PipedSideProcess : public SideProcess {
  public:
   SidePumpOutcome pump(const SidePumpHooks& hooks) final;
   SideInputEnd writeStdin(std::string_view bytes, Clock::time_point deadline, int stop_fd) final;
-  void closeStdin() noexcept final { stdin_.reset(); }
+  // kPipe: closes the stdin end. kTerminal: types the end-of-file character
+  // once (one non-blocking write: a terminal whose input buffer is full
+  // drops it, as a console would).
+  void closeStdin() noexcept final;
   bool stdinOpen() const noexcept final { return stdin_.valid(); }
 
  protected:
-  // Any end may be invalid (-1): stdin without with_stdin.
-  PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdout_read,
-                   sys::UniqueFd stderr_read) noexcept;
+  // Any end may be invalid (-1): stdin without with_stdin, stderr of a
+  // terminal (whose one output is stdout). For a terminal's master, stdin
+  // and stdout are two descriptors of it (dup), so that dropping one leaves
+  // the other.
+  PipedSideProcess(sys::UniqueFd stdin_write, sys::UniqueFd stdout_read, sys::UniqueFd stderr_read,
+                   StdinEnd stdin_end = StdinEnd::kPipe) noexcept;
   // Readable (poll POLLIN) once the process has exited; then exitStatus()
   // answers without blocking.
   virtual int exitFd() const noexcept = 0;
@@ -72,14 +96,15 @@ class PipedSideProcess : public SideProcess {
     stderr_.reset();
   }
   // Closes all three ends (the process then reads end-of-file and gets
-  // EPIPE on output).
+  // EPIPE on output), whatever StdinEnd says.
   void closePipes() noexcept {
-    closeStdin();
+    stdin_.reset();
     closeOutput();
   }
 
  private:
   sys::UniqueFd stdin_, stdout_, stderr_;
+  StdinEnd stdin_end_;
 };
 
 }  // namespace airlock

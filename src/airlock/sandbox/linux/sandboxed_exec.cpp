@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -68,6 +69,9 @@ void resetSignalDispositions() noexcept {
   if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(e.stdout_fd, 1) < 0 || ::dup2(e.stderr_fd, 2) < 0)
     ::_exit(125);
   ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the process (B12)
+  // While still ns-root and before the filter: the terminal is taken once,
+  // by the session leader setsid just made.
+  if (e.controlling_terminal && ::ioctl(0, TIOCSCTTY, 0) != 0) ::_exit(125);
 
   // Init is protected from the OOM killer where the service may (-1000 needs
   // CAP_SYS_RESOURCE); where it may not, init (a clone of the service,

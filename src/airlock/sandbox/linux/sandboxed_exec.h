@@ -7,7 +7,8 @@
 // In order: every signal to its default action and none blocked; a session
 // and process group of its own (setsid; fail closed); with a cgroup entry
 // fd, the move under the commands' memory limit (fail closed); stdio from the given
-// fds and nothing else open; oom_score_adj 0, or 1000 with
+// fds and nothing else open; with controlling_terminal, stdin made the new
+// session's controlling terminal (TIOCSCTTY; fail closed); oom_score_adj 0, or 1000 with
 // first_for_oom_killer (init is not, whether or not the service could
 // protect it); core dumps off and nofile <= 4096; every capability dropped from
 // the bounding set, then setgroups/setresgid/setresuid to the sandbox user
@@ -51,6 +52,11 @@ struct SandboxedExec {
   // with init. A failed write ends the process (125) instead of running it
   // outside the limit. Closed before exec.
   int cgroup_entry_fd = -1;
+  // stdin_fd is a pseudo-terminal's slave side: after setsid it becomes
+  // the session's controlling terminal (a side process started with
+  // SideCommand::terminal), so job control, SIGWINCH and SIGHUP reach the
+  // process as at a console. A failure ends the process (125).
+  bool controlling_terminal = false;
 };
 
 [[noreturn]] void execSandboxed(const SandboxedExec& e) noexcept;

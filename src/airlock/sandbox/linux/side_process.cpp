@@ -7,6 +7,7 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -15,6 +16,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -103,15 +105,62 @@ struct Prepared {
   ::_exit(0);
 }
 
+// A pseudo-terminal pair of `size`: the master stays with the service, the
+// slave goes to the effect process as its stdio. The slave is opened from
+// the master (TIOCGPTPEER), never by a path under /dev/pts, and without
+// becoming the service's controlling terminal.
+struct TerminalPair {
+  UniqueFd master, slave;
+};
+Result<TerminalPair> openTerminal(const TerminalSize& size) {
+  TerminalPair pair;
+  pair.master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!pair.master.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "posix_openpt", errno);
+  if (::unlockpt(pair.master.get()) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "unlockpt", errno);
+  pair.slave.reset(::ioctl(pair.master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!pair.slave.valid())
+    return failErrno(ErrorCode::kExecutionUnavailable, "ioctl TIOCGPTPEER", errno);
+  const winsize ws{.ws_row = size.rows, .ws_col = size.columns, .ws_xpixel = 0, .ws_ypixel = 0};
+  if (::ioctl(pair.master.get(), TIOCSWINSZ, &ws) != 0)
+    return failErrno(ErrorCode::kExecutionUnavailable, "ioctl TIOCSWINSZ", errno);
+  return pair;
+}
+
+Result<UniqueFd> duplicate(int fd) {
+  UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!copy.valid()) return failErrno(ErrorCode::kExecutionUnavailable, "dup", errno);
+  return copy;
+}
+
 class LinuxSideProcess final : public PipedSideProcess {
  public:
+  // `terminal`: a pseudo-terminal's master (its own descriptor, besides
+  // `in` and `out`), or invalid for a process on pipes.
   LinuxSideProcess(pid_t helper, pid_t effect, UniqueFd effect_pidfd, UniqueFd in, UniqueFd out,
-                   UniqueFd err, UniqueFd status)
-      : PipedSideProcess(std::move(in), std::move(out), std::move(err)),
+                   UniqueFd err, UniqueFd status, UniqueFd terminal)
+      : PipedSideProcess(std::move(in), std::move(out), std::move(err),
+                         terminal.valid() ? StdinEnd::kTerminal : StdinEnd::kPipe),
         helper_(helper),
         effect_(effect),
         effect_pidfd_(std::move(effect_pidfd)),
-        status_(std::move(status)) {}
+        status_(std::move(status)),
+        terminal_(std::move(terminal)) {}
+  Result<void> resizeTerminal(const TerminalSize& size) override {
+    if (!terminal_.valid())
+      return fail(ErrorCode::kToolValidationError, "this process was not started with a terminal");
+    if (auto ok = checkTerminalSize(size); !ok) return ok;
+    // The master reports POLLHUP once every descriptor of the slave is
+    // closed: the process and whatever it started have let go of it.
+    pollfd pfd{terminal_.get(), 0, 0};
+    if (sys::pollSome(&pfd, 1, 0) == 1 && (pfd.revents & POLLHUP))
+      return fail(ErrorCode::kExecutionRejected, "the process's terminal is closed");
+    const winsize ws{.ws_row = size.rows, .ws_col = size.columns, .ws_xpixel = 0, .ws_ypixel = 0};
+    if (::ioctl(terminal_.get(), TIOCSWINSZ, &ws) != 0)
+      return failErrno(ErrorCode::kExecutionRejected, "resize the terminal", errno);
+    return {};
+  }
   ~LinuxSideProcess() override {
     killGroup();
     closePipes();
@@ -167,6 +216,7 @@ class LinuxSideProcess final : public PipedSideProcess {
   pid_t effect_;
   UniqueFd effect_pidfd_;
   UniqueFd status_;
+  UniqueFd terminal_;  // only ioctls: the pump may close its own copies meanwhile
   bool exited_ = false;
   int status_value_ = 0;
   std::mutex kill_mu_;
@@ -188,11 +238,33 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   for (auto& e : prepared->env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  auto pipes = makeSidePipes(command.with_stdin);
-  if (!pipes) return tl::unexpected(pipes.error());
-  UniqueFd in_r = std::move(pipes->stdin_read), in_w = std::move(pipes->stdin_write);
-  UniqueFd out_r = std::move(pipes->stdout_read), out_w = std::move(pipes->stdout_write);
-  UniqueFd err_r = std::move(pipes->stderr_read), err_w = std::move(pipes->stderr_write);
+  // On a terminal, the slave is the effect's stdin, stdout and stderr, and
+  // the service holds three descriptors of the master: stdin's end,
+  // stdout's end and one for resizes. On pipes, the three pipes.
+  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, terminal;
+  if (command.terminal) {
+    if (auto ok = checkTerminalSize(*command.terminal); !ok) return tl::unexpected(ok.error());
+    auto pair = openTerminal(*command.terminal);
+    if (!pair) return tl::unexpected(pair.error());
+    auto in = duplicate(pair->master.get());
+    if (!in) return tl::unexpected(in.error());
+    auto control = duplicate(pair->master.get());
+    if (!control) return tl::unexpected(control.error());
+    in_w = std::move(*in);
+    terminal = std::move(*control);
+    out_r = std::move(pair->master);
+    in_r = std::move(pair->slave);
+  } else {
+    auto pipes = makeSidePipes(command.with_stdin);
+    if (!pipes) return tl::unexpected(pipes.error());
+    in_r = std::move(pipes->stdin_read);
+    in_w = std::move(pipes->stdin_write);
+    out_r = std::move(pipes->stdout_read);
+    out_w = std::move(pipes->stdout_write);
+    err_r = std::move(pipes->stderr_read);
+    err_w = std::move(pipes->stderr_write);
+  }
+  const int slave = command.terminal ? in_r.get() : -1;
   UniqueFd go_r, go_w, st_r, st_w;
   if (auto r = makePipe(go_r, go_w); !r) return tl::unexpected(r.error());
   if (auto r = makePipe(st_r, st_w); !r) return tl::unexpected(r.error());
@@ -201,12 +273,13 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
                              .envp = envp.data(),
                              .cwd = prepared->working_directory.c_str(),
                              .stdin_fd = in_r.valid() ? in_r.get() : -1,
-                             .stdout_fd = out_w.get(),
-                             .stderr_fd = err_w.get(),
+                             .stdout_fd = slave >= 0 ? slave : out_w.get(),
+                             .stderr_fd = slave >= 0 ? slave : err_w.get(),
                              .seccomp = target.seccomp,
                              .uid = target.sandbox_uid,
                              .gid = target.sandbox_gid,
-                             .die_with_parent = true},
+                             .die_with_parent = true,
+                             .controlling_terminal = slave >= 0},
              .go_fd = go_r.get(),
              .status_fd = st_w.get(),
              .init_pidfd = target.init_pidfd};
@@ -273,7 +346,7 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   ::fcntl(st_r.get(), F_SETFL, O_NONBLOCK);
   return std::unique_ptr<SideProcess>(std::make_unique<LinuxSideProcess>(
       helper, static_cast<pid_t>(first.value), std::move(effect_pidfd), std::move(in_w),
-      std::move(out_r), std::move(err_r), std::move(st_r)));
+      std::move(out_r), std::move(err_r), std::move(st_r), std::move(terminal)));
 }
 
 namespace {

@@ -29,6 +29,17 @@
 //     its wait status to a status pipe, then exits. The effect is never
 //     reparented to the sandbox's init, so init's command bookkeeping is
 //     untouched, and the broker learns the exit status.
+// With SideCommand::terminal, step 1 also opens a pseudo-terminal pair of
+// that size (posix_openpt; the slave from the master with TIOCGPTPEER, so
+// the sandbox needs no /dev/pts). The slave is the effect's stdin, stdout
+// and stderr and, right after its setsid, its controlling terminal
+// (TIOCSCTTY); the service keeps the master: pump reads the terminal's
+// output from it as stdout (EIO once the slave's last holder closed it is
+// end-of-file), writeStdin types into it, closeStdin types the end-of-file
+// character, and resizeTerminal sets the size on it (TIOCSWINSZ: the
+// foreground process group gets SIGWINCH). The seccomp filter still refuses
+// TIOCSTI and TIOCLINUX, so the process cannot push bytes into its own
+// terminal's input.
 // A destroyed sandbox takes its side processes with it: they are in its pid
 // namespace and its cgroup.
 #pragma once
@@ -61,6 +72,7 @@ struct SideProcessTarget {
 // Starts `command` as described above. The working directory must already
 // have passed the containment check on the service side; the effect process
 // opens it again beneath /workspace as the sandbox user. Errors:
+// ToolValidationError for a terminal size checkTerminalSize refuses;
 // ExecutionUnavailable with the failing step and errno.
 Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget& target,
                                                         const SideCommand& command);
