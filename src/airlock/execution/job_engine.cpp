@@ -45,6 +45,7 @@ struct EnvironmentJobs::Job {
   // Exited, both streams at end of file, and the spill settled.
   bool done GUARDED_BY(mu) = false;
   std::optional<std::pair<JobStreamSpill, JobStreamSpill>> spill GUARDED_BY(mu);
+  std::optional<TerminalSize> terminal GUARDED_BY(mu);  // a PTY job's current size
   std::thread pump;
 };
 
@@ -101,6 +102,7 @@ JobSnapshot snapshotOf(const Job& job, std::optional<std::pair<std::uint64_t, st
     s.err.cursor = job.err.total;
   }
   if (job.done) s.spill = job.spill;
+  s.terminal = job.terminal;
   return s;
 }
 
@@ -192,6 +194,9 @@ Result<JobStarted> EnvironmentJobs::start(const JobStartRequest& request) {
                   "environment " + quoteForMessage(handle_.environment_id) + " already runs " +
                       std::to_string(running) + " jobs, the most it may");
   }
+  if (request.command.terminal)
+    if (auto ok = checkTerminalSize(*request.command.terminal); !ok)
+      return tl::unexpected(ok.error());
   auto granted = grant(request.wall_ms);
   if (!granted) return granted;
   SideCommand command = request.command;
@@ -203,6 +208,10 @@ Result<JobStarted> EnvironmentJobs::start(const JobStartRequest& request) {
   job->proc = std::move(*proc);
   job->spill_settings = request.spill;
   job->wall_ms = granted->wall_ms;
+  {
+    MutexLock jl(job->mu);
+    job->terminal = command.terminal;
+  }
   // The pump ends the job at its own deadline (start + the wall asked for,
   // unclamped); the environment's expiry ends it by destroying the
   // environment, so an extended environment keeps its jobs.
@@ -372,6 +381,36 @@ Result<void> EnvironmentJobs::kill(const std::string& job_id) {
   return {};
 }
 
+Result<void> EnvironmentJobs::resize(const std::string& job_id, const TerminalSize& size) {
+  auto found = find(job_id);
+  if (!found) return tl::unexpected(found.error());
+  Job& j = **found;
+  {
+    MutexLock lk(j.mu);
+    if (!j.terminal)
+      return fail(ErrorCode::kToolValidationError,
+                  "job " + quoteForMessage(job_id) + " was not started with a terminal (pty)");
+  }
+  if (auto ok = checkTerminalSize(size); !ok) return ok;
+  // One resize at a time, in the order asked (send_mu orders a job's input
+  // the same way), so the size kept is the terminal's last one.
+  MutexLock order(j.send_mu);
+  {
+    MutexLock lk(j.mu);
+    if (j.status) return fail(ErrorCode::kExecutionRejected, "the job has ended");
+  }
+  // Not under j.mu: the pump takes it for every chunk of output.
+  if (auto r = j.proc->resizeTerminal(size); !r) {
+    MutexLock lk(j.mu);
+    if (j.status || r.error().code == ErrorCode::kExecutionRejected)
+      return fail(ErrorCode::kExecutionRejected, "the job has ended");
+    return r;
+  }
+  MutexLock lk(j.mu);
+  j.terminal = size;
+  return {};
+}
+
 std::vector<JobSnapshot> EnvironmentJobs::list() {
   std::vector<std::shared_ptr<Job>> jobs;
   {
@@ -421,6 +460,12 @@ Result<void> SingleEnvironmentJobs::killJob(const EnvironmentHandle& handle,
                                             const std::string& job_id) {
   if (auto ok = check(handle); !ok) return ok;
   return jobs_.kill(job_id);
+}
+
+Result<void> SingleEnvironmentJobs::resizeJob(const EnvironmentHandle& handle,
+                                              const std::string& job_id, const TerminalSize& size) {
+  if (auto ok = check(handle); !ok) return ok;
+  return jobs_.resize(job_id, size);
 }
 
 Result<std::vector<JobSnapshot>> SingleEnvironmentJobs::listJobs(const EnvironmentHandle& handle) {

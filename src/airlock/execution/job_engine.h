@@ -45,6 +45,7 @@ class EnvironmentJobs {
   Result<void> send(const std::string& job_id, std::string_view bytes, bool last,
                     std::uint64_t timeout_ms, const CancelToken* cancel);
   Result<void> kill(const std::string& job_id);
+  Result<void> resize(const std::string& job_id, const TerminalSize& size);
   std::vector<JobSnapshot> list();
 
   // Kills every job, abandons the spills in progress and joins every pump:
@@ -96,6 +97,8 @@ class SingleEnvironmentJobs final : public JobPort {
                             std::string_view bytes, bool last, std::uint64_t timeout_ms,
                             const CancelToken* cancel) override;
   Result<void> killJob(const EnvironmentHandle& handle, const std::string& job_id) override;
+  Result<void> resizeJob(const EnvironmentHandle& handle, const std::string& job_id,
+                         const TerminalSize& size) override;
   Result<std::vector<JobSnapshot>> listJobs(const EnvironmentHandle& handle) override;
 
  private:

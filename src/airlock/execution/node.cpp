@@ -254,6 +254,13 @@ Result<void> LocalNode::killJob(const EnvironmentHandle& handle, const std::stri
   return (*jobs)->kill(job_id);
 }
 
+Result<void> LocalNode::resizeJob(const EnvironmentHandle& handle, const std::string& job_id,
+                                  const TerminalSize& size) {
+  auto jobs = jobsOf(handle);
+  if (!jobs) return tl::unexpected(jobs.error());
+  return (*jobs)->resize(job_id, size);
+}
+
 Result<std::vector<JobSnapshot>> LocalNode::listJobs(const EnvironmentHandle& handle) {
   auto jobs = jobsOf(handle);
   if (!jobs) return tl::unexpected(jobs.error());

@@ -69,6 +69,8 @@ class LocalNode final : public ExecutionNode {
                             std::string_view bytes, bool last, std::uint64_t timeout_ms,
                             const CancelToken* cancel) override;
   Result<void> killJob(const EnvironmentHandle& handle, const std::string& job_id) override;
+  Result<void> resizeJob(const EnvironmentHandle& handle, const std::string& job_id,
+                         const TerminalSize& size) override;
   Result<std::vector<JobSnapshot>> listJobs(const EnvironmentHandle& handle) override;
 
  protected:

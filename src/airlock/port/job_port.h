@@ -87,6 +87,9 @@ struct JobSpillSettings {
 
 struct JobStartRequest {
   // with_stdin is forced on: a job's input is fed with sendJobInput.
+  // command.terminal set: a PTY job (SideCommand::terminal): its one output
+  // is stdout (stderr stays empty), with the terminal's echo of what is
+  // typed and "\r\n" line ends; its size changes with resizeJob.
   SideCommand command;
   // The job's wall-clock budget, fixed at start and never renewed; at its
   // end the job's process group is killed (kill reason "deadline"). It
@@ -180,6 +183,8 @@ struct JobSnapshot {
   std::optional<std::pair<JobStreamSpill, JobStreamSpill>> spill;  // set once not pending
   std::uint64_t wall_ms = 0;                                       // as JobStarted
   Timestamp deadline;
+  // A PTY job: its terminal's size (as started, or as last resized).
+  std::optional<TerminalSize> terminal;
 };
 
 struct JobPollRequest {
@@ -206,12 +211,22 @@ class JobPort {
   virtual Result<JobSnapshot> pollJob(const EnvironmentHandle& handle,
                                       const JobPollRequest& request) = 0;
   // Writes `bytes` to the job's stdin, waiting for room at most timeout_ms
-  // (or until `cancel`); `last` then closes it. Errors besides the above:
-  // ExecutionRejected "the job's input is closed"; EnvironmentBusy "the job
-  // did not take its input in time".
+  // (or until `cancel`); `last` then closes it. For a PTY job, `last` types
+  // the terminal's end-of-file character (^D) once instead: the program
+  // reads end-of-file at the start of a line, and the terminal stays open
+  // for more input. Errors besides the above: ExecutionRejected "the job's
+  // input is closed" (a PTY job's, once its terminal is gone); EnvironmentBusy
+  // "the job did not take its input in time".
   virtual Result<void> sendJobInput(const EnvironmentHandle& handle, const std::string& job_id,
                                     std::string_view bytes, bool last, std::uint64_t timeout_ms,
                                     const CancelToken* cancel) = 0;
+  // Sets a PTY job's terminal size (its foreground process gets SIGWINCH);
+  // later snapshots report it. Errors besides the above: ToolValidationError
+  // for a job started without a terminal, or a size checkTerminalSize
+  // refuses (naming rows or columns); ExecutionRejected "the job has ended"
+  // once the job's process has exited or was killed.
+  virtual Result<void> resizeJob(const EnvironmentHandle& handle, const std::string& job_id,
+                                 const TerminalSize& size) = 0;
   // SIGKILL to the job's process group (kill reason "requested"); a job
   // already over stays as it ended. Does not wait for the pump.
   virtual Result<void> killJob(const EnvironmentHandle& handle, const std::string& job_id) = 0;
