@@ -166,10 +166,10 @@ TEST(McpProcess, AWholeSessionOverStdio) {
     EXPECT_EQ(tool.at("inputSchema").at("type"), "object");
     EXPECT_TRUE(tool.contains("outputSchema"));
   }
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("sandbox_run_command", "workspace_read_text",
-                                                     "workspace_write_text", "workspace_list",
-                                                     "artifact_export", "job_start", "job_poll",
-                                                     "job_send", "job_kill", "job_list"));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
+                         "sandbox_run_command", "workspace_read_text", "workspace_write_text",
+                         "workspace_list", "artifact_export", "job_start", "job_poll", "job_send",
+                         "job_kill", "job_resize", "job_list"));
 
   // run_command: the fake's echo.
   json r = child.callTool(3, "sandbox_run_command", {{"command", {"echo", "hello", "world"}}});

@@ -8,6 +8,7 @@
 
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/gateway/tools/job_tools.h"
 #include "airlock/gateway/tools/output_excerpt.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "gateway_test_support.h"
@@ -126,6 +127,44 @@ TEST(ToolsProperty, PlannedCommandsPassTheCoreRules) {
       RC_ASSERT(command->timeout_seconds <= options.declared_timeout.count());
     }
     RC_ASSERT(command->maximum_output_bytes == 4 * options.max_output_bytes);
+  }));
+}
+
+// The terminal size parser the job routes and tools share: a size is taken
+// exactly when both fields are whole numbers from 1 to kMaxTerminalCells
+// and no other key is present, and it is then the size given; otherwise
+// the error names the first offending key.
+TEST(TerminalSizeProperty, TakenExactlyWhenBothFieldsAreInRange) {
+  EXPECT_TRUE(rc::check("terminalSizeFromJson", [] {
+    const auto cell = rc::gen::oneOf(rc::gen::inRange<std::int64_t>(-3, 1004),
+                                     rc::gen::arbitrary<std::int64_t>());
+    json body = json::object();
+    const bool has_rows = *rc::gen::weightedElement<bool>({{9, true}, {1, false}});
+    const bool has_columns = *rc::gen::weightedElement<bool>({{9, true}, {1, false}});
+    const std::int64_t rows = *cell, columns = *cell;
+    if (has_rows) body["rows"] = rows;
+    if (has_columns) body["columns"] = columns;
+    const bool extra = *rc::gen::weightedElement<bool>({{1, true}, {5, false}});
+    if (extra) body["size"] = 1;
+    const bool rows_ok = has_rows && rows >= 1 && rows <= kMaxTerminalCells;
+    const bool columns_ok = has_columns && columns >= 1 && columns <= kMaxTerminalCells;
+    const auto parsed = terminalSizeFromJson(body, "pty");
+    if (!extra && rows_ok && columns_ok) {
+      RC_ASSERT(parsed.has_value());
+      RC_ASSERT(parsed->rows == rows);
+      RC_ASSERT(parsed->columns == columns);
+      return;
+    }
+    RC_ASSERT(!parsed.has_value());
+    RC_ASSERT(parsed.error().code == ErrorCode::kToolValidationError);
+    const std::string& why = parsed.error().context;
+    if (extra) {
+      RC_ASSERT(why.find("unknown key \"size\"") != std::string::npos);
+    } else if (!rows_ok) {
+      RC_ASSERT(why.starts_with("pty.rows "));
+    } else {
+      RC_ASSERT(why.starts_with("pty.columns "));
+    }
   }));
 }
 

@@ -55,10 +55,10 @@ TEST_F(ToolsTest, RegistersTheFiveToolsWithSchemas) {
     EXPECT_FALSE(tool.description.empty());
     EXPECT_TRUE(static_cast<bool>(tool.call));
   }
-  EXPECT_THAT(names,
-              ::testing::ElementsAre("sandbox_run_command", "workspace_read_text",
-                                     "workspace_write_text", "workspace_list", "artifact_export",
-                                     "job_start", "job_poll", "job_send", "job_kill", "job_list"));
+  EXPECT_THAT(names, ::testing::ElementsAre("sandbox_run_command", "workspace_read_text",
+                                            "workspace_write_text", "workspace_list",
+                                            "artifact_export", "job_start", "job_poll", "job_send",
+                                            "job_kill", "job_resize", "job_list"));
 }
 
 TEST_F(ToolsTest, RunCommandDescriptionTellsTheModelWhatItCannotInfer) {
@@ -508,6 +508,39 @@ TEST_F(ToolsTest, JobToolsNameABadArgumentAndNeedAJobPort) {
   EXPECT_EQ(none.code, ErrorCode::kExecutionUnavailable);
   EXPECT_EQ(none.message, "this server keeps no background jobs");
   EXPECT_EQ(failure("job_start", {{"command", {"true"}}}).code, ErrorCode::kExecutionUnavailable);
+}
+
+// job_start's pty and job_resize name the argument a bad terminal size is
+// in, and the field inside it, before anything asks for a job port.
+TEST_F(ToolsTest, PtyArgumentsNameTheBadFieldBeforeAnyJobIsTouched) {
+  const ToolFailure rows =
+      failure("job_start", {{"command", {"sh", "-i"}}, {"pty", {{"rows", 0}, {"columns", 80}}}});
+  EXPECT_EQ(rows.argument, "pty");
+  EXPECT_EQ(rows.code, ErrorCode::kToolValidationError);
+  EXPECT_THAT(rows.message, HasSubstr("pty.rows must be a whole number from 1 to 1000"));
+  const ToolFailure columns =
+      failure("job_start", {{"command", {"sh", "-i"}}, {"pty", {{"rows", 24}, {"columns", 1001}}}});
+  EXPECT_THAT(columns.message, HasSubstr("pty.columns"));
+  const ToolFailure unknown = failure(
+      "job_start", {{"command", {"sh"}}, {"pty", {{"rows", 24}, {"columns", 80}, {"cols", 80}}}});
+  EXPECT_EQ(unknown.argument, "pty");
+  EXPECT_THAT(unknown.message, HasSubstr("unknown key \"cols\""));
+  EXPECT_EQ(failure("job_start", {{"command", {"sh"}}, {"pty", "24x80"}}).argument, "pty");
+
+  EXPECT_EQ(failure("job_resize", {{"rows", 24}, {"columns", 80}}).argument, "job_id");
+  const ToolFailure resize_rows =
+      failure("job_resize", {{"job_id", "job-1"}, {"rows", -1}, {"columns", 80}});
+  EXPECT_EQ(resize_rows.argument, "rows");
+  EXPECT_THAT(resize_rows.message, HasSubstr("rows must be a whole number from 1 to 1000"));
+  EXPECT_EQ(failure("job_resize", {{"job_id", "job-1"}, {"rows", 24}}).argument, "columns");
+  EXPECT_EQ(failure("job_resize", {{"job_id", "job-1"}, {"rows", 24}, {"columns", 2.5}}).argument,
+            "columns");
+  EXPECT_EQ(failure("job_resize", {{"job_id", "job-1"}, {"rows", 24}, {"columns", 80}, {"x", 1}})
+                .argument,
+            "x");
+  // A good size reaches the port, which this registry has none of.
+  EXPECT_EQ(failure("job_resize", {{"job_id", "job-1"}, {"rows", 1000}, {"columns", 1}}).code,
+            ErrorCode::kExecutionUnavailable);
 }
 
 }  // namespace

@@ -353,6 +353,151 @@ void expectTheToolsDriveTheSameJobs(JobsApi& api) {
   EXPECT_EQ(api.call("POST", api.base + "/jobs/" + http_job + "/kill").status, 204);
 }
 
+void expectAPtyJobIsATerminalThroughEveryDoor(JobsApi& api) {
+  auto tool = [&](const std::string& name, const json& arguments) {
+    return api.call("POST", "/v1/tools/" + name,
+                    json{{"environment_id", api.id}, {"arguments", arguments}}.dump());
+  };
+  auto send = [&](const std::string& job, const json& body) {
+    return api.call("POST", api.base + "/jobs/" + job + "/input", body.dump()).status;
+  };
+  // Reads stdout from `cursor` until it holds `text` (at most 60 s, each
+  // poll waiting up to 5 s for output): what was read, and the cursor past it.
+  auto readUntil = [&](const std::string& job, std::uint64_t& cursor, const std::string& text) {
+    std::string seen;
+    const auto until = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < until && seen.find(text) == std::string::npos) {
+      json p = api.poll(job, cursor, 0, 5000);
+      if (!p.is_object()) break;
+      seen += p["stdout"]["data"].get<std::string>();
+      cursor = p["stdout"]["cursor"];
+      if (!p["pending"].get<bool>()) break;
+    }
+    return seen;
+  };
+
+  auto started = api.startJob({{"argv", {"sh", "-i"}}, {"pty", {{"rows", 24}, {"columns", 80}}}});
+  ASSERT_TRUE(started.is_object());
+  const std::string shell = started["job_id"];
+  std::uint64_t cursor = 0;
+
+  // Typed input is run; the answer is on the terminal, so on stdout.
+  ASSERT_EQ(send(shell, {{"data", "echo $((6 * 7))-answer; echo to-stderr >&2\n"}}), 204);
+  std::string seen = readUntil(shell, cursor, "to-stderr\r\n");
+  EXPECT_NE(seen.find("42-answer\r\n"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("echo $((6 * 7))-answer"), std::string::npos)
+      << "echo of the input: " << seen;
+  ASSERT_EQ(send(shell, {{"data", "for f in 0 1 2; do test -t $f && echo fd$f-is-a-tty; done\n"}}),
+            204);
+  seen = readUntil(shell, cursor, "fd2-is-a-tty");
+  EXPECT_NE(seen.find("fd0-is-a-tty"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("fd1-is-a-tty"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("fd2-is-a-tty"), std::string::npos) << seen;
+
+  // The size as started, then as each door sets it.
+  ASSERT_EQ(send(shell, {{"data", "stty size\n"}}), 204);
+  EXPECT_NE(readUntil(shell, cursor, "24 80\r\n").find("24 80\r\n"), std::string::npos);
+  auto resized =
+      api.call("POST", api.base + "/jobs/" + shell + "/resize", R"({"rows": 30, "columns": 100})");
+  EXPECT_EQ(resized.status, 204) << resized.body;
+  ASSERT_EQ(send(shell, {{"data", "stty size\n"}}), 204);
+  EXPECT_NE(readUntil(shell, cursor, "30 100\r\n").find("30 100\r\n"), std::string::npos);
+  EXPECT_EQ(api.poll(shell)["pty"], json({{"rows", 30}, {"columns", 100}}));
+
+  auto by_tool = tool("job_resize", {{"job_id", shell}, {"rows", 33}, {"columns", 111}});
+  EXPECT_EQ(by_tool.status, 200) << by_tool.body;
+  ASSERT_EQ(send(shell, {{"data", "stty size\n"}}), 204);
+  EXPECT_NE(readUntil(shell, cursor, "33 111\r\n").find("33 111\r\n"), std::string::npos);
+
+  auto by_program = api.program(
+      "from airlock_cap import job\ndef main():\n"
+      "    refusals = []\n"
+      "    for rows, columns in ((0, 120), (35, 1001)):\n"
+      "        try:\n"
+      "            job.resize('" +
+      shell +
+      "', rows, columns)\n"
+      "        except Exception as e:\n"
+      "            refusals.append(type(e).__name__ + ': ' + str(e))\n"
+      "    job.resize('" +
+      shell + "', 35, 120)\n    return refusals\n");
+  ASSERT_TRUE(by_program.is_array()) << by_program.dump();
+  ASSERT_EQ(by_program.size(), 2u) << by_program.dump();
+  EXPECT_NE(by_program[0].get<std::string>().find("args.rows"), std::string::npos)
+      << by_program.dump();
+  EXPECT_NE(by_program[1].get<std::string>().find("args.columns"), std::string::npos)
+      << by_program.dump();
+  ASSERT_EQ(send(shell, {{"data", "stty size\n"}}), 204);
+  EXPECT_NE(readUntil(shell, cursor, "35 120\r\n").find("35 120\r\n"), std::string::npos);
+  auto listed = api.call("GET", api.base + "/jobs");
+  ASSERT_EQ(listed.status, 200);
+  EXPECT_EQ(json::parse(listed.body)["jobs"][0]["pty"], json({{"rows", 35}, {"columns", 120}}));
+
+  // ^D at the prompt ends the shell; its terminal had one output.
+  ASSERT_EQ(send(shell, {{"last", true}}), 204);
+  auto ended = api.pollUntilSettled(shell);
+  EXPECT_EQ(ended["state"], "exited") << ended.dump();
+  EXPECT_EQ(ended["stderr"]["cursor"], 0) << ended.dump();
+  auto late =
+      api.call("POST", api.base + "/jobs/" + shell + "/resize", R"({"rows": 10, "columns": 10})");
+  EXPECT_EQ(late.status, 409) << late.body;
+  EXPECT_NE(late.body.find("the job has ended"), std::string::npos) << late.body;
+
+  // A program's PTY job: `cat` echoes what is typed, prints it again, and
+  // ends at the ^D of send_last.
+  auto cat = api.program(R"(from airlock_cap import job
+def main():
+    j = job.start(["cat"], pty={"rows": 5, "columns": 20})
+    job.send(j, "typed\n")
+    seen = ""
+    while seen.count("typed\r\n") < 2:
+        seen += job.wait(j, timeout_ms=20000).stdout
+    job.send_last(j)
+    st = job.wait(j, timeout_ms=20000)
+    while st.state == "running":
+        st = job.wait(j, timeout_ms=20000)
+    return {"seen": seen, "state": st.state, "exit_code": st.exit_code}
+)");
+  ASSERT_TRUE(cat.is_object());
+  EXPECT_EQ(cat["seen"], "typed\r\ntyped\r\n");
+  EXPECT_EQ(cat["state"], "exited");
+  EXPECT_EQ(cat["exit_code"], 0);
+
+  // A job on pipes has no terminal to resize; bad sizes name their key.
+  auto piped = api.startJob({{"argv", {"sleep", "600"}}});
+  ASSERT_TRUE(piped.is_object());
+  const std::string piped_job = piped["job_id"];
+  EXPECT_EQ(api.poll(piped_job)["pty"], nullptr);
+  auto no_terminal = api.call("POST", api.base + "/jobs/" + piped_job + "/resize",
+                              R"({"rows": 24, "columns": 80})");
+  EXPECT_EQ(no_terminal.status, 400) << no_terminal.body;
+  EXPECT_NE(no_terminal.body.find("was not started with a terminal"), std::string::npos)
+      << no_terminal.body;
+  for (const auto& [body, words] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"argv": ["sh"], "pty": {"rows": 0, "columns": 80}})", "pty.rows must be"},
+           {R"({"argv": ["sh"], "pty": {"rows": 24, "columns": 1001}})", "pty.columns must be"},
+           {R"({"argv": ["sh"], "pty": {"rows": 24}})", "pty.columns is required"},
+           {R"({"argv": ["sh"], "pty": {"rows": 24, "colums": 80}})",
+            R"(did you mean \"columns\")"},
+           {R"({"argv": ["sh"], "pty": [24, 80]})", "pty must be an object"}}) {
+    auto r = api.call("POST", api.base + "/jobs", body);
+    EXPECT_EQ(r.status, 400) << body << ": " << r.body;
+    EXPECT_NE(r.body.find(words), std::string::npos) << body << ": " << r.body;
+  }
+  auto bad_resize = api.call("POST", api.base + "/jobs/" + piped_job + "/resize",
+                             R"({"rows": 24, "columns": 0})");
+  EXPECT_EQ(bad_resize.status, 400);
+  EXPECT_NE(bad_resize.body.find("columns"), std::string::npos) << bad_resize.body;
+  auto unknown_key = api.call("POST", api.base + "/jobs/" + piped_job + "/resize",
+                              R"({"rows": 24, "columns": 80, "cols": 80})");
+  EXPECT_EQ(unknown_key.status, 400);
+  EXPECT_NE(unknown_key.body.find("cols"), std::string::npos) << unknown_key.body;
+  EXPECT_EQ(
+      api.call("POST", api.base + "/jobs/job-99/resize", R"({"rows": 24, "columns": 80})").status,
+      404);
+  EXPECT_EQ(api.call("POST", api.base + "/jobs/" + piped_job + "/kill").status, 204);
+}
+
 void expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(JobsApi& api) {
   auto started = api.startJob({{"argv", {"sleep", "600"}}});
   ASSERT_TRUE(started.is_object());

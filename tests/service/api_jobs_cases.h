@@ -99,6 +99,16 @@ void expectAJobIsKilledAtItsDeadline(JobsApi& api);
 // over HTTP and killed by a tool.
 void expectTheToolsDriveTheSameJobs(JobsApi& api);
 
+// A PTY job (start with "pty") through every door: `sh -i` started over
+// HTTP runs what is typed into it; stdin, stdout and stderr are terminals;
+// `stty size` prints the start size, then each size set by the resize
+// route, the job_resize tool and code mode's job.resize (polls report it);
+// everything arrives on stdout; send_last types ^D, which ends the shell,
+// and a `cat` a program started with pty= (its input echoed); a resize of
+// an ended job is 409, of a job on pipes 400; bad sizes are 400 naming the
+// key.
+void expectAPtyJobIsATerminalThroughEveryDoor(JobsApi& api);
+
 // Another tenant's environment is 404 on every job route; bad requests name
 // their problem; job.start_for_session has no wall of its own.
 void expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(JobsApi& api);

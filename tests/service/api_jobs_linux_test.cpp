@@ -83,6 +83,10 @@ TEST_F(ApiJobsLinuxTest, TheToolsDriveTheSameJobs) {
   expectTheToolsDriveTheSameJobs(api_);
 }
 
+TEST_F(ApiJobsLinuxTest, APtyJobIsATerminalThroughEveryDoor) {
+  expectAPtyJobIsATerminalThroughEveryDoor(api_);
+}
+
 TEST_F(ApiJobsLinuxTest, JobRoutesAreTheTenantsOwnAndCheckTheirInput) {
   expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(api_);
 }

@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "airlock/artifacts/filesystem_store.h"
@@ -420,18 +421,21 @@ std::vector<Row> rows() {
                  ASSERT_EQ(r.status, 200) << r.body;
                  EXPECT_EQ(json::parse(r.body)["jobs"], json::array());
                }});
-  for (const char* op : {"", "/input", "/kill"}) {
+  for (const char* op : {"", "/input", "/kill", "/resize"}) {
     const std::string method = *op == '\0' ? "GET" : "POST";
-    t.push_back({std::string("/v1/environments/{environment_id}/jobs/{job_id}") + op, method,
-                 [op, method](const World& w, const std::string& tenant) {
-                   return Call{method, envPath(w, std::string("jobs/job-1") + op) + "?" + q(tenant),
-                               *op == '\0' ? "" : "{}"};
-                 },
-                 404, "not_found",
-                 [](World&, const HttpResponse& r) {
-                   ASSERT_EQ(r.status, 404) << r.body;
-                   EXPECT_NE(r.body.find("no job is named"), std::string::npos) << r.body;
-                 }});
+    const std::string body = *op == '\0'                         ? ""
+                             : std::string_view(op) == "/resize" ? R"({"rows": 24, "columns": 80})"
+                                                                 : "{}";
+    t.push_back(
+        {std::string("/v1/environments/{environment_id}/jobs/{job_id}") + op, method,
+         [op, method, body](const World& w, const std::string& tenant) {
+           return Call{method, envPath(w, std::string("jobs/job-1") + op) + "?" + q(tenant), body};
+         },
+         404, "not_found",
+         [](World&, const HttpResponse& r) {
+           ASSERT_EQ(r.status, 404) << r.body;
+           EXPECT_NE(r.body.find("no job is named"), std::string::npos) << r.body;
+         }});
   }
   t.push_back({"/v1/environments/{environment_id}/schedules", "GET",
                [](const World& w, const std::string& tenant) {

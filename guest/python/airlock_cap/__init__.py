@@ -533,12 +533,18 @@ def _job(j: JobRef) -> Job:
 class job:  # noqa: N801
     @staticmethod
     def start(argv: Sequence[str], cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
-              wall_ms: Optional[int] = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Job:
+              wall_ms: Optional[int] = None, deadline_ms: int = DEFAULT_DEADLINE_MS,
+              pty: Optional[Dict[str, int]] = None) -> Job:
         """A background job of the environment: it outlives this program (a
         later program, the HTTP API and the tools see it). ``wall_ms``: its
         budget, fixed now (None: the service's default; 0: the environment's
-        whole life), always clamped to the environment's expiry."""
-        r = call("job.start", _args(argv=list(argv), cwd=cwd, env=env, wall_ms=wall_ms), deadline_ms)
+        whole life), always clamped to the environment's expiry.
+        ``pty={'rows': R, 'columns': C}``: run it on a pseudo-terminal of that
+        size (for ``sh -i``, ``python3 -i``): its output is all stdout, with
+        the terminal's echo of what is sent and "\\r\\n" line ends;
+        ``send_last`` types ^D; ``job.resize`` changes the size."""
+        r = call("job.start", _args(argv=list(argv), cwd=cwd, env=env, wall_ms=wall_ms, pty=pty),
+                 deadline_ms)
         return Job(r["job_id"], r["stdout_cursor"], r["stderr_cursor"], r.get("wall_ms", 0),
                    r.get("deadline_ms", 0))
 
@@ -589,6 +595,14 @@ class job:  # noqa: N801
     @staticmethod
     def kill(j: JobRef, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
         call("job.kill", {"job_id": _job(j).job_id}, deadline_ms)
+
+    @staticmethod
+    def resize(j: JobRef, rows: int, columns: int, deadline_ms: int = DEFAULT_DEADLINE_MS) -> None:
+        """Sets a PTY job's terminal size (the program gets SIGWINCH).
+        Refused (bad_request) for a job started without ``pty``; JobRefused
+        once the job has ended."""
+        call("job.resize", {"job_id": _job(j).job_id, "rows": rows, "columns": columns},
+             deadline_ms)
 
     @staticmethod
     def list(deadline_ms: int = DEFAULT_DEADLINE_MS) -> List[Dict[str, Any]]:

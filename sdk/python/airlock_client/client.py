@@ -347,13 +347,17 @@ class AirlockClient:
         working_directory: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         wall_ms: Optional[int] = None,
+        pty: Optional[Mapping[str, int]] = None,
     ) -> dict[str, Any]:
         """POST /v1/environments/{environment_id}/jobs: starts ``argv`` as a
         background job that outlives this call (and any program); code mode's
         job.* see the same jobs. ``wall_ms``: its wall-clock budget (absent: 30
         minutes; 0: the environment's whole life), clamped to the
-        environment's expiry. Returns ``{job_id, stdout_cursor, stderr_cursor,
-        wall_ms, deadline}``."""
+        environment's expiry. ``pty={"rows": R, "columns": C}``: run it on a
+        pseudo-terminal of that size (a PTY job: stderr merged into stdout,
+        input echoed, "\\r\\n" line ends; ``send_job_input(last=True)``
+        types ^D; ``resize_job`` changes the size). Returns ``{job_id,
+        stdout_cursor, stderr_cursor, wall_ms, deadline}``."""
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list like ["python3", "-m", "http.server"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
@@ -363,6 +367,8 @@ class AirlockClient:
             body["env"] = dict(env)
         if wall_ms is not None:
             body["wall_ms"] = int(wall_ms)
+        if pty is not None:
+            body["pty"] = dict(pty)
         return self._json("POST", self._job_path(environment_id), json_body=body)
 
     def list_jobs(self, environment_id: str) -> list[Job]:
@@ -401,6 +407,14 @@ class AirlockClient:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/kill: SIGKILL to the job's
         process group (its state becomes "killed"). Returns at once."""
         self._request("POST", self._job_path(environment_id, job_id, "/kill"), data=b"")
+
+    def resize_job(self, environment_id: str, job_id: str, rows: int, columns: int) -> None:
+        """POST /v1/environments/{environment_id}/jobs/{job_id}/resize: sets a PTY
+        job's terminal size (its program gets SIGWINCH). Refused for a
+        job started without ``pty`` or a size outside 1..1000 (ToolValidationError);
+        ExecutionRejectedError once the job has ended."""
+        body = {"rows": int(rows), "columns": int(columns)}
+        self._request("POST", self._job_path(environment_id, job_id, "/resize"), json_body=body)
 
     # --- workspace -------------------------------------------------------
 
@@ -674,6 +688,9 @@ class Environment:
 
     def kill_job(self, job_id: str) -> None:
         self.client.kill_job(self.id, job_id)
+
+    def resize_job(self, job_id: str, rows: int, columns: int) -> None:
+        self.client.resize_job(self.id, job_id, rows, columns)
 
     def list_schedules(self) -> list[Schedule]:
         return self.client.list_schedules(self.id)

@@ -446,6 +446,8 @@ class Job:
     stdout: JobStream
     stderr: JobStream
     spill: Optional[dict[str, Any]]
+    # A PTY job's terminal size {"rows": R, "columns": C}; None on pipes.
+    pty: Optional[dict[str, int]] = None
 
     @classmethod
     def from_json(cls, j: dict[str, Any]) -> "Job":
@@ -467,4 +469,5 @@ class Job:
             stdout=JobStream.from_json(out),
             stderr=JobStream.from_json(err),
             spill=j.get("spill"),
+            pty=j.get("pty"),
         )

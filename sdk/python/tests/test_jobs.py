@@ -49,6 +49,14 @@ class JobRoutesFakeTest(unittest.TestCase):
             with self.assertRaises(ToolValidationError) as caught:
                 env.poll_job("job-7", wait_ms=60001)
             self.assertIn("wait_ms", caught.exception.message)
+            with self.assertRaises(ToolValidationError) as caught:
+                env.start_job(["sh"], pty={"rows": 24, "columns": 0})
+            self.assertIn("pty.columns", caught.exception.message)
+            with self.assertRaises(ToolValidationError) as caught:
+                env.resize_job("job-7", 0, 80)
+            self.assertIn("rows", caught.exception.message)
+            with self.assertRaises(NotFoundError):
+                env.resize_job("job-7", 24, 80)
         with self.assertRaises(NotFoundError):
             self.client.list_jobs("no-such-environment")
 
@@ -120,6 +128,27 @@ class JobsLinuxTest(unittest.TestCase):
             self.assertEqual(out, b"up\n")
             self.assertEqual(job.spill["stdout"]["size_bytes"], 3)
             self.assertIsNotNone(job.spill["stdout"]["artifact_id"])
+
+    def test_a_pty_job_is_typed_into_and_resized_here(self):
+        with self.client.environment("t-jobs", "r-jobs-3") as env:
+            started = env.start_job(["sh", "-i"], pty={"rows": 24, "columns": 80})
+            job_id = started["job_id"]
+            env.send_job_input(job_id, "stty size\n")
+            job, out, _ = self.poll_until(env, job_id, lambda j, o: b"24 80\r\n" in o)
+            self.assertIn(b"24 80\r\n", out)
+            self.assertEqual(job.pty, {"rows": 24, "columns": 80})
+            env.resize_job(job_id, 40, 132)
+            env.send_job_input(job_id, "stty size\n")
+            cursors = (job.stdout.cursor, job.stderr.cursor)
+            job, out, _ = self.poll_until(env, job_id, lambda j, o: b"40 132\r\n" in o, cursors)
+            self.assertIn(b"40 132\r\n", out)
+            self.assertEqual(job.pty, {"rows": 40, "columns": 132})
+            env.send_job_input(job_id, last=True)  # ^D: the shell exits
+            job, _, err = self.poll_until(env, job_id, lambda j, o: not j.pending)
+            self.assertEqual(job.state, "exited")
+            self.assertEqual(err, b"")
+            with self.assertRaises(ExecutionRejectedError):
+                env.resize_job(job_id, 10, 10)
 
 
 if __name__ == "__main__":

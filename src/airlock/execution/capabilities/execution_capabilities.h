@@ -7,7 +7,9 @@
 //   proc.run   one command to completion, as a side process in the sandbox
 //   fs.read / fs.write / fs.list   through the workspace port (containment)
 //   job.start / job.start_for_session / job.poll / job.wait / job.send /
-//   job.send_last / job.kill / job.list   the environment's background jobs
+//   job.send_last / job.kill / job.resize / job.list   the environment's
+//              background jobs (job.start's pty: a PTY job, resized by
+//              job.resize)
 //              (port/job_port.h; the execution node keeps them): cursors
 //              over a bounded tail, each stream's whole output spooled on
 //              the host and handed, once the job is terminal, to a

@@ -71,7 +71,8 @@ Refusal jobRefusal(const Error& e) {
   if (e.code == ErrorCode::kNotFound) return Refusal{"job_not_found", e.message()};
   if (e.code == ErrorCode::kEnvironmentBusy) return Refusal{"deadline_exceeded", e.message()};
   if (e.code == ErrorCode::kExecutionRejected &&
-      e.message().starts_with("the job's input is closed"))
+      (e.message().starts_with("the job's input is closed") ||
+       e.message().starts_with("the job has ended")))
     return Refusal{"job_refused", e.message()};
   return refusalFor(e);
 }
@@ -88,6 +89,29 @@ struct JobDoor {
   std::shared_ptr<JobPort> owned;  // the table's own registry, when it has no node's
 };
 
+// A terminal size from `size` (a map {rows, columns}, each 1 to
+// kMaxTerminalCells); `where` names it in the refusal ("args.pty." or
+// "args.").
+tl::expected<TerminalSize, Refusal> terminalSizeOf(const Value& size, const std::string& where) {
+  if (size.asMap() == nullptr)
+    return tl::unexpected(
+        badRequest(where.substr(0, where.size() - 1) + " must be a map {rows, columns}"));
+  for (const auto& [key, v] : *size.asMap())
+    if (key != "rows" && key != "columns")
+      return tl::unexpected(
+          badRequest(where + key + " is not a terminal size's field (rows, columns)"));
+  TerminalSize out;
+  for (auto [field, cells] : {std::pair{"rows", &out.rows}, std::pair{"columns", &out.columns}}) {
+    const Value* v = size.find(field);
+    const auto n = v != nullptr ? v->asUnsigned() : std::nullopt;
+    if (!n || *n < 1 || *n > kMaxTerminalCells)
+      return tl::unexpected(badRequest(where + field + " must be an integer from 1 to " +
+                                       std::to_string(kMaxTerminalCells)));
+    *cells = static_cast<std::uint16_t>(*n);
+  }
+  return out;
+}
+
 // session: job.start_for_session (wall 0, whatever the arguments say).
 Answer jobStart(const JobDoor& d, const CallContext& ctx, bool session) {
   if (d.port == nullptr) return noJobs();
@@ -96,6 +120,11 @@ Answer jobStart(const JobDoor& d, const CallContext& ctx, bool session) {
   JobStartRequest start;
   start.command = std::move(req->command);
   start.spill = d.spill;
+  if (const Value* pty = ctx.args.find("pty"); pty != nullptr && !pty->isNil()) {
+    auto size = terminalSizeOf(*pty, "args.pty.");
+    if (!size) return size.error();
+    start.command.terminal = *size;
+  }
   if (session) {
     start.wall_ms = 0;
   } else if (ctx.args.find("wall_ms") != nullptr && !ctx.args.find("wall_ms")->isNil()) {
@@ -163,6 +192,20 @@ Answer jobKill(const JobDoor& d, const CallContext& ctx) {
   return Value::nil();
 }
 
+Answer jobResize(const JobDoor& d, const CallContext& ctx) {
+  if (d.port == nullptr) return noJobs();
+  auto id = capability::requiredString(ctx.args, "job_id");
+  if (!id) return id.error();
+  Map fields;
+  for (const char* field : {"rows", "columns"})
+    if (const Value* v = ctx.args.find(field)) fields.emplace_back(field, *v);
+  auto size = terminalSizeOf(Value::map(std::move(fields)), "args.");
+  if (!size) return size.error();
+  auto resized = d.port->resizeJob(d.handle, *id, *size);
+  if (!resized) return jobRefusal(resized.error());
+  return Value::nil();
+}
+
 Answer jobList(const JobDoor& d) {
   if (d.port == nullptr) return noJobs();
   auto listed = d.port->listJobs(d.handle);
@@ -206,6 +249,8 @@ void addJobCapabilities(capability::CapabilityTable& table,
             [door](const CallContext& c) { return jobSend(*door, c, true); });
   table.add("job.kill", CeilingClass::kNone,
             [door](const CallContext& c) { return jobKill(*door, c); });
+  table.add("job.resize", CeilingClass::kNone,
+            [door](const CallContext& c) { return jobResize(*door, c); });
   table.add("job.list", CeilingClass::kNone, [door](const CallContext&) { return jobList(*door); });
 }
 

@@ -209,6 +209,7 @@ class Api final : public service::RequestHandler {
   service::HttpResponse pollJob(const RouteCall& call);
   service::HttpResponse sendJobInput(const RouteCall& call);
   service::HttpResponse killJob(const RouteCall& call);
+  service::HttpResponse resizeJob(const RouteCall& call);
   // The live environment of a job route's call, or the 404 refusing it.
   tl::expected<EnvironmentHandle, service::HttpResponse> jobEnvironment(const RouteCall& call);
   // What a program's capabilities (and a job's spill) reach on this

@@ -24,7 +24,7 @@ using json = nlohmann::json;
 // The longest a job's input write may wait for room in its stdin.
 constexpr std::uint64_t kSendTimeoutMs = 30'000;
 
-// {argv, working_directory?, env?, wall_ms?} into a start request.
+// {argv, working_directory?, env?, wall_ms?, pty?} into a start request.
 Result<JobStartRequest> startFrom(const json& body) {
   JobStartRequest r;
   auto argv = argvFrom(body);
@@ -44,6 +44,13 @@ Result<JobStartRequest> startFrom(const json& body) {
       return tl::unexpected(
           badRequest("wall_ms must be a whole number of milliseconds, 0 or more"));
     r.wall_ms = static_cast<std::uint64_t>(*wall);
+  }
+  if (auto pty = body.find("pty"); pty != body.end() && !pty->is_null()) {
+    if (auto unknown = service::unknownKeyMessage(*pty, {"rows", "columns"}))
+      return tl::unexpected(badRequest("pty: " + *unknown));
+    auto size = terminalSizeFromJson(*pty, "pty");
+    if (!size) return tl::unexpected(size.error());
+    r.command.terminal = *size;
   }
   return r;
 }
@@ -79,7 +86,8 @@ HttpResponse Api::startJob(const RouteCall& call) {
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
   auto body = parseBody(call.request.body);
   if (!body) return errorResponse(body.error());
-  if (auto refused = refuseUnknownKeys(*body, {"argv", "working_directory", "env", "wall_ms"}))
+  if (auto refused =
+          refuseUnknownKeys(*body, {"argv", "working_directory", "env", "wall_ms", "pty"}))
     return *refused;
   auto request = startFrom(*body);
   if (!request) return errorResponse(request.error());
@@ -151,6 +159,19 @@ HttpResponse Api::killJob(const RouteCall& call) {
   if (!handle) return std::move(handle.error());
   auto killed = node_.killJob(*handle, call.param("job_id"));
   if (!killed) return errorResponse(killed.error());
+  return noContent();
+}
+
+HttpResponse Api::resizeJob(const RouteCall& call) {
+  auto handle = jobEnvironment(call);
+  if (!handle) return std::move(handle.error());
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  if (auto refused = refuseUnknownKeys(*body, {"rows", "columns"})) return *refused;
+  auto size = terminalSizeFromJson(*body, "");
+  if (!size) return errorResponse(size.error());
+  auto resized = node_.resizeJob(*handle, call.param("job_id"), *size);
+  if (!resized) return errorResponse(resized.error());
   return noContent();
 }
 

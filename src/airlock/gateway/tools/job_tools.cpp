@@ -1,6 +1,7 @@
 #include "airlock/gateway/tools/job_tools.h"
 
 #include "airlock/core/command_validation.h"
+#include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
 #include "airlock/gateway/tools/tool_support.h"
 
@@ -54,6 +55,11 @@ tl::expected<std::uint64_t, ToolFailure> count(const json& arguments, std::strin
   return v->get<std::uint64_t>();
 }
 
+// A ToolFailure naming `argument` for a ToolValidationError.
+tl::unexpected<ToolFailure> invalid(std::string argument, const Error& e) {
+  return invalidArgument(std::move(argument), e.context);
+}
+
 ToolResult jobStart(const json& arguments, ToolContext& context) {
   const json* command = detail::member(arguments, "command");
   if (command == nullptr || !command->is_array() || command->empty())
@@ -80,8 +86,13 @@ ToolResult jobStart(const json& arguments, ToolContext& context) {
     if (!wall) return tl::unexpected(wall.error());
     request.wall_ms = *wall;
   }
-  if (auto known =
-          detail::onlyKnownArguments(arguments, {"command", "working_directory", "env", "wall_ms"});
+  if (const json* pty = detail::member(arguments, "pty"); pty != nullptr && !pty->is_null()) {
+    auto size = terminalSizeFromJson(*pty, "pty");
+    if (!size) return invalid("pty", size.error());
+    request.command.terminal = *size;
+  }
+  if (auto known = detail::onlyKnownArguments(
+          arguments, {"command", "working_directory", "env", "wall_ms", "pty"});
       !known)
     return tl::unexpected(known.error());
   request.spill = context.job_spill;
@@ -149,6 +160,24 @@ ToolResult jobKill(const json& arguments, ToolContext& context) {
   return json{{"job_id", *id}, {"killing", true}};
 }
 
+ToolResult jobResize(const json& arguments, ToolContext& context) {
+  auto id = detail::requiredString(arguments, "job_id");
+  if (!id) return tl::unexpected(id.error());
+  if (auto known = detail::onlyKnownArguments(arguments, {"job_id", "rows", "columns"}); !known)
+    return tl::unexpected(known.error());
+  json size = json::object();
+  for (const char* field : {"rows", "columns"})
+    if (const json* v = detail::member(arguments, field)) size[field] = *v;
+  auto parsed = terminalSizeFromJson(size, "");
+  if (!parsed)
+    return invalid(parsed.error().context.starts_with("rows") ? "rows" : "columns", parsed.error());
+  auto jobs = jobsOf(context);
+  if (!jobs) return tl::unexpected(jobs.error());
+  auto resized = (*jobs)->resizeJob(context.environment, *id, *parsed);
+  if (!resized) return detail::failureFrom(resized.error(), "job_id");
+  return json{{"job_id", *id}, {"rows", parsed->rows}, {"columns", parsed->columns}};
+}
+
 ToolResult jobList(const json& arguments, ToolContext& context) {
   if (auto known = detail::onlyKnownArguments(arguments, {}); !known)
     return tl::unexpected(known.error());
@@ -184,7 +213,47 @@ json jobOutputSchema() {
   return json{{"type", "object"}};
 }
 
+json terminalSizeSchema(const char* description) {
+  const json cells = {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxTerminalCells}};
+  return json{{"type", "object"},
+              {"properties", {{"rows", cells}, {"columns", cells}}},
+              {"required", json::array({"rows", "columns"})},
+              {"additionalProperties", false},
+              {"description", description}};
+}
+
 }  // namespace
+
+Result<TerminalSize> terminalSizeFromJson(const json& value, std::string_view where) {
+  const std::string prefix = where.empty() ? std::string() : std::string(where) + ".";
+  if (!value.is_object())
+    return fail(ErrorCode::kToolValidationError,
+                std::string(where.empty() ? "the terminal size" : where) +
+                    " must be an object {\"rows\": R, \"columns\": C}");
+  for (const auto& [key, v] : value.items())
+    if (key != "rows" && key != "columns")
+      return fail(ErrorCode::kToolValidationError,
+                  std::string(where.empty() ? "" : std::string(where) + ": ") + "unknown key " +
+                      quoteForMessage(key) + " (known keys: rows, columns)");
+  TerminalSize size;
+  for (auto [field, cells] : {std::pair{"rows", &size.rows}, std::pair{"columns", &size.columns}}) {
+    auto it = value.find(field);
+    // 0 (refused below) when absent, below 1 or not a whole number. A
+    // parsed body holds unsigned numbers, one built in memory signed ones.
+    std::uint64_t n = 0;
+    if (it != value.end() && it->is_number_unsigned()) {
+      n = it->get<std::uint64_t>();
+    } else if (it != value.end() && it->is_number_integer() && it->get<std::int64_t>() > 0) {
+      n = static_cast<std::uint64_t>(it->get<std::int64_t>());
+    }
+    if (n < 1 || n > kMaxTerminalCells)
+      return fail(ErrorCode::kToolValidationError,
+                  prefix + field + (it == value.end() ? " is required: " : " must be ") +
+                      "a whole number from 1 to " + std::to_string(kMaxTerminalCells));
+    *cells = static_cast<std::uint16_t>(n);
+  }
+  return size;
+}
 
 json jobJson(const JobSnapshot& s, bool with_output) {
   json j = {{"job_id", s.job_id},
@@ -196,7 +265,9 @@ json jobJson(const JobSnapshot& s, bool with_output) {
             {"pending", s.pending},
             {"wall_ms", s.wall_ms},
             {"deadline", deadlineJson(s.deadline)},
-            {"spill", nullptr}};
+            {"spill", nullptr},
+            {"pty", nullptr}};
+  if (s.terminal) j["pty"] = {{"rows", s.terminal->rows}, {"columns", s.terminal->columns}};
   for (const auto& a : s.argv) j["argv"].push_back(bytesToJson(a));
   if (const char* reason = jobKillReasonName(s.kill_reason)) j["kill_reason"] = reason;
   if (with_output) {
@@ -237,7 +308,14 @@ void addJobTools(ToolRegistry& registry) {
              {"description",
               "Environment variables for this job only, e.g. {\"PORT\": \"8000\"}; credential "
               "names and names the sandbox sets itself (PATH, HOME, ...) are refused."}}},
-           {"wall_ms", {{"type", "integer"}, {"minimum", 0}}}},
+           {"wall_ms", {{"type", "integer"}, {"minimum", 0}}},
+           {"pty", terminalSizeSchema(
+                       "Run on a pseudo-terminal of this size (a PTY job), for programs that "
+                       "want a console: shells (sh -i), REPLs (python3 -i), editors, progress "
+                       "bars. Its stderr is merged into stdout; what you send is echoed back; "
+                       "lines end in \\r\\n; job_send with last: true types ^D (end of input "
+                       "on an empty line) and the terminal stays open. Change the size with "
+                       "job_resize.")}},
           json::array({"command"})),
       jobOutputSchema(), /*read_only=*/false, /*idempotent=*/false, &jobStart});
   registry.add(Tool{
@@ -255,7 +333,9 @@ void addJobTools(ToolRegistry& registry) {
       jobOutputSchema(), /*read_only=*/true, /*idempotent=*/false, &jobPoll});
   registry.add(Tool{"job_send", "Write to a job's input",
                     "Write text to a background job's standard input; last: true then closes it "
-                    "(end of input).",
+                    "(end of input). For a PTY job (started with pty) this is typing at its "
+                    "terminal: end a line with \"\\n\" to enter it, \"\\u0003\" is ^C, and "
+                    "last: true types ^D once instead of closing anything.",
                     objectSchema({{"job_id", jobIdProperty()},
                                   {"data", {{"type", "string"}}},
                                   {"last", {{"type", "boolean"}, {"default", false}}}},
@@ -265,6 +345,18 @@ void addJobTools(ToolRegistry& registry) {
                     "Kill a background job and everything it started in its process group.",
                     objectSchema({{"job_id", jobIdProperty()}}, json::array({"job_id"})),
                     jobOutputSchema(), /*read_only=*/false, /*idempotent=*/true, &jobKill});
+  registry.add(
+      Tool{"job_resize", "Resize a PTY job's terminal",
+           "Set the terminal size (rows and columns of characters) of a PTY job, a background job "
+           "started with pty: the program sees the new size (stty size) and is told by SIGWINCH, "
+           "as when a terminal window is resized. Refused for a job started without pty and for a "
+           "job that has ended.",
+           objectSchema(
+               {{"job_id", jobIdProperty()},
+                {"rows", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxTerminalCells}}},
+                {"columns", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxTerminalCells}}}},
+               json::array({"job_id", "rows", "columns"})),
+           jobOutputSchema(), /*read_only=*/false, /*idempotent=*/true, &jobResize});
   registry.add(Tool{"job_list", "List background jobs",
                     "The background jobs of this run's sandbox, oldest first, with their states "
                     "and output cursors.",

@@ -9,7 +9,7 @@
 //   workspace_list       list a workspace directory
 //   artifact_export      make a workspace file, or text, an artifact the user
 //                        receives (spec 000, "ArtifactWriter")
-//   job_start, job_poll, job_send, job_kill, job_list
+//   job_start, job_poll, job_send, job_kill, job_resize, job_list
 //                        the environment's background jobs (job_tools.h;
 //                        ToolContext::jobs)
 // Each tool's header comment, description and schemas are in builtin_tools.cpp;
