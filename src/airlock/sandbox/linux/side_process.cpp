@@ -134,6 +134,40 @@ Result<UniqueFd> duplicate(int fd) {
   return copy;
 }
 
+// The effect's stdio and the service's ends of it. On a terminal, the
+// slave is the effect's stdin, stdout and stderr (in_r), and the service
+// holds three descriptors of the master: stdin's end, stdout's end and one
+// for resizes (`terminal`). On pipes, the three pipes.
+struct EffectStdio {
+  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, terminal;
+};
+Result<EffectStdio> openStdio(const SideCommand& command) {
+  EffectStdio io;
+  if (command.terminal) {
+    if (auto ok = checkTerminalSize(*command.terminal); !ok) return tl::unexpected(ok.error());
+    auto pair = openTerminal(*command.terminal);
+    if (!pair) return tl::unexpected(pair.error());
+    auto in = duplicate(pair->master.get());
+    if (!in) return tl::unexpected(in.error());
+    auto control = duplicate(pair->master.get());
+    if (!control) return tl::unexpected(control.error());
+    io.in_w = std::move(*in);
+    io.terminal = std::move(*control);
+    io.out_r = std::move(pair->master);
+    io.in_r = std::move(pair->slave);
+    return io;
+  }
+  auto pipes = makeSidePipes(command.with_stdin);
+  if (!pipes) return tl::unexpected(pipes.error());
+  io.in_r = std::move(pipes->stdin_read);
+  io.in_w = std::move(pipes->stdin_write);
+  io.out_r = std::move(pipes->stdout_read);
+  io.out_w = std::move(pipes->stdout_write);
+  io.err_r = std::move(pipes->stderr_read);
+  io.err_w = std::move(pipes->stderr_write);
+  return io;
+}
+
 class LinuxSideProcess final : public PipedSideProcess {
  public:
   // `terminal`: a pseudo-terminal's master (its own descriptor, besides
@@ -238,32 +272,12 @@ Result<std::unique_ptr<SideProcess>> startSideProcessIn(const SideProcessTarget&
   for (auto& e : prepared->env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  // On a terminal, the slave is the effect's stdin, stdout and stderr, and
-  // the service holds three descriptors of the master: stdin's end,
-  // stdout's end and one for resizes. On pipes, the three pipes.
-  UniqueFd in_r, in_w, out_r, out_w, err_r, err_w, terminal;
-  if (command.terminal) {
-    if (auto ok = checkTerminalSize(*command.terminal); !ok) return tl::unexpected(ok.error());
-    auto pair = openTerminal(*command.terminal);
-    if (!pair) return tl::unexpected(pair.error());
-    auto in = duplicate(pair->master.get());
-    if (!in) return tl::unexpected(in.error());
-    auto control = duplicate(pair->master.get());
-    if (!control) return tl::unexpected(control.error());
-    in_w = std::move(*in);
-    terminal = std::move(*control);
-    out_r = std::move(pair->master);
-    in_r = std::move(pair->slave);
-  } else {
-    auto pipes = makeSidePipes(command.with_stdin);
-    if (!pipes) return tl::unexpected(pipes.error());
-    in_r = std::move(pipes->stdin_read);
-    in_w = std::move(pipes->stdin_write);
-    out_r = std::move(pipes->stdout_read);
-    out_w = std::move(pipes->stdout_write);
-    err_r = std::move(pipes->stderr_read);
-    err_w = std::move(pipes->stderr_write);
-  }
+  auto stdio = openStdio(command);
+  if (!stdio) return tl::unexpected(stdio.error());
+  UniqueFd in_r = std::move(stdio->in_r), in_w = std::move(stdio->in_w);
+  UniqueFd out_r = std::move(stdio->out_r), out_w = std::move(stdio->out_w);
+  UniqueFd err_r = std::move(stdio->err_r), err_w = std::move(stdio->err_w);
+  UniqueFd terminal = std::move(stdio->terminal);
   const int slave = command.terminal ? in_r.get() : -1;
   UniqueFd go_r, go_w, st_r, st_w;
   if (auto r = makePipe(go_r, go_w); !r) return tl::unexpected(r.error());
