@@ -1,4 +1,4 @@
-// The job_* tools (job_start, job_poll, job_send, job_kill, job_list) and
+// The job_* tools (job_start, job_poll, job_send, job_kill, job_resize, job_list) and
 // the JSON a job is shown as, shared with the HTTP job routes
 // (gateway/api/jobs.cpp; docs/serve.md "Jobs"): one implementation, the
 // environment's JobPort (port/job_port.h), behind every door.
