@@ -480,12 +480,57 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   }
 }
 
+// ---- bounded copying between two fds ------------------------------------------
+
+// What one direction of a relay holds at most.
+constexpr std::size_t kRelayBuffer = 32 * 1024;
+
+// One direction of a relay: bytes read from `from` wait in buf[off, len)
+// until written to `to`. Both fds are non-blocking.
+struct Half {
+  int from = -1;
+  int to = -1;
+  char* buf = nullptr;  // kRelayBuffer bytes
+  std::size_t off = 0;
+  std::size_t len = 0;
+  bool eof = false;   // `from` reached end of file
+  bool shut = false;  // and `to` was told, in the relay's own way (egress: a half-close)
+  bool wantsRead() const { return !eof && len < kRelayBuffer; }
+  bool wantsWrite() const { return off < len; }
+};
+
+// Reads what fits; false on a read error. End of file is a read of 0, or
+// EIO: what a terminal's master reads once no slave is open (Linux).
+bool fill(Half& h) {
+  ssize_t n = ::read(h.from, h.buf + h.len, kRelayBuffer - h.len);
+  if (n > 0) {
+    h.len += static_cast<std::size_t>(n);
+    return true;
+  }
+  if (n == 0 || errno == EIO) {
+    h.eof = true;
+    return true;
+  }
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+// Writes what is buffered; false on a write error (the reader is gone;
+// SIGPIPE is ignored in every process of the shim).
+bool drain(Half& h) {
+  ssize_t n = ::write(h.to, h.buf + h.off, h.len - h.off);
+  if (n > 0) {
+    h.off += static_cast<std::size_t>(n);
+    if (h.off == h.len) h.off = h.len = 0;
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
 // ---- egress relay ------------------------------------------------------------
 
 // At most this many relayed connections at once; more wait in the
 // listener's backlog. Each holds two kRelayBuffer buffers and a thread.
 constexpr int kMaxRelays = 64;
-constexpr std::size_t kRelayBuffer = 32 * 1024;
 constexpr std::size_t kRelayStack = 128 * 1024;
 
 pthread_mutex_t g_relay_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -521,50 +566,11 @@ int connectEgressSocket() {
   do {
     rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
+  if (rc != 0 || ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
     ::close(fd);
     return -1;
   }
   return fd;
-}
-
-// One direction of a relayed connection: bytes read from `from` wait in
-// buf[off, len) until written to `to`.
-struct Half {
-  int from = -1;
-  int to = -1;
-  char* buf = nullptr;  // kRelayBuffer bytes
-  std::size_t off = 0;
-  std::size_t len = 0;
-  bool eof = false;   // `from` reached end of file
-  bool shut = false;  // and `to` was told (shutdown SHUT_WR)
-  bool wantsRead() const { return !eof && len < kRelayBuffer; }
-  bool wantsWrite() const { return off < len; }
-};
-
-// Reads what fits; false on a read error.
-bool fill(Half& h) {
-  ssize_t n = ::recv(h.from, h.buf + h.len, kRelayBuffer - h.len, MSG_DONTWAIT);
-  if (n > 0) {
-    h.len += static_cast<std::size_t>(n);
-    return true;
-  }
-  if (n == 0) {
-    h.eof = true;
-    return true;
-  }
-  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
-// Writes what is buffered; false on a write error (the reader is gone).
-bool drain(Half& h) {
-  ssize_t n = ::send(h.to, h.buf + h.off, h.len - h.off, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n > 0) {
-    h.off += static_cast<std::size_t>(n);
-    if (h.off == h.len) h.off = h.len = 0;
-    return true;
-  }
-  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
 }
 
 // Copies both ways until both ends have ended their sending (each end of
@@ -653,7 +659,7 @@ void* acceptThread(void* arg) {
     pthread_mutex_lock(&g_relay_mu);
     while (g_relays >= kMaxRelays) pthread_cond_wait(&g_relay_cv, &g_relay_mu);
     pthread_mutex_unlock(&g_relay_mu);
-    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (client < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
         ::poll(nullptr, 0, 10);  // out of resources: let a connection end first
