@@ -71,6 +71,9 @@ class TrackedSideProcess final : public SideProcess {
   bool stdinOpen() const noexcept override { return process_->stdinOpen(); }
   std::optional<int> exitStatus() override { return process_->exitStatus(); }
   void killGroup() noexcept override { process_->killGroup(); }
+  Result<void> resizeTerminal(const TerminalSize& size) override {
+    return process_->resizeTerminal(size);
+  }
 
  private:
   ActivityScope activity_;
