@@ -820,24 +820,193 @@ long long monotonicMs() {
 // doubling up to this (while it kills: every millisecond).
 constexpr long long kSessionLookMaxMs = 256;
 
+// The relay of a terminal's keeper once its effect runs (keepOnTerminal):
+// until the effect has exited, nothing of its session is left and the
+// output is out. The effect stays a zombie until then, so its pid, group
+// and session ids cannot be taken by another process while the keeper
+// still signals them.
+class TerminalRelay {
+ public:
+  TerminalRelay(const Request& req, int master, pid_t effect, int sigchld_fd)
+      : effect_(effect),
+        master_(master),
+        status_fd_(req.status_fd),
+        control_(req.kill_fd),
+        sigchld_fd_(sigchld_fd) {
+    in_.from = req.stdio[0];
+    in_.to = master;
+    in_.buf = in_buf_;
+    out_.from = master;
+    out_.to = req.stdio[1];
+    out_.buf = out_buf_;
+    for (int fd : {in_.from, out_.to}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  }
+
+  [[noreturn]] void run() {
+    for (;;) {
+      noteExit();
+      const long long now = monotonicMs();
+      lookAtSession(now);
+      endStreams();
+      if (exited_ && session_over_ && out_.to < 0) {
+        ::waitpid(effect_, nullptr, 0);
+        ::_exit(0);
+      }
+      pollfd p[5] = {{master_, 0, 0},
+                     {in_.from, static_cast<short>(in_.wantsRead() ? POLLIN : 0), 0},
+                     // Always watched while open: POLLERR says the host's reader is gone.
+                     {out_.to, static_cast<short>(out_.wantsWrite() ? POLLOUT : 0), 0},
+                     {control_, POLLIN, 0},
+                     {sigchld_fd_, POLLIN, 0}};
+      if (out_.wantsRead()) p[0].events |= POLLIN;
+      if (in_.wantsWrite()) p[0].events |= POLLOUT;
+      // An fd with nothing wanted is left out, so its hang-up cannot spin the loop.
+      for (int k : {0, 1})
+        if (p[k].events == 0) p[k].fd = -1;
+      if (airlock::sys::pollSome(p, 5, timeoutMs(now)) <= 0) continue;
+      if (p[4].revents & POLLIN) {
+        signalfd_siginfo info[16];
+        (void)airlock::sys::readSome(sigchld_fd_, info, sizeof info);
+      }
+      if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) readControl();
+      move(p);
+    }
+  }
+
+ private:
+  // Reports the effect's exit once (waitid WNOWAIT: not reaped).
+  void noteExit() {
+    if (exited_) return;
+    siginfo_t info{};
+    if (::waitid(P_PID, effect_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == effect_) {
+      writeRecord(status_fd_, ShimRecordType::kMainExited, waitStatusOf(info));
+      exited_ = true;
+    }
+  }
+
+  // After the exit (the session's other processes may still hold the
+  // terminal: this gVisor never reports a master's end of file) and while
+  // killing, what is left of the session is looked at, at most every
+  // look_every_ms_; killing, each look SIGKILLs what it finds.
+  void lookAtSession(long long now) {
+    if (!(exited_ || killing_) || session_over_ || now < next_look_ms_) return;
+    if (killing_) ::kill(-effect_, SIGKILL);
+    const long left = sessionProcesses(effect_, killing_ ? SIGKILL : 0);
+    session_over_ = exited_ && left == 0;
+    if (!killing_) look_every_ms_ = std::min(look_every_ms_ * 2, kSessionLookMaxMs);
+    next_look_ms_ = now + (killing_ ? 1 : look_every_ms_);
+  }
+
+  int timeoutMs(long long now) const {
+    int timeout_ms = -1;
+    if ((exited_ || killing_) && !session_over_)
+      timeout_ms = static_cast<int>(std::max(0LL, next_look_ms_ - now));
+    // Without a signalfd, the exit is found by polling.
+    if (sigchld_fd_ < 0 && !exited_) timeout_ms = timeout_ms < 0 ? 50 : std::min(timeout_ms, 50);
+    return timeout_ms;
+  }
+
+  // The ends of input and output, as far as they have come.
+  void endStreams() {
+    // Nothing can write to the terminal any more: what it holds is the
+    // rest of the output.
+    if (session_over_ && out_.wantsRead()) {
+      const std::size_t before = out_.len;
+      if (!fill(out_) || out_.len == before) out_.eof = true;
+      if (out_.to < 0) out_.off = out_.len = 0;
+    }
+    // The host's stdin ended and what came before is typed: ^D, once.
+    if (in_.eof && !in_.shut && !in_.wantsWrite()) {
+      in_.buf[0] = endOfFileCharacter(master_);
+      in_.off = 0;
+      in_.len = 1;
+      in_.shut = true;
+    }
+    if (out_.eof && !out_.wantsWrite() && out_.to >= 0) outputGone();  // every byte is out
+  }
+
+  // Resize records, or the end of the pipe: the kill.
+  void readControl() {
+    const ssize_t n =
+        airlock::sys::readSome(control_, record_ + record_len_, sizeof record_ - record_len_);
+    if (n > 0) {
+      record_len_ += static_cast<std::size_t>(n);
+      if (record_len_ < sizeof record_) return;
+      record_len_ = 0;
+      const auto size = airlock::oci::decodeTerminalResize(record_);
+      const winsize ws{size.rows, size.columns, 0, 0};
+      // This gVisor sends no SIGWINCH for a new size and tells no one
+      // outside the session which group is in the foreground: every
+      // process of the session is told (one that does not handle SIGWINCH
+      // ignores it).
+      if (::ioctl(master_, TIOCSWINSZ, &ws) == 0) (void)sessionProcesses(effect_, SIGWINCH);
+      return;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    ::kill(effect_, SIGKILL);  // in case it has not reached setsid
+    killing_ = true;
+    next_look_ms_ = 0;
+    ::close(control_);
+    control_ = -1;
+  }
+
+  // Bytes both ways, as far as the poll said they can go.
+  void move(const pollfd p[5]) {
+    const short readable = POLLIN | POLLHUP | POLLERR;
+    if ((p[1].revents & readable) && in_.wantsRead() && !fill(in_)) in_.eof = true;
+    if ((p[0].revents & readable) && out_.wantsRead()) {
+      if (!fill(out_)) out_.eof = true;
+      if (out_.to < 0) out_.off = out_.len = 0;
+    }
+    if ((p[0].revents & (POLLOUT | POLLERR | POLLHUP)) && in_.wantsWrite() && !drain(in_)) {
+      in_.off = in_.len = 0;  // the terminal takes no more input
+      in_.eof = in_.shut = true;
+    }
+    if (out_.to >= 0 && (p[2].revents & (POLLERR | POLLHUP))) outputGone();
+    if (out_.to >= 0 && (p[2].revents & POLLOUT) && out_.wantsWrite() && !drain(out_)) outputGone();
+  }
+
+  // The host's stdout is closed: every byte is out, or its reader is gone.
+  // What the terminal says from now on is read and dropped, so nothing of
+  // the session blocks on a full terminal.
+  void outputGone() {
+    if (out_.to >= 0) ::close(out_.to);
+    out_.to = -1;
+    out_.off = out_.len = 0;
+  }
+
+  const pid_t effect_;
+  const int master_;
+  const int status_fd_;
+  int control_;  // the kill pipe: resize records, then end-of-file (the kill)
+  const int sigchld_fd_;
+  char in_buf_[kRelayBuffer];
+  char out_buf_[kRelayBuffer];
+  Half in_;   // the host's stdin, typed into the terminal; `shut`: ^D typed
+  Half out_;  // the terminal's output to the host's stdout; `to` -1 once closed
+  char record_[airlock::oci::kResizeRecordBytes];
+  std::size_t record_len_ = 0;
+  bool exited_ = false;        // the effect's exit is reported
+  bool killing_ = false;       // the host closed the kill pipe
+  bool session_over_ = false;  // exited, and no process of its session is left
+  long long look_every_ms_ = 1;
+  long long next_look_ms_ = 0;
+};
+
 // The keeper of a side process on a terminal (see the file comment): opens
-// the terminal, starts the effect on its slave, then relays until the
-// effect has exited, nothing of its session is left and the output is out.
-// The effect stays a zombie until then, so its pid, group and session ids
-// cannot be taken by another process while the keeper still signals them.
+// the terminal, starts the effect on its slave and relays (TerminalRelay).
 [[noreturn]] void keepOnTerminal(Request& req, int sigchld_fd) {
   Terminal term;
   if (!openTerminal(req.rows, req.columns, term)) {
     writeRecord(req.status_fd, ShimRecordType::kStartFailed, errno);
     ::_exit(0);
   }
-  const int host_in = req.stdio[0];
-  const int host_out = req.stdio[1];
-  ::close(req.stdio[2]);  // a terminal has one output: the host's stderr ends at
-                          // once
-  for (int& fd : req.stdio) fd = term.slave;
+  ::close(req.stdio[2]);  // a terminal has one output: the host's stderr ends at once
+  Request effect_req = req;
+  for (int& fd : effect_req.stdio) fd = term.slave;
   const pid_t effect = ::fork();
-  if (effect == 0) execCommand(req);
+  if (effect == 0) execCommand(effect_req);
   const int fork_errno = errno;
   ::close(term.slave);  // the effect's are the only copies
   if (effect < 0) {
@@ -845,131 +1014,7 @@ constexpr long long kSessionLookMaxMs = 256;
     ::_exit(0);
   }
   writeRecord(req.status_fd, ShimRecordType::kStarted, effect);
-  for (int fd : {host_in, host_out}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
-
-  char in_buf[kRelayBuffer];
-  char out_buf[kRelayBuffer];
-  Half in;  // the host's stdin, typed into the terminal; `shut`: ^D typed
-  in.from = host_in;
-  in.to = term.master;
-  in.buf = in_buf;
-  Half out;  // the terminal's output to the host's stdout; `to` -1 once closed
-  out.from = term.master;
-  out.to = host_out;
-  out.buf = out_buf;
-  int control = req.kill_fd;  // resize records, then end-of-file: the kill
-  char record[airlock::oci::kResizeRecordBytes];
-  std::size_t record_len = 0;
-  bool exited = false;        // the effect's exit is reported
-  bool killing = false;       // the host closed the kill pipe
-  bool session_over = false;  // exited, and no process of its session is left
-  long long look_every_ms = 1;
-  long long next_look_ms = 0;
-
-  // The host's stdout is gone: what the terminal says from now on is read
-  // and dropped, so nothing of the session blocks on a full terminal.
-  auto outputGone = [&] {
-    if (out.to >= 0) ::close(out.to);
-    out.to = -1;
-    out.off = out.len = 0;
-  };
-  for (;;) {
-    if (!exited) {
-      siginfo_t info{};
-      if (::waitid(P_PID, effect, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == effect) {
-        writeRecord(req.status_fd, ShimRecordType::kMainExited, waitStatusOf(info));
-        exited = true;
-      }
-    }
-    // After the exit (the session's other processes may still hold the
-    // terminal: this gVisor never reports a master's end of file) and while
-    // killing, what is left of the session is looked at, at most every
-    // look_every_ms.
-    long long now = monotonicMs();
-    if ((exited || killing) && !session_over && now >= next_look_ms) {
-      if (killing) ::kill(-effect, SIGKILL);
-      const long left = sessionProcesses(effect, killing ? SIGKILL : 0);
-      session_over = exited && left == 0;
-      if (!killing) look_every_ms = std::min(look_every_ms * 2, kSessionLookMaxMs);
-      next_look_ms = now + (killing ? 1 : look_every_ms);
-    }
-    // Nothing can write to the terminal any more: what it holds is the rest
-    // of the output.
-    if (session_over && out.wantsRead()) {
-      const std::size_t before = out.len;
-      if (!fill(out) || out.len == before) out.eof = true;
-      if (out.to < 0) out.off = out.len = 0;
-    }
-    if (in.eof && !in.shut && !in.wantsWrite()) {
-      in.buf[0] = endOfFileCharacter(term.master);
-      in.off = 0;
-      in.len = 1;
-      in.shut = true;
-    }
-    if (out.eof && !out.wantsWrite() && out.to >= 0) outputGone();  // every byte is out
-    if (exited && session_over && out.to < 0) {
-      ::waitpid(effect, nullptr, 0);
-      ::_exit(0);
-    }
-
-    pollfd p[5] = {{term.master, 0, 0},
-                   {in.from, static_cast<short>(in.wantsRead() ? POLLIN : 0), 0},
-                   // Always watched while open: POLLERR says the host's reader is gone.
-                   {out.to, static_cast<short>(out.wantsWrite() ? POLLOUT : 0), 0},
-                   {control, POLLIN, 0},
-                   {sigchld_fd, POLLIN, 0}};
-    if (out.wantsRead()) p[0].events |= POLLIN;
-    if (in.wantsWrite()) p[0].events |= POLLOUT;
-    // An fd with nothing wanted is left out, so its hang-up cannot spin the
-    // loop.
-    for (int k : {0, 1})
-      if (p[k].events == 0) p[k].fd = -1;
-    int timeout_ms = -1;
-    if ((exited || killing) && !session_over)
-      timeout_ms = static_cast<int>(std::max(0LL, next_look_ms - now));
-    if (sigchld_fd < 0 && !exited) timeout_ms = timeout_ms < 0 ? 50 : std::min(timeout_ms, 50);
-    if (airlock::sys::pollSome(p, 5, timeout_ms) <= 0) continue;
-    const short readable = POLLIN | POLLHUP | POLLERR;
-    if (p[4].revents & POLLIN) {
-      signalfd_siginfo info[16];
-      (void)airlock::sys::readSome(sigchld_fd, info, sizeof info);
-    }
-    if (p[3].revents & readable) {
-      const ssize_t n =
-          airlock::sys::readSome(control, record + record_len, sizeof record - record_len);
-      if (n > 0) {
-        record_len += static_cast<std::size_t>(n);
-        if (record_len == sizeof record) {
-          record_len = 0;
-          const auto size = airlock::oci::decodeTerminalResize(record);
-          const winsize ws{size.rows, size.columns, 0, 0};
-          // This gVisor sends no SIGWINCH for a new size and tells no one
-          // outside the session which group is in the foreground: every
-          // process of the session is told (one that does not handle
-          // SIGWINCH ignores it).
-          if (::ioctl(term.master, TIOCSWINSZ, &ws) == 0) (void)sessionProcesses(effect, SIGWINCH);
-        }
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        ::kill(effect, SIGKILL);  // in case it has not reached setsid
-        killing = true;
-        next_look_ms = 0;
-        ::close(control);
-        control = -1;
-      }
-    }
-    if ((p[1].revents & readable) && in.wantsRead() && !fill(in)) in.eof = true;
-    if ((p[0].revents & readable) && out.wantsRead()) {
-      if (!fill(out)) out.eof = true;
-      if (out.to < 0) out.off = out.len = 0;
-    }
-    if ((p[0].revents & (POLLOUT | POLLERR | POLLHUP)) && in.wantsWrite() && !drain(in)) {
-      in.off = in.len = 0;  // the terminal takes no more input
-      in.eof = in.shut = true;
-    }
-    if (out.to >= 0 && (p[2].revents & (POLLERR | POLLHUP))) outputGone();
-    if (out.to >= 0 && (p[2].revents & POLLOUT) && out.wantsWrite() && !drain(out)) outputGone();
-  }
+  TerminalRelay(req, term.master, effect, sigchld_fd).run();
 }
 
 // The keeper of one side process (see the file comment). Runs in a child of
