@@ -1,5 +1,6 @@
 // The shim -> host record stream (sandbox/oci/shim_protocol.h): round trip,
-// partial tails, and refusal of anything malformed.
+// partial tails, and refusal of anything malformed; the host -> keeper
+// resize record.
 #include "airlock/sandbox/oci/shim_protocol.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +91,19 @@ TEST(ShimProtocol, TheTypeAfterTheLastIsMalformed) {
 TEST(ShimProtocol, ZeroTypeIsMalformed) {
   auto d = decodeShimRecords(std::string(kShimRecordBytes, '\0'));
   EXPECT_TRUE(d.malformed);
+}
+
+RC_GTEST_PROP(ShimProtocol, ResizeRecordsDecodeToThemselves,
+              (std::uint16_t rows, std::uint16_t columns)) {
+  char buf[kResizeRecordBytes];
+  encodeTerminalResize(TerminalResize{rows, columns}, buf);
+  RC_ASSERT(decodeTerminalResize(buf) == (TerminalResize{rows, columns}));
+}
+
+TEST(ShimProtocol, AResizeRecordIsRowsThenColumnsLittleEndian) {
+  char buf[kResizeRecordBytes];
+  encodeTerminalResize(TerminalResize{0x0102, 0x0304}, buf);
+  EXPECT_EQ(std::string(buf, sizeof buf), std::string("\x02\x01\x04\x03", 4));
 }
 
 }  // namespace

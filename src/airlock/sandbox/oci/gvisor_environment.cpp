@@ -259,10 +259,12 @@ bool sendWithFds(int sock, const std::string& data, const int* fds, int nfds) {
 
 // One request to the shim (shim_protocol.h): u32 length, then the
 // NUL-terminated fields process limit, working directory, argc, argv...,
-// envc, env... ToolValidationError past the shim's bound.
+// envc, env..., and for a side process on a terminal its rows and columns.
+// ToolValidationError past the shim's bound.
 Result<std::string> shimRequest(std::int64_t nproc, const std::string& cwd,
                                 const std::vector<std::string>& argv,
-                                const std::vector<std::string>& env) {
+                                const std::vector<std::string>& env,
+                                const std::optional<TerminalSize>& terminal = std::nullopt) {
   std::string request(4, '\0');
   auto field = [&](const std::string& f) {
     request += f;
@@ -274,6 +276,10 @@ Result<std::string> shimRequest(std::int64_t nproc, const std::string& cwd,
   for (const auto& a : argv) field(a);
   field(std::to_string(env.size()));
   for (const auto& e : env) field(e);
+  if (terminal) {
+    field(std::to_string(terminal->rows));
+    field(std::to_string(terminal->columns));
+  }
   if (request.size() - 4 > kMaxRequestBytes)
     return fail(ErrorCode::kToolValidationError, "command and environment are too large");
   const std::uint32_t len = static_cast<std::uint32_t>(request.size() - 4);
@@ -283,15 +289,22 @@ Result<std::string> shimRequest(std::int64_t nproc, const std::string& cwd,
 
 // A side process in a gVisor sandbox: its keeper (gvisor_shim.cpp) reports
 // on the status pipe and kills the effect's group when the kill pipe closes.
+// On a terminal the keeper relays between the terminal and the stdio pipes,
+// so the pipes' half (PipedSideProcess) is the same; resizes travel on the
+// kill pipe.
 class GvisorSideProcess final : public PipedSideProcess {
  public:
+  enum class OnTerminal : bool { kNo, kYes };
   GvisorSideProcess(UniqueFd in, UniqueFd out, UniqueFd err, UniqueFd status, UniqueFd kill,
-                    std::shared_ptr<Keepers> live_keepers)
+                    std::shared_ptr<Keepers> live_keepers, OnTerminal terminal)
       : PipedSideProcess(std::move(in), std::move(out), std::move(err)),
         status_(std::move(status)),
         kill_(std::move(kill)),
-        live_keepers_(std::move(live_keepers)) {
+        live_keepers_(std::move(live_keepers)),
+        terminal_(terminal) {
     ::fcntl(status_.get(), F_SETFL, O_NONBLOCK);
+    // A resize never waits for the keeper: a full pipe refuses it.
+    ::fcntl(kill_.get(), F_SETFL, O_NONBLOCK);
     ++live_keepers_->live;
     ++live_keepers_->started;
   }
@@ -321,9 +334,27 @@ class GvisorSideProcess final : public PipedSideProcess {
     --live_keepers_->live;
     return status_value_;
   }
+  Result<void> resizeTerminal(const TerminalSize& size) override {
+    if (terminal_ == OnTerminal::kNo)
+      return fail(ErrorCode::kToolValidationError, "this process was not started with a terminal");
+    if (auto r = checkTerminalSize(size); !r) return r;
+    std::lock_guard lk(kill_mu_);
+    if (exited_ || !kill_.valid())
+      return fail(ErrorCode::kExecutionRejected,
+                  "the process has ended (or was killed): its terminal is gone");
+    char record[oci::kResizeRecordBytes];
+    oci::encodeTerminalResize({size.rows, size.columns}, record);
+    const ssize_t n = ::write(kill_.get(), record, sizeof record);  // atomic: under PIPE_BUF
+    if (n == static_cast<ssize_t>(sizeof record)) return {};
+    if (n < 0 && errno == EAGAIN)
+      return fail(ErrorCode::kExecutionRejected,
+                  "the terminal's keeper is not taking resizes (too many are pending)");
+    return fail(ErrorCode::kExecutionRejected, "the process has ended: its terminal is gone");
+  }
   // Closing the kill pipe is the kill: the keeper SIGKILLs the group while
   // it has not reaped the effect, so the group id is still the effect's;
-  // once reaped, nothing is sent (as linux).
+  // once reaped, nothing is sent (as linux). On a terminal it kills every
+  // process of the session, and reaps the effect only once none is left.
   void killGroup() noexcept override {
     std::lock_guard lk(kill_mu_);
     kill_.reset();
@@ -331,12 +362,13 @@ class GvisorSideProcess final : public PipedSideProcess {
 
  private:
   UniqueFd status_;
-  std::string pending_;  // a partial record
-  bool exited_ = false;
+  std::string pending_;              // a partial record
+  std::atomic<bool> exited_{false};  // set by exitStatus, read by resizeTerminal too
   int status_value_ = 0;
   std::mutex kill_mu_;
   UniqueFd kill_;
   std::shared_ptr<Keepers> live_keepers_;
+  OnTerminal terminal_;
 };
 
 class GvisorEnvironment final : public host::HostedEnvironment<Sandbox> {
@@ -672,10 +704,14 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
     const std::shared_ptr<Sandbox>& sb, const SideCommand& command) {
   auto prepared = prepareSideCommand(sb->environment, command);
   if (!prepared) return tl::unexpected(prepared.error());
-  auto request =
-      shimRequest(sb->limits.pids_max, prepared->working_directory, command.argv, prepared->env);
+  if (command.terminal)
+    if (auto r = checkTerminalSize(*command.terminal); !r) return tl::unexpected(r.error());
+  auto request = shimRequest(sb->limits.pids_max, prepared->working_directory, command.argv,
+                             prepared->env, command.terminal);
   if (!request) return tl::unexpected(request.error());
-  auto pipes = makeSidePipes(command.with_stdin);
+  // A terminal always has an input: what writeStdin types.
+  const bool with_stdin = command.with_stdin || command.terminal.has_value();
+  auto pipes = makeSidePipes(with_stdin);
   if (!pipes) return tl::unexpected(pipes.error());
   UniqueFd status_r, status_w, kill_r, kill_w;
   if (auto r = makePipe(status_r, status_w); !r) return tl::unexpected(r.error());
@@ -690,7 +726,7 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
       return tl::unexpected(r.error());
     int fds[oci::kSideFdsMax] = {pipes->stdout_write.get(), pipes->stderr_write.get(),
                                  status_w.get(), kill_r.get(), pipes->stdin_read.get()};
-    const int nfds = command.with_stdin ? oci::kSideFdsMax : oci::kSideFdsMin;
+    const int nfds = with_stdin ? oci::kSideFdsMax : oci::kSideFdsMin;
     if (!sendWithFds(sb->side.get(), *request, fds, nfds)) {
       const int e = errno;
       sb->side.reset();  // a request cut short leaves the stream unusable
@@ -727,11 +763,15 @@ Result<std::unique_ptr<SideProcess>> GvisorEnvironment::launchSideProcess(
     if (e == EAGAIN)
       return fail(ErrorCode::kExecutionUnavailable,
                   "the side process could not be started: the sandbox's process limit is reached");
-    return failErrno(ErrorCode::kExecutionUnavailable, "side process: fork in the sandbox", e);
+    return failErrno(ErrorCode::kExecutionUnavailable,
+                     command.terminal ? "side process: fork, or open its terminal, in the sandbox"
+                                      : "side process: fork in the sandbox",
+                     e);
   }
   return std::unique_ptr<SideProcess>(std::make_unique<GvisorSideProcess>(
       std::move(pipes->stdin_write), std::move(pipes->stdout_read), std::move(pipes->stderr_read),
-      std::move(status_r), std::move(kill_w), sb->live_keepers));
+      std::move(status_r), std::move(kill_w), sb->live_keepers,
+      command.terminal ? GvisorSideProcess::OnTerminal::kYes : GvisorSideProcess::OnTerminal::kNo));
 }
 
 void GvisorEnvironment::sweepOrphans() {

@@ -126,10 +126,9 @@
 //   (killGroup, the SideProcess's destructor, or the host's death). The
 //   effect runs in the sandbox's cgroup (the sentry's), so the memory, cpu
 //   and host pids limits apply. It dies with the sandbox (destroy kills the
-//   sentry), with its keeper (a parent-death signal), and at the end of the
-//   command running at the time (the shim's stop kills every process but
-//   pid 1: code mode's jobs live as long as the program). One started
-//   between commands lives until it exits, the next command ends, or destroy.
+//   sentry) and with its keeper (a parent-death signal), but not at the end
+//   of a command: the shim's stop spares the keepers, their effects and what
+//   stays in an effect's session (jobs outlive commands and programs).
 //   Cost: one more process in the sandbox per side process (the keeper, a
 //   fork of the static shim: on the ptrace platform, one more host stub
 //   process), a few milliseconds to start (a fork inside gVisor and one
@@ -141,6 +140,21 @@
 //   kill reaches one pid or the whole container), capabilities and rlimits
 //   from the container's process unless restated, and, as for commands,
 //   stdio held until the process exits.
+// * A side process on a terminal (SideCommand::terminal): the terminal is
+//   the sandbox's own (/dev/ptmx of the bundle's devpts), since a gVisor
+//   terminal's master lives in the sentry and cannot be handed to the host.
+//   The request carries the size; the keeper opens the terminal, makes its
+//   slave the effect's stdin, stdout, stderr and controlling terminal, and
+//   relays between its master and the same stdio pipes, so the host's half
+//   is the pipes' (PipedSideProcess): writeStdin types, closeStdin makes
+//   the keeper type the end-of-file character once, stdout carries the
+//   terminal's output and stderr ends at once. resizeTerminal writes a
+//   resize record into the kill pipe (its end-of-file is still the kill,
+//   which then reaches every process of the terminal's session: a shell's
+//   jobs have groups of their own); the keeper sets the size and sends
+//   SIGWINCH to the session's processes itself. The stdout pipe ends after
+//   the effect has exited and nothing of its session is left. A process
+//   without a terminal refuses resizeTerminal (ToolValidationError).
 //
 // Known differences from the linux mechanism, in this gVisor build
 // (Debian runsc 0.0~20221219): statx with AT_NO_AUTOMOUNT fails with EINVAL,
@@ -149,6 +163,11 @@
 // memory_bytes less kOomKillHeadroom of the command's own memory (linux:
 // at memory_bytes), and a command that outruns its kill can pass
 // memory_bytes by up to kOomKillSteps headrooms (gvisor_memory.h).
+// Terminals: the end-of-file character typed on an empty line is dropped
+// for a reader in canonical mode (`cat`, `sh -i`: closeStdin does not end
+// them; a raw-mode reader such as Python's readline gets the byte and ends
+// its input), and SIGWINCH on a resize reaches every process of the
+// terminal's session rather than only its foreground group.
 #pragma once
 
 #include <chrono>

@@ -64,6 +64,30 @@
 // effect's session (code mode's jobs outlive commands and programs,
 // docs/capabilities.md), repeating until none is left, and kDone comes once
 // only side processes remain.
+//
+// A side process on a terminal (SideCommand::terminal; the request ends
+// with its rows and columns) gets a keeper that also holds the terminal:
+// the host cannot hold a gVisor terminal's master, which lives in the
+// sentry. The keeper opens the sandbox's /dev/ptmx (the slave owned by the
+// sandbox user and the tty group), starts the effect with the slave as its
+// stdin, stdout and stderr and as the controlling terminal of its new
+// session (TIOCSCTTY), closes the host's stderr pipe (a terminal has one
+// output) and relays through two bounded buffers: the host's stdin into the
+// master, its end-of-file typed as the terminal's end-of-file character
+// once, and the master's output to the host's stdout. The kill pipe brings
+// resize records (TIOCSWINSZ on the master, then SIGWINCH to the session's
+// processes, which this gVisor does not send), and its end-of-file SIGKILLs
+// every process of the effect's session (a shell's jobs have groups of
+// their own). After the effect has exited the keeper reports it at once
+// and keeps relaying while anything of its session is left (this gVisor
+// never reports end-of-file on a master, so /proc says when nothing that
+// could write is left, looked at from every millisecond up to every
+// kSessionLookMaxMs); then it relays what the terminal still holds, closes
+// the host's stdout and exits. Known gaps of this gVisor's terminals: the
+// end-of-file character on an empty line of a canonical-mode reader (`cat`,
+// `sh -i`) is dropped instead of making its read return 0 (a program that
+// reads the terminal raw, such as Python's readline, sees the byte), and a
+// closed master does not hang up the slave.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -74,6 +98,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -81,8 +106,11 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -97,6 +125,7 @@
 #include "airlock/sandbox/host/image_exec.h"
 #include "airlock/sandbox/oci/oci_bundle.h"
 #include "airlock/sandbox/oci/shim_protocol.h"
+#include "airlock/sandbox/sandbox_baseline.h"
 #include "airlock/sys/fd_passing.h"
 #include "airlock/sys/io.h"
 
@@ -114,6 +143,10 @@ struct Request {
   int status_fd = -1;           // side processes only: the status pipe's write end
   int kill_fd = -1;             // side processes only: the kill pipe's read end
   pid_t die_with = 0;           // > 0: SIGKILL when this parent (the keeper) dies
+  // Side processes on a terminal: its size (then stdio[0..2] are its slave,
+  // which becomes the process's controlling terminal). 0: pipes.
+  std::uint16_t rows = 0;
+  std::uint16_t columns = 0;
   long nproc = 0;
   std::string cwd;
   std::vector<std::string> argv;
@@ -121,7 +154,8 @@ struct Request {
 };
 
 // Request: u32 length, then NUL-terminated fields: nproc, cwd, argc,
-// argv..., envc, env...
+// argv..., envc, env..., and for a side request optionally rows, columns
+// (a terminal).
 // The host's stdin, stdout and stderr pipe ends arrive as SCM_RIGHTS with
 // the length; for a side request (`side`), stdout, stderr, status, kill and
 // optionally stdin (shim_protocol.h).
@@ -186,6 +220,14 @@ bool readRequest(int sock, Request& req, bool side = false) {
     if (!next(e)) return false;
     req.env.push_back(std::move(e));
   }
+  if (side && fields.size() - i == 2) {
+    long rows = 0, columns = 0;
+    if (!number(rows) || !number(columns) || rows < 1 || rows > 0xffff || columns < 1 ||
+        columns > 0xffff)
+      return false;
+    req.rows = static_cast<std::uint16_t>(rows);
+    req.columns = static_cast<std::uint16_t>(columns);
+  }
   return i == fields.size();
 }
 
@@ -200,6 +242,9 @@ bool readRequest(int sock, Request& req, bool side = false) {
   for (int fd = 0; fd < 3; ++fd)
     if (::dup2(req.stdio[fd], fd) < 0) ::_exit(125);
   ::syscall(SYS_close_range, 3U, ~0U, 0U);  // only fds 0-2 reach the command
+  // A new session leader with no terminal yet: its slave becomes its
+  // controlling terminal (job control, ^C, /dev/tty).
+  if (req.rows > 0 && ::ioctl(0, TIOCSCTTY, 0) != 0) ::_exit(125);
 
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
@@ -325,9 +370,15 @@ bool isKeeper(long pid) {
   return found;
 }
 
-// A process's parent and session, from /proc/<pid>/stat; false once it is
-// gone.
-bool parentAndSession(long pid, long* ppid, long* sid) {
+// What /proc/<pid>/stat says of a process.
+struct ProcStat {
+  char state = '?';  // 'Z': a zombie, which holds nothing any more
+  long ppid = 0;
+  long sid = 0;
+};
+
+// False once the process is gone.
+bool readProcStat(long pid, ProcStat& st) {
   char path[64];
   (void)std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
@@ -340,10 +391,11 @@ bool parentAndSession(long pid, long* ppid, long* sid) {
   // "pid (comm) state ppid pgrp session ...": comm may hold anything.
   const char* p = std::strrchr(buf, ')');
   if (p == nullptr || p[1] != ' ' || p[2] == '\0' || p[3] != ' ') return false;
+  st.state = p[2];
   char* end = nullptr;
-  *ppid = std::strtol(p + 4, &end, 10);  // after ") S "
-  (void)std::strtol(end, &end, 10);      // pgrp
-  *sid = std::strtol(end, &end, 10);
+  st.ppid = std::strtol(p + 4, &end, 10);  // after ") S "
+  (void)std::strtol(end, &end, 10);        // pgrp
+  st.sid = std::strtol(end, &end, 10);
   return true;
 }
 
@@ -353,13 +405,30 @@ bool parentAndSession(long pid, long* ppid, long* sid) {
 // beside it.
 bool isSideProcess(long pid) {
   if (isKeeper(pid)) return true;
-  long ppid = 0, sid = 0;
-  if (!parentAndSession(pid, &ppid, &sid)) return false;
-  if (isKeeper(ppid)) return true;
-  if (sid <= 1 || sid == pid) return false;
-  long leader_ppid = 0, leader_sid = 0;
-  return parentAndSession(sid, &leader_ppid, &leader_sid) && leader_sid == sid &&
-         isKeeper(leader_ppid);
+  ProcStat st;
+  if (!readProcStat(pid, st)) return false;
+  if (isKeeper(st.ppid)) return true;
+  if (st.sid <= 1 || st.sid == pid) return false;
+  ProcStat leader;
+  return readProcStat(st.sid, leader) && leader.sid == st.sid && isKeeper(leader.ppid);
+}
+
+// The processes of session `sid` that are not zombies; with `sig` (not 0)
+// each is sent it. Returns how many there were.
+long sessionProcesses(long sid, int sig) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return 0;
+  long n = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    const long pid = std::strtol(e->d_name, nullptr, 10);
+    ProcStat st;
+    if (!readProcStat(pid, st) || st.sid != sid || st.state == 'Z') continue;
+    if (sig != 0) ::kill(static_cast<pid_t>(pid), sig);
+    ++n;
+  }
+  ::closedir(d);
+  return n;
 }
 
 // The command's processes: every process but pid 1, this shim and the side
@@ -480,12 +549,58 @@ bool runCommand(int sock, int sigchld_fd, const Request& req) {
   }
 }
 
+// ---- bounded copying between two fds ------------------------------------------
+
+// What one direction of a relay holds at most: the egress relay's
+// connections and a side process's terminal.
+constexpr std::size_t kRelayBuffer = 32 * 1024;
+
+// One direction of a relay: bytes read from `from` wait in buf[off, len)
+// until written to `to`. Both fds are non-blocking.
+struct Half {
+  int from = -1;
+  int to = -1;
+  char* buf = nullptr;  // kRelayBuffer bytes
+  std::size_t off = 0;
+  std::size_t len = 0;
+  bool eof = false;   // `from` reached end of file
+  bool shut = false;  // and `to` was told, in the relay's own way (egress: a half-close)
+  bool wantsRead() const { return !eof && len < kRelayBuffer; }
+  bool wantsWrite() const { return off < len; }
+};
+
+// Reads what fits; false on a read error. End of file is a read of 0, or
+// EIO: what a terminal's master reads once no slave is open (Linux).
+bool fill(Half& h) {
+  ssize_t n = ::read(h.from, h.buf + h.len, kRelayBuffer - h.len);
+  if (n > 0) {
+    h.len += static_cast<std::size_t>(n);
+    return true;
+  }
+  if (n == 0 || errno == EIO) {
+    h.eof = true;
+    return true;
+  }
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+// Writes what is buffered; false on a write error (the reader is gone;
+// SIGPIPE is ignored in every process of the shim).
+bool drain(Half& h) {
+  ssize_t n = ::write(h.to, h.buf + h.off, h.len - h.off);
+  if (n > 0) {
+    h.off += static_cast<std::size_t>(n);
+    if (h.off == h.len) h.off = h.len = 0;
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+}
+
 // ---- egress relay ------------------------------------------------------------
 
 // At most this many relayed connections at once; more wait in the
 // listener's backlog. Each holds two kRelayBuffer buffers and a thread.
 constexpr int kMaxRelays = 64;
-constexpr std::size_t kRelayBuffer = 32 * 1024;
 constexpr std::size_t kRelayStack = 128 * 1024;
 
 pthread_mutex_t g_relay_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -521,50 +636,11 @@ int connectEgressSocket() {
   do {
     rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
+  if (rc != 0 || ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
     ::close(fd);
     return -1;
   }
   return fd;
-}
-
-// One direction of a relayed connection: bytes read from `from` wait in
-// buf[off, len) until written to `to`.
-struct Half {
-  int from = -1;
-  int to = -1;
-  char* buf = nullptr;  // kRelayBuffer bytes
-  std::size_t off = 0;
-  std::size_t len = 0;
-  bool eof = false;   // `from` reached end of file
-  bool shut = false;  // and `to` was told (shutdown SHUT_WR)
-  bool wantsRead() const { return !eof && len < kRelayBuffer; }
-  bool wantsWrite() const { return off < len; }
-};
-
-// Reads what fits; false on a read error.
-bool fill(Half& h) {
-  ssize_t n = ::recv(h.from, h.buf + h.len, kRelayBuffer - h.len, MSG_DONTWAIT);
-  if (n > 0) {
-    h.len += static_cast<std::size_t>(n);
-    return true;
-  }
-  if (n == 0) {
-    h.eof = true;
-    return true;
-  }
-  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
-// Writes what is buffered; false on a write error (the reader is gone).
-bool drain(Half& h) {
-  ssize_t n = ::send(h.to, h.buf + h.off, h.len - h.off, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n > 0) {
-    h.off += static_cast<std::size_t>(n);
-    if (h.off == h.len) h.off = h.len = 0;
-    return true;
-  }
-  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
 }
 
 // Copies both ways until both ends have ended their sending (each end of
@@ -653,7 +729,7 @@ void* acceptThread(void* arg) {
     pthread_mutex_lock(&g_relay_mu);
     while (g_relays >= kMaxRelays) pthread_cond_wait(&g_relay_cv, &g_relay_mu);
     pthread_mutex_unlock(&g_relay_mu);
-    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (client < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
         ::poll(nullptr, 0, 10);  // out of resources: let a connection end first
@@ -685,6 +761,262 @@ void closeRequestFds(const Request& req) {
     if (fd >= 0) ::close(fd);
 }
 
+// A side process's pseudo-terminal, as its keeper holds it.
+struct Terminal {
+  int master = -1;  // non-blocking
+  int slave = -1;
+};
+
+// Opens a terminal of `rows` x `columns` (both ends close-on-exec). The
+// slave belongs to the sandbox user and the tty group, as a login's
+// terminal does: this devpts gives a new slave its opener's effective ids
+// (and mode 0600), so both ends are opened under those ids (root here has no
+// CAP_DAC_OVERRIDE to open the user's slave). False with errno set.
+bool openTerminal(std::uint16_t rows, std::uint16_t columns, Terminal& t) {
+  if (::setresgid(-1, airlock::kTtyGid, -1) != 0 ||
+      ::setresuid(-1, airlock::oci::kSandboxUid, -1) != 0)
+    return false;
+  int unlock = 0;
+  unsigned number = 0;
+  const winsize size{rows, columns, 0, 0};
+  char path[32];
+  t.master = ::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  if (t.master >= 0 && ::ioctl(t.master, TIOCSPTLCK, &unlock) == 0 &&
+      ::ioctl(t.master, TIOCGPTN, &number) == 0 && ::ioctl(t.master, TIOCSWINSZ, &size) == 0) {
+    (void)std::snprintf(path, sizeof path, "/dev/pts/%u", number);
+    t.slave = ::open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  }
+  const int open_errno = errno;
+  // Back to root (the real ids, so no capability is needed), which gives
+  // back the capabilities the change of effective uid cleared.
+  if (::setresuid(-1, 0, -1) != 0 || ::setresgid(-1, 0, -1) != 0) ::_exit(125);
+  errno = open_errno;
+  return t.slave >= 0;
+}
+
+// The terminal's end-of-file character (^D unless the process changed it).
+char endOfFileCharacter(int master) {
+  termios t{};
+  if (::tcgetattr(master, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE)
+    return static_cast<char>(t.c_cc[VEOF]);
+  return '\x04';
+}
+
+// A wait status (as waitpid's) from what waitid reported.
+int waitStatusOf(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return (info.si_status & 0xff) << 8;
+  if (info.si_code == CLD_DUMPED) return (info.si_status & 0x7f) | 0x80;
+  return info.si_status & 0x7f;  // CLD_KILLED
+}
+
+long long monotonicMs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<long long>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
+
+// How often the keeper of a terminal looks for what is left of the
+// effect's session after the effect has exited: from every millisecond,
+// doubling up to this (while it kills: every millisecond).
+constexpr long long kSessionLookMaxMs = 256;
+
+// The relay of a terminal's keeper once its effect runs (keepOnTerminal):
+// until the effect has exited, nothing of its session is left and the
+// output is out. The effect stays a zombie until then, so its pid, group
+// and session ids cannot be taken by another process while the keeper
+// still signals them.
+class TerminalRelay {
+ public:
+  TerminalRelay(const Request& req, int master, pid_t effect, int sigchld_fd)
+      : effect_(effect),
+        master_(master),
+        status_fd_(req.status_fd),
+        control_(req.kill_fd),
+        sigchld_fd_(sigchld_fd) {
+    in_.from = req.stdio[0];
+    in_.to = master;
+    in_.buf = in_buf_;
+    out_.from = master;
+    out_.to = req.stdio[1];
+    out_.buf = out_buf_;
+    for (int fd : {in_.from, out_.to}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  }
+
+  [[noreturn]] void run() {
+    for (;;) {
+      noteExit();
+      const long long now = monotonicMs();
+      lookAtSession(now);
+      endStreams();
+      if (exited_ && session_over_ && out_.to < 0) {
+        ::waitpid(effect_, nullptr, 0);
+        ::_exit(0);
+      }
+      pollfd p[5] = {{master_, 0, 0},
+                     {in_.from, static_cast<short>(in_.wantsRead() ? POLLIN : 0), 0},
+                     // Always watched while open: POLLERR says the host's reader is gone.
+                     {out_.to, static_cast<short>(out_.wantsWrite() ? POLLOUT : 0), 0},
+                     {control_, POLLIN, 0},
+                     {sigchld_fd_, POLLIN, 0}};
+      if (out_.wantsRead()) p[0].events |= POLLIN;
+      if (in_.wantsWrite()) p[0].events |= POLLOUT;
+      // An fd with nothing wanted is left out, so its hang-up cannot spin the loop.
+      for (int k : {0, 1})
+        if (p[k].events == 0) p[k].fd = -1;
+      if (airlock::sys::pollSome(p, 5, timeoutMs(now)) <= 0) continue;
+      if (p[4].revents & POLLIN) {
+        signalfd_siginfo info[16];
+        (void)airlock::sys::readSome(sigchld_fd_, info, sizeof info);
+      }
+      if (p[3].revents & (POLLIN | POLLHUP | POLLERR)) readControl();
+      move(p);
+    }
+  }
+
+ private:
+  // Reports the effect's exit once (waitid WNOWAIT: not reaped).
+  void noteExit() {
+    if (exited_) return;
+    siginfo_t info{};
+    if (::waitid(P_PID, effect_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == effect_) {
+      writeRecord(status_fd_, ShimRecordType::kMainExited, waitStatusOf(info));
+      exited_ = true;
+    }
+  }
+
+  // After the exit (the session's other processes may still hold the
+  // terminal: this gVisor never reports a master's end of file) and while
+  // killing, what is left of the session is looked at, at most every
+  // look_every_ms_; killing, each look SIGKILLs what it finds.
+  void lookAtSession(long long now) {
+    if (!(exited_ || killing_) || session_over_ || now < next_look_ms_) return;
+    if (killing_) ::kill(-effect_, SIGKILL);
+    const long left = sessionProcesses(effect_, killing_ ? SIGKILL : 0);
+    session_over_ = exited_ && left == 0;
+    if (!killing_) look_every_ms_ = std::min(look_every_ms_ * 2, kSessionLookMaxMs);
+    next_look_ms_ = now + (killing_ ? 1 : look_every_ms_);
+  }
+
+  int timeoutMs(long long now) const {
+    int timeout_ms = -1;
+    if ((exited_ || killing_) && !session_over_)
+      timeout_ms = static_cast<int>(std::max(0LL, next_look_ms_ - now));
+    // Without a signalfd, the exit is found by polling.
+    if (sigchld_fd_ < 0 && !exited_) timeout_ms = timeout_ms < 0 ? 50 : std::min(timeout_ms, 50);
+    return timeout_ms;
+  }
+
+  // The ends of input and output, as far as they have come.
+  void endStreams() {
+    // Nothing can write to the terminal any more: what it holds is the
+    // rest of the output.
+    if (session_over_ && out_.wantsRead()) {
+      const std::size_t before = out_.len;
+      if (!fill(out_) || out_.len == before) out_.eof = true;
+      if (out_.to < 0) out_.off = out_.len = 0;
+    }
+    // The host's stdin ended and what came before is typed: ^D, once.
+    if (in_.eof && !in_.shut && !in_.wantsWrite()) {
+      in_.buf[0] = endOfFileCharacter(master_);
+      in_.off = 0;
+      in_.len = 1;
+      in_.shut = true;
+    }
+    if (out_.eof && !out_.wantsWrite() && out_.to >= 0) outputGone();  // every byte is out
+  }
+
+  // Resize records, or the end of the pipe: the kill.
+  void readControl() {
+    const ssize_t n =
+        airlock::sys::readSome(control_, record_ + record_len_, sizeof record_ - record_len_);
+    if (n > 0) {
+      record_len_ += static_cast<std::size_t>(n);
+      if (record_len_ < sizeof record_) return;
+      record_len_ = 0;
+      const auto size = airlock::oci::decodeTerminalResize(record_);
+      const winsize ws{size.rows, size.columns, 0, 0};
+      // This gVisor sends no SIGWINCH for a new size and tells no one
+      // outside the session which group is in the foreground: every
+      // process of the session is told (one that does not handle SIGWINCH
+      // ignores it).
+      if (::ioctl(master_, TIOCSWINSZ, &ws) == 0) (void)sessionProcesses(effect_, SIGWINCH);
+      return;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    ::kill(effect_, SIGKILL);  // in case it has not reached setsid
+    killing_ = true;
+    next_look_ms_ = 0;
+    ::close(control_);
+    control_ = -1;
+  }
+
+  // Bytes both ways, as far as the poll said they can go.
+  void move(const pollfd p[5]) {
+    const short readable = POLLIN | POLLHUP | POLLERR;
+    if ((p[1].revents & readable) && in_.wantsRead() && !fill(in_)) in_.eof = true;
+    if ((p[0].revents & readable) && out_.wantsRead()) {
+      if (!fill(out_)) out_.eof = true;
+      if (out_.to < 0) out_.off = out_.len = 0;
+    }
+    if ((p[0].revents & (POLLOUT | POLLERR | POLLHUP)) && in_.wantsWrite() && !drain(in_)) {
+      in_.off = in_.len = 0;  // the terminal takes no more input
+      in_.eof = in_.shut = true;
+    }
+    if (out_.to >= 0 && (p[2].revents & (POLLERR | POLLHUP))) outputGone();
+    if (out_.to >= 0 && (p[2].revents & POLLOUT) && out_.wantsWrite() && !drain(out_)) outputGone();
+  }
+
+  // The host's stdout is closed: every byte is out, or its reader is gone.
+  // What the terminal says from now on is read and dropped, so nothing of
+  // the session blocks on a full terminal.
+  void outputGone() {
+    if (out_.to >= 0) ::close(out_.to);
+    out_.to = -1;
+    out_.off = out_.len = 0;
+  }
+
+  const pid_t effect_;
+  const int master_;
+  const int status_fd_;
+  int control_;  // the kill pipe: resize records, then end-of-file (the kill)
+  const int sigchld_fd_;
+  char in_buf_[kRelayBuffer];
+  char out_buf_[kRelayBuffer];
+  Half in_;   // the host's stdin, typed into the terminal; `shut`: ^D typed
+  Half out_;  // the terminal's output to the host's stdout; `to` -1 once closed
+  char record_[airlock::oci::kResizeRecordBytes];
+  std::size_t record_len_ = 0;
+  bool exited_ = false;        // the effect's exit is reported
+  bool killing_ = false;       // the host closed the kill pipe
+  bool session_over_ = false;  // exited, and no process of its session is left
+  long long look_every_ms_ = 1;
+  long long next_look_ms_ = 0;
+};
+
+// The keeper of a side process on a terminal (see the file comment): opens
+// the terminal, starts the effect on its slave and relays (TerminalRelay).
+[[noreturn]] void keepOnTerminal(Request& req, int sigchld_fd) {
+  Terminal term;
+  if (!openTerminal(req.rows, req.columns, term)) {
+    writeRecord(req.status_fd, ShimRecordType::kStartFailed, errno);
+    ::_exit(0);
+  }
+  ::close(req.stdio[2]);  // a terminal has one output: the host's stderr ends at once
+  Request effect_req = req;
+  for (int& fd : effect_req.stdio) fd = term.slave;
+  const pid_t effect = ::fork();
+  if (effect == 0) execCommand(effect_req);
+  const int fork_errno = errno;
+  ::close(term.slave);  // the effect's are the only copies
+  if (effect < 0) {
+    writeRecord(req.status_fd, ShimRecordType::kStartFailed, fork_errno);
+    ::_exit(0);
+  }
+  writeRecord(req.status_fd, ShimRecordType::kStarted, effect);
+  TerminalRelay(req, term.master, effect, sigchld_fd).run();
+}
+
 // The keeper of one side process (see the file comment). Runs in a child of
 // pid 1 forked by the side thread, single-threaded, with SIGCHLD blocked
 // (the side thread's mask) and SIGPIPE ignored (pid 1's).
@@ -713,6 +1045,7 @@ void closeRequestFds(const Request& req) {
   const int sigchld_fd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
 
   req.die_with = ::getpid();
+  if (req.rows > 0) keepOnTerminal(req, sigchld_fd);
   const pid_t effect = ::fork();
   if (effect == 0) execCommand(req);
   const int fork_errno = errno;

@@ -12,6 +12,18 @@ void encodeShimRecord(const ShimRecord& record, char out[kShimRecordBytes]) noex
   std::memcpy(out + 8, &record.value, 8);
 }
 
+void encodeTerminalResize(const TerminalResize& size, char out[kResizeRecordBytes]) noexcept {
+  std::memcpy(out, &size.rows, 2);
+  std::memcpy(out + 2, &size.columns, 2);
+}
+
+TerminalResize decodeTerminalResize(const char in[kResizeRecordBytes]) noexcept {
+  TerminalResize size;
+  std::memcpy(&size.rows, in, 2);
+  std::memcpy(&size.columns, in + 2, 2);
+  return size;
+}
+
 ShimDecode decodeShimRecords(std::string_view input) noexcept {
   ShimDecode d;
   while (input.size() - d.consumed >= kShimRecordBytes) {
