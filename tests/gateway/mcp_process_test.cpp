@@ -2,8 +2,10 @@
 // process spoken to over its stdin and stdout, one JSON-RPC message per
 // line, through a whole session (initialize, tools/list, tools/call of
 // run_command and the workspace tools, artifact_export, malformed lines),
-// and ended by EOF or by SIGTERM; and, on the linux mechanism (root), ping,
-// tools/list, progress and cancellation while a command takes real time.
+// and ended by EOF or by SIGTERM; on the linux mechanism (root), ping,
+// tools/list, progress and cancellation while a command takes real time;
+// and on linux and on gvisor (root, runsc), an agent's session with a
+// server job, one case body for both.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -341,85 +344,134 @@ TEST(McpProcessLinux, NotificationsCancelledStopsTheRunningCommand) {
   EXPECT_EQ(child.wait(), 0);
 }
 
-// One agent session through the MCP door on the linux mechanism: a small
-// HTTP server started with job_start, polled until it says it listens, a
-// client command against it, the server's log read, the job killed; once it
-// is over, its whole output is in --export-dir.
-TEST(McpProcessLinux, AJobServesAClientAndItsWholeOutputIsExported) {
-  if (::geteuid() != 0) GTEST_SKIP() << "the linux mechanism needs root";
+// Why `airlock mcp --mechanism <mechanism>` cannot run on this machine, or
+// nullopt: both real mechanisms need root, gvisor also runsc.
+std::optional<std::string> mechanismUnavailable(const std::string& mechanism) {
+  if (::geteuid() != 0) return "the " + mechanism + " mechanism needs root";
+  if (mechanism == "gvisor" && ::access("/usr/bin/runsc", X_OK) != 0)
+    return "runsc is not installed at /usr/bin/runsc (Debian package runsc)";
+  return std::nullopt;
+}
+
+// The output of a job read through job_poll, from cursor 0 on.
+struct PolledJob {
+  std::string stdout_data, stderr_data;
+  json last;  // the last answer's structuredContent
+};
+
+// Polls `job_id` from the cursors `polled` has reached until `done` holds or
+// the job is no longer pending (at most 20 polls, each waiting at most 5 s
+// for its output to move, so the loop follows the job's output, not time).
+void pollJobUntil(McpChild& child, int& id, const std::string& job_id, PolledJob& polled,
+                  const std::function<bool(const PolledJob&)>& done) {
+  for (int i = 0; i < 20; ++i) {
+    const json r = child.callTool(id++, "job_poll",
+                                  {{"job_id", job_id},
+                                   {"stdout_cursor", polled.stdout_data.size()},
+                                   {"stderr_cursor", polled.stderr_data.size()},
+                                   {"wait_ms", 5000}});
+    ASSERT_EQ(r.at("isError"), false) << r.dump();
+    polled.last = r.at("structuredContent");
+    // Every byte after the cursors came back: none left the tail unread.
+    ASSERT_EQ(polled.last.at("stdout").at("dropped"), 0) << polled.last.dump();
+    ASSERT_EQ(polled.last.at("stderr").at("dropped"), 0) << polled.last.dump();
+    polled.stdout_data += polled.last.at("stdout").at("data").get<std::string>();
+    polled.stderr_data += polled.last.at("stderr").at("data").get<std::string>();
+    if (done(polled) || !polled.last.at("pending").get<bool>()) return;
+  }
+}
+
+// What --export-dir holds of a job's stream: DIR/<artifact_id>/<job_id>.<stream>.
+std::string exportedStream(const std::filesystem::path& export_dir, const json& spill,
+                           const std::string& job_id, const std::string& stream) {
+  const std::string artifact = spill.at(stream).at("artifact_id");
+  std::ifstream in(export_dir / artifact / (job_id + "." + stream));
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// One agent session through the MCP door, the same on every mechanism: a
+// small HTTP server started with job_start, polled until it says it
+// listens, a client command against it, the server's log read, the job
+// killed and polled until it settles; once it is over, its whole output is
+// in --export-dir, byte for byte what the polls returned.
+void expectAJobServesAClientAndItsWholeOutputIsExported(const std::string& mechanism) {
   const auto export_dir = std::filesystem::path(::testing::TempDir()) /
-                          ("mcp-job-export-" + std::to_string(::getpid()));
+                          ("mcp-job-export-" + mechanism + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(export_dir);
-  McpChild child({"--export-dir", export_dir.string()}, "linux");
+  McpChild child({"--export-dir", export_dir.string()}, mechanism);
   initialize(child);
+  int id = 2;
+  json r = child.callTool(id++, "workspace_write_text",
+                          {{"path", "hello.txt"}, {"text", "hello from the workspace\n"}});
+  ASSERT_EQ(r.at("isError"), false) << r.dump();
   const std::string server =
       "import http.server\n"
       "s = http.server.HTTPServer(('127.0.0.1', 8765), http.server.SimpleHTTPRequestHandler)\n"
       "print('listening', flush=True)\n"
       "s.serve_forever()\n";
-  json r = child.callTool(2, "job_start", {{"command", {"python3", "-u", "-c", server}}});
+  r = child.callTool(id++, "job_start", {{"command", {"python3", "-c", server}}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
   const std::string job_id = r.at("structuredContent").at("job_id");
 
-  // Each poll waits until the output moves (bounded), so this loop is
-  // driven by the job's own output, not by time.
-  std::string out;
-  std::uint64_t cursor = 0;
-  int id = 3;
-  for (int i = 0; i < 20 && out.find("listening\n") == std::string::npos; ++i) {
-    r = child.callTool(id++, "job_poll",
-                       {{"job_id", job_id}, {"stdout_cursor", cursor}, {"wait_ms", 5000}});
-    ASSERT_EQ(r.at("isError"), false) << r.dump();
-    out += r.at("structuredContent").at("stdout").at("data").get<std::string>();
-    cursor = r.at("structuredContent").at("stdout").at("cursor");
-  }
-  ASSERT_EQ(out, "listening\n");
+  PolledJob polled;
+  ASSERT_NO_FATAL_FAILURE(pollJobUntil(child, id, job_id, polled, [](const PolledJob& p) {
+    return p.stdout_data.find('\n') != std::string::npos;
+  }));
+  ASSERT_EQ(polled.stdout_data, "listening\n") << polled.stderr_data;
+  ASSERT_EQ(polled.last.at("state"), "running") << polled.last.dump();
 
   r = child.callTool(id++, "sandbox_run_command",
                      {{"command",
                        {"python3", "-c",
-                        "import urllib.request; "
-                        "print(urllib.request.urlopen('http://127.0.0.1:8765/').status)"}}});
+                        "import urllib.request\n"
+                        "r = urllib.request.urlopen('http://127.0.0.1:8765/hello.txt')\n"
+                        "print(r.status, r.read().decode(), end='')\n"}},
+                      {"timeout_seconds", 60}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
-  EXPECT_EQ(r.at("structuredContent").at("stdout"), "200\n");
+  EXPECT_EQ(r.at("structuredContent").at("exit_code"), 0) << r.dump();
+  EXPECT_EQ(r.at("structuredContent").at("stdout"), "200 hello from the workspace\n") << r.dump();
 
-  // The server logged the request on stderr.
-  r = child.callTool(id++, "job_poll", {{"job_id", job_id}});
-  ASSERT_EQ(r.at("isError"), false) << r.dump();
-  const std::string log = r.at("structuredContent").at("stderr").at("data");
-  EXPECT_THAT(log, ::testing::HasSubstr("\"GET / HTTP/1.1\" 200"));
+  // The server logged the request on its stderr.
+  const std::string request_line = "\"GET /hello.txt HTTP/1.1\" 200";
+  ASSERT_NO_FATAL_FAILURE(pollJobUntil(child, id, job_id, polled, [&](const PolledJob& p) {
+    return p.stderr_data.find(request_line) != std::string::npos;
+  }));
+  EXPECT_THAT(polled.stderr_data, HasSubstr(request_line));
 
   r = child.callTool(id++, "job_kill", {{"job_id", job_id}});
   ASSERT_EQ(r.at("isError"), false) << r.dump();
   // Past the output already read, each poll waits for the job to settle
   // (a poll from cursor 0 would answer at once with the old output).
-  json state = r.at("structuredContent");
-  std::uint64_t out_cursor = cursor;
-  std::uint64_t err_cursor = log.size();
-  for (int i = 0; i < 20; ++i) {
-    r = child.callTool(id++, "job_poll",
-                       {{"job_id", job_id},
-                        {"stdout_cursor", out_cursor},
-                        {"stderr_cursor", err_cursor},
-                        {"wait_ms", 5000}});
-    state = r.at("structuredContent");
-    out_cursor = state.at("stdout").at("cursor");
-    err_cursor = state.at("stderr").at("cursor");
-    if (!state.at("pending").get<bool>()) break;
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      pollJobUntil(child, id, job_id, polled, [](const PolledJob&) { return false; }));
+  const json& state = polled.last;
   ASSERT_EQ(state.at("pending"), false) << state.dump();
   EXPECT_EQ(state.at("state"), "killed");
   EXPECT_EQ(state.at("kill_reason"), "requested");
-  const json& spill = state.at("spill").at("stdout");
-  ASSERT_TRUE(spill.is_object()) << state.dump();
-  const std::string artifact = spill.at("artifact_id");
-  std::ifstream exported(export_dir / artifact / (job_id + ".stdout"));
-  std::string bytes((std::istreambuf_iterator<char>(exported)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(bytes, "listening\n");
-  EXPECT_EQ(spill.at("sha256"), airlock::sys::sha256Hex("listening\n"));
+
+  // Each stream's artifact is the whole of what the polls read.
+  const json& spill = state.at("spill");
+  for (const char* stream : {"stdout", "stderr"}) {
+    const std::string& read =
+        std::string(stream) == "stdout" ? polled.stdout_data : polled.stderr_data;
+    ASSERT_TRUE(spill.at(stream).is_object()) << state.dump();
+    EXPECT_EQ(spill.at(stream).at("size_bytes"), read.size()) << stream;
+    EXPECT_EQ(spill.at(stream).at("sha256"), airlock::sys::sha256Hex(read)) << stream;
+    EXPECT_EQ(exportedStream(export_dir, spill, job_id, stream), read) << stream;
+  }
   child.closeInput();
   EXPECT_EQ(child.wait(), 0);
   std::filesystem::remove_all(export_dir);
+}
+
+TEST(McpProcessLinux, AJobServesAClientAndItsWholeOutputIsExported) {
+  if (auto why = mechanismUnavailable("linux")) GTEST_SKIP() << *why;
+  expectAJobServesAClientAndItsWholeOutputIsExported("linux");
+}
+
+TEST(McpProcessGvisor, AJobServesAClientAndItsWholeOutputIsExported) {
+  if (auto why = mechanismUnavailable("gvisor")) GTEST_SKIP() << *why;
+  expectAJobServesAClientAndItsWholeOutputIsExported("gvisor");
 }
 
 TEST(McpProcess, BadFlagsFailBeforeAnySandboxExists) {

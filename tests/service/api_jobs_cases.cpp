@@ -27,6 +27,23 @@ std::string sha256Hex(const std::string& bytes) {
   return h.finishHex();
 }
 
+// Checks that a spilled stream (`spill` is the job's, `stream` "stdout" or
+// "stderr") is stored and that the artifact route returns exactly `read`,
+// with the spill's size and digest those of `read`.
+void expectTheSpillHolds(JobsApi& api, const json& spill, const char* stream,
+                         const std::string& read) {
+  ASSERT_TRUE(spill.is_object()) << spill.dump();
+  const json& spilled = spill[stream];
+  ASSERT_TRUE(spilled.is_object()) << stream << ": " << spill.dump();
+  EXPECT_EQ(spilled["size_bytes"], read.size()) << stream;
+  EXPECT_EQ(spilled["sha256"], sha256Hex(read)) << stream;
+  EXPECT_EQ(spilled["truncated"], false) << stream;
+  const std::string artifact = spilled["artifact_id"];
+  auto content = api.call("GET", "/v1/artifacts/" + artifact + "/content?tenant_id=t1");
+  ASSERT_EQ(content.status, 200) << stream << ": " << content.body.substr(0, 200);
+  EXPECT_EQ(content.body, read) << stream << ": the stored bytes differ from what was polled";
+}
+
 }  // namespace
 
 void JobsApi::open(ExecutionEnvironment& env, const std::string& image_digest,
@@ -223,11 +240,100 @@ void expectAServerJobServesAClientAndIsKilled(JobsApi& api) {
   auto done = api.pollUntilSettled(job_id);
   ASSERT_TRUE(done.is_object());
   EXPECT_EQ(done["state"], "killed");
+  EXPECT_EQ(done["kill_reason"], "requested");
   EXPECT_FALSE(done["pending"].get<bool>());
-  // The spill has the whole of both streams.
-  ASSERT_TRUE(done["spill"].is_object()) << done.dump();
-  EXPECT_EQ(done["spill"]["stdout"]["size_bytes"], 10) << done.dump();
-  EXPECT_EQ(done["spill"]["stderr"]["size_bytes"], err_cursor) << done.dump();
+  // The spill has the whole of both streams: what the polls read, and
+  // nothing after it (the server wrote nothing more).
+  EXPECT_EQ(done["stderr"]["cursor"], err_cursor) << done.dump();
+  expectTheSpillHolds(api, done["spill"], "stdout", "listening\n");
+  expectTheSpillHolds(api, done["spill"], "stderr", err);
+}
+
+void expectAProgramRunsAServerSessionThroughJobAndProc(JobsApi& api) {
+  ASSERT_EQ(
+      api.call("PUT", api.base + "/files?path=hello.txt", "hello from the workspace\n").status,
+      204);
+  // The session as an agent's program writes it: job.* for the server,
+  // proc.run for the client, each wait bounded (job.wait returns when the
+  // output moves, so the loops follow the server, not the clock).
+  auto seen = api.program(R"PY(import time
+from airlock_cap import job, proc
+
+SERVER = (
+    "import http.server\n"
+    "s = http.server.HTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\n"
+    "print('listening on', s.server_port, flush=True)\n"
+    "s.serve_forever()\n"
+)
+CLIENT = (
+    "import sys, urllib.request\n"
+    "r = urllib.request.urlopen('http://127.0.0.1:' + sys.argv[1] + '/hello.txt')\n"
+    "print(r.status, r.read().decode(), end='')\n"
+)
+
+def follow(server, seen, text=None, stream="stdout"):
+    # Waits on the server until `text` is in what was read of `stream`, or
+    # until it is no longer pending, for at most 60 s.
+    limit = time.monotonic() + 60
+    while True:
+        st = job.wait(server, timeout_ms=5000)
+        seen["stdout"] += st.stdout
+        seen["stderr"] += st.stderr
+        seen["dropped"] += st.stdout_dropped + st.stderr_dropped
+        if (text is not None and text in seen[stream]) or not st.pending:
+            return st
+        if time.monotonic() > limit:
+            return st
+
+def stored(stream):
+    if isinstance(stream, str):
+        return stream
+    return {"artifact_id": stream.artifact_id, "sha256": stream.sha256,
+            "size_bytes": stream.size_bytes, "truncated": stream.truncated}
+
+def main():
+    server = job.start(["python3", "-c", SERVER])
+    seen = {"stdout": "", "stderr": "", "dropped": 0}
+    st = follow(server, seen, "\n")
+    listening = seen["stdout"]
+    client = proc.run(["python3", "-c", CLIENT, listening.split()[-1]], timeout_ms=30000)
+    follow(server, seen, "GET /hello.txt", "stderr")
+    log = seen["stderr"]
+    job.kill(server)
+    st = follow(server, seen)
+    return {
+        "job_id": server.job_id,
+        "listening": listening,
+        "client": {"exit_code": client.exit_code, "stdout": client.stdout, "stderr": client.stderr},
+        "log": log,
+        "state": st.state, "kill_reason": st.kill_reason, "pending": st.pending,
+        "stdout": seen["stdout"], "stderr": seen["stderr"], "dropped": seen["dropped"],
+        "spill": None if st.spill is None else
+                 {"stdout": stored(st.spill.stdout), "stderr": stored(st.spill.stderr)},
+    }
+)PY");
+  ASSERT_TRUE(seen.is_object());
+  const std::string listening = seen["listening"];
+  ASSERT_EQ(listening.rfind("listening on ", 0), 0u) << seen.dump();
+  EXPECT_EQ(listening.back(), '\n') << seen.dump();
+  EXPECT_EQ(seen["client"]["exit_code"], 0) << seen.dump();
+  EXPECT_EQ(seen["client"]["stdout"], "200 hello from the workspace\n") << seen.dump();
+  EXPECT_NE(seen["log"].get<std::string>().find("\"GET /hello.txt HTTP/1.1\" 200"),
+            std::string::npos)
+      << seen.dump();
+  EXPECT_EQ(seen["state"], "killed") << seen.dump();
+  EXPECT_EQ(seen["kill_reason"], "requested") << seen.dump();
+  EXPECT_EQ(seen["pending"], false) << seen.dump();
+  EXPECT_EQ(seen["dropped"], 0) << seen.dump();
+  // The server printed its one line and nothing else.
+  EXPECT_EQ(seen["stdout"], listening) << seen.dump();
+  // The artifacts hold what the program read, byte for byte.
+  expectTheSpillHolds(api, seen["spill"], "stdout", seen["stdout"]);
+  expectTheSpillHolds(api, seen["spill"], "stderr", seen["stderr"]);
+  // The HTTP API sees the same job, settled the same way.
+  auto after = api.poll(seen["job_id"]);
+  EXPECT_EQ(after["state"], "killed") << after.dump();
+  EXPECT_EQ(after["spill"]["stdout"]["artifact_id"], seen["spill"]["stdout"]["artifact_id"]);
 }
 
 void expectTheSpillHoldsTheWholeOutput(JobsApi& api) {

@@ -67,8 +67,17 @@ void expectAJobOutlivesItsProgramAndEitherDoorDrivesIt(JobsApi& api);
 // The scripted session: an HTTP server started as a job on a loopback port
 // inside the sandbox prints "listening"; the session polls until it does,
 // runs a client through execute against it, reads the request line from
-// the job's output, and kills it.
+// the job's output, and kills it. The spilled artifacts hold what the polls
+// read, byte for byte.
 void expectAServerJobServesAClientAndIsKilled(JobsApi& api);
+
+// The same session in code mode: one program starts the server with
+// job.start, follows it with job.wait until it says where it listens, runs
+// the client with proc.run, follows the server's log to the request line,
+// kills it and waits until it settles, and returns what it saw; the
+// artifact route then returns each stream's spill, equal to what the
+// program read.
+void expectAProgramRunsAServerSessionThroughJobAndProc(JobsApi& api);
 
 // Output past the 64 KiB tail shows a dropped count while the spilled
 // artifact holds every byte, with its digest.

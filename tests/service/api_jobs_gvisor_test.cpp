@@ -54,6 +54,10 @@ TEST_F(ApiJobsGvisorTest, AServerJobServesAClientAndIsKilled) {
   expectAServerJobServesAClientAndIsKilled(api_);
 }
 
+TEST_F(ApiJobsGvisorTest, AProgramRunsAServerSessionThroughJobAndProc) {
+  expectAProgramRunsAServerSessionThroughJobAndProc(api_);
+}
+
 TEST_F(ApiJobsGvisorTest, TheSpillHoldsTheWholeOutput) {
   expectTheSpillHoldsTheWholeOutput(api_);
 }

@@ -63,6 +63,10 @@ TEST_F(ApiJobsLinuxTest, AServerJobServesAClientAndIsKilled) {
   expectAServerJobServesAClientAndIsKilled(api_);
 }
 
+TEST_F(ApiJobsLinuxTest, AProgramRunsAServerSessionThroughJobAndProc) {
+  expectAProgramRunsAServerSessionThroughJobAndProc(api_);
+}
+
 TEST_F(ApiJobsLinuxTest, TheSpillHoldsTheWholeOutput) {
   expectTheSpillHoldsTheWholeOutput(api_);
 }

@@ -65,7 +65,8 @@ ToolResult jobStart(const json& arguments, ToolContext& context) {
   if (command == nullptr || !command->is_array() || command->empty())
     return invalidArgument("command",
                            "command must be a non-empty array of strings: the program and its "
-                           "arguments, e.g. [\"python3\", \"-m\", \"http.server\", \"8000\"]");
+                           "arguments, e.g. [\"python3\", \"-u\", \"-m\", \"http.server\", "
+                           "\"8000\"]");
   JobStartRequest request;
   for (const auto& a : *command) {
     if (!a.is_string()) return invalidArgument("command", "command must be an array of strings");
@@ -300,7 +301,16 @@ void addJobTools(ToolRegistry& registry) {
       "as long as the sandbox lives) or the sandbox goes. Read its output with job_poll. command "
       "is an array like sandbox_run_command's.",
       objectSchema(
-          {{"command", {{"type", "array"}, {"items", {{"type", "string"}}}, {"minItems", 1}}},
+          {{"command",
+            {{"type", "array"},
+             {"items", {{"type", "string"}}},
+             {"minItems", 1},
+             {"description",
+              "The program and its arguments, e.g. [\"python3\", \"-u\", \"-m\", "
+              "\"http.server\", \"8000\"]. job_poll sees output once the program writes it: "
+              "Python holds what it prints back while its output is not a terminal, so start "
+              "it with -u (or print with flush=True) to see a line such as a server's "
+              "'listening' at once."}}},
            {"working_directory", {{"type", "string"}, {"default", "."}}},
            {"env",
             {{"type", "object"},
