@@ -22,6 +22,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/core/json.h"
 #include "airlock/execution/node.h"
+#include "airlock/port/job_port.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
@@ -1020,10 +1021,9 @@ TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
   EXPECT_EQ(message(huge), "lease_epoch " + largest);
   auto tiny = call("PUT", "/v1/runs/r1/lease",
                    R"({"tenant_id": "t1", "lease_epoch": -9223372036854775809})");
-  EXPECT_EQ(message(tiny),
-            "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
+  EXPECT_EQ(message(tiny), "lease_epoch must be a whole number, 0 or more");
   EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -1})")),
-            "lease_epoch must not be negative");
+            "lease_epoch must be a whole number, 0 or more");
   auto limit = call(
       "POST", "/v1/environments",
       R"({"tenant_id": "t1", "run_id": "r1", "limits": {"memory_bytes": 18446744073709551615}})");
@@ -1066,6 +1066,66 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
       call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "two words"]})")
           .status,
       200);
+}
+
+// A count refused anywhere (a job's body and query, a lease, the job tools)
+// says what the field takes in its unit, never the range of a uint64.
+TEST_F(ApiTest, ANegativeCountSaysWhatTheFieldTakes) {
+  const std::string id = provision();
+  const std::string jobs = "/v1/environments/" + id + "/jobs";
+  std::vector<std::pair<HttpResponse, std::string>> answers;
+  answers.emplace_back(call("POST", jobs, R"({"argv": ["true"], "wall_ms": -1})"),
+                       "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(call("POST", jobs, R"({"argv": ["true"], "wall_ms": 2.5})"),
+                       "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(call("GET", jobs + "/job-1?stdout_cursor=-1"),
+                       "stdout_cursor must be a whole number, 0 or more");
+  answers.emplace_back(call("GET", jobs + "/job-1?stderr_cursor=x"),
+                       "stderr_cursor must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("GET", jobs + "/job-1?wait_ms=" + std::to_string(kMaxJobWaitMs + 1)),
+      "wait_ms must be a whole number of milliseconds from 0 to " + std::to_string(kMaxJobWaitMs));
+  answers.emplace_back(
+      call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r2", "lease_epoch": -1})"),
+      "lease_epoch must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -2})"),
+      "lease_epoch must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("POST", "/v1/tools/job_start",
+           json{{"environment_id", id}, {"arguments", {{"command", {"true"}}, {"wall_ms", -1}}}}
+               .dump()),
+      "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(
+      call("POST", "/v1/tools/job_poll",
+           json{{"environment_id", id}, {"arguments", {{"job_id", "job-1"}, {"stdout_cursor", -5}}}}
+               .dump()),
+      "stdout_cursor must be a whole number, 0 or more");
+  for (const auto& [r, said] : answers) {
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(message(r), said) << r.body;
+    EXPECT_EQ(r.body.find("18446744073709551615"), std::string::npos) << r.body;
+  }
+}
+
+// A body with several misspelt keys is refused naming every one of them at
+// once, each with the known key it resembles; the known keys are listed
+// when one resembles none.
+TEST_F(ApiTest, EveryUnknownKeyOfABodyIsNamedAtOnce) {
+  const std::string id = provision();
+  const std::string rename = "/v1/environments/" + id + "/files/rename";
+  auto two = call("POST", rename, R"({"frm": "a", "too": "b", "replace": true})");
+  EXPECT_EQ(two.status, 400) << two.body;
+  EXPECT_EQ(message(two),
+            R"(unknown keys "frm" (did you mean "from"?), "too" (did you mean "to"?))");
+  auto mixed = call("POST", rename, R"({"from": "a", "tu": "b", "xyzzy": 1})");
+  EXPECT_EQ(mixed.status, 400) << mixed.body;
+  EXPECT_EQ(message(mixed),
+            R"(unknown keys "tu" (did you mean "to"?), "xyzzy"; known keys: from, to, replace)");
+  auto provisioned = call("POST", "/v1/environments", R"({"tenant_idd": "t1", "run_di": "r1"})");
+  EXPECT_EQ(
+      message(provisioned),
+      R"(unknown keys "run_di" (did you mean "run_id"?), "tenant_idd" (did you mean "tenant_id"?))");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The environment routes of the API (api.h): provision, list, get, destroy,
 // the images, the lease of a run, and the reaper pass.
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/command_validation.h"
@@ -25,6 +26,14 @@ json handleJson(const EnvironmentHandle& handle, const std::string& image_digest
   json j = handle;
   j["image_digest"] = image_digest;
   return j;
+}
+
+// A body's lease_epoch: a whole number, 0 or more (an int64 where kept).
+Result<std::int64_t> leaseEpoch(const json& body, std::optional<std::uint64_t> fallback) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  auto epoch = countField(body, {"lease_epoch", "", kMax}, fallback);
+  if (!epoch) return tl::unexpected(epoch.error());
+  return static_cast<std::int64_t>(*epoch);
 }
 
 Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
@@ -98,9 +107,8 @@ HttpResponse Api::provision(const RouteCall& call) {
   if (!tenant) return errorResponse(tenant.error());
   auto run = platformIdentifier(*body, "run_id");
   if (!run) return errorResponse(run.error());
-  auto epoch = wholeNumber(*body, "lease_epoch", 0);
+  auto epoch = leaseEpoch(*body, 0);
   if (!epoch) return errorResponse(epoch.error());
-  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
   auto limits = limitsFrom(*body, settings_);
   if (!limits) return errorResponse(limits.error());
   auto vars = environmentFrom(*body);
@@ -234,9 +242,8 @@ HttpResponse Api::renewLease(const RouteCall& call) {
   // is the tenant's run's.
   auto tenant = platformIdentifier(*body, "tenant_id");
   if (!tenant) return errorResponse(tenant.error());
-  auto epoch = wholeNumber(*body, "lease_epoch", std::nullopt);
+  auto epoch = leaseEpoch(*body, std::nullopt);
   if (!epoch) return errorResponse(epoch.error());
-  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
   const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
   return jsonResponse(200,
                       json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
