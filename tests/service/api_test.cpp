@@ -20,6 +20,7 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/execution/node.h"
 #include "airlock/port/job_port.h"
@@ -197,7 +198,7 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
             "limits.memory is not a limit"},
            {R"({"tenant_id": "t", "run_id": "r", "limits": {"pids_max": 100000}})", "pids_max"},
            {R"({"tenant_id": "t", "run_id": "r", "environment": {"AWS_SECRET_ACCESS_KEY": "x"}})",
-            "is a credential name"},
+            "names a credential"},
            {R"({"tenant_id": "t", "run_id": "r", "environment": {"HOME": "/"}})",
             "is set by Airlock itself"},
        }) {
@@ -1068,6 +1069,31 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
       200);
 }
 
+// Every answer that shows an environment (provision, list, get, extend)
+// says how far an extension can reach, from one builder: the same shape.
+TEST_F(ApiTest, EveryAnswerShowingAnEnvironmentSaysItsMaxExpiresAt) {
+  settings_.environment_hard_cap = std::chrono::hours(2);
+  auto made = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const json handle = json::parse(made.body);
+  const std::string id = handle["environment_id"];
+  const Timestamp created = parseTimestamp(handle["created_at"].get<std::string>()).value();
+  const std::string most = formatTimestamp(created + std::chrono::hours(2));
+  EXPECT_EQ(handle["max_expires_at"], most) << made.body;
+  const json got = json::parse(call("GET", "/v1/environments/" + id).body);
+  EXPECT_EQ(got["max_expires_at"], most) << got.dump();
+  EXPECT_EQ(got, handle);
+  const json listed = json::parse(call("GET", "/v1/environments?tenant_id=t1").body);
+  ASSERT_EQ(listed["environments"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["environments"][0], got);
+  auto extended = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 3600})");
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  json expected = got;
+  expected["expires_at"] = formatTimestamp(now_ + std::chrono::hours(1));
+  EXPECT_EQ(json::parse(extended.body), expected);
+  EXPECT_EQ(json::parse(call("GET", "/v1/environments/" + id).body), expected);
+}
+
 // A count refused anywhere (a job's body and query, a lease, the job tools)
 // says what the field takes in its unit, never the range of a uint64.
 TEST_F(ApiTest, ANegativeCountSaysWhatTheFieldTakes) {
@@ -1126,6 +1152,48 @@ TEST_F(ApiTest, EveryUnknownKeyOfABodyIsNamedAtOnce) {
   EXPECT_EQ(
       message(provisioned),
       R"(unknown keys "run_di" (did you mean "run_id"?), "tenant_idd" (did you mean "tenant_id"?))");
+}
+
+// Provision checks its environment's names with the rules every other path
+// uses (checkAddedVariable): the same bad name gets the same words.
+TEST_F(ApiTest, ProvisionRefusesAVariableInTheWordsOfTheSharedRules) {
+  const std::string id = provision();
+  for (const std::string name : {"HOME", "AWS_SECRET_ACCESS_KEY", "1ST", "A-B", "PATH"}) {
+    auto provisioned =
+        call("POST", "/v1/environments",
+             json{{"tenant_id", "t1"}, {"run_id", "r9"}, {"environment", {{name, "x"}}}}.dump());
+    EXPECT_EQ(provisioned.status, 400) << provisioned.body;
+    EXPECT_EQ(message(provisioned), checkAddedVariable("environment", name, "x").error().context);
+    auto executed = call("POST", "/v1/environments/" + id + "/execute",
+                         json{{"argv", {"true"}}, {"env", {{name, "x"}}}}.dump());
+    EXPECT_EQ(message(executed), checkAddedVariable("env", name, "x").error().context);
+  }
+  auto nul = call(
+      "POST", "/v1/environments",
+      json{{"tenant_id", "t1"}, {"run_id", "r9"}, {"environment", {{"A", std::string("x\0y", 3)}}}}
+          .dump());
+  EXPECT_EQ(message(nul),
+            checkAddedVariable("environment", "A", std::string("x\0y", 3)).error().context);
+  EXPECT_EQ(node_->live(std::string("t1")).size(), 1u) << "nothing was provisioned";
+}
+
+// The archive routes name the path and what is wrong with it, not the
+// workspace operation that found it.
+TEST_F(ApiTest, ArchiveErrorsNameThePathNotTheSyscall) {
+  const std::string id = provision();
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=f", "f").status, 204);
+  auto missing = call("GET", env + "/archive?path=no%2Fsuch");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_EQ(message(missing), R"(archive: "no/such" does not exist in the workspace)");
+  auto file = call("GET", env + "/archive?path=f");
+  EXPECT_EQ(file.status, 400) << file.body;
+  EXPECT_EQ(message(file), R"(archive: "f" is not a directory)");
+  auto below_file = call("GET", env + "/archive?path=f%2Fx");
+  EXPECT_GE(below_file.status, 400) << below_file.body;
+  EXPECT_NE(message(below_file).find("\"f/x\""), std::string::npos) << below_file.body;
+  for (const auto* r : {&missing, &file, &below_file})
+    EXPECT_EQ(message(*r).find("stat"), std::string::npos) << r->body;
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ class EnvironmentHandle:
     expires_at: _dt.datetime
     image_digest: str = ""  # the image the environment runs (GET /v1/images)
     # The furthest extend() can move expires_at (created_at plus the service's
-    # environment_hard_cap); only extend()'s answer carries it.
+    # environment_hard_cap); every answer of the service carries it.
     max_expires_at: Optional[_dt.datetime] = None
 
     @classmethod

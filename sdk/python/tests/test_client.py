@@ -104,6 +104,9 @@ class ClientTest(unittest.TestCase):
 
         self.assertEqual(self.client.get(handle.environment_id), handle)
         self.assertIn(handle, self.client.list_environments())
+        # Every answer says how far an extension can go, not only extend's.
+        self.assertIsNotNone(handle.max_expires_at)
+        self.assertEqual(handle.max_expires_at, handle.created_at + datetime.timedelta(hours=1))
 
         self.client.destroy(handle.environment_id)
         self.assertNotIn(handle.environment_id, [h.environment_id for h in self.client.list_environments()])
