@@ -1196,5 +1196,53 @@ TEST_F(ApiTest, ArchiveErrorsNameThePathNotTheSyscall) {
     EXPECT_EQ(message(*r).find("stat"), std::string::npos) << r->body;
 }
 
+// A run's artifacts are listed after its environment is gone: newest
+// first, bounded by limit (truncated says more are left), each with its id,
+// name, media type, size, sha256 and time; another tenant's run of the same
+// id, and another run, list nothing of it.
+TEST_F(ApiArtifactTest, ARunsArtifactsAreListedNewestFirstForItsTenantOnly) {
+  const std::string id = provision();
+  const std::string env = "/v1/environments/" + id;
+  std::vector<json> made;  // oldest first
+  for (const std::string name : {"a.txt", "b.csv", "c.bin"}) {
+    ASSERT_EQ(call("PUT", env + "/files?path=" + name, "bytes of " + name).status, 204);
+    auto exported = call("POST", env + "/artifacts", json{{"path", name}}.dump());
+    ASSERT_EQ(exported.status, 201) << exported.body;
+    made.push_back(json::parse(exported.body));
+    now_ += std::chrono::seconds(1);
+  }
+  ASSERT_EQ(call("DELETE", env).status, 204);
+  auto listed = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json all = json::parse(listed.body);
+  EXPECT_EQ(all["artifacts"], (json{made[2], made[1], made[0]}));
+  EXPECT_EQ(all["truncated"], false);
+  const json& newest = all["artifacts"][0];
+  for (const char* field :
+       {"artifact_id", "filename", "media_type", "size_bytes", "sha256", "created_at"})
+    EXPECT_TRUE(newest.contains(field)) << field;
+  EXPECT_EQ(newest["filename"], "c.bin");
+  EXPECT_EQ(newest["size_bytes"], std::string("bytes of c.bin").size());
+  sys::Sha256 sha;
+  sha.update("bytes of c.bin");
+  EXPECT_EQ(newest["sha256"], sha.finishHex());
+
+  auto page = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=2");
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(json::parse(page.body)["artifacts"], (json{made[2], made[1]}));
+  EXPECT_EQ(json::parse(page.body)["truncated"], true);
+  auto theirs = call("GET", "/v1/runs/r1/artifacts?tenant_id=t2");
+  ASSERT_EQ(theirs.status, 200) << theirs.body;
+  EXPECT_EQ(json::parse(theirs.body)["artifacts"], json::array());
+  EXPECT_EQ(json::parse(call("GET", "/v1/runs/r2/artifacts?tenant_id=t1").body)["artifacts"],
+            json::array());
+  EXPECT_EQ(call("GET", "/v1/runs/r1/artifacts").status, 400) << "the tenant is required";
+  auto zero = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=0");
+  EXPECT_EQ(zero.status, 400);
+  EXPECT_EQ(message(zero), "limit must be a whole number from 1 to 1000");
+  auto negative = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=-1");
+  EXPECT_EQ(message(negative), "limit must be a whole number from 1 to 1000");
+}
+
 }  // namespace
 }  // namespace airlock::gateway

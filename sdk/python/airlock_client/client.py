@@ -596,6 +596,15 @@ class AirlockClient:
         path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/notes"
         return [RunNote.from_json(n) for n in self._json("GET", path, query=query).get("notes", [])]
 
+    def list_run_artifacts(self, tenant_id: str, run_id: str, limit: int = 100) -> list[ArtifactMetadata]:
+        """GET /v1/runs/{run_id}/artifacts: the artifacts of the tenant's run
+        (exports, uploads, jobs' spilled output), newest first, at most
+        ``limit`` (1-1000); they outlive the environment that made them.
+        Another tenant's run of the same id lists nothing here."""
+        path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/artifacts"
+        j = self._json("GET", path, query={"tenant_id": tenant_id, "limit": str(int(limit))})
+        return [ArtifactMetadata.from_json(a) for a in j.get("artifacts", [])]
+
     def get_note(self, tenant_id: str, run_id: str, key: str) -> RunNote:
         """GET /v1/runs/{run_id}/notes/{key}: one note of the tenant's run;
         NotFoundError when the run has none of that key."""
