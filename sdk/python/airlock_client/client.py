@@ -336,7 +336,8 @@ class AirlockClient:
 
     # --- jobs ------------------------------------------------------------
 
-    def _job_path(self, environment_id: str, job_id: str = "", suffix: str = "") -> str:
+    def _job_path(self, environment_id: str, job: "str | Job" = "", suffix: str = "") -> str:
+        job_id = job.job_id if isinstance(job, Job) else job
         tail = "/jobs" + ("/" + urllib.parse.quote(job_id, safe="") if job_id else "")
         return self._env_path(environment_id, tail + suffix)
 
@@ -347,13 +348,16 @@ class AirlockClient:
         working_directory: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
         wall_ms: Optional[int] = None,
-    ) -> dict[str, Any]:
+    ) -> Job:
         """POST /v1/environments/{environment_id}/jobs: starts ``argv`` as a
         background job that outlives this call (and any program); code mode's
         job.* see the same jobs. ``wall_ms``: its wall-clock budget (absent: 30
         minutes; 0: the environment's whole life), clamped to the
-        environment's expiry. Returns ``{job_id, stdout_cursor, stderr_cursor,
-        wall_ms, deadline}``."""
+        environment's expiry. Returns the ``Job`` as just started (running,
+        pending, both cursors 0, its wall_ms and deadline), to pass to
+        poll_job, send_job_input and kill_job; ``job["job_id"]`` and the other
+        keys of the answer (stdout_cursor, stderr_cursor, wall_ms, deadline)
+        read as they came."""
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list like ["python3", "-m", "http.server"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
@@ -363,7 +367,8 @@ class AirlockClient:
             body["env"] = dict(env)
         if wall_ms is not None:
             body["wall_ms"] = int(wall_ms)
-        return self._json("POST", self._job_path(environment_id), json_body=body)
+        started = self._json("POST", self._job_path(environment_id), json_body=body)
+        return Job.from_json(started, argv=list(argv))
 
     def list_jobs(self, environment_id: str) -> list[Job]:
         """GET /v1/environments/{environment_id}/jobs: every job of the
@@ -374,33 +379,39 @@ class AirlockClient:
     def poll_job(
         self,
         environment_id: str,
-        job_id: str,
-        stdout_cursor: int = 0,
-        stderr_cursor: int = 0,
+        job: "str | Job",
+        stdout_cursor: Optional[int] = None,
+        stderr_cursor: Optional[int] = None,
         wait_ms: int = 0,
     ) -> Job:
         """GET /v1/environments/{environment_id}/jobs/{job_id}: the job's state and its
-        output after the cursors (pass the last answer's ``stdout.cursor`` and
-        ``stderr.cursor``). ``wait_ms`` (at most 60000) waits until a cursor
-        moves or the job settles."""
+        output after the cursors. ``job`` is a job id or a ``Job`` (a start's,
+        a poll's or a listing's answer); a cursor not given is that Job's (so
+        ``job = env.poll_job(job)`` reads on from where the last answer
+        ended), or 0 with an id. ``wait_ms`` (at most 60000) waits until a
+        cursor moves or the job settles."""
+        if stdout_cursor is None:
+            stdout_cursor = job.stdout.cursor if isinstance(job, Job) else 0
+        if stderr_cursor is None:
+            stderr_cursor = job.stderr.cursor if isinstance(job, Job) else 0
         query = {"stdout_cursor": str(stdout_cursor), "stderr_cursor": str(stderr_cursor),
                  "wait_ms": str(wait_ms)}
         timeout = max(self.timeout, wait_ms / 1000.0 + 10.0)
-        return Job.from_json(self._json("GET", self._job_path(environment_id, job_id), query=query,
+        return Job.from_json(self._json("GET", self._job_path(environment_id, job), query=query,
                                         timeout=timeout))
 
-    def send_job_input(self, environment_id: str, job_id: str, data: bytes | str = b"",
+    def send_job_input(self, environment_id: str, job: "str | Job", data: bytes | str = b"",
                        last: bool = False) -> None:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/input: writes ``data`` to the
         job's stdin; ``last`` then closes it. ExecutionRejectedError once its
         input is closed."""
         body = {"data": encode_bytes(data), "last": bool(last)}
-        self._request("POST", self._job_path(environment_id, job_id, "/input"), json_body=body)
+        self._request("POST", self._job_path(environment_id, job, "/input"), json_body=body)
 
-    def kill_job(self, environment_id: str, job_id: str) -> None:
+    def kill_job(self, environment_id: str, job: "str | Job") -> None:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/kill: SIGKILL to the job's
         process group (its state becomes "killed"). Returns at once."""
-        self._request("POST", self._job_path(environment_id, job_id, "/kill"), data=b"")
+        self._request("POST", self._job_path(environment_id, job, "/kill"), data=b"")
 
     # --- workspace -------------------------------------------------------
 
@@ -669,20 +680,20 @@ class Environment:
     def run_code(self, program: str, **kwargs: Any) -> CodeResult:
         return self.client.run_code(self.id, program, **kwargs)
 
-    def start_job(self, argv: Sequence[str], **kwargs: Any) -> dict[str, Any]:
+    def start_job(self, argv: Sequence[str], **kwargs: Any) -> Job:
         return self.client.start_job(self.id, argv, **kwargs)
 
     def list_jobs(self) -> list[Job]:
         return self.client.list_jobs(self.id)
 
-    def poll_job(self, job_id: str, **kwargs: Any) -> Job:
-        return self.client.poll_job(self.id, job_id, **kwargs)
+    def poll_job(self, job: "str | Job", **kwargs: Any) -> Job:
+        return self.client.poll_job(self.id, job, **kwargs)
 
-    def send_job_input(self, job_id: str, data: bytes | str = b"", last: bool = False) -> None:
-        self.client.send_job_input(self.id, job_id, data, last)
+    def send_job_input(self, job: "str | Job", data: bytes | str = b"", last: bool = False) -> None:
+        self.client.send_job_input(self.id, job, data, last)
 
-    def kill_job(self, job_id: str) -> None:
-        self.client.kill_job(self.id, job_id)
+    def kill_job(self, job: "str | Job") -> None:
+        self.client.kill_job(self.id, job)
 
     def list_schedules(self) -> list[Schedule]:
         return self.client.list_schedules(self.id)

@@ -428,11 +428,16 @@ class JobStream:
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """A background job of an environment (docs/serve.md "Jobs"), as a poll
-    or a listing answers it. ``spill`` is None while ``pending``; then
+    """A background job of an environment (docs/serve.md "Jobs"), as a start,
+    a poll or a listing answers it; pass it back to ``poll_job``,
+    ``send_job_input`` and ``kill_job`` in place of its id (a poll then goes
+    on from its cursors). ``spill`` is None while ``pending``; then
     ``{"stdout": S, "stderr": S}``, S a string saying why that stream was not
     stored or ``{artifact_id, media_type, sha256, size_bytes, truncated,
-    dropped_bytes}``."""
+    dropped_bytes}``.
+
+    ``job["stdout_cursor"]`` and the like read the answer's JSON as it came
+    (``in`` and ``get`` too), as start_job's dict used to be read."""
 
     job_id: str
     argv: list[str]
@@ -446,25 +451,38 @@ class Job:
     stdout: JobStream
     stderr: JobStream
     spill: Optional[dict[str, Any]]
+    raw: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.raw
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, default)
 
     @classmethod
-    def from_json(cls, j: dict[str, Any]) -> "Job":
+    def from_json(cls, j: dict[str, Any], argv: Optional[list[str]] = None) -> "Job":
+        """A poll's or a listing's job; a start's answer (no state: the job
+        has just started) with ``argv``, the command started."""
         out, err = j.get("stdout"), j.get("stderr")
-        if out is None:  # a listing: the cursors alone
+        if out is None:  # a listing or a start: the cursors alone
             out = {"data": "", "cursor": j.get("stdout_cursor", 0), "dropped": 0}
             err = {"data": "", "cursor": j.get("stderr_cursor", 0), "dropped": 0}
         deadline = j.get("deadline")
         return cls(
             job_id=j["job_id"],
-            argv=[decode_name(a) for a in j.get("argv", [])],
-            state=j["state"],
+            argv=[decode_name(a) for a in j["argv"]] if "argv" in j else list(argv or []),
+            state=j.get("state", "running"),
             exit_code=j.get("exit_code"),
             signal=j.get("signal"),
             kill_reason=j.get("kill_reason"),
-            pending=bool(j["pending"]),
+            pending=bool(j.get("pending", True)),
             wall_ms=int(j.get("wall_ms", 0)),
             deadline=parse_timestamp(deadline) if deadline else None,
             stdout=JobStream.from_json(out),
             stderr=JobStream.from_json(err),
             spill=j.get("spill"),
+            raw=dict(j),
         )
