@@ -143,6 +143,44 @@ TEST_P(MetadataRepositoryTest, ListForTenantIsInIdOrderAndOnlyThatTenant) {
   EXPECT_TRUE(repo_->listForTenant(tenant("nobody"), 10)->empty());
 }
 
+// A run's rows, newest first (created_at, then id), only the tenant's: the
+// same run id under another tenant is another run.
+TEST_P(MetadataRepositoryTest, ListForRunIsNewestFirstAndOnlyThatTenantsRun) {
+  std::vector<StoredArtifact> run;  // oldest first
+  for (int i = 0; i < 4; ++i) {
+    StoredArtifact row = rowFor(i, tenant("mine"), std::nullopt);
+    row.metadata.run_id = "run-x";
+    run.push_back(row);
+  }
+  // Two made in one millisecond: the larger id is listed first.
+  StoredArtifact twin = rowFor(3, tenant("mine"), std::nullopt);
+  twin.metadata.run_id = "run-x";
+  run.push_back(twin);
+  StoredArtifact foreign = rowFor(9, tenant("other"), std::nullopt);
+  foreign.metadata.run_id = "run-x";
+  StoredArtifact elsewhere = rowFor(8, tenant("mine"), std::nullopt);  // run-8
+  for (const auto& row : {run[2], foreign, run[0], run[4], elsewhere, run[3], run[1]})
+    ASSERT_TRUE(repo_->insert(row, std::nullopt).has_value());
+  std::vector<StoredArtifact> newest = {run[4], run[3]};
+  if (run[4].artifact_id < run[3].artifact_id) std::swap(newest[0], newest[1]);
+  newest.push_back(run[2]);
+  newest.push_back(run[1]);
+  newest.push_back(run[0]);
+
+  auto listed = repo_->listForRun(tenant("mine"), "run-x", 100);
+  ASSERT_TRUE(listed.has_value()) << listed.error().message();
+  EXPECT_EQ(idsOf(*listed), idsOf(newest));
+  EXPECT_EQ(*listed, newest) << "every field comes back";
+  auto limited = repo_->listForRun(tenant("mine"), "run-x", 2);
+  ASSERT_TRUE(limited.has_value());
+  EXPECT_EQ(idsOf(*limited), idsOf({newest[0], newest[1]}));
+  auto theirs = repo_->listForRun(tenant("other"), "run-x", 100);
+  ASSERT_TRUE(theirs.has_value());
+  EXPECT_EQ(idsOf(*theirs), idsOf({foreign}));
+  EXPECT_TRUE(repo_->listForRun(tenant("nobody"), "run-x", 10)->empty());
+  EXPECT_TRUE(repo_->listForRun(tenant("mine"), "run-y", 10)->empty());
+}
+
 TEST_P(MetadataRepositoryTest, TenantBytesSumsThatTenantsRows) {
   EXPECT_EQ(*repo_->tenantBytes(tenant("a")), 0);
   ASSERT_TRUE(repo_->insert(rowFor(1, tenant("a"), std::nullopt, std::int64_t{3} << 32), {}));

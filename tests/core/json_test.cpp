@@ -655,6 +655,40 @@ TEST(UntrustedJson, PropertyDistinctKeysParseAndARepeatedOneIsNamed) {
 
 // --- integers --------------------------------------------------------------
 
+// A count is refused with one sentence that says what the field takes, in
+// its unit, never the uint64 range.
+TEST(CountFromJson, ARefusalSaysWhatTheFieldTakesInItsUnit) {
+  const CountSpec wall{"wall_ms", "milliseconds"};
+  const CountSpec wait{"wait_ms", "milliseconds", 60000};
+  const CountSpec cursor{"stdout_cursor", ""};
+  EXPECT_EQ(countFromJson(json(0), wall).value(), 0u);
+  EXPECT_EQ(countFromJson(json::parse("18446744073709551615"), wall).value(),
+            std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(countFromJson(json(60000), wait).value(), 60000u);
+  EXPECT_EQ(countFromJson(json(std::int64_t{7}), cursor).value(), 7u);
+  for (const char* bad : {"-1", "-9223372036854775808", "-9223372036854775809", "1.5", "\"5\"",
+                          "null", "1e3", "-0.5"})
+    EXPECT_EQ(countFromJson(json::parse(bad), wall).error().context,
+              "wall_ms must be a whole number of milliseconds, 0 or more")
+        << bad;
+  EXPECT_EQ(countFromJson(json::parse("18446744073709551616"), wall).error().context,
+            "wall_ms is out of range: the largest allowed is 18446744073709551615");
+  const CountSpec epoch{"lease_epoch", "", 9223372036854775807};
+  EXPECT_EQ(countFromJson(json::parse("9223372036854775808"), epoch).error().context,
+            "lease_epoch is out of range: the largest allowed is 9223372036854775807");
+  EXPECT_EQ(countFromJson(json(60001), wait).error().context,
+            "wait_ms must be a whole number of milliseconds from 0 to 60000");
+  EXPECT_EQ(countFromJson(json(-1), cursor).error().context,
+            "stdout_cursor must be a whole number, 0 or more");
+  EXPECT_EQ(countFromText("42", wait).value(), 42u);
+  for (const char* bad : {"-1", "+1", "", "1x", " 1", "60001", "99999999999999999999"})
+    EXPECT_EQ(countFromText(bad, wait).error().context,
+              "wait_ms must be a whole number of milliseconds from 0 to 60000")
+        << bad;
+  EXPECT_EQ(countFromText("-3", cursor).error().context,
+            "stdout_cursor must be a whole number, 0 or more");
+}
+
 TEST(Int64FromJson, OutOfRangeNamesTheLimitAndNeverWraps) {
   const auto contextOf = [](std::string_view text) {
     auto r = int64FromJson(json::parse(text));

@@ -20,8 +20,10 @@
 #include "airlock/artifacts/memory_repository.h"
 #include "airlock/core/command_validation.h"
 #include "airlock/core/encoding.h"
+#include "airlock/core/environment_tiers.h"
 #include "airlock/core/json.h"
 #include "airlock/execution/node.h"
+#include "airlock/port/job_port.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/request_keys.h"
 #include "airlock/sys/sha256.h"
@@ -196,7 +198,7 @@ TEST_F(ApiTest, BadRequestsNameTheField) {
             "limits.memory is not a limit"},
            {R"({"tenant_id": "t", "run_id": "r", "limits": {"pids_max": 100000}})", "pids_max"},
            {R"({"tenant_id": "t", "run_id": "r", "environment": {"AWS_SECRET_ACCESS_KEY": "x"}})",
-            "is a credential name"},
+            "names a credential"},
            {R"({"tenant_id": "t", "run_id": "r", "environment": {"HOME": "/"}})",
             "is set by Airlock itself"},
        }) {
@@ -1020,10 +1022,9 @@ TEST_F(ApiTest, IntegersPastSixtyFourBitsAreOutOfRangeNotNegative) {
   EXPECT_EQ(message(huge), "lease_epoch " + largest);
   auto tiny = call("PUT", "/v1/runs/r1/lease",
                    R"({"tenant_id": "t1", "lease_epoch": -9223372036854775809})");
-  EXPECT_EQ(message(tiny),
-            "lease_epoch is out of range: the smallest allowed is -9223372036854775808");
+  EXPECT_EQ(message(tiny), "lease_epoch must be a whole number, 0 or more");
   EXPECT_EQ(message(call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -1})")),
-            "lease_epoch must not be negative");
+            "lease_epoch must be a whole number, 0 or more");
   auto limit = call(
       "POST", "/v1/environments",
       R"({"tenant_id": "t1", "run_id": "r1", "limits": {"memory_bytes": 18446744073709551615}})");
@@ -1066,6 +1067,181 @@ TEST_F(ApiTest, AShellStringInArgvGetsTheSharedHint) {
       call("POST", "/v1/environments/" + id + "/execute", R"({"argv": ["echo", "two words"]})")
           .status,
       200);
+}
+
+// Every answer that shows an environment (provision, list, get, extend)
+// says how far an extension can reach, from one builder: the same shape.
+TEST_F(ApiTest, EveryAnswerShowingAnEnvironmentSaysItsMaxExpiresAt) {
+  settings_.environment_hard_cap = std::chrono::hours(2);
+  auto made = call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const json handle = json::parse(made.body);
+  const std::string id = handle["environment_id"];
+  const Timestamp created = parseTimestamp(handle["created_at"].get<std::string>()).value();
+  const std::string most = formatTimestamp(created + std::chrono::hours(2));
+  EXPECT_EQ(handle["max_expires_at"], most) << made.body;
+  const json got = json::parse(call("GET", "/v1/environments/" + id).body);
+  EXPECT_EQ(got["max_expires_at"], most) << got.dump();
+  EXPECT_EQ(got, handle);
+  const json listed = json::parse(call("GET", "/v1/environments?tenant_id=t1").body);
+  ASSERT_EQ(listed["environments"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["environments"][0], got);
+  auto extended = call("POST", "/v1/environments/" + id + "/extend", R"({"seconds": 3600})");
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  json expected = got;
+  expected["expires_at"] = formatTimestamp(now_ + std::chrono::hours(1));
+  EXPECT_EQ(json::parse(extended.body), expected);
+  EXPECT_EQ(json::parse(call("GET", "/v1/environments/" + id).body), expected);
+}
+
+// A count refused anywhere (a job's body and query, a lease, the job tools)
+// says what the field takes in its unit, never the range of a uint64.
+TEST_F(ApiTest, ANegativeCountSaysWhatTheFieldTakes) {
+  const std::string id = provision();
+  const std::string jobs = "/v1/environments/" + id + "/jobs";
+  std::vector<std::pair<HttpResponse, std::string>> answers;
+  answers.emplace_back(call("POST", jobs, R"({"argv": ["true"], "wall_ms": -1})"),
+                       "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(call("POST", jobs, R"({"argv": ["true"], "wall_ms": 2.5})"),
+                       "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(call("GET", jobs + "/job-1?stdout_cursor=-1"),
+                       "stdout_cursor must be a whole number, 0 or more");
+  answers.emplace_back(call("GET", jobs + "/job-1?stderr_cursor=x"),
+                       "stderr_cursor must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("GET", jobs + "/job-1?wait_ms=" + std::to_string(kMaxJobWaitMs + 1)),
+      "wait_ms must be a whole number of milliseconds from 0 to " + std::to_string(kMaxJobWaitMs));
+  answers.emplace_back(
+      call("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r2", "lease_epoch": -1})"),
+      "lease_epoch must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("PUT", "/v1/runs/r1/lease", R"({"tenant_id": "t1", "lease_epoch": -2})"),
+      "lease_epoch must be a whole number, 0 or more");
+  answers.emplace_back(
+      call("POST", "/v1/tools/job_start",
+           json{{"environment_id", id}, {"arguments", {{"command", {"true"}}, {"wall_ms", -1}}}}
+               .dump()),
+      "wall_ms must be a whole number of milliseconds, 0 or more");
+  answers.emplace_back(
+      call("POST", "/v1/tools/job_poll",
+           json{{"environment_id", id}, {"arguments", {{"job_id", "job-1"}, {"stdout_cursor", -5}}}}
+               .dump()),
+      "stdout_cursor must be a whole number, 0 or more");
+  for (const auto& [r, said] : answers) {
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(message(r), said) << r.body;
+    EXPECT_EQ(r.body.find("18446744073709551615"), std::string::npos) << r.body;
+  }
+}
+
+// A body with several misspelt keys is refused naming every one of them at
+// once, each with the known key it resembles; the known keys are listed
+// when one resembles none.
+TEST_F(ApiTest, EveryUnknownKeyOfABodyIsNamedAtOnce) {
+  const std::string id = provision();
+  const std::string rename = "/v1/environments/" + id + "/files/rename";
+  auto two = call("POST", rename, R"({"frm": "a", "too": "b", "replace": true})");
+  EXPECT_EQ(two.status, 400) << two.body;
+  EXPECT_EQ(message(two),
+            R"(unknown keys "frm" (did you mean "from"?), "too" (did you mean "to"?))");
+  auto mixed = call("POST", rename, R"({"from": "a", "tu": "b", "xyzzy": 1})");
+  EXPECT_EQ(mixed.status, 400) << mixed.body;
+  EXPECT_EQ(message(mixed),
+            R"(unknown keys "tu" (did you mean "to"?), "xyzzy"; known keys: from, to, replace)");
+  auto provisioned = call("POST", "/v1/environments", R"({"tenant_idd": "t1", "run_di": "r1"})");
+  EXPECT_EQ(
+      message(provisioned),
+      R"(unknown keys "run_di" (did you mean "run_id"?), "tenant_idd" (did you mean "tenant_id"?))");
+}
+
+// Provision checks its environment's names with the rules every other path
+// uses (checkAddedVariable): the same bad name gets the same words.
+TEST_F(ApiTest, ProvisionRefusesAVariableInTheWordsOfTheSharedRules) {
+  const std::string id = provision();
+  for (const std::string name : {"HOME", "AWS_SECRET_ACCESS_KEY", "1ST", "A-B", "PATH"}) {
+    auto provisioned =
+        call("POST", "/v1/environments",
+             json{{"tenant_id", "t1"}, {"run_id", "r9"}, {"environment", {{name, "x"}}}}.dump());
+    EXPECT_EQ(provisioned.status, 400) << provisioned.body;
+    EXPECT_EQ(message(provisioned), checkAddedVariable("environment", name, "x").error().context);
+    auto executed = call("POST", "/v1/environments/" + id + "/execute",
+                         json{{"argv", {"true"}}, {"env", {{name, "x"}}}}.dump());
+    EXPECT_EQ(message(executed), checkAddedVariable("env", name, "x").error().context);
+  }
+  auto nul = call(
+      "POST", "/v1/environments",
+      json{{"tenant_id", "t1"}, {"run_id", "r9"}, {"environment", {{"A", std::string("x\0y", 3)}}}}
+          .dump());
+  EXPECT_EQ(message(nul),
+            checkAddedVariable("environment", "A", std::string("x\0y", 3)).error().context);
+  EXPECT_EQ(node_->live(std::string("t1")).size(), 1u) << "nothing was provisioned";
+}
+
+// The archive routes name the path and what is wrong with it, not the
+// workspace operation that found it.
+TEST_F(ApiTest, ArchiveErrorsNameThePathNotTheSyscall) {
+  const std::string id = provision();
+  const std::string env = "/v1/environments/" + id;
+  ASSERT_EQ(call("PUT", env + "/files?path=f", "f").status, 204);
+  auto missing = call("GET", env + "/archive?path=no%2Fsuch");
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  EXPECT_EQ(message(missing), R"(archive: "no/such" does not exist in the workspace)");
+  auto file = call("GET", env + "/archive?path=f");
+  EXPECT_EQ(file.status, 400) << file.body;
+  EXPECT_EQ(message(file), R"(archive: "f" is not a directory)");
+  auto below_file = call("GET", env + "/archive?path=f%2Fx");
+  EXPECT_GE(below_file.status, 400) << below_file.body;
+  EXPECT_NE(message(below_file).find("\"f/x\""), std::string::npos) << below_file.body;
+  for (const auto* r : {&missing, &file, &below_file})
+    EXPECT_EQ(message(*r).find("stat"), std::string::npos) << r->body;
+}
+
+// A run's artifacts are listed after its environment is gone: newest
+// first, bounded by limit (truncated says more are left), each with its id,
+// name, media type, size, sha256 and time; another tenant's run of the same
+// id, and another run, list nothing of it.
+TEST_F(ApiArtifactTest, ARunsArtifactsAreListedNewestFirstForItsTenantOnly) {
+  const std::string id = provision();
+  const std::string env = "/v1/environments/" + id;
+  std::vector<json> made;  // oldest first
+  for (const std::string name : {"a.txt", "b.csv", "c.bin"}) {
+    ASSERT_EQ(call("PUT", env + "/files?path=" + name, "bytes of " + name).status, 204);
+    auto exported = call("POST", env + "/artifacts", json{{"path", name}}.dump());
+    ASSERT_EQ(exported.status, 201) << exported.body;
+    made.push_back(json::parse(exported.body));
+    now_ += std::chrono::seconds(1);
+  }
+  ASSERT_EQ(call("DELETE", env).status, 204);
+  auto listed = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  const json all = json::parse(listed.body);
+  EXPECT_EQ(all["artifacts"], (json{made[2], made[1], made[0]}));
+  EXPECT_EQ(all["truncated"], false);
+  const json& newest = all["artifacts"][0];
+  for (const char* field :
+       {"artifact_id", "filename", "media_type", "size_bytes", "sha256", "created_at"})
+    EXPECT_TRUE(newest.contains(field)) << field;
+  EXPECT_EQ(newest["filename"], "c.bin");
+  EXPECT_EQ(newest["size_bytes"], std::string("bytes of c.bin").size());
+  sys::Sha256 sha;
+  sha.update("bytes of c.bin");
+  EXPECT_EQ(newest["sha256"], sha.finishHex());
+
+  auto page = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=2");
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(json::parse(page.body)["artifacts"], (json{made[2], made[1]}));
+  EXPECT_EQ(json::parse(page.body)["truncated"], true);
+  auto theirs = call("GET", "/v1/runs/r1/artifacts?tenant_id=t2");
+  ASSERT_EQ(theirs.status, 200) << theirs.body;
+  EXPECT_EQ(json::parse(theirs.body)["artifacts"], json::array());
+  EXPECT_EQ(json::parse(call("GET", "/v1/runs/r2/artifacts?tenant_id=t1").body)["artifacts"],
+            json::array());
+  EXPECT_EQ(call("GET", "/v1/runs/r1/artifacts").status, 400) << "the tenant is required";
+  auto zero = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=0");
+  EXPECT_EQ(zero.status, 400);
+  EXPECT_EQ(message(zero), "limit must be a whole number from 1 to 1000");
+  auto negative = call("GET", "/v1/runs/r1/artifacts?tenant_id=t1&limit=-1");
+  EXPECT_EQ(message(negative), "limit must be a whole number from 1 to 1000");
 }
 
 }  // namespace

@@ -204,6 +204,54 @@ TEST_F(ServeLinux, CodeModeRunsAProgramAndTheServiceFiresItsSchedule) {
   ASSERT_TRUE(WIFEXITED(status)) << serve.log();
 }
 
+// A command running when its environment is extended runs on to the new
+// expires_at. Under a 10 s lifetime (which also caps a command's timeout),
+// a command admitted 4 s in with 6 s left sleeps 7 s: past the first
+// expiry, within its timeout. Extended while it runs, it ends on its own
+// (exit 0, not EXPIRED) and the environment lives on; its own timeout still
+// ends a later one.
+TEST(ServeLinuxLifetime, ACommandRunningWhenItsEnvironmentIsExtendedRunsOnToTheNewExpiry) {
+  if (auto why = linuxJailUnavailable()) GTEST_SKIP() << *why;
+  TempStateDir state;
+  ServeProcess serve({"AIRLOCK_STATE_DIR=" + state.path(), "AIRLOCK_LISTEN=127.0.0.1:0",
+                      std::string("AIRLOCK_SERVICE_TOKEN=") + kToken, "PATH=/usr/bin:/bin",
+                      "AIRLOCK_ENVIRONMENT_LIFETIME=10s", "AIRLOCK_ENVIRONMENT_HARD_CAP=300s",
+                      "AIRLOCK_REAPER_INTERVAL=1s"});
+  ASSERT_GT(serve.port(), 0) << serve.log();
+  auto made =
+      serve.request("POST", "/v1/environments", R"({"tenant_id": "t1", "run_id": "r1"})", kToken);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string base = "/v1/environments/" + made.json()["environment_id"].get<std::string>();
+  // The environment ages 4 s: the next command is admitted with 6 s left.
+  auto aged = serve.request("POST", base + "/execute", R"({"argv": ["sleep", "4"]})", kToken, 60);
+  ASSERT_EQ(aged.status, 200) << aged.body;
+  const nlohmann::json cmd = {{"argv", {"sh", "-c", "touch started; sleep 7; echo done"}},
+                              {"timeout_seconds", 60}};
+  auto running = std::async(std::launch::async, [&] {
+    return serve.request("POST", base + "/execute", cmd.dump(), kToken, 120);
+  });
+  HttpReply seen;  // until the command has started: bounded by time, not a count
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+       seen.status != 200 && std::chrono::steady_clock::now() < until;)
+    seen = serve.request("GET", base + "/files?path=started", "", kToken);
+  ASSERT_EQ(seen.status, 200) << "the command never started";
+  auto extended = serve.request("POST", base + "/extend", R"({"seconds": 120})", kToken);
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  const HttpReply result = running.get();
+  ASSERT_EQ(result.status, 200) << result.body;
+  const auto j = result.json();
+  EXPECT_TRUE(j["killed_by"].is_null()) << result.body;
+  EXPECT_EQ(j["exit_code"], 0) << result.body;
+  EXPECT_EQ(j["stdout"], "done\n");
+  EXPECT_EQ(serve.request("GET", base, "", kToken).status, 200) << "the environment lives on";
+
+  auto timed = serve.request("POST", base + "/execute",
+                             R"({"argv": ["sleep", "60"], "timeout_seconds": 1})", kToken, 60);
+  ASSERT_EQ(timed.status, 200) << timed.body;
+  EXPECT_EQ(timed.json()["killed_by"], "TIMEOUT") << timed.body;
+  EXPECT_EQ(serve.request("DELETE", base, "", kToken).status, 204);
+}
+
 // An operator's ceiling above the built-in one is the mechanism's ceiling
 // too: a memory limit between the two provisions (it is a limit, not a
 // reservation), one above the operator's is refused naming that ceiling.

@@ -477,6 +477,19 @@ std::vector<Row> rows() {
                  ASSERT_EQ(notes.size(), 1u) << r.body;
                  EXPECT_EQ(notes[0]["key"], "plan");
                }});
+  // B's run of the same id has no artifacts: an empty list; A's lists the
+  // artifact A exported.
+  t.push_back({"/v1/runs/{run_id}/artifacts", "GET",
+               [run](const World&, const std::string& tenant) {
+                 return Call{"GET", "/v1/runs/" + run + "/artifacts?" + q(tenant)};
+               },
+               200, "",
+               [](World& w, const HttpResponse& r) {
+                 ASSERT_EQ(r.status, 200) << r.body;
+                 const json listed = json::parse(r.body)["artifacts"];
+                 ASSERT_EQ(listed.size(), 1u) << r.body;
+                 EXPECT_EQ(listed[0]["artifact_id"], w.a_artifact);
+               }});
   t.push_back({"/v1/runs/{run_id}/notes/{key}", "GET",
                [run](const World&, const std::string& tenant) {
                  return Call{"GET", "/v1/runs/" + run + "/notes/plan?" + q(tenant)};

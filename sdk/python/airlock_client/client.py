@@ -336,7 +336,8 @@ class AirlockClient:
 
     # --- jobs ------------------------------------------------------------
 
-    def _job_path(self, environment_id: str, job_id: str = "", suffix: str = "") -> str:
+    def _job_path(self, environment_id: str, job: "str | Job" = "", suffix: str = "") -> str:
+        job_id = job.job_id if isinstance(job, Job) else job
         tail = "/jobs" + ("/" + urllib.parse.quote(job_id, safe="") if job_id else "")
         return self._env_path(environment_id, tail + suffix)
 
@@ -348,7 +349,7 @@ class AirlockClient:
         env: Optional[Mapping[str, str]] = None,
         wall_ms: Optional[int] = None,
         pty: Optional[Mapping[str, int]] = None,
-    ) -> dict[str, Any]:
+    ) -> Job:
         """POST /v1/environments/{environment_id}/jobs: starts ``argv`` as a
         background job that outlives this call (and any program); code mode's
         job.* see the same jobs. ``wall_ms``: its wall-clock budget (absent: 30
@@ -356,8 +357,11 @@ class AirlockClient:
         environment's expiry. ``pty={"rows": R, "columns": C}``: run it on a
         pseudo-terminal of that size (a PTY job: stderr merged into stdout,
         input echoed, "\\r\\n" line ends; ``send_job_input(last=True)``
-        types ^D; ``resize_job`` changes the size). Returns ``{job_id,
-        stdout_cursor, stderr_cursor, wall_ms, deadline}``."""
+        types ^D; ``resize_job`` changes the size). Returns the ``Job`` as
+        just started (running, pending, both cursors 0, its wall_ms and
+        deadline), to pass to poll_job, send_job_input, kill_job and
+        resize_job; ``job["job_id"]`` and the other keys of the answer
+        (stdout_cursor, stderr_cursor, wall_ms, deadline) read as they came."""
         if isinstance(argv, (str, bytes)):
             raise TypeError('argv must be a list like ["python3", "-m", "http.server"], not a string')
         body: dict[str, Any] = {"argv": list(argv)}
@@ -369,7 +373,8 @@ class AirlockClient:
             body["wall_ms"] = int(wall_ms)
         if pty is not None:
             body["pty"] = dict(pty)
-        return self._json("POST", self._job_path(environment_id), json_body=body)
+        started = self._json("POST", self._job_path(environment_id), json_body=body)
+        return Job.from_json(started, argv=list(argv))
 
     def list_jobs(self, environment_id: str) -> list[Job]:
         """GET /v1/environments/{environment_id}/jobs: every job of the
@@ -380,41 +385,47 @@ class AirlockClient:
     def poll_job(
         self,
         environment_id: str,
-        job_id: str,
-        stdout_cursor: int = 0,
-        stderr_cursor: int = 0,
+        job: "str | Job",
+        stdout_cursor: Optional[int] = None,
+        stderr_cursor: Optional[int] = None,
         wait_ms: int = 0,
     ) -> Job:
         """GET /v1/environments/{environment_id}/jobs/{job_id}: the job's state and its
-        output after the cursors (pass the last answer's ``stdout.cursor`` and
-        ``stderr.cursor``). ``wait_ms`` (at most 60000) waits until a cursor
-        moves or the job settles."""
+        output after the cursors. ``job`` is a job id or a ``Job`` (a start's,
+        a poll's or a listing's answer); a cursor not given is that Job's (so
+        ``job = env.poll_job(job)`` reads on from where the last answer
+        ended), or 0 with an id. ``wait_ms`` (at most 60000) waits until a
+        cursor moves or the job settles."""
+        if stdout_cursor is None:
+            stdout_cursor = job.stdout.cursor if isinstance(job, Job) else 0
+        if stderr_cursor is None:
+            stderr_cursor = job.stderr.cursor if isinstance(job, Job) else 0
         query = {"stdout_cursor": str(stdout_cursor), "stderr_cursor": str(stderr_cursor),
                  "wait_ms": str(wait_ms)}
         timeout = max(self.timeout, wait_ms / 1000.0 + 10.0)
-        return Job.from_json(self._json("GET", self._job_path(environment_id, job_id), query=query,
+        return Job.from_json(self._json("GET", self._job_path(environment_id, job), query=query,
                                         timeout=timeout))
 
-    def send_job_input(self, environment_id: str, job_id: str, data: bytes | str = b"",
+    def send_job_input(self, environment_id: str, job: "str | Job", data: bytes | str = b"",
                        last: bool = False) -> None:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/input: writes ``data`` to the
         job's stdin; ``last`` then closes it. ExecutionRejectedError once its
         input is closed."""
         body = {"data": encode_bytes(data), "last": bool(last)}
-        self._request("POST", self._job_path(environment_id, job_id, "/input"), json_body=body)
+        self._request("POST", self._job_path(environment_id, job, "/input"), json_body=body)
 
-    def kill_job(self, environment_id: str, job_id: str) -> None:
+    def kill_job(self, environment_id: str, job: "str | Job") -> None:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/kill: SIGKILL to the job's
         process group (its state becomes "killed"). Returns at once."""
-        self._request("POST", self._job_path(environment_id, job_id, "/kill"), data=b"")
+        self._request("POST", self._job_path(environment_id, job, "/kill"), data=b"")
 
-    def resize_job(self, environment_id: str, job_id: str, rows: int, columns: int) -> None:
+    def resize_job(self, environment_id: str, job: "str | Job", rows: int, columns: int) -> None:
         """POST /v1/environments/{environment_id}/jobs/{job_id}/resize: sets a PTY
         job's terminal size (its program gets SIGWINCH). Refused for a
         job started without ``pty`` or a size outside 1..1000 (ToolValidationError);
         ExecutionRejectedError once the job has ended."""
         body = {"rows": int(rows), "columns": int(columns)}
-        self._request("POST", self._job_path(environment_id, job_id, "/resize"), json_body=body)
+        self._request("POST", self._job_path(environment_id, job, "/resize"), json_body=body)
 
     # --- workspace -------------------------------------------------------
 
@@ -610,6 +621,15 @@ class AirlockClient:
         path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/notes"
         return [RunNote.from_json(n) for n in self._json("GET", path, query=query).get("notes", [])]
 
+    def list_run_artifacts(self, tenant_id: str, run_id: str, limit: int = 100) -> list[ArtifactMetadata]:
+        """GET /v1/runs/{run_id}/artifacts: the artifacts of the tenant's run
+        (exports, uploads, jobs' spilled output), newest first, at most
+        ``limit`` (1-1000); they outlive the environment that made them.
+        Another tenant's run of the same id lists nothing here."""
+        path = "/v1/runs/" + urllib.parse.quote(run_id, safe="") + "/artifacts"
+        j = self._json("GET", path, query={"tenant_id": tenant_id, "limit": str(int(limit))})
+        return [ArtifactMetadata.from_json(a) for a in j.get("artifacts", [])]
+
     def get_note(self, tenant_id: str, run_id: str, key: str) -> RunNote:
         """GET /v1/runs/{run_id}/notes/{key}: one note of the tenant's run;
         NotFoundError when the run has none of that key."""
@@ -674,23 +694,23 @@ class Environment:
     def run_code(self, program: str, **kwargs: Any) -> CodeResult:
         return self.client.run_code(self.id, program, **kwargs)
 
-    def start_job(self, argv: Sequence[str], **kwargs: Any) -> dict[str, Any]:
+    def start_job(self, argv: Sequence[str], **kwargs: Any) -> Job:
         return self.client.start_job(self.id, argv, **kwargs)
 
     def list_jobs(self) -> list[Job]:
         return self.client.list_jobs(self.id)
 
-    def poll_job(self, job_id: str, **kwargs: Any) -> Job:
-        return self.client.poll_job(self.id, job_id, **kwargs)
+    def poll_job(self, job: "str | Job", **kwargs: Any) -> Job:
+        return self.client.poll_job(self.id, job, **kwargs)
 
-    def send_job_input(self, job_id: str, data: bytes | str = b"", last: bool = False) -> None:
-        self.client.send_job_input(self.id, job_id, data, last)
+    def send_job_input(self, job: "str | Job", data: bytes | str = b"", last: bool = False) -> None:
+        self.client.send_job_input(self.id, job, data, last)
 
-    def kill_job(self, job_id: str) -> None:
-        self.client.kill_job(self.id, job_id)
+    def kill_job(self, job: "str | Job") -> None:
+        self.client.kill_job(self.id, job)
 
-    def resize_job(self, job_id: str, rows: int, columns: int) -> None:
-        self.client.resize_job(self.id, job_id, rows, columns)
+    def resize_job(self, job: "str | Job", rows: int, columns: int) -> None:
+        self.client.resize_job(self.id, job, rows, columns)
 
     def list_schedules(self) -> list[Schedule]:
         return self.client.list_schedules(self.id)

@@ -94,7 +94,7 @@ class EnvironmentHandle:
     expires_at: _dt.datetime
     image_digest: str = ""  # the image the environment runs (GET /v1/images)
     # The furthest extend() can move expires_at (created_at plus the service's
-    # environment_hard_cap); only extend()'s answer carries it.
+    # environment_hard_cap); every answer of the service carries it.
     max_expires_at: Optional[_dt.datetime] = None
 
     @classmethod
@@ -428,11 +428,16 @@ class JobStream:
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-    """A background job of an environment (docs/serve.md "Jobs"), as a poll
-    or a listing answers it. ``spill`` is None while ``pending``; then
+    """A background job of an environment (docs/serve.md "Jobs"), as a start,
+    a poll or a listing answers it; pass it back to ``poll_job``,
+    ``send_job_input`` and ``kill_job`` in place of its id (a poll then goes
+    on from its cursors). ``spill`` is None while ``pending``; then
     ``{"stdout": S, "stderr": S}``, S a string saying why that stream was not
     stored or ``{artifact_id, media_type, sha256, size_bytes, truncated,
-    dropped_bytes}``."""
+    dropped_bytes}``.
+
+    ``job["stdout_cursor"]`` and the like read the answer's JSON as it came
+    (``in`` and ``get`` too), as start_job's dict used to be read."""
 
     job_id: str
     argv: list[str]
@@ -448,26 +453,39 @@ class Job:
     spill: Optional[dict[str, Any]]
     # A PTY job's terminal size {"rows": R, "columns": C}; None on pipes.
     pty: Optional[dict[str, int]] = None
+    raw: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.raw
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, default)
 
     @classmethod
-    def from_json(cls, j: dict[str, Any]) -> "Job":
+    def from_json(cls, j: dict[str, Any], argv: Optional[list[str]] = None) -> "Job":
+        """A poll's or a listing's job; a start's answer (no state: the job
+        has just started) with ``argv``, the command started."""
         out, err = j.get("stdout"), j.get("stderr")
-        if out is None:  # a listing: the cursors alone
+        if out is None:  # a listing or a start: the cursors alone
             out = {"data": "", "cursor": j.get("stdout_cursor", 0), "dropped": 0}
             err = {"data": "", "cursor": j.get("stderr_cursor", 0), "dropped": 0}
         deadline = j.get("deadline")
         return cls(
             job_id=j["job_id"],
-            argv=[decode_name(a) for a in j.get("argv", [])],
-            state=j["state"],
+            argv=[decode_name(a) for a in j["argv"]] if "argv" in j else list(argv or []),
+            state=j.get("state", "running"),
             exit_code=j.get("exit_code"),
             signal=j.get("signal"),
             kill_reason=j.get("kill_reason"),
-            pending=bool(j["pending"]),
+            pending=bool(j.get("pending", True)),
             wall_ms=int(j.get("wall_ms", 0)),
             deadline=parse_timestamp(deadline) if deadline else None,
             stdout=JobStream.from_json(out),
             stderr=JobStream.from_json(err),
             spill=j.get("spill"),
             pty=j.get("pty"),
+            raw=dict(j),
         )

@@ -104,6 +104,9 @@ class ClientTest(unittest.TestCase):
 
         self.assertEqual(self.client.get(handle.environment_id), handle)
         self.assertIn(handle, self.client.list_environments())
+        # Every answer says how far an extension can go, not only extend's.
+        self.assertIsNotNone(handle.max_expires_at)
+        self.assertEqual(handle.max_expires_at, handle.created_at + datetime.timedelta(hours=1))
 
         self.client.destroy(handle.environment_id)
         self.assertNotIn(handle.environment_id, [h.environment_id for h in self.client.list_environments()])
@@ -602,6 +605,28 @@ class ArtifactTest(unittest.TestCase):
         self.addCleanup(self.client.delete_artifact, meta.artifact_id, TENANT)
         self.assertEqual((meta.origin, meta.run_id, meta.filename), ("UPLOAD", None, "in put.bin"))
         self.assertEqual(self.client.download_artifact(meta.artifact_id, TENANT), b"\x00\xffinput")
+
+    def test_a_runs_artifacts_are_listed_newest_first_after_its_environment_is_gone(self):
+        run = unique_run()
+        with self.client.environment(TENANT, run) as env:
+            env.write_file("a.txt", b"first")
+            env.write_file("b.txt", b"second!")
+            first = env.export_artifact("a.txt")
+            second = env.export_artifact("b.txt", media_type="text/plain")
+        listed = self.client.list_run_artifacts(TENANT, run)
+        # Newest first; two made in one millisecond are in either order.
+        if first.created_at < second.created_at:
+            self.assertEqual(listed, [second, first])
+        else:
+            self.assertCountEqual(listed, [second, first])
+        made = {m.artifact_id: m for m in listed}[second.artifact_id]
+        self.assertEqual((made.filename, made.media_type, made.size_bytes), ("b.txt", "text/plain", 7))
+        self.assertEqual(made.sha256, hashlib.sha256(b"second!").hexdigest())
+        self.assertEqual(self.client.list_run_artifacts(TENANT, run, limit=1), listed[:1])
+        self.assertEqual(self.client.list_run_artifacts("another-tenant", run), [])
+        with self.assertRaises(ToolValidationError) as caught:
+            self.client.list_run_artifacts(TENANT, run, limit=0)
+        self.assertIn("limit", caught.exception.message)
 
     def test_export_refuses_an_escaping_path(self):
         with self.client.environment(TENANT, unique_run()) as env:

@@ -60,6 +60,29 @@ class JobRoutesFakeTest(unittest.TestCase):
         with self.assertRaises(NotFoundError):
             self.client.list_jobs("no-such-environment")
 
+    def test_a_job_value_is_taken_back_in_place_of_its_id(self):
+        started = Job.from_json({"job_id": "job-9", "stdout_cursor": 0, "stderr_cursor": 0,
+                                 "wall_ms": 1000, "deadline": "2026-12-07T18:40:00.000Z"}, argv=["true"])
+        self.assertEqual((started.job_id, started.state, started.pending), ("job-9", "running", True))
+        self.assertEqual((started.stdout.cursor, started.argv), (0, ["true"]))
+        # The start's answer reads as the dict it used to be.
+        self.assertEqual((started["job_id"], started["wall_ms"]), ("job-9", 1000))
+        self.assertIn("deadline", started)
+        self.assertIsNone(started.get("state"))
+        with self.client.environment("t-jobs", "r-jobs-typed") as env:
+            for call in (lambda: env.poll_job(started), lambda: env.kill_job(started),
+                         lambda: env.send_job_input(started, "x")):
+                with self.assertRaises(NotFoundError) as caught:
+                    call()
+                self.assertIn("job-9", caught.exception.message)
+            with self.assertRaises(ToolValidationError) as caught:
+                env.poll_job(started, stdout_cursor=-1)
+            self.assertEqual(caught.exception.message, "stdout_cursor must be a whole number, 0 or more")
+            with self.assertRaises(ToolValidationError) as caught:
+                env.start_job(["true"], wall_ms=-1)
+            self.assertEqual(caught.exception.message,
+                             "wall_ms must be a whole number of milliseconds, 0 or more")
+
 
 @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "the linux mechanism needs root")
 class JobsLinuxTest(unittest.TestCase):
@@ -88,15 +111,18 @@ class JobsLinuxTest(unittest.TestCase):
     def test_a_job_started_here_is_fed_here_and_read_by_a_program(self):
         with self.client.environment("t-jobs", "r-jobs-1") as env:
             started = env.start_job(["sh", "-c", "echo ready; read line; echo got-$line"], wall_ms=60000)
+            self.assertIsInstance(started, Job)
+            self.assertEqual((started.stdout.cursor, started.stderr.cursor), (0, 0))
             self.assertEqual((started["stdout_cursor"], started["stderr_cursor"]), (0, 0))
-            self.assertEqual(started["wall_ms"], 60000)
-            job_id = started["job_id"]
-            job, out, _ = self.poll_until(env, job_id, lambda j, o: b"ready\n" in o)
+            self.assertEqual((started.wall_ms, started["wall_ms"]), (60000, 60000))
+            self.assertEqual((started.state, started.pending), ("running", True))
+            job_id = started.job_id
+            job, out, _ = self.poll_until(env, started, lambda j, o: b"ready\n" in o)
             self.assertEqual(out, b"ready\n")
             self.assertEqual(job.state, "running")
-            env.send_job_input(job_id, "ping\n", last=True)
+            env.send_job_input(job, "ping\n", last=True)
             with self.assertRaises(ExecutionRejectedError):
-                env.send_job_input(job_id, "more")
+                env.send_job_input(started, "more")
             job, out, _ = self.poll_until(env, job_id, lambda j, o: not j.pending,
                                           (job.stdout.cursor, job.stderr.cursor))
             self.assertEqual(out, b"got-ping\n")

@@ -49,6 +49,22 @@ Result<std::vector<StoredArtifact>> MemoryArtifactRepository::listExpired(Timest
   return out;
 }
 
+Result<std::vector<StoredArtifact>> MemoryArtifactRepository::listForRun(const TenantId& tenant_id,
+                                                                         const std::string& run_id,
+                                                                         std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<StoredArtifact> out;
+  for (const auto& [id, row] : rows_)
+    if (row.metadata.tenant_id == tenant_id && row.metadata.run_id == run_id) out.push_back(row);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if (a.metadata.created_at != b.metadata.created_at)
+      return a.metadata.created_at > b.metadata.created_at;
+    return b.artifact_id < a.artifact_id;
+  });
+  if (out.size() > limit) out.erase(out.begin() + static_cast<std::ptrdiff_t>(limit), out.end());
+  return out;
+}
+
 Result<std::vector<StoredArtifact>> MemoryArtifactRepository::listForTenant(
     const TenantId& tenant_id, std::size_t limit) {
   std::lock_guard lock(mutex_);

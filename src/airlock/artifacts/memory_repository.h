@@ -20,6 +20,9 @@ class MemoryArtifactRepository final : public ArtifactRepository {
   Result<std::vector<StoredArtifact>> listExpired(Timestamp now, std::size_t limit) override;
   Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
                                                     std::size_t limit) override;
+  Result<std::vector<StoredArtifact>> listForRun(const TenantId& tenant_id,
+                                                 const std::string& run_id,
+                                                 std::size_t limit) override;
   Result<std::int64_t> tenantBytes(const TenantId& tenant_id) override;
   Result<void> putNote(const std::string& tenant_id, const std::string& run_id,
                        const RunNote& note) override;

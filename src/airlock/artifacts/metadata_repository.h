@@ -57,6 +57,14 @@ class ArtifactRepository {
   virtual Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
                                                             std::size_t limit) = 0;
 
+  // The tenant's rows of one run, newest first (created_at, then id, both
+  // descending), at most `limit`; another tenant's run of the same id is
+  // not listed. Errors: ExecutionUnavailable for a database failure (the
+  // default, for a test double, answers it too).
+  virtual Result<std::vector<StoredArtifact>> listForRun(const TenantId& tenant_id,
+                                                         const std::string& run_id,
+                                                         std::size_t limit);
+
   // Sum of size_bytes over the tenant's rows (0 when none).
   virtual Result<std::int64_t> tenantBytes(const TenantId& tenant_id) = 0;
 

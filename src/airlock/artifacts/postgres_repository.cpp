@@ -79,6 +79,11 @@ constexpr ArtifactStatements kStatements{
     "SELECT artifact_id, tenant_id, run_id, origin, filename, media_type, size_bytes,"
     "  sha256, trust, created_at_ms, expires_at_ms FROM artifacts"
     " WHERE tenant_id = $1::text ORDER BY artifact_id LIMIT $2::bigint",
+    // COLLATE "C": ids compare bytewise, as SQLite's and the memory fake's.
+    "SELECT artifact_id, tenant_id, run_id, origin, filename, media_type, size_bytes,"
+    "  sha256, trust, created_at_ms, expires_at_ms FROM artifacts"
+    " WHERE tenant_id = $1::text AND run_id = $2::text"
+    " ORDER BY created_at_ms DESC, artifact_id COLLATE \"C\" DESC LIMIT $3::bigint",
     "SELECT COALESCE(SUM(size_bytes), 0)::bigint FROM artifacts"
     " WHERE tenant_id = $1::text",
     kLedger.max_version,

@@ -8,6 +8,12 @@ using storage::clampToInt64;
 using storage::int64;
 using storage::text;
 
+Result<std::vector<StoredArtifact>> ArtifactRepository::listForRun(const TenantId&,
+                                                                   const std::string&,
+                                                                   std::size_t) {
+  return fail(ErrorCode::kExecutionUnavailable,
+              "this metadata repository cannot list a run's artifacts");
+}
 Result<void> ArtifactRepository::putNote(const std::string&, const std::string&, const RunNote&) {
   return fail(ErrorCode::kExecutionUnavailable, "this metadata repository keeps no notes");
 }
@@ -98,6 +104,13 @@ Result<std::vector<StoredArtifact>> SqlArtifactRepository::listForTenant(const T
                                                                          std::size_t limit) {
   std::lock_guard lock(mutex_);
   return rows(sql_.list_for_tenant, {text(tenant_id.str()), int64(clampToInt64(limit))});
+}
+
+Result<std::vector<StoredArtifact>> SqlArtifactRepository::listForRun(const TenantId& tenant_id,
+                                                                      const std::string& run_id,
+                                                                      std::size_t limit) {
+  std::lock_guard lock(mutex_);
+  return rows(sql_.list_for_run, {text(tenant_id.str()), text(run_id), int64(clampToInt64(limit))});
 }
 
 Result<std::int64_t> SqlArtifactRepository::tenantBytes(const TenantId& tenant_id) {

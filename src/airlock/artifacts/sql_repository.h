@@ -31,6 +31,7 @@ struct ArtifactStatements {
   storage::SqlText remove;           // ?1 artifact_id
   storage::SqlText list_expired;     // ?1 now (Unix ms), ?2 limit -> rows
   storage::SqlText list_for_tenant;  // ?1 tenant_id, ?2 limit -> rows
+  storage::SqlText list_for_run;     // ?1 tenant_id, ?2 run_id, ?3 limit -> rows, newest first
   storage::SqlText tenant_bytes;     // ?1 tenant_id -> one integer
   storage::SqlText schema_version;   // -> one integer (the migration ledger's)
   // Notes. Columns of a note row: note_key, value_json, written_by,
@@ -56,6 +57,9 @@ class SqlArtifactRepository final : public ArtifactRepository {
   Result<std::vector<StoredArtifact>> listExpired(Timestamp now, std::size_t limit) override;
   Result<std::vector<StoredArtifact>> listForTenant(const TenantId& tenant_id,
                                                     std::size_t limit) override;
+  Result<std::vector<StoredArtifact>> listForRun(const TenantId& tenant_id,
+                                                 const std::string& run_id,
+                                                 std::size_t limit) override;
   Result<std::int64_t> tenantBytes(const TenantId& tenant_id) override;
   Result<void> putNote(const std::string& tenant_id, const std::string& run_id,
                        const RunNote& note) override;

@@ -71,6 +71,10 @@ constexpr ArtifactStatements kStatements{
     "SELECT artifact_id, tenant_id, run_id, origin, filename, media_type, size_bytes, sha256,"
     "  trust, created_at_ms, expires_at_ms FROM artifacts"
     " WHERE tenant_id = ?1 ORDER BY artifact_id LIMIT ?2",
+    "SELECT artifact_id, tenant_id, run_id, origin, filename, media_type, size_bytes, sha256,"
+    "  trust, created_at_ms, expires_at_ms FROM artifacts"
+    " WHERE tenant_id = ?1 AND run_id = ?2"
+    " ORDER BY created_at_ms DESC, artifact_id DESC LIMIT ?3",
     "SELECT COALESCE(SUM(size_bytes), 0) FROM artifacts WHERE tenant_id = ?1",
     kLedger.max_version,
     "INSERT INTO run_notes (tenant_id, run_id, note_key, value_json, written_by, updated_at_ms,"

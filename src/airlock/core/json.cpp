@@ -1,6 +1,7 @@
 #include "airlock/core/json.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -105,6 +106,59 @@ Result<std::int64_t> int64FromJson(const json& v) {
     }
   }
   return fail(ErrorCode::kToolValidationError, "must be a whole number");
+}
+
+namespace {
+
+// A count's maximum below this is spelled out in its expectation; one at or
+// past it is too large for anyone to type, so only a value past it names it.
+constexpr std::uint64_t kSpelledMax = std::uint64_t{1} << 53;
+
+}  // namespace
+
+std::string countExpectation(const CountSpec& spec) {
+  std::string out = std::string(spec.field) + " must be a whole number";
+  if (!spec.unit.empty()) out += " of " + std::string(spec.unit);
+  if (spec.max < kSpelledMax) return out + " from 0 to " + std::to_string(spec.max);
+  return out + ", 0 or more";
+}
+
+Result<std::uint64_t> countFromJson(const json& value, const CountSpec& spec) {
+  const auto refuse = [&] { return fail(ErrorCode::kToolValidationError, countExpectation(spec)); };
+  const auto past = [&] {
+    if (spec.max < kSpelledMax) return refuse();
+    return fail(ErrorCode::kToolValidationError, std::string(spec.field) +
+                                                     " is out of range: the largest allowed is " +
+                                                     std::to_string(spec.max));
+  };
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<std::uint64_t>();
+    if (u > spec.max) return past();
+    return u;
+  }
+  // Parsed, a non-negative integer is unsigned; built from a signed value,
+  // it is signed whatever its sign.
+  if (value.is_number_integer()) {
+    const auto i = value.get<std::int64_t>();
+    if (i < 0) return refuse();
+    if (static_cast<std::uint64_t>(i) > spec.max) return past();
+    return static_cast<std::uint64_t>(i);
+  }
+  // An integer literal too long for 64 bits is kept as a whole double.
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::isfinite(d) && std::trunc(d) == d && d >= 0x1p63) return past();
+  }
+  return refuse();
+}
+
+Result<std::uint64_t> countFromText(std::string_view text, const CountSpec& spec) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [stop, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || stop != end || v > spec.max)
+    return fail(ErrorCode::kToolValidationError, countExpectation(spec));
+  return v;
 }
 
 namespace {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -123,6 +124,27 @@ Result<nlohmann::json> parseUntrustedJson(std::string_view text);
 //   beyond, including integers too long for any 64-bit type)
 //   `is out of range: the smallest allowed is -9223372036854775808`.
 Result<std::int64_t> int64FromJson(const nlohmann::json& value);
+
+// A count a caller gives (a duration, a size, a cursor, a sequence number):
+// a whole number, 0 or more, at most `max`. `field` names it and `unit` is
+// what it counts, plural ("milliseconds", "bytes"; "" for a plain number).
+struct CountSpec {
+  std::string_view field;
+  std::string_view unit;
+  std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+};
+// What the field takes, as the sentence a refusal of it says:
+//   `wall_ms must be a whole number of milliseconds, 0 or more`
+//   `wait_ms must be a whole number of milliseconds from 0 to 30000`
+// A `max` at or past 2^53 (no caller types it) is not spelled out.
+std::string countExpectation(const CountSpec& spec);
+// The count in a JSON value, or ToolValidationError whose context is
+// countExpectation(spec) (a negative number, a fraction, a string, past a
+// spelled-out max), or, past a max that is not spelled out,
+// `lease_epoch is out of range: the largest allowed is 9223372036854775807`.
+Result<std::uint64_t> countFromJson(const nlohmann::json& value, const CountSpec& spec);
+// The same for decimal text (a query parameter): digits only.
+Result<std::uint64_t> countFromText(std::string_view text, const CountSpec& spec);
 
 // Parse text into T without throwing (through parseUntrustedJson: a key
 // named twice is refused).

@@ -57,24 +57,32 @@ std::optional<std::string_view> closestKey(std::string_view key,
 std::optional<std::string> unknownKeyMessage(const nlohmann::json& body,
                                              std::initializer_list<std::string_view> known) {
   if (!body.is_object()) return std::nullopt;
+  std::vector<std::string> named;  // each unknown key, with its close known key
+  bool unmatched = false;          // one has no close known key
   for (const auto& [key, value] : body.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    std::string message = "unknown key " + quoteForMessage(key);
+    std::string part = quoteForMessage(key);
     if (auto near = closestKey(key, known)) {
-      message += " (did you mean " + quoteForMessage(*near) + "?)";
+      part += " (did you mean " + quoteForMessage(*near) + "?)";
     } else {
-      message += " (known keys: ";
-      bool first = true;
-      for (std::string_view k : known) {
-        if (!first) message += ", ";
-        message += k;
-        first = false;
-      }
-      message += ")";
+      unmatched = true;
     }
-    return message;
+    named.push_back(std::move(part));
   }
-  return std::nullopt;
+  if (named.empty()) return std::nullopt;
+  std::string message = named.size() == 1 ? "unknown key " : "unknown keys ";
+  for (std::size_t i = 0; i < named.size(); ++i) message += (i == 0 ? "" : ", ") + named[i];
+  if (unmatched) {
+    message += named.size() == 1 ? " (known keys: " : "; known keys: ";
+    bool first = true;
+    for (std::string_view k : known) {
+      if (!first) message += ", ";
+      message += k;
+      first = false;
+    }
+    if (named.size() == 1) message += ")";
+  }
+  return message;
 }
 
 std::optional<HttpResponse> refuseUnknownKeys(const nlohmann::json& body,

@@ -26,10 +26,13 @@ std::optional<std::string_view> closestKey(std::string_view key,
                                            std::span<const std::string_view> known);
 
 // nullopt when `body` is not an object or every key is in `known`;
-// otherwise the message for its first unknown key (keys in sorted order),
-// quoted and escaped, with the close known key or the list of known keys:
+// otherwise one message naming every unknown key (in sorted order), each
+// quoted and escaped with the close known key if there is one, and the list
+// of known keys when some key has none:
 //   unknown key "netwrok" (did you mean "network"?)
 //   unknown key "x" (known keys: argv, stdin)
+//   unknown keys "frm" (did you mean "from"?), "too" (did you mean "to"?)
+//   unknown keys "frm" (did you mean "from"?), "x"; known keys: from, to
 std::optional<std::string> unknownKeyMessage(const nlohmann::json& body,
                                              std::initializer_list<std::string_view> known);
 

@@ -190,6 +190,11 @@ class Api final : public service::RequestHandler {
   service::HttpResponse getArtifact(const RouteCall& call);
   service::HttpResponse deleteArtifact(const RouteCall& call);
   service::HttpResponse downloadArtifact(const RouteCall& call);
+  // GET /v1/runs/{run_id}/artifacts: the call's tenant's artifacts of the
+  // run, newest first, at most ?limit= (1-1000, 100 when absent):
+  // {"artifacts": [metadata...], "truncated": more rows than listed}.
+  // They outlive the environment that made them (a job's spill, an export).
+  service::HttpResponse listRunArtifacts(const RouteCall& call);
   service::HttpResponse runCode(const RouteCall& call);
   // GET lists the environment's schedules, DELETE cancels {name}.
   service::HttpResponse scheduleCall(const RouteCall& call);

@@ -188,6 +188,29 @@ HttpResponse Api::downloadArtifact(const RouteCall& call) {
   return r;
 }
 
+HttpResponse Api::listRunArtifacts(const RouteCall& call) {
+  if (!artifacts_ || artifacts_->repository == nullptr)
+    return errorResponse(503, "execution_unavailable", "no artifact store is configured");
+  const std::string& run_id = call.param("run_id");
+  if (auto ok = platformIdentifier(json{{"run_id", run_id}}, "run_id"); !ok)
+    return errorResponse(ok.error());
+  constexpr std::uint64_t kMaxListed = 1000;
+  auto limit = queryCount(call.queryValue("limit"), {"limit", "", kMaxListed}, 100);
+  if (!limit || *limit == 0)
+    return errorResponse(
+        badRequest("limit must be a whole number from 1 to " + std::to_string(kMaxListed)));
+  auto tenant = artifacts::TenantId::parse(*call.tenant);
+  if (!tenant) return errorResponse(badRequest(tenant.error().context));
+  // One row past the page says whether there are more.
+  auto rows = artifacts_->repository->listForRun(*tenant, run_id, *limit + 1);
+  if (!rows) return errorResponse(rows.error());
+  const bool truncated = rows->size() > *limit;
+  json out = json::array();
+  for (std::size_t i = 0; i < rows->size() && i < *limit; ++i)
+    out.push_back(metadataJson((*rows)[i].artifact_id, (*rows)[i].metadata));
+  return jsonResponse(200, json{{"artifacts", std::move(out)}, {"truncated", truncated}});
+}
+
 void Api::sweepArtifacts() {
   if (!artifacts_) return;
   artifacts::RetentionSweeper sweeper(*artifacts_->store, *artifacts_->repository, clock_);

@@ -59,6 +59,26 @@ Result<std::int64_t> wholeNumber(const json& body, const char* field,
   return *n;
 }
 
+Result<std::uint64_t> countField(const json& body, const CountSpec& spec,
+                                 std::optional<std::uint64_t> fallback) {
+  auto it = body.find(spec.field);
+  if (it == body.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return tl::unexpected(badRequest(countExpectation(spec) + " (it is required)"));
+  }
+  auto n = countFromJson(*it, spec);
+  if (!n) return tl::unexpected(badRequest(n.error().context));
+  return n;
+}
+
+Result<std::uint64_t> queryCount(const std::optional<std::string>& text, const CountSpec& spec,
+                                 std::uint64_t fallback) {
+  if (!text) return fallback;
+  auto n = countFromText(*text, spec);
+  if (!n) return tl::unexpected(badRequest(n.error().context));
+  return n;
+}
+
 Result<json> parseBody(const std::string& body) {
   if (body.empty()) return json::object();
   auto j = parseUntrustedJson(body);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "airlock/core/error.h"
+#include "airlock/core/json.h"
 #include "airlock/core/types.h"
 #include "airlock/service/http_message.h"
 #include "airlock/service/metrics.h"
@@ -43,6 +44,14 @@ Result<std::string> platformIdentifier(const nlohmann::json& body, const char* f
 // An integer field; `fallback` when absent or null, else an error naming it.
 Result<std::int64_t> wholeNumber(const nlohmann::json& body, const char* field,
                                  std::optional<std::int64_t> fallback);
+// A count field (countFromJson: a whole number, 0 or more, at most
+// spec.max); `fallback` when absent or null, else an error that says what
+// the field takes (countExpectation).
+Result<std::uint64_t> countField(const nlohmann::json& body, const CountSpec& spec,
+                                 std::optional<std::uint64_t> fallback);
+// A count query parameter (countFromText); `fallback` when absent.
+Result<std::uint64_t> queryCount(const std::optional<std::string>& text, const CountSpec& spec,
+                                 std::uint64_t fallback);
 // The limits of a command (working_directory?, timeout_seconds?,
 // maximum_output_bytes?) into `c`, with the execute route's defaults and
 // caps; other keys are not looked at.

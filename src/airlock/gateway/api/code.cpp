@@ -305,11 +305,10 @@ HttpResponse Api::acknowledgeFires(const RouteCall& call) {
   auto object = parseBody(call.request.body);
   if (!object) return errorResponse(object.error());
   if (auto refused = refuseUnknownKeys(*object, {"through"})) return *refused;
-  auto through = wholeNumber(*object, "through", std::nullopt);
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  auto through = countField(*object, {"through", "", kMax}, std::nullopt);
   if (!through) return errorResponse(through.error());
-  if (*through < 0)
-    return errorResponse(badRequest("through must be a sequence number, 0 or more"));
-  auto n = schedules_->acknowledgeFires(*through);
+  auto n = schedules_->acknowledgeFires(static_cast<std::int64_t>(*through));
   if (!n) return errorResponse(n.error());
   return jsonResponse(200, json{{"acknowledged", *n}});
 }

@@ -1,6 +1,7 @@
 // The environment routes of the API (api.h): provision, list, get, destroy,
 // the images, the lease of a run, and the reaper pass.
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "airlock/core/command_validation.h"
@@ -19,12 +20,23 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// An EnvironmentHandle as the API answers it: the handle, and the digest of
-// the image the environment runs.
-json handleJson(const EnvironmentHandle& handle, const std::string& image_digest) {
+// An environment as every route answers it (provision, list, get, extend):
+// the handle, the digest of the image it runs, and max_expires_at, the
+// latest expires_at an extension can reach (created_at + the hard cap).
+json environmentJson(const EnvironmentHandle& handle, const std::string& image_digest,
+                     std::chrono::seconds hard_cap) {
   json j = handle;
   j["image_digest"] = image_digest;
+  j["max_expires_at"] = formatTimestamp(handle.created_at + hard_cap);
   return j;
+}
+
+// A body's lease_epoch: a whole number, 0 or more (an int64 where kept).
+Result<std::int64_t> leaseEpoch(const json& body, std::optional<std::uint64_t> fallback) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  auto epoch = countField(body, {"lease_epoch", "", kMax}, fallback);
+  if (!epoch) return tl::unexpected(epoch.error());
+  return static_cast<std::int64_t>(*epoch);
 }
 
 Result<ResourceLimits> limitsFrom(const json& body, const Settings& settings) {
@@ -68,19 +80,13 @@ Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
   if (!it->is_object())
     return tl::unexpected(badRequest("environment must be an object of strings"));
   for (const auto& [name, value] : it->items()) {
-    if (!isValidEnvName(name))
+    if (!value.is_string())
       return tl::unexpected(
-          badRequest("environment name " + quoteForMessage(name) + " is not a valid name"));
-    if (isTier0Name(name))
-      return tl::unexpected(badRequest("environment name " + quoteForMessage(name) +
-                                       " is a credential name and never enters a sandbox"));
-    if (isTier2Name(name))
-      return tl::unexpected(
-          badRequest("environment name " + quoteForMessage(name) + " is set by Airlock itself"));
-    if (!value.is_string() || value.get<std::string>().find('\0') != std::string::npos)
-      return tl::unexpected(
-          badRequest("environment value of " + name + " must be a string without NUL"));
-    vars[name] = value.get<std::string>();
+          badRequest("environment value of " + quoteForMessage(name) + " must be a string"));
+    const std::string& text = value.get_ref<const std::string&>();
+    if (auto ok = checkAddedVariable("environment", name, text); !ok)
+      return tl::unexpected(badRequest(ok.error().context));
+    vars[name] = text;
   }
   return vars;
 }
@@ -98,9 +104,8 @@ HttpResponse Api::provision(const RouteCall& call) {
   if (!tenant) return errorResponse(tenant.error());
   auto run = platformIdentifier(*body, "run_id");
   if (!run) return errorResponse(run.error());
-  auto epoch = wholeNumber(*body, "lease_epoch", 0);
+  auto epoch = leaseEpoch(*body, 0);
   if (!epoch) return errorResponse(epoch.error());
-  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
   auto limits = limitsFrom(*body, settings_);
   if (!limits) return errorResponse(limits.error());
   auto vars = environmentFrom(*body);
@@ -137,7 +142,8 @@ HttpResponse Api::provision(const RouteCall& call) {
   auto handle = node_.provision(spec);
   if (!handle) return errorResponse(handle.error());
   metrics_.provisioned(std::chrono::duration<double>(Clock::now() - started).count());
-  return jsonResponse(201, handleJson(*handle, spec.image_digest));
+  return jsonResponse(201,
+                      environmentJson(*handle, spec.image_digest, settings_.environment_hard_cap));
 }
 
 Result<std::string> Api::imageFrom(const json& body) const {
@@ -176,7 +182,7 @@ HttpResponse Api::listEnvironments(const RouteCall& call) {
   const std::optional<std::string>& tenant = call.tenant;
   json out = json::array();
   for (const LiveEnvironment& live : node_.live(tenant))
-    out.push_back(handleJson(live.handle, live.image_digest));
+    out.push_back(environmentJson(live.handle, live.image_digest, settings_.environment_hard_cap));
   return jsonResponse(200, json{{"environments", out}});
 }
 
@@ -184,7 +190,8 @@ HttpResponse Api::getEnvironment(const RouteCall& call) {
   const std::string& id = call.param("environment_id");
   auto live = node_.find(id);
   if (!live) return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
-  return jsonResponse(200, handleJson(live->handle, live->image_digest));
+  return jsonResponse(
+      200, environmentJson(live->handle, live->image_digest, settings_.environment_hard_cap));
 }
 
 Result<void> Api::destroyLive(const std::string& id) {
@@ -218,9 +225,7 @@ HttpResponse Api::extendEnvironment(const RouteCall& call) {
   const Timestamp wanted = std::min(clock_() + std::chrono::seconds(*seconds), most);
   auto extended = node_.extend(live->handle, wanted);
   if (!extended) return errorResponse(extended.error());
-  json out = handleJson(*extended, live->image_digest);
-  out["max_expires_at"] = formatTimestamp(most);
-  return jsonResponse(200, out);
+  return jsonResponse(200, environmentJson(*extended, live->image_digest, cap));
 }
 
 HttpResponse Api::renewLease(const RouteCall& call) {
@@ -234,9 +239,8 @@ HttpResponse Api::renewLease(const RouteCall& call) {
   // is the tenant's run's.
   auto tenant = platformIdentifier(*body, "tenant_id");
   if (!tenant) return errorResponse(tenant.error());
-  auto epoch = wholeNumber(*body, "lease_epoch", std::nullopt);
+  auto epoch = leaseEpoch(*body, std::nullopt);
   if (!epoch) return errorResponse(epoch.error());
-  if (*epoch < 0) return errorResponse(badRequest("lease_epoch must not be negative"));
   const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
   return jsonResponse(200,
                       json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});

@@ -52,6 +52,23 @@ Result<bool> recursiveFlag(const std::optional<std::string>& value) {
   return tl::unexpected(badRequest("recursive must be 1 or 0, not " + quoteForMessage(*value, 64)));
 }
 
+// What the archive route found wrong with `path`, in the route's words: the
+// workspace names the operation it used to look (a stat), which the caller
+// never asked for.
+Error archivePathProblem(const std::string& path, Error e) {
+  const std::string named = quoteForMessage(path, 512);
+  if (e.code == ErrorCode::kNotFound) {
+    e.context = "archive: " + named + " does not exist in the workspace";
+    return e;
+  }
+  for (std::string_view op : {"stat: ", "stat "})
+    if (std::string_view(e.context).substr(0, op.size()) == op) {
+      e.context = "archive: " + e.context.substr(op.size());
+      break;
+    }
+  return e;
+}
+
 }  // namespace
 
 tl::expected<std::shared_ptr<WorkspaceHandle>, HttpResponse> Api::workspaceOf(
@@ -180,7 +197,7 @@ HttpResponse Api::downloadArchive(const RouteCall& call) {
   auto target = workspaceTarget(call);
   if (!target) return std::move(target.error());
   auto st = target->workspace->stat(target->path);
-  if (!st) return errorResponse(st.error());
+  if (!st) return errorResponse(archivePathProblem(target->path, st.error()));
   if (st->type != WorkspaceEntry::Type::kDirectory) {
     return errorResponse(
         badRequest("archive: " + quoteForMessage(target->path, 512) + " is not a directory"));

@@ -4,7 +4,6 @@
 // shown as the tools show it: tools/job_tools.h), so either door polls, feeds and
 // kills what the other started. Each job's whole output is spilled, once it
 // is terminal, as untrusted artifacts of the environment's tenant and run.
-#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "airlock/capability/broker/code_run.h"
@@ -38,12 +37,9 @@ Result<JobStartRequest> startFrom(const json& body) {
   if (!env) return tl::unexpected(env.error());
   r.command.env_additions = std::move(*env);
   if (auto w = body.find("wall_ms"); w != body.end() && !w->is_null()) {
-    auto wall = wholeNumber(body, "wall_ms", std::nullopt);
+    auto wall = countField(body, {"wall_ms", "milliseconds"}, std::nullopt);
     if (!wall) return tl::unexpected(wall.error());
-    if (*wall < 0)
-      return tl::unexpected(
-          badRequest("wall_ms must be a whole number of milliseconds, 0 or more"));
-    r.wall_ms = static_cast<std::uint64_t>(*wall);
+    r.wall_ms = *wall;
   }
   if (auto pty = body.find("pty"); pty != body.end() && !pty->is_null()) {
     if (auto unknown = service::unknownKeyMessage(*pty, {"rows", "columns"}))
@@ -53,20 +49,6 @@ Result<JobStartRequest> startFrom(const json& body) {
     r.command.terminal = *size;
   }
   return r;
-}
-
-// A query parameter that is a whole number from 0 to `max`; `fallback`
-// when absent.
-Result<std::uint64_t> queryNumber(const RouteCall& call, const char* name, std::uint64_t fallback,
-                                  std::uint64_t max) {
-  auto text = call.queryValue(name);
-  if (!text) return fallback;
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-  if (ec != std::errc{} || end != text->data() + text->size() || v > max)
-    return tl::unexpected(
-        badRequest(std::string(name) + " must be a whole number from 0 to " + std::to_string(max)));
-  return v;
 }
 
 }  // namespace
@@ -116,12 +98,11 @@ HttpResponse Api::pollJob(const RouteCall& call) {
   if (!handle) return std::move(handle.error());
   JobPollRequest poll;
   poll.job_id = call.param("job_id");
-  constexpr std::uint64_t kAny = ~std::uint64_t{0};
-  auto out = queryNumber(call, "stdout_cursor", 0, kAny);
+  auto out = queryCount(call.queryValue("stdout_cursor"), {"stdout_cursor", ""}, 0);
   if (!out) return errorResponse(out.error());
-  auto err = queryNumber(call, "stderr_cursor", 0, kAny);
+  auto err = queryCount(call.queryValue("stderr_cursor"), {"stderr_cursor", ""}, 0);
   if (!err) return errorResponse(err.error());
-  auto wait = queryNumber(call, "wait_ms", 0, kMaxJobWaitMs);
+  auto wait = queryCount(call.queryValue("wait_ms"), {"wait_ms", "milliseconds", kMaxJobWaitMs}, 0);
   if (!wait) return errorResponse(wait.error());
   poll.stdout_cursor = *out;
   poll.stderr_cursor = *err;

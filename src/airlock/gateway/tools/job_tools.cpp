@@ -43,16 +43,14 @@ tl::expected<JobPort*, ToolFailure> jobsOf(const ToolContext& context) {
   return context.jobs;
 }
 
-// A whole-number argument from 0 to `max`; `fallback` when absent.
-tl::expected<std::uint64_t, ToolFailure> count(const json& arguments, std::string_view name,
-                                               std::uint64_t fallback, std::uint64_t max) {
-  const json* v = detail::member(arguments, name);
+// A count argument (countFromJson); `fallback` when absent.
+tl::expected<std::uint64_t, ToolFailure> count(const json& arguments, const CountSpec& spec,
+                                               std::uint64_t fallback) {
+  const json* v = detail::member(arguments, spec.field);
   if (v == nullptr) return fallback;
-  if (!v->is_number_unsigned() || v->get<std::uint64_t>() > max)
-    return invalidArgument(
-        std::string(name),
-        std::string(name) + " must be a whole number from 0 to " + std::to_string(max));
-  return v->get<std::uint64_t>();
+  auto n = countFromJson(*v, spec);
+  if (!n) return invalidArgument(std::string(spec.field), n.error().context);
+  return *n;
 }
 
 // A ToolFailure naming `argument` for a ToolValidationError.
@@ -83,7 +81,7 @@ ToolResult jobStart(const json& arguments, ToolContext& context) {
   if (!env) return tl::unexpected(env.error());
   request.command.env_additions = std::move(*env);
   if (detail::member(arguments, "wall_ms") != nullptr) {
-    auto wall = count(arguments, "wall_ms", 0, ~std::uint64_t{0});
+    auto wall = count(arguments, {"wall_ms", "milliseconds"}, 0);
     if (!wall) return tl::unexpected(wall.error());
     request.wall_ms = *wall;
   }
@@ -109,11 +107,11 @@ ToolResult jobPoll(const json& arguments, ToolContext& context) {
   if (!id) return tl::unexpected(id.error());
   JobPollRequest poll;
   poll.job_id = *id;
-  auto out = count(arguments, "stdout_cursor", 0, ~std::uint64_t{0});
+  auto out = count(arguments, {"stdout_cursor", ""}, 0);
   if (!out) return tl::unexpected(out.error());
-  auto err = count(arguments, "stderr_cursor", 0, ~std::uint64_t{0});
+  auto err = count(arguments, {"stderr_cursor", ""}, 0);
   if (!err) return tl::unexpected(err.error());
-  auto wait = count(arguments, "wait_ms", 0, kMaxJobWaitMs);
+  auto wait = count(arguments, {"wait_ms", "milliseconds", kMaxJobWaitMs}, 0);
   if (!wait) return tl::unexpected(wait.error());
   if (auto known = detail::onlyKnownArguments(
           arguments, {"job_id", "stdout_cursor", "stderr_cursor", "wait_ms"});

@@ -469,8 +469,9 @@ void Supervision::judgeHeldOutput(Clock::time_point now, Clock::time_point deadl
 }
 
 Result<void> Supervision::run(Clock::time_point started) {
-  const bool expiry_first = in_.until_expiry < in_.timeout;
-  const auto deadline = started + std::min(in_.timeout, in_.until_expiry);
+  const auto timeout_at = started + in_.timeout;
+  auto expiry_at = started + in_.until_expiry;
+  std::chrono::milliseconds moved_known{0};
   auto next_watch = started + kWatchInterval;
   while (!life_.terminal()) {
     // Time is read before the poll and acted on after it: what the poll
@@ -478,6 +479,17 @@ Result<void> Supervision::run(Clock::time_point started) {
     // supervisor starved of CPU past a deadline or the kill grace does not
     // miss what arrived in time.
     const auto now = time_.now();
+    // The expiry known at start may have been extended since: asked again
+    // only once it is reached, so an unextended one costs nothing.
+    if (now >= expiry_at && in_.expiry_moved) {
+      const std::chrono::milliseconds moved = in_.expiry_moved();
+      if (moved > moved_known) {
+        expiry_at += moved - moved_known;
+        moved_known = moved;
+      }
+    }
+    const bool expiry_first = expiry_at < timeout_at;
+    const auto deadline = std::min(timeout_at, expiry_at);
     if (!life_.mainRunning()) feeder_.close();
     if (!pump_.open()) life_.on(OutputClosedEvent{});
     if (life_.terminal()) break;

@@ -57,6 +57,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -223,6 +224,11 @@ struct SupervisionInputs {
   std::chrono::milliseconds output_grace = kOutputGraceAfterExit;
   // The time the command runs on; null: the steady clock and poll(2).
   SupervisionClock* clock = nullptr;
+  // How far the sandbox's expires_at has moved since the command was
+  // admitted (0 when not), asked when the expiry the supervisor knows is
+  // reached: an extension while the command runs moves its expiry later by
+  // as much. Empty: the expiry is fixed at `until_expiry`.
+  std::function<std::chrono::milliseconds()> expiry_moved;
 };
 
 // Runs one command through `channel` to its end and builds its result

@@ -435,6 +435,12 @@ class HostedEnvironment : public ExecutionEnvironment {
                              &run.sink,
                              by_id ? &*by_id : nullptr};
     inputs.clock = clock;
+    // An extension while the command runs lets it run on to the new
+    // expires_at (its own timeout still applies).
+    inputs.expiry_moved = [this, &sb, admitted = run.admitted.expires_at] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(sandboxes_.expiresAt(sb) -
+                                                                   admitted);
+    };
     return superviseCommand(channel, sources, inputs);
   }
 
