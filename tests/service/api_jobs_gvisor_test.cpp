@@ -82,6 +82,10 @@ TEST_F(ApiJobsGvisorTest, TheToolsDriveTheSameJobs) {
   expectTheToolsDriveTheSameJobs(api_);
 }
 
+TEST_F(ApiJobsGvisorTest, APtyJobIsATerminalThroughEveryDoor) {
+  expectAPtyJobIsATerminalThroughEveryDoor(api_, /*eof_ends_a_line_reader=*/false);
+}
+
 TEST_F(ApiJobsGvisorTest, JobRoutesAreTheTenantsOwnAndCheckTheirInput) {
   expectJobRoutesAreTheTenantsOwnAndCheckTheirInput(api_);
 }
