@@ -119,20 +119,27 @@ Result<std::vector<std::string>> argvFrom(const json& body) {
   return out;
 }
 
-Result<std::map<std::string, std::string>> envAdditionsFrom(const json& body) {
-  std::map<std::string, std::string> out;
-  auto env = body.find("env");
-  if (env == body.end() || env->is_null()) return out;
-  if (!env->is_object())
-    return tl::unexpected(badRequest("env must be an object of strings: {\"NAME\": \"value\"}"));
-  for (const auto& [name, value] : env->items()) {
+Result<void> variablesInto(const json& body, const std::string& key,
+                           std::map<std::string, std::string>& vars) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return {};
+  if (!it->is_object())
+    return tl::unexpected(badRequest(key + " must be an object of strings: {\"NAME\": \"value\"}"));
+  for (const auto& [name, value] : it->items()) {
     if (!value.is_string())
       return tl::unexpected(
-          badRequest("env value of " + quoteForMessage(name) + " must be a string"));
-    if (auto ok = checkAddedVariable("env", name, value.get_ref<const std::string&>()); !ok)
+          badRequest(key + " value of " + quoteForMessage(name) + " must be a string"));
+    const std::string& text = value.get_ref<const std::string&>();
+    if (auto ok = checkAddedVariable(key, name, text); !ok)
       return tl::unexpected(badRequest(ok.error().context));
-    out.emplace(name, value.get<std::string>());
+    vars[name] = text;
   }
+  return {};
+}
+
+Result<std::map<std::string, std::string>> envAdditionsFrom(const json& body) {
+  std::map<std::string, std::string> out;
+  if (auto ok = variablesInto(body, "env", out); !ok) return tl::unexpected(ok.error());
   return out;
 }
 

@@ -59,9 +59,14 @@ Result<void> limitsInto(const nlohmann::json& body, ExecutionCommand& c);
 // `argv` of a command or job body: a non-empty array of strings that is not
 // a whole shell line in one element (shellStringProblem).
 Result<std::vector<std::string>> argvFrom(const nlohmann::json& body);
-// `env` of a command or job body: {name: value} added over the sandbox's
-// environment, each by the tier rules (checkAddedVariable); absent or null
-// is empty.
+// The body's member `key` as {name: value} variables set into `vars` (over
+// what it holds), each checked by the tier rules (checkAddedVariable, its
+// messages naming `key`); absent or null sets nothing. Errors: bad request
+// naming the key, or the variable and what is wrong with it.
+Result<void> variablesInto(const nlohmann::json& body, const std::string& key,
+                           std::map<std::string, std::string>& vars);
+// `env` of a command or job body: the variables added over the sandbox's
+// environment (variablesInto); absent or null is empty.
 Result<std::map<std::string, std::string>> envAdditionsFrom(const nlohmann::json& body);
 
 }  // namespace airlock::gateway

@@ -75,19 +75,7 @@ Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
           std::vector<std::string>{}, [](std::string_view) { return std::nullopt; }, "",
           std::nullopt)
           .variables;
-  auto it = body.find("environment");
-  if (it == body.end() || it->is_null()) return vars;
-  if (!it->is_object())
-    return tl::unexpected(badRequest("environment must be an object of strings"));
-  for (const auto& [name, value] : it->items()) {
-    if (!value.is_string())
-      return tl::unexpected(
-          badRequest("environment value of " + quoteForMessage(name) + " must be a string"));
-    const std::string& text = value.get_ref<const std::string&>();
-    if (auto ok = checkAddedVariable("environment", name, text); !ok)
-      return tl::unexpected(badRequest(ok.error().context));
-    vars[name] = text;
-  }
+  if (auto ok = variablesInto(body, "environment", vars); !ok) return tl::unexpected(ok.error());
   return vars;
 }
 
