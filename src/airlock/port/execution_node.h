@@ -51,6 +51,17 @@ struct LiveLease {
   bool operator==(const LiveLease&) const = default;
 };
 
+// What a node says about itself: the gateway's registry of nodes keeps it
+// (health and room; spec 000, "Where the boundary is"). A gateway places a
+// new environment on a node with room and routes every later call by the
+// node name its environment id carries (core/ids.h environmentIdNode).
+struct NodeStatus {
+  std::string name;          // the node name in its environment ids; "" for bare ids
+  std::size_t live = 0;      // environments it holds now
+  std::size_t capacity = 0;  // the most it holds at once; 0: no bound configured
+  bool operator==(const NodeStatus&) const = default;
+};
+
 // The reaper's call back toward the gateway: given the leases of the live
 // environments, the ids of those whose lease is stale (their run's current
 // epoch is newer). An id that is not one of the given leases is ignored.
