@@ -1,7 +1,6 @@
 // The API's dispatcher (api.h, routes.h): the token, the route a request
 // reaches and its tenant check, and the routes of the service itself
 // (health, metrics).
-#include <openssl/crypto.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -9,6 +8,7 @@
 #include "airlock/core/encoding.h"
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
+#include "airlock/service/bearer.h"
 
 namespace airlock::gateway {
 namespace {
@@ -86,19 +86,7 @@ Api::Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Me
 }
 
 bool Api::authorized(const HttpRequest& request) const {
-  if (settings_.service_token.empty()) return false;
-  // "<scheme> SP <token>" and nothing else: the scheme compared without
-  // case (RFC 9110, "Authentication Scheme"), the token exactly. Any other
-  // byte around them (CR, LF, HT, a second space: what is left of a folded
-  // or padded value) fails the length or the comparison.
-  constexpr std::string_view kScheme = "bearer";
-  const std::string_view value = request.authorization;
-  const std::string& token = settings_.service_token;
-  if (value.size() != kScheme.size() + 1 + token.size()) return false;
-  for (std::size_t i = 0; i < kScheme.size(); ++i)
-    if ((value[i] | 0x20) != kScheme[i]) return false;
-  return value[kScheme.size()] == ' ' &&
-         CRYPTO_memcmp(value.data() + kScheme.size() + 1, token.data(), token.size()) == 0;
+  return service::bearerMatches(request.authorization, settings_.service_token);
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {
