@@ -154,7 +154,7 @@ struct World {
     out << "schedules " << call("GET", "/v1/environments/" + a_env + "/schedules").body << "\n";
     out << "notes "
         << call("GET", "/v1/runs/" + std::string(kRun) + "/notes?tenant_id=tenant-a").body << "\n";
-    const auto lease = api->leases().current("tenant-a", kRun);
+    const auto lease = api->leases().current("tenant-a", kRun).value();
     out << "lease " << (lease ? std::to_string(*lease) : "none") << "\n";
     return out.str();
   }

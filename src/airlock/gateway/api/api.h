@@ -36,8 +36,8 @@
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
-#include "airlock/gateway/api/lease_book.h"
 #include "airlock/gateway/api/routes.h"
+#include "airlock/gateway/leases/lease_book.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_node.h"
@@ -73,7 +73,8 @@ struct ServiceImages {
   }
 };
 
-// Owns the lease book; borrows the execution node (which keeps the registry
+// Shares the lease book (in memory until one is attached).
+// Borrows the execution node (which keeps the registry
 // of live environments, the claims and the reaper: port/execution_node.h)
 // and the metrics. Thread-safe: handle() is called concurrently from the
 // server's worker threads; execute on one environment at a time is refused
@@ -119,7 +120,10 @@ class Api final : public service::RequestHandler {
   // Destroys every environment (service shutdown).
   void destroyAll() override { node_.destroyAll(); }
   std::size_t liveCount() const { return node_.liveCount(); }
-  LeaseBook& leases() { return leases_; }
+  LeaseBook& leases() { return *leases_; }
+  // The lease book renewals go to and the reaper's question is answered
+  // from (leases/lease_book.h); the in-memory one until this is called.
+  void attachLeases(std::shared_ptr<LeaseBook> book) { leases_ = std::move(book); }
   service::Metrics& metrics() override { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
@@ -272,7 +276,7 @@ class Api final : public service::RequestHandler {
   const ServiceImages images_;
   service::Metrics& metrics_;
   std::function<Timestamp()> clock_;
-  LeaseBook leases_;
+  std::shared_ptr<LeaseBook> leases_ = makeMemoryLeaseBook();
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
   std::shared_ptr<const ToolRegistry> tools_;

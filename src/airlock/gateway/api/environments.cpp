@@ -114,10 +114,12 @@ HttpResponse Api::provision(const RouteCall& call) {
                                "destination (an operator sets mode: allowlist with destinations)"});
   // The lease of this tenant's run: another tenant's run of the same id is
   // another lease.
-  if (auto current = leases_.current(*tenant, *run); current && *epoch < *current)
+  auto current = leases_->current(*tenant, *run);
+  if (!current) return errorResponse(current.error());
+  if (*current && *epoch < **current)
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
                                "lease_epoch " + std::to_string(*epoch) + " is older than run " +
-                                   *run + "'s current epoch " + std::to_string(*current)});
+                                   *run + "'s current epoch " + std::to_string(**current)});
   spec.tenant_id = *tenant;
   spec.run_id = *run;
   spec.lease_epoch = *epoch;
@@ -229,14 +231,18 @@ HttpResponse Api::renewLease(const RouteCall& call) {
   if (!tenant) return errorResponse(tenant.error());
   auto epoch = leaseEpoch(*body, std::nullopt);
   if (!epoch) return errorResponse(epoch.error());
-  const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
+  auto current = leases_->renew(*tenant, run_id, *epoch);
+  if (!current) return errorResponse(current.error());
   return jsonResponse(200,
-                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
+                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", *current}});
 }
 
 int Api::reap() {
-  const int destroyed =
-      node_.reap([this](const std::vector<LiveLease>& leases) { return leases_.stale(leases); });
+  // A book that cannot answer names nothing stale: everything is kept, and
+  // expires_at still ends each environment.
+  const int destroyed = node_.reap([this](const std::vector<LiveLease>& leases) {
+    return leases_->stale(leases).value_or(std::vector<std::string>{});
+  });
   sweepArtifacts();
   return destroyed;
 }
