@@ -6,7 +6,9 @@
 //
 // The routes, what each takes and how a call's tenant is checked are the
 // table of routes.h (for clients: docs/openapi.yaml). Every route but
-// /healthz needs "Authorization: Bearer <service token>". Bodies are JSON
+// /healthz needs "Authorization: Bearer <service token>", but the internal
+// API's (kInternal), which take only the internal service credential and
+// are absent (404, as any unknown path) until one is attached. Bodies are JSON
 // but for file and artifact bytes. Errors are {"error": {"code",
 // "message"}} with the stable lower_snake_case codes of core/error.h plus
 // "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
@@ -98,7 +100,8 @@ class Api final : public service::RequestHandler {
   // True for a request of a route that needs no token (kNoAuthentication):
   // the server answers it at once, on its loop.
   bool needsNoToken(const service::HttpRequest& request) const override;
-  // True when the request carries the service token.
+  // True when the request carries the service token or the internal
+  // credential (which one a route takes is admit()'s to check).
   bool authorized(const service::HttpRequest& request) const override;
   // The route table's pattern of `path` (routeLabel of routes.h).
   std::string routeLabel(std::string_view path) const override;
@@ -124,6 +127,13 @@ class Api final : public service::RequestHandler {
   // The lease book renewals go to and the reaper's question is answered
   // from (leases/lease_book.h); the in-memory one until this is called.
   void attachLeases(std::shared_ptr<LeaseBook> book) { leases_ = std::move(book); }
+  // The service credential of the internal API (non-empty: a bearer token
+  // the execution nodes hold). With it the kInternal routes exist and take
+  // only it; the service token is refused there, and it is refused on
+  // every other route.
+  void attachInternalCredential(std::string credential) {
+    internal_credential_ = std::move(credential);
+  }
   service::Metrics& metrics() override { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
@@ -189,6 +199,10 @@ class Api final : public service::RequestHandler {
   // PUT archive?path=DIR: the body (a tar, or zip) extracted into DIR -> 204.
   service::HttpResponse uploadArchive(const RouteCall& call);
   service::HttpResponse renewLease(const RouteCall& call);
+  // POST /internal/v1/leases/stale: the reaper's question of an execution
+  // node (port/stale_lease_wire.h) -> 200 {"stale": [ids]}; 400 naming
+  // what is wrong with the body; 503 when the book cannot answer.
+  service::HttpResponse staleLeases(const RouteCall& call);
   service::HttpResponse exportArtifact(const RouteCall& call);
   service::HttpResponse uploadArtifact(const RouteCall& call);
   service::HttpResponse getArtifact(const RouteCall& call);
@@ -277,6 +291,7 @@ class Api final : public service::RequestHandler {
   service::Metrics& metrics_;
   std::function<Timestamp()> clock_;
   std::shared_ptr<LeaseBook> leases_ = makeMemoryLeaseBook();
+  std::string internal_credential_;  // empty: the internal routes are absent
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
   std::shared_ptr<const ToolRegistry> tools_;

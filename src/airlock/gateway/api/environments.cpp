@@ -1,5 +1,6 @@
 // The environment routes of the API (api.h): provision, list, get, destroy,
-// the images, the lease of a run, and the reaper pass.
+// the images, the lease of a run, the reaper pass and the reaper's question
+// of a node on another machine.
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
 #include "airlock/port/egress_route.h"
+#include "airlock/port/stale_lease_wire.h"
 
 namespace airlock::gateway {
 namespace {
@@ -245,6 +247,18 @@ int Api::reap() {
   });
   sweepArtifacts();
   return destroyed;
+}
+
+HttpResponse Api::staleLeases(const RouteCall& call) {
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  auto leases = staleLeaseQuestionFrom(*body);
+  if (!leases) return errorResponse(leases.error());
+  auto stale = leases_->stale(*leases);
+  if (!stale) return errorResponse(stale.error());
+  HttpResponse answer;  // 200, application/json
+  answer.body = staleLeaseAnswerBody(*stale);
+  return answer;
 }
 
 }  // namespace airlock::gateway
