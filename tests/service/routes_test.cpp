@@ -35,10 +35,12 @@ using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
+constexpr const char* kInternalCredential = "internal-0123456789abcdef";
 
 // Routes the Python client (sdk/python/airlock_client/client.py) does not
 // call, each with the reason. Empty: it covers every route.
-const std::map<std::pair<std::string, std::string>, std::string> kClientLacks = {};
+const std::map<std::pair<std::string, std::string>, std::string> kClientLacks = {
+    {{"POST", "/internal/v1/leases/stale"}, "the execution node's call, not a client's"}};
 
 std::string readSource(const std::string& relative) {
   std::ifstream in(std::string(AIRLOCK_SOURCE_DIR) + "/" + relative);
@@ -225,9 +227,16 @@ class RoutesApiTest : public ::testing::Test {
     node_ = std::make_unique<execution::LocalNode>(*env_);
     api_ = std::make_unique<Api>(settings_, *node_, ServiceImages::hostOnly(fake::kFakeImageDigest),
                                  metrics_);
+    api_->attachInternalCredential(kInternalCredential);
   }
+  // With the credential the target's route takes (the internal one on
+  // kInternal routes, the service token elsewhere).
   HttpRequest request(std::string_view method, std::string target, std::string body = "") {
-    return HttpRequest{std::string(method), std::move(target), std::string("Bearer ") + kToken,
+    const std::string_view path = std::string_view(target).substr(0, target.find('?'));
+    const auto of_path = lookupRoute(method, path).of_path;
+    const bool internal = !of_path.empty() && of_path.front()->has(kInternal);
+    return HttpRequest{std::string(method), std::move(target),
+                       std::string("Bearer ") + (internal ? kInternalCredential : kToken),
                        std::move(body)};
   }
   static json error(const HttpResponse& r) {

@@ -154,7 +154,7 @@ struct World {
     out << "schedules " << call("GET", "/v1/environments/" + a_env + "/schedules").body << "\n";
     out << "notes "
         << call("GET", "/v1/runs/" + std::string(kRun) + "/notes?tenant_id=tenant-a").body << "\n";
-    const auto lease = api->leases().current("tenant-a", kRun);
+    const auto lease = api->leases().current("tenant-a", kRun).value();
     out << "lease " << (lease ? std::to_string(*lease) : "none") << "\n";
     return out.str();
   }
@@ -463,6 +463,38 @@ std::vector<Row> rows() {
                  expectStatus(r, 200);
                  EXPECT_EQ(w.api->reap(), 1) << "A's environment is stale now";
                  EXPECT_EQ(w.call("GET", envPath(w)).status, 404);
+               }});
+  // The reaper's question is the execution nodes', not a tenant's: absent
+  // without the internal credential (these calls carry the service token).
+  // With it, a lease names its tenant's run: A's is stale at epoch 0, B's
+  // run of the same id is not.
+  t.push_back({"/internal/v1/leases/stale", "POST",
+               [run](const World& w, const std::string& tenant) {
+                 return Call{"POST", "/internal/v1/leases/stale",
+                             json{{"leases",
+                                   {{{"tenant_id", tenant},
+                                     {"run_id", run},
+                                     {"lease_epoch", 0},
+                                     {"environment_id", w.a_env}}}}}
+                                 .dump()};
+               },
+               404, "not_found",
+               [run](World& w, const HttpResponse& r) {
+                 expectStatus(r, 404);
+                 w.api->attachInternalCredential("internal-credential-0123456789");
+                 for (const std::string tenant : {"tenant-a", "tenant-b"}) {
+                   const HttpResponse answer = w.api->handle(HttpRequest{
+                       "POST", "/internal/v1/leases/stale", "Bearer internal-credential-0123456789",
+                       json{{"leases",
+                             {{{"tenant_id", tenant},
+                               {"run_id", run},
+                               {"lease_epoch", 0},
+                               {"environment_id", w.a_env}}}}}
+                           .dump()});
+                   ASSERT_EQ(answer.status, 200) << answer.body;
+                   EXPECT_EQ(json::parse(answer.body)["stale"],
+                             tenant == "tenant-a" ? json::array({w.a_env}) : json::array());
+                 }
                }});
   // B's run of the same id is B's own, with no notes: an empty list, and
   // A's note is not found.

@@ -79,11 +79,17 @@ class OpenApiTest(unittest.TestCase):
     def test_bearer_authentication_everywhere_but_healthz(self):
         scheme = self.doc["components"]["securitySchemes"]["bearerAuth"]
         self.assertEqual((scheme["type"], scheme["scheme"]), ("http", "bearer"))
+        internal = self.doc["components"]["securitySchemes"]["internalCredential"]
+        self.assertEqual((internal["type"], internal["scheme"]), ("http", "bearer"))
         self.assertEqual(self.doc["security"], [{"bearerAuth": []}])
         for path, method, op, _ in self.operations():
             with self.subTest(path=path, method=method):
                 if path == "/healthz":
                     self.assertEqual(op.get("security"), [])
+                elif path.startswith("/internal/"):
+                    # The internal API: the internal service credential alone.
+                    self.assertEqual(op.get("security"), [{"internalCredential": []}])
+                    self.assertIn("401", op["responses"])
                 else:
                     self.assertNotIn("security", op)  # the global bearer requirement applies
                     self.assertIn("401", op["responses"])

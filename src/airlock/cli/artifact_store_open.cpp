@@ -64,9 +64,10 @@ Result<LocalArtifactStore> openExistingLocalArtifactStore(const std::string& sta
   return openLocalArtifactStore(state_dir);
 }
 
-Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
-    const std::string& state_dir, const std::string& database) {
-  if (!database.empty()) return capability::schedule::openPostgresScheduleStore(database);
+namespace {
+
+// <state_dir>/artifacts/metadata.db, its directories created when missing.
+Result<std::string> metadataDatabase(const std::string& state_dir) {
   if (::mkdir(state_dir.c_str(), 0711) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable, "create state directory " + state_dir,
                      errno);
@@ -74,7 +75,25 @@ Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
   if (::mkdir(store_dir.c_str(), 0700) != 0 && errno != EEXIST)
     return failErrno(ErrorCode::kExecutionUnavailable,
                      "create the metadata directory under " + state_dir, errno);
-  return capability::schedule::openSqliteScheduleStore(store_dir + "/metadata.db");
+  return store_dir + "/metadata.db";
+}
+
+}  // namespace
+
+Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
+    const std::string& state_dir, const std::string& database) {
+  if (!database.empty()) return capability::schedule::openPostgresScheduleStore(database);
+  auto path = metadataDatabase(state_dir);
+  if (!path) return tl::unexpected(path.error());
+  return capability::schedule::openSqliteScheduleStore(*path);
+}
+
+Result<std::shared_ptr<gateway::LeaseBook>> openLeaseBook(const std::string& state_dir,
+                                                          const std::string& database) {
+  if (!database.empty()) return gateway::openPostgresLeaseBook(database);
+  auto path = metadataDatabase(state_dir);
+  if (!path) return tl::unexpected(path.error());
+  return gateway::openSqliteLeaseBook(*path);
 }
 
 }  // namespace airlock::cli

@@ -11,6 +11,7 @@
 #include "airlock/artifacts/metadata_repository.h"
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
+#include "airlock/gateway/leases/lease_book.h"
 
 namespace airlock::cli {
 
@@ -42,5 +43,13 @@ Result<LocalArtifactStore> openExistingLocalArtifactStore(const std::string& sta
 // never repeats the URI (it may hold a password).
 Result<std::shared_ptr<capability::schedule::ScheduleStore>> openScheduleStore(
     const std::string& state_dir, const std::string& database = {});
+
+// The gateway's lease book (gateway/leases/lease_book.h), in the same
+// database as the schedules: with an empty `database` the SQLite file
+// <state_dir>/artifacts/metadata.db, with a postgresql:// URI that
+// PostgreSQL database (gateways sharing it share their leases). Errors as
+// openScheduleStore's.
+Result<std::shared_ptr<gateway::LeaseBook>> openLeaseBook(const std::string& state_dir,
+                                                          const std::string& database = {});
 
 }  // namespace airlock::cli

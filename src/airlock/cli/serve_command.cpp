@@ -154,6 +154,11 @@ int executeServe(const std::optional<std::string>& config_path) {
   auto schedules = openScheduleStore(settings->state_dir, settings->schedule_database);
   if (!schedules) return printErrorLine(schedules.error());
   api.attachSchedules(std::move(*schedules));
+  // The lease book in the same database: a restarted gateway forgets no
+  // renewal.
+  auto leases = openLeaseBook(settings->state_dir, settings->schedule_database);
+  if (!leases) return printErrorLine(leases.error());
+  api.attachLeases(std::move(*leases));
   auto server = service::HttpServer::create(*settings, api, node);
   if (!server) return printErrorLine(server.error());
   (*server)->run();

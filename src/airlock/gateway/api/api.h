@@ -6,7 +6,9 @@
 //
 // The routes, what each takes and how a call's tenant is checked are the
 // table of routes.h (for clients: docs/openapi.yaml). Every route but
-// /healthz needs "Authorization: Bearer <service token>". Bodies are JSON
+// /healthz needs "Authorization: Bearer <service token>", but the internal
+// API's (kInternal), which take only the internal service credential and
+// are absent (404, as any unknown path) until one is attached. Bodies are JSON
 // but for file and artifact bytes. Errors are {"error": {"code",
 // "message"}} with the stable lower_snake_case codes of core/error.h plus
 // "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
@@ -36,8 +38,8 @@
 #include "airlock/capability/schedule/schedule.h"
 #include "airlock/core/error.h"
 #include "airlock/core/types.h"
-#include "airlock/gateway/api/lease_book.h"
 #include "airlock/gateway/api/routes.h"
+#include "airlock/gateway/leases/lease_book.h"
 #include "airlock/gateway/tools/tool_registry.h"
 #include "airlock/port/cancel_token.h"
 #include "airlock/port/execution_node.h"
@@ -73,7 +75,8 @@ struct ServiceImages {
   }
 };
 
-// Owns the lease book; borrows the execution node (which keeps the registry
+// Shares the lease book (in memory until one is attached).
+// Borrows the execution node (which keeps the registry
 // of live environments, the claims and the reaper: port/execution_node.h)
 // and the metrics. Thread-safe: handle() is called concurrently from the
 // server's worker threads; execute on one environment at a time is refused
@@ -97,7 +100,8 @@ class Api final : public service::RequestHandler {
   // True for a request of a route that needs no token (kNoAuthentication):
   // the server answers it at once, on its loop.
   bool needsNoToken(const service::HttpRequest& request) const override;
-  // True when the request carries the service token.
+  // True when the request carries the service token or the internal
+  // credential (which one a route takes is admit()'s to check).
   bool authorized(const service::HttpRequest& request) const override;
   // The route table's pattern of `path` (routeLabel of routes.h).
   std::string routeLabel(std::string_view path) const override;
@@ -119,7 +123,17 @@ class Api final : public service::RequestHandler {
   // Destroys every environment (service shutdown).
   void destroyAll() override { node_.destroyAll(); }
   std::size_t liveCount() const { return node_.liveCount(); }
-  LeaseBook& leases() { return leases_; }
+  LeaseBook& leases() { return *leases_; }
+  // The lease book renewals go to and the reaper's question is answered
+  // from (leases/lease_book.h); the in-memory one until this is called.
+  void attachLeases(std::shared_ptr<LeaseBook> book) { leases_ = std::move(book); }
+  // The service credential of the internal API (non-empty: a bearer token
+  // the execution nodes hold). With it the kInternal routes exist and take
+  // only it; the service token is refused there, and it is refused on
+  // every other route.
+  void attachInternalCredential(std::string credential) {
+    internal_credential_ = std::move(credential);
+  }
   service::Metrics& metrics() override { return metrics_; }
   // Enables the artifact routes; without it they answer 503.
   void attachArtifacts(ArtifactBackend backend) { artifacts_ = backend; }
@@ -185,6 +199,10 @@ class Api final : public service::RequestHandler {
   // PUT archive?path=DIR: the body (a tar, or zip) extracted into DIR -> 204.
   service::HttpResponse uploadArchive(const RouteCall& call);
   service::HttpResponse renewLease(const RouteCall& call);
+  // POST /internal/v1/leases/stale: the reaper's question of an execution
+  // node (port/stale_lease_wire.h) -> 200 {"stale": [ids]}; 400 naming
+  // what is wrong with the body; 503 when the book cannot answer.
+  service::HttpResponse staleLeases(const RouteCall& call);
   service::HttpResponse exportArtifact(const RouteCall& call);
   service::HttpResponse uploadArtifact(const RouteCall& call);
   service::HttpResponse getArtifact(const RouteCall& call);
@@ -272,7 +290,8 @@ class Api final : public service::RequestHandler {
   const ServiceImages images_;
   service::Metrics& metrics_;
   std::function<Timestamp()> clock_;
-  LeaseBook leases_;
+  std::shared_ptr<LeaseBook> leases_ = makeMemoryLeaseBook();
+  std::string internal_credential_;  // empty: the internal routes are absent
   std::optional<ArtifactBackend> artifacts_;
   EgressPolicy egress_;
   std::shared_ptr<const ToolRegistry> tools_;

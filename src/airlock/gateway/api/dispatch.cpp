@@ -86,7 +86,8 @@ Api::Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Me
 }
 
 bool Api::authorized(const HttpRequest& request) const {
-  return service::bearerMatches(request.authorization, settings_.service_token);
+  return service::bearerMatches(request.authorization, settings_.service_token) ||
+         service::bearerMatches(request.authorization, internal_credential_);
 }
 
 HttpResponse Api::handle(const HttpRequest& request) {
@@ -107,11 +108,23 @@ HttpResponse Api::route(const HttpRequest& request) {
 tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) const {
   const std::string_view target = request.target;
   const std::size_t q = target.find('?');
-  const RouteLookup lookup = lookupRoute(request.method, target.substr(0, q));
+  RouteLookup lookup = lookupRoute(request.method, target.substr(0, q));
+  const auto internal = [](const Route* r) { return r->has(kInternal); };
+  if (internal_credential_.empty()) {  // the internal routes are absent
+    std::erase_if(lookup.of_path, internal);
+    if (lookup.route != nullptr && internal(lookup.route)) lookup.route = nullptr;
+  }
   const bool open = !lookup.of_path.empty() &&
                     std::all_of(lookup.of_path.begin(), lookup.of_path.end(),
                                 [](const Route* r) { return r->has(kNoAuthentication); });
-  if (!open && !authorized(request)) return tl::unexpected(unauthorized());
+  // An internal route takes the internal credential alone, every other
+  // route the service token alone.
+  const bool on_internal = !lookup.of_path.empty() &&
+                           std::all_of(lookup.of_path.begin(), lookup.of_path.end(), internal);
+  if (!open &&
+      !service::bearerMatches(request.authorization,
+                              on_internal ? internal_credential_ : settings_.service_token))
+    return tl::unexpected(unauthorized());
   if (lookup.of_path.empty())
     return tl::unexpected(errorResponse(404, "not_found", "no such route"));
   if (lookup.route == nullptr) {

@@ -1,5 +1,6 @@
 // The environment routes of the API (api.h): provision, list, get, destroy,
-// the images, the lease of a run, and the reaper pass.
+// the images, the lease of a run, the reaper pass and the reaper's question
+// of a node on another machine.
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "airlock/gateway/api/api.h"
 #include "airlock/gateway/api/body.h"
 #include "airlock/port/egress_route.h"
+#include "airlock/port/stale_lease_wire.h"
 
 namespace airlock::gateway {
 namespace {
@@ -114,10 +116,12 @@ HttpResponse Api::provision(const RouteCall& call) {
                                "destination (an operator sets mode: allowlist with destinations)"});
   // The lease of this tenant's run: another tenant's run of the same id is
   // another lease.
-  if (auto current = leases_.current(*tenant, *run); current && *epoch < *current)
+  auto current = leases_->current(*tenant, *run);
+  if (!current) return errorResponse(current.error());
+  if (*current && *epoch < **current)
     return errorResponse(Error{ErrorCode::kExecutionRejected, 0,
                                "lease_epoch " + std::to_string(*epoch) + " is older than run " +
-                                   *run + "'s current epoch " + std::to_string(*current)});
+                                   *run + "'s current epoch " + std::to_string(**current)});
   spec.tenant_id = *tenant;
   spec.run_id = *run;
   spec.lease_epoch = *epoch;
@@ -229,16 +233,32 @@ HttpResponse Api::renewLease(const RouteCall& call) {
   if (!tenant) return errorResponse(tenant.error());
   auto epoch = leaseEpoch(*body, std::nullopt);
   if (!epoch) return errorResponse(epoch.error());
-  const std::int64_t current = leases_.renew(*tenant, run_id, *epoch);
+  auto current = leases_->renew(*tenant, run_id, *epoch);
+  if (!current) return errorResponse(current.error());
   return jsonResponse(200,
-                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", current}});
+                      json{{"tenant_id", *tenant}, {"run_id", run_id}, {"lease_epoch", *current}});
 }
 
 int Api::reap() {
-  const int destroyed =
-      node_.reap([this](const std::vector<LiveLease>& leases) { return leases_.stale(leases); });
+  // A book that cannot answer names nothing stale: everything is kept, and
+  // expires_at still ends each environment.
+  const int destroyed = node_.reap([this](const std::vector<LiveLease>& leases) {
+    return leases_->stale(leases).value_or(std::vector<std::string>{});
+  });
   sweepArtifacts();
   return destroyed;
+}
+
+HttpResponse Api::staleLeases(const RouteCall& call) {
+  auto body = parseBody(call.request.body);
+  if (!body) return errorResponse(body.error());
+  auto leases = staleLeaseQuestionFrom(*body);
+  if (!leases) return errorResponse(leases.error());
+  auto stale = leases_->stale(*leases);
+  if (!stale) return errorResponse(stale.error());
+  HttpResponse answer;  // 200, application/json
+  answer.body = staleLeaseAnswerBody(*stale);
+  return answer;
 }
 
 }  // namespace airlock::gateway

@@ -79,6 +79,10 @@ enum RouteFlag : unsigned {
   // The environment the call acts on is its JSON body's "environment_id"
   // (and its tenant the body's "tenant_id"): the dispatcher reads both.
   kEnvironmentInBody = 1U << 4U,
+  // The internal API's (spec 000, "Where the boundary is"): authenticated
+  // with the internal service credential alone (Api::attachInternalCredential),
+  // absent without one; no tenant (TenantScope::kNone).
+  kInternal = 1U << 5U,
 };
 
 // A route's handler: a member of Api given the matched call.
