@@ -2,6 +2,7 @@
 // real HTTP server on 127.0.0.1 (node_server.h): the credential on every
 // route, a node that is not there or dies mid-command, claims, listings,
 // exports with their digest, and jobs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -10,11 +11,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
 
 #include "../sandbox/linux/linux_test_support.h"
+#include "airlock/artifacts/artifact_writer.h"
+#include "airlock/artifacts/filesystem_store.h"
+#include "airlock/artifacts/memory_repository.h"
+#include "airlock/artifacts/workspace_export.h"
 #include "airlock/core/limits_defaults.h"
 #include "airlock/egress/http_client.h"
 #include "airlock/sandbox/fake/fake_environment.h"
@@ -345,6 +351,85 @@ TEST(RemoteNode, AnExportWhoseDigestDoesNotMatchItsBytesIsRefused) {
   EXPECT_EQ(read.error().code, ErrorCode::kArtifactIntegrityError);
   EXPECT_NE(read.error().context.find("SHA-256"), std::string::npos) << read.error().context;
   ASSERT_TRUE(remote.destroy(*handle).has_value());
+}
+
+// An export through the wire into the artifact store, as a gateway makes
+// it: the stored bytes and digest are the file's; with a digest the node
+// did not measure, the store refuses it and keeps nothing.
+class StoreThroughTheWire {
+ public:
+  StoreThroughTheWire() {
+    auto store = artifacts::FilesystemArtifactStore::create(
+        sys::UniqueFd(::open(dir_.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), repo_);
+    if (store) store_ = std::move(*store);
+    if (store_ != nullptr)
+      writer_ = artifacts::makeArtifactWriter(
+          *store_, artifacts::ArtifactWriterScope{*artifacts::TenantId::parse("tenant-a"),
+                                                  std::string("run-1"),
+                                                  artifacts::ArtifactOrigin::kSandboxExport,
+                                                  artifacts::TrustLevel::kExternalUntrusted});
+  }
+  bool ready() const { return writer_ != nullptr; }
+  Result<artifacts::ArtifactRef> exportFrom(WorkspaceHandle& ws, const std::string& path) {
+    return artifacts::exportWorkspaceFile(*writer_, ws.openExport(path, 1 << 20),
+                                          "application/octet-stream");
+  }
+  Result<std::string> stored(const artifacts::ArtifactRef& ref) {
+    auto stream = store_->open(ref);
+    if (!stream) return tl::unexpected(stream.error());
+    return sys::readAll(**stream, 1 << 21);
+  }
+  // No regular file under the store's directory, no row.
+  bool empty() const {
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_.path())) {
+      if (entry.is_regular_file()) return false;
+    }
+    auto rows = repo_->listForTenant(*artifacts::TenantId::parse("tenant-a"), 10);
+    return rows && rows->empty();
+  }
+
+ private:
+  TempStateDir dir_;
+  std::shared_ptr<artifacts::MemoryArtifactRepository> repo_ =
+      std::make_shared<artifacts::MemoryArtifactRepository>();
+  std::unique_ptr<artifacts::FilesystemArtifactStore> store_;
+  std::unique_ptr<artifacts::ArtifactWriter> writer_;
+};
+
+TEST(RemoteNode, AnExportIsStoredThroughTheGatewayAndATamperedOneIsNot) {
+  const std::string bytes = binaryFile();
+  for (const bool tampered : {false, true}) {
+    NodeServer::Wrap wrap;
+    if (tampered) {
+      wrap = [](execution::InternalApi& api) {
+        return std::unique_ptr<service::RequestHandler>(std::make_unique<TamperingHandler>(api));
+      };
+    }
+    auto server = NodeServer::start(scriptedFake(), wrap);
+    ASSERT_TRUE(server.has_value()) << server.error().message();
+    gateway::RemoteNode remote((*server)->remoteOptions());
+    auto handle = remote.provision(fakeSpec());
+    ASSERT_TRUE(handle.has_value());
+    auto ws = remote.workspace(*handle);
+    ASSERT_TRUE(ws.has_value());
+    ASSERT_TRUE((*ws)->write("data.bin", bytes).has_value());
+    StoreThroughTheWire store;
+    ASSERT_TRUE(store.ready());
+    auto ref = store.exportFrom(**ws, "data.bin");
+    if (tampered) {
+      ASSERT_FALSE(ref.has_value());
+      EXPECT_EQ(ref.error().code, ErrorCode::kArtifactIntegrityError) << ref.error().message();
+      EXPECT_TRUE(store.empty());
+    } else {
+      ASSERT_TRUE(ref.has_value()) << ref.error().message();
+      EXPECT_EQ(ref->sha256, sys::sha256Hex(bytes));
+      auto back = store.stored(*ref);
+      ASSERT_TRUE(back.has_value()) << back.error().message();
+      EXPECT_TRUE(*back == bytes);
+      EXPECT_FALSE(store.empty());
+    }
+    ASSERT_TRUE(remote.destroy(*handle).has_value());
+  }
 }
 
 // --- jobs (linux: the fake has no side processes) -----------------------------
