@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "airlock/core/encoding.h"
+#include "airlock/core/json_fields.h"
 #include "airlock/core/limits_defaults.h"
 
 namespace airlock {
@@ -161,134 +162,7 @@ Result<std::uint64_t> countFromText(std::string_view text, const CountSpec& spec
   return v;
 }
 
-namespace {
-
-[[noreturn]] void fieldError(std::string field, std::string problem) {
-  throw JsonFieldError(std::move(field), std::move(problem));
-}
-
-std::string joinField(std::string_view outer, std::string_view inner) {
-  if (inner.empty()) return std::string(outer);
-  if (outer.empty()) return std::string(inner);
-  std::string out(outer);
-  if (inner.front() != '[') out += '.';
-  out += inner;
-  return out;
-}
-
-// Runs fn, re-throwing any JsonFieldError with `outer` prefixed to its path,
-// so that a nested decoder reports "limits.pids_max" and not just "pids_max".
-template <class F>
-auto nested(std::string_view outer, F&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const JsonFieldError& e) {
-    throw JsonFieldError(joinField(outer, e.field()), e.problem());
-  }
-}
-
-void requireObject(const json& j) {
-  if (!j.is_object()) fieldError("", "must be an object");
-}
-
-const json& member(const json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end()) fieldError(name, "is missing");
-  return *it;
-}
-
-// nullptr when the member is absent or null.
-const json* optionalMember(const json& j, const char* name) {
-  const auto it = j.find(name);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::int64_t int64Value(const json& v, const std::string& name) {
-  auto n = int64FromJson(v);
-  if (!n) fieldError(name, n.error().context);
-  return *n;
-}
-
-std::int64_t int64Field(const json& j, const char* name) {
-  return int64Value(member(j, name), name);
-}
-
-std::int64_t nonNegativeField(const json& j, const char* name) {
-  const std::int64_t v = int64Field(j, name);
-  if (v < 0) fieldError(name, "must not be negative");
-  return v;
-}
-
-int intValue(const json& v, const std::string& name) {
-  const std::int64_t wide = int64Value(v, name);
-  if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
-    fieldError(name, "is out of range for a 32-bit integer");
-  }
-  return static_cast<int>(wide);
-}
-
-bool boolField(const json& j, const char* name) {
-  const json& v = member(j, name);
-  if (!v.is_boolean()) fieldError(name, "must be true or false");
-  return v.get<bool>();
-}
-
-std::string stringValue(const json& v, const std::string& name) {
-  if (!v.is_string()) fieldError(name, "must be a string");
-  return v.get<std::string>();
-}
-
-std::string stringField(const json& j, const char* name) {
-  return stringValue(member(j, name), name);
-}
-
-std::string bytesValue(const json& v, const std::string& name) {
-  auto bytes = bytesFromJson(v);
-  if (!bytes) fieldError(name, bytes.error().context);
-  return std::move(*bytes);
-}
-
-std::string bytesField(const json& j, const char* name) {
-  return bytesValue(member(j, name), name);
-}
-
-Timestamp timestampField(const json& j, const char* name) {
-  const std::string text = stringField(j, name);
-  auto t = parseTimestamp(text);
-  if (!t) {
-    fieldError(name, "must be an RFC 3339 timestamp like 2026-11-30T02:43:57.123Z (got " +
-                         quoteForMessage(text) + ")");
-  }
-  return *t;
-}
-
-template <class T>
-T decodeField(const json& j, const char* name) {
-  const json& v = member(j, name);
-  return nested(name, [&] { return v.get<T>(); });
-}
-
-// The enumerator `j` spells (`parse` reads the closed vocabulary);
-// otherwise "must be one of <choices>", with the string given.
-template <class E>
-E enumValue(const json& j, std::optional<E> (*parse)(std::string_view) noexcept,
-            std::initializer_list<std::string_view> choices) {
-  if (j.is_string()) {
-    if (auto parsed = parse(j.get_ref<const std::string&>())) return *parsed;
-  }
-  std::string out = "must be one of ";
-  std::string_view separator;
-  for (const auto name : choices) {
-    out += separator;
-    out += name;
-    separator = ", ";
-  }
-  if (j.is_string()) out += " (got " + quoteForMessage(j.get<std::string>()) + ")";
-  fieldError("", std::move(out));
-}
-
-}  // namespace
+using namespace json_fields;  // NOLINT(google-build-using-namespace)
 
 // --- bytes -----------------------------------------------------------------
 
@@ -574,6 +448,7 @@ void to_json(json& j, const ExecutionCommand& v) {
     for (const auto& [name, value] : v.env_additions) env[name] = bytesToJson(value);
     j["env"] = std::move(env);
   }
+  if (!v.execution_id.empty()) j["execution_id"] = bytesToJson(v.execution_id);
 }
 
 void from_json(const json& j, ExecutionCommand& v) {
@@ -600,6 +475,9 @@ void from_json(const json& j, ExecutionCommand& v) {
     for (const auto& [name, value] : env->items())
       v.env_additions.emplace(name, bytesValue(value, "env." + name));
   }
+  v.execution_id.clear();
+  if (const json* id = optionalMember(j, "execution_id"))
+    v.execution_id = bytesValue(*id, "execution_id");
 }
 
 // --- FileChange ------------------------------------------------------------

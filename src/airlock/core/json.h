@@ -22,7 +22,8 @@
 //                    created_at, expires_at
 //   ExecutionCommand argv, working_directory, timeout_seconds, stdin (null or
 //                    bytes), maximum_output_bytes, env (an object of the
-//                    env_additions; omitted when there are none)
+//                    env_additions; omitted when there are none),
+//                    execution_id (omitted when "")
 //   ExecutionResult  exit_code, stdout, stderr, stdout_truncated,
 //                    stderr_truncated, timed_out, killed_by, files_changed,
 //                    files_changed_truncated (may be omitted: false),

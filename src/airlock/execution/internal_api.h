@@ -18,8 +18,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "airlock/core/error.h"
 #include "airlock/port/cancel_token.h"
@@ -47,6 +52,9 @@ struct InternalApiOptions {
 class InternalApi final : public service::RequestHandler {
  public:
   InternalApi(ExecutionNode& node, InternalApiOptions options, service::Metrics& metrics);
+  ~InternalApi() override;
+  InternalApi(const InternalApi&) = delete;
+  InternalApi& operator=(const InternalApi&) = delete;
 
   service::HttpResponse handle(const service::HttpRequest& request) override;
   service::HttpResponse handleStreaming(const service::HttpRequest& request,
@@ -65,10 +73,56 @@ class InternalApi final : public service::RequestHandler {
 
   NodeStatus status() const;
 
+  // Every route as (method, full path), in table order: what the tests
+  // walk (each needs the credential but GET /internal/v1/health).
+  static std::vector<std::pair<std::string, std::string>> routeTable();
+
  private:
+  struct Route;
+  struct Claims;
+  using Json = nlohmann::json;
+  static std::span<const Route> routes();
+  // The route of a request; `path_known` (optional) says whether its path
+  // is a route's under another method.
+  static const Route* routeOf(const service::HttpRequest& request, bool* path_known);
+
+  service::HttpResponse methodNotAllowed(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse health(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse nodeStatus(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse provision(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse listLive(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse findLive(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse destroy(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse extend(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse execute(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse cancel(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse claim(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse releaseClaim(const service::HttpRequest& request, const Json& body);
+  Result<std::shared_ptr<WorkspaceHandle>> workspaceOf(const Json& body);
+  service::HttpResponse workspaceOpen(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceRead(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceWrite(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspacePlace(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceMkdir(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceListdir(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceProvenance(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceRemove(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceRename(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceStat(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse workspaceExport(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobStart(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobPoll(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobInput(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobResize(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobKill(const service::HttpRequest& request, const Json& body);
+  service::HttpResponse jobList(const service::HttpRequest& request, const Json& body);
+
   ExecutionNode& node_;
   InternalApiOptions options_;
   service::Metrics& metrics_;
+  // The claims gateways hold (by claim id; released by id, or dropped when
+  // their environment is destroyed) and the provisions under way.
+  std::unique_ptr<Claims> claims_;
 };
 
 }  // namespace airlock::execution

@@ -14,10 +14,13 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "airlock/core/error.h"
@@ -56,8 +59,18 @@ class RemoteNode final : public ExecutionNode {
   Result<void> cancel(const EnvironmentHandle& handle, std::string_view execution_id) override;
   Result<void> destroy(const EnvironmentHandle& handle) override;
   Result<EnvironmentHandle> extend(const EnvironmentHandle& handle, Timestamp expires_at) override;
+  // A handle whose methods each call the node; openExport streams the
+  // file (never held whole), and its reader hashes what arrives: bytes whose
+  // length or SHA-256 differ from what the node measured end the stream
+  // with ArtifactIntegrityError.
   Result<std::shared_ptr<WorkspaceHandle>> workspace(const EnvironmentHandle& handle) override;
+  // Code mode does not cross the wire yet: ExecutionUnavailable, naming it.
+  Result<std::unique_ptr<SideProcess>> startSideProcess(const EnvironmentHandle& handle,
+                                                        const SideCommand& command) override;
+  Result<std::unique_ptr<CapabilityChannel>> openCapabilityChannel(
+      const EnvironmentHandle& handle) override;
 
+  // live() and find() on a node that does not answer: empty and nullopt.
   std::vector<LiveEnvironment> live(
       const std::optional<std::string>& tenant_id = std::nullopt) const override;
   std::optional<LiveEnvironment> find(const std::string& environment_id) const override;
@@ -70,6 +83,10 @@ class RemoteNode final : public ExecutionNode {
   void destroyAll() override;
   std::size_t liveCount() const override;
 
+  // Jobs: the spill sink does not cross; a remote job's spill reports
+  // "job output is not yet spilled through a remote execution node".
+  // pollJob's CancelToken and sendJobInput's are not forwarded (the wait
+  // and the write are bounded by their own timeouts).
   Result<JobStarted> startJob(const EnvironmentHandle& handle,
                               const JobStartRequest& request) override;
   Result<JobSnapshot> pollJob(const EnvironmentHandle& handle,
@@ -85,8 +102,18 @@ class RemoteNode final : public ExecutionNode {
  protected:
   void release(const std::string& environment_id, RunKind kind) noexcept override;
 
+ public:
+  // How to reach the node (the .cpp's), shared with workspace handles and
+  // exports that outlive a call.
+  struct Wire;
+
  private:
   RemoteNodeOptions options_;
+  std::shared_ptr<const Wire> wire_;
+  // The node's claim ids of the claims this gateway holds, by environment
+  // and kind (claims of one kind on one environment are interchangeable).
+  std::mutex claims_mu_;
+  std::multimap<std::pair<std::string, RunKind>, std::string> claims_;
 };
 
 }  // namespace airlock::gateway
