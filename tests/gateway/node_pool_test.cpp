@@ -250,6 +250,26 @@ TEST_F(NodePoolTest, ADownNodesEnvironmentsAreUnavailableTheOthersWork) {
   EXPECT_EQ(pool_->liveCount(), 0U);
 }
 
+TEST_F(NodePoolTest, ANodeThatDiedSinceTheLastRefreshIsFoundDown) {
+  makePool({{"node-a", 0}, {"node-b", 0}});
+  auto a = provision("ra");
+  auto b = provision("rb");
+  ASSERT_TRUE(pool_->find(a.environment_id).has_value());
+  // node-a stops answering (its environments no longer found), no refresh.
+  ASSERT_TRUE(nodes_[0]->node->destroy(a).has_value());
+  nodes_[0]->answering = false;
+  ASSERT_TRUE(pool_->find(a.environment_id).has_value()) << "as last seen";
+  EXPECT_FALSE(pool_->nodes()[0].up);
+  EXPECT_THAT(log_.back(), HasSubstr("is down"));
+  auto executed = pool_->execute(a, echo("x"));
+  ASSERT_FALSE(executed.has_value());
+  EXPECT_EQ(executed.error().code, ErrorCode::kExecutionUnavailable);
+  // A node that answers and no longer holds one: gone, and it stays up.
+  ASSERT_TRUE(nodes_[1]->node->destroy(b).has_value());
+  EXPECT_FALSE(pool_->find(b.environment_id).has_value());
+  EXPECT_TRUE(pool_->nodes()[1].up);
+}
+
 TEST_F(NodePoolTest, ANodeCallingItselfByAnotherNameIsRefused) {
   makePool({{"node-a", 0}, {"node-b", 0}});
   nodes_[1]->reported_name = "node-x";

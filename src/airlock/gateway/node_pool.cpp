@@ -66,7 +66,7 @@ void NodePool::log(const std::string& line) const {
   if (!line.empty() && options_.log) options_.log(line);
 }
 
-std::string NodePool::record(std::size_t index, const Result<NodeStatus>& status) {
+std::string NodePool::record(std::size_t index, const Result<NodeStatus>& status) const {
   Slot& slot = slots_[index];
   const bool was_up = slot.health.up;
   const std::string label = "execution node " + nodeLabel(slot.member.name) +
@@ -328,14 +328,37 @@ std::optional<LiveEnvironment> NodePool::find(const std::string& environment_id)
     return it->second.second;
   }
   auto found = (*node)->find(environment_id);
-  std::lock_guard lk(mu_);
-  if (!found) {
-    known_.erase(environment_id);
-    return found;
+  std::size_t index = 0;
+  std::function<Result<NodeStatus>()> status;
+  {
+    std::lock_guard lk(mu_);
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].member.node == *node) index = i;
+    if (found) {
+      known_[environment_id] = {index, *found};
+      return found;
+    }
+    if (!known_.contains(environment_id)) return found;
+    status = slots_[index].member.status;
   }
-  for (std::size_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i].member.node == *node) known_[environment_id] = {i, *found};
-  return found;
+  // One it knew is not found: gone, or its node died since the last
+  // refresh (a remote find cannot tell). Its status says which.
+  auto answer = status();
+  std::string line;
+  std::optional<LiveEnvironment> last_seen;
+  {
+    std::lock_guard lk(mu_);
+    line = record(index, answer);
+    auto it = known_.find(environment_id);
+    if (it != known_.end()) {
+      if (slots_[index].health.up)
+        known_.erase(it);
+      else
+        last_seen = it->second.second;
+    }
+  }
+  log(line);
+  return last_seen;
 }
 
 Result<RunClaim> NodePool::claim(const std::string& environment_id, RunKind kind) {

@@ -26,8 +26,10 @@
 // for its environments, until a refresh finds it up again. So that a caller
 // that looks an environment up first (find) reaches that answer rather than
 // "no such environment", the pool remembers the environments it has seen
-// (placed, or found) and find answers a down member's from that memory;
-// refresh prunes it to what the members that are up hold.
+// (placed, or found) and find answers a down member's from that memory; a
+// known environment its member no longer finds has that member asked for
+// its status, and marked down when it does not answer. Refresh prunes the
+// memory to what the members that are up hold.
 //
 // Registry: refresh() asks every member's status and records its health
 // (up or down, when it last answered, live, capacity). A member whose status
@@ -167,12 +169,12 @@ class NodePool final : public ExecutionNode {
                                                ErrorCode unknown) const;
   // Records a status answer (or its failure) for slot `index`; the line to
   // log when its health changed ("" otherwise).
-  std::string record(std::size_t index, const Result<NodeStatus>& status);  // mu_ held
+  std::string record(std::size_t index, const Result<NodeStatus>& status) const;  // mu_ held
   void log(const std::string& line) const;
 
   NodePoolOptions options_;
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;  // under mu_
+  mutable std::vector<Slot> slots_;  // under mu_ (find records health too)
   // The environments seen, by id, with the index of their member (under mu_).
   mutable std::map<std::string, std::pair<std::size_t, LiveEnvironment>> known_;
   // Claims handed out by claim(), each with the member's own claim inside
