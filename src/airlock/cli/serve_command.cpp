@@ -182,6 +182,7 @@ int execExecutionNode(const std::optional<std::string>& config_path, bool role_f
   if (config_path) args.insert(args.end(), {"--config", *config_path});
   if (role_flag) args.insert(args.end(), {"--role", "execution"});
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   ::execv(path.c_str(), argv.data());
