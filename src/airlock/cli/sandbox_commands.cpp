@@ -165,11 +165,15 @@ class ServeCommand final : public Command {
   }
   void defineUsage(CLI::App& app) override {
     addText(app, "--config", config_, "FILE", "YAML settings file");
+    addText(app, "--role", role_, "ROLE",
+            "Serve one side only: gateway (the public API over execution_nodes) or execution "
+            "(an execution node's internal API); default both in one process");
   }
-  int execute(const CLI::App& /*app*/) override { return executeServe(config_); }
+  int execute(const CLI::App& /*app*/) override { return executeServe(config_, role_); }
 
  private:
   std::optional<std::string> config_;
+  std::optional<std::string> role_;
 };
 
 // `airlock mcp`: the model-facing tools over MCP (stdio) on one sandbox per

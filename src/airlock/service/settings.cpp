@@ -1,6 +1,9 @@
 #include "airlock/service/settings.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -134,6 +137,7 @@ constexpr NumberSetting kNumberSettings[] = {
     {"max_unauthenticated_connections", &Settings::max_unauthenticated_connections, positiveInt},
     {"files_changed_listing", &Settings::files_changed_listing, positiveInt,
      kMaxFilesChangedListing},
+    {"node_capacity", &Settings::node_capacity, positiveInt},
 };
 struct SecondsSetting {
   std::string_view key;
@@ -170,6 +174,102 @@ Result<std::chrono::seconds> boundedSeconds(const SecondsSetting& setting, std::
   return *v;
 }
 
+constexpr std::array<NamedValue<ServiceRole>, 3> kRoles = {
+    {{"both", ServiceRole::kBoth},
+     {"gateway", ServiceRole::kGateway},
+     {"execution", ServiceRole::kExecution}}};
+
+// A token the internal API accepts: the service_token's rule.
+bool isToken(std::string_view value) {
+  return value.size() >= 16 && value.find_first_of(" \t\r\n") == std::string_view::npos;
+}
+
+// A base URL of a gateway or an execution node: "http://host[:port]", host
+// an IP literal (IPv6 bracketed) or a DNS name; a final "/" is dropped.
+Result<std::string> baseUrl(std::string_view setting, std::string_view text,
+                            const std::string& prefix) {
+  auto bad = [&](const std::string& why) -> Result<std::string> {
+    return tl::unexpected(
+        configError(prefix + std::string(setting) + " entry " + quoteForMessage(text) + " " + why));
+  };
+  constexpr std::string_view kScheme = "http://";
+  if (text.substr(0, kScheme.size()) != kScheme)
+    return bad("must be a base URL starting with http://");
+  std::string_view rest = text.substr(kScheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.find('/') != std::string_view::npos) return bad("must have no path");
+  std::string_view host = rest;
+  std::string_view port;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) return bad("has an unclosed [");
+    host = rest.substr(1, close - 1);
+    in6_addr a6{};
+    if (::inet_pton(AF_INET6, std::string(host).c_str(), &a6) != 1)
+      return bad("has an invalid IPv6 address");
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return bad("has text after its address");
+      port = rest.substr(close + 2);
+    }
+  } else if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (host.empty() ||
+        host.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") != std::string_view::npos)
+      return bad("has no valid host");
+  } else if (host.empty() || host.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") !=
+                                 std::string_view::npos) {
+    return bad("has no valid host");
+  }
+  if (rest.back() == ':' ||
+      (!port.empty() &&
+       (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+        std::stoi(std::string(port)) == 0 || std::stoi(std::string(port)) > 65535)))
+    return bad("has no valid port (1-65535)");
+  return std::string(kScheme) + std::string(rest);
+}
+
+// One execution_nodes entry: a base URL, or (from the environment)
+// "<name>=<url>".
+Result<ExecutionNodeSetting> executionNode(std::string name, std::string_view url,
+                                           const std::string& prefix) {
+  if (!name.empty() && !isNodeName(name))
+    return tl::unexpected(configError(prefix + "execution_nodes name " + quoteForMessage(name) +
+                                      " must be 1-63 characters of a-z 0-9 and -, not starting "
+                                      "or ending with -"));
+  auto base = baseUrl("execution_nodes", url, prefix);
+  if (!base) return tl::unexpected(base.error());
+  return ExecutionNodeSetting{std::move(name), std::move(*base)};
+}
+
+Result<void> addExecutionNode(Settings& s, ExecutionNodeSetting node, const std::string& prefix) {
+  for (const auto& other : s.execution_nodes) {
+    if (other.url == node.url)
+      return tl::unexpected(configError(prefix + "execution_nodes entry " +
+                                        quoteForMessage(node.url) + " is there twice"));
+    if (!node.name.empty() && other.name == node.name)
+      return tl::unexpected(configError(prefix + "execution_nodes name " +
+                                        quoteForMessage(node.name) + " is there twice"));
+  }
+  s.execution_nodes.push_back(std::move(node));
+  return {};
+}
+
+// The comma-separated form of a list setting (environment variables).
+std::vector<std::string> commaList(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    std::string item(text.substr(at, comma - at));
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (!item.empty()) out.push_back(std::move(item));
+    at = comma + 1;
+  }
+  return out;
+}
+
 // One top-level scalar setting, from the file or the environment.
 Result<void> applyScalar(Settings& s, std::string_view key, const std::string& value,
                          const std::string& prefix) {
@@ -182,7 +282,41 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     if (key == seconds.key)
       return assignParsed(s.*seconds.field, boundedSeconds(seconds, value, prefix));
   }
-  if (key == "deployment_mode") {
+  if (key == "role") {
+    return assignParsed(s.role, pick("role", value, kRoles, prefix));
+  } else if (key == "internal_token") {
+    if (!isToken(value))
+      return tl::unexpected(
+          configError(prefix + "internal_token must be at least 16 characters without spaces"));
+    s.internal_token = value;
+  } else if (key == "internal_token_file") {
+    if (value.empty() || value.front() != '/')
+      return tl::unexpected(configError(prefix + "internal_token_file " + quoteForMessage(value) +
+                                        " must be an absolute path"));
+    s.internal_token_file = value;
+  } else if (key == "host_image_digest") {
+    if (!images::isDigest(value))
+      return tl::unexpected(configError(prefix + "host_image_digest " + quoteForMessage(value) +
+                                        " is not a digest (sha256:<64 hex digits>)"));
+    s.host_image_digest = value;
+  } else if (key == "execution_nodes") {
+    s.execution_nodes.clear();
+    for (const auto& item : commaList(value)) {
+      const auto eq = item.find('=');
+      auto node = eq == std::string::npos
+                      ? executionNode("", item, prefix)
+                      : executionNode(item.substr(0, eq), item.substr(eq + 1), prefix);
+      if (!node) return tl::unexpected(node.error());
+      if (auto added = addExecutionNode(s, std::move(*node), prefix); !added) return added;
+    }
+  } else if (key == "gateways") {
+    s.gateways.clear();
+    for (const auto& item : commaList(value)) {
+      auto url = baseUrl("gateways", item, prefix);
+      if (!url) return tl::unexpected(url.error());
+      s.gateways.push_back(std::move(*url));
+    }
+  } else if (key == "deployment_mode") {
     return assignParsed(s.deployment_mode,
                         pick("deployment_mode", value, kDeploymentModes, prefix));
   } else if (key == "auth_mode") {
@@ -208,7 +342,7 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     if (auto r = checkListen(value, prefix); !r) return r;
     s.listen = value;
   } else if (key == "service_token") {
-    if (value.size() < 16 || value.find_first_of(" \t\r\n") != std::string::npos)
+    if (!isToken(value))
       return tl::unexpected(
           configError(prefix + "service_token must be at least 16 characters without spaces"));
     s.service_token = value;
@@ -322,6 +456,48 @@ Result<void> applyImages(Settings& s, const YAML::Node& list, std::string_view s
   return {};
 }
 
+// execution_nodes: a list whose entries are a base URL, or a mapping
+// {name, url}.
+Result<void> applyExecutionNodes(Settings& s, const YAML::Node& list, std::string_view source) {
+  if (!list.IsSequence())
+    return tl::unexpected(configError(where(source, list) +
+                                      "execution_nodes must be a list of base URLs, or of "
+                                      "{name, url} mappings"));
+  for (const auto& item : list) {
+    const std::string prefix = where(source, item);
+    std::string name;
+    std::string url;
+    if (item.IsScalar()) {
+      url = item.Scalar();
+    } else if (item.IsMap()) {
+      for (const auto& kv : item) {
+        const std::string k = kv.first.as<std::string>();
+        if (!kv.second.IsScalar())
+          return tl::unexpected(
+              configError(prefix + "execution_nodes." + k + " must be a single value"));
+        if (k == "name") {
+          name = kv.second.Scalar();
+          if (name.empty())
+            return tl::unexpected(configError(prefix + "execution_nodes name is empty"));
+        } else if (k == "url") {
+          url = kv.second.Scalar();
+        } else {
+          return tl::unexpected(configError(prefix + "unknown setting " +
+                                            quoteForMessage("execution_nodes." + k) +
+                                            " (name or url)"));
+        }
+      }
+    } else {
+      return tl::unexpected(configError(
+          prefix + "an execution_nodes entry must be a base URL or a {name, url} mapping"));
+    }
+    auto node = executionNode(std::move(name), url, prefix);
+    if (!node) return tl::unexpected(node.error());
+    if (auto added = addExecutionNode(s, std::move(*node), prefix); !added) return added;
+  }
+  return {};
+}
+
 Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) {
   Settings s;
   if (root.IsNull()) return s;
@@ -350,7 +526,28 @@ Result<Settings> parseDocument(const YAML::Node& root, std::string_view source) 
     } else if (key == "images") {
       auto r = applyImages(s, kv.second, source);
       if (!r) return tl::unexpected(r.error());
+    } else if (key == "execution_nodes") {
+      auto r = applyExecutionNodes(s, kv.second, source);
+      if (!r) return tl::unexpected(r.error());
+    } else if (key == "gateways") {
+      if (!kv.second.IsSequence())
+        return tl::unexpected(configError(prefix + "gateways must be a list of base URLs"));
+      for (const auto& item : kv.second) {
+        if (!item.IsScalar())
+          return tl::unexpected(
+              configError(where(source, item) + "a gateways entry must be a base URL"));
+        auto url = baseUrl("gateways", item.Scalar(), where(source, item));
+        if (!url) return tl::unexpected(url.error());
+        s.gateways.push_back(std::move(*url));
+      }
+    } else if (key == "internal_token") {
+      // A secret in a file that is read by many: a file of its own, or the
+      // environment.
+      return tl::unexpected(configError(prefix +
+                                        "internal_token is not read from the settings file: use "
+                                        "internal_token_file or AIRLOCK_INTERNAL_TOKEN"));
     } else if (key == "artifacts") {
+      s.artifacts_given = true;
       if (!kv.second.IsMap())
         return tl::unexpected(configError(prefix + "artifacts must be a mapping"));
       for (const auto& part : kv.second) {
@@ -392,6 +589,11 @@ std::string_view deploymentModeName(DeploymentMode m) noexcept {
 std::string_view authModeName(AuthMode m) noexcept {
   return m == AuthMode::kToken ? "token" : "dev";
 }
+std::string_view serviceRoleName(ServiceRole r) noexcept {
+  for (const auto& named : kRoles)
+    if (named.value == r) return named.name;
+  return "both";
+}
 
 EnvLookup processEnvironment() {
   return [](std::string_view name) -> std::optional<std::string> {
@@ -422,7 +624,13 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
 }
 
 Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kVars = {{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kVars = {{
+      {"AIRLOCK_ROLE", "role"},
+      {"AIRLOCK_INTERNAL_TOKEN", "internal_token"},
+      {"AIRLOCK_INTERNAL_TOKEN_FILE", "internal_token_file"},
+      {"AIRLOCK_EXECUTION_NODES", "execution_nodes"},
+      {"AIRLOCK_GATEWAYS", "gateways"},
+      {"AIRLOCK_NODE_CAPACITY", "node_capacity"},
       {"AIRLOCK_DEPLOYMENT_MODE", "deployment_mode"},
       {"AIRLOCK_AUTH_MODE", "auth_mode"},
       {"AIRLOCK_SANDBOX", "sandbox"},
@@ -460,12 +668,128 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
     if (!parsed) return tl::unexpected(parsed.error());
     s = std::move(*parsed);
   }
-  return applyEnvironment(std::move(s), env);
+  auto applied = applyEnvironment(std::move(s), env);
+  if (!applied) return applied;
+  if (auto token = loadInternalToken(*applied); !token) return tl::unexpected(token.error());
+  return applied;
 }
 
+Result<void> loadInternalToken(Settings& s) {
+  if (s.internal_token_file.empty()) return {};
+  const std::string name = "internal_token_file " + quoteForMessage(s.internal_token_file);
+  const int fd = ::open(s.internal_token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return tl::unexpected(Error{ErrorCode::kConfigurationError, errno, name + " cannot be opened"});
+  struct stat st {};
+  std::string text;
+  bool ok = ::fstat(fd, &st) == 0;
+  if (ok && S_ISREG(st.st_mode) && (st.st_mode & 077) == 0 && st.st_size <= 4096) {
+    char buf[4097];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() <= 4096)
+      text.append(buf, static_cast<std::size_t>(n));
+    ok = n == 0;
+  }
+  ::close(fd);
+  if (!ok) return tl::unexpected(configError(name + " cannot be read"));
+  if (!S_ISREG(st.st_mode)) return tl::unexpected(configError(name + " is not a regular file"));
+  if ((st.st_mode & 077) != 0)
+    return tl::unexpected(configError(name + " is readable by others than its owner (mode " +
+                                      std::to_string((st.st_mode >> 6) & 7) +
+                                      std::to_string((st.st_mode >> 3) & 7) +
+                                      std::to_string(st.st_mode & 7) + "; use 0600)"));
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!isToken(text))
+    return tl::unexpected(
+        configError(name + " must hold one token of at least 16 characters without spaces"));
+  if (!s.internal_token.empty() && s.internal_token != text)
+    return tl::unexpected(configError(
+        name + " and AIRLOCK_INTERNAL_TOKEN hold different tokens (give one, or the same)"));
+  s.internal_token = std::move(text);
+  return {};
+}
+
+std::vector<std::string> gatewayOnlySettingsIn(const Settings& s) {
+  std::vector<std::string> found;
+  if (!s.schedule_database.empty()) found.emplace_back("schedule_database");
+  if (s.artifacts_given) found.emplace_back("artifacts");
+  if (!s.service_token.empty()) found.emplace_back("service_token");
+  if (!s.execution_nodes.empty()) found.emplace_back("execution_nodes");
+  if (!s.host_image_digest.empty()) found.emplace_back("host_image_digest");
+  // Tenant API keys are the gateway's: their setting is refused here too.
+  return found;
+}
+
+namespace {
+
+// The role's own conditions (checkStartup).
+Result<void> checkRole(const Settings& s) {
+  const std::string role = "role=" + std::string(serviceRoleName(s.role));
+  switch (s.role) {
+    case ServiceRole::kBoth:
+      if (!s.execution_nodes.empty() || !s.gateways.empty() || !s.host_image_digest.empty())
+        return tl::unexpected(configError(
+            "refusing to start: execution_nodes, gateways and host_image_digest need role "
+            "gateway or execution, but no role is set (both sides in one process)"));
+      return {};
+    case ServiceRole::kExecution: {
+      const auto held = gatewayOnlySettingsIn(s);
+      if (!held.empty()) {
+        std::string names;
+        for (const auto& n : held) names += (names.empty() ? "" : ", ") + n;
+        return tl::unexpected(configError("refusing to start: " + role +
+                                          " holds no database, no artifact store and no tenant " +
+                                          "or API credential, but the settings set " + names +
+                                          " (they belong to the gateway's settings)"));
+      }
+      if (s.node_name.empty())
+        return tl::unexpected(configError(
+            "refusing to start: " + role +
+            " requires node_name (the name its environment ids carry, for the gateways to route "
+            "by)"));
+      if (s.internal_token.empty())
+        return tl::unexpected(configError("refusing to start: " + role +
+                                          " requires the service credential of the internal API "
+                                          "(internal_token_file or AIRLOCK_INTERNAL_TOKEN)"));
+      return {};
+    }
+    case ServiceRole::kGateway:
+      if (s.execution_nodes.empty())
+        return tl::unexpected(configError("refusing to start: " + role +
+                                          " requires execution_nodes (the base URLs of the "
+                                          "execution nodes it places environments on)"));
+      if (s.internal_token.empty())
+        return tl::unexpected(configError("refusing to start: " + role +
+                                          " requires the service credential of the internal API "
+                                          "(internal_token_file or AIRLOCK_INTERNAL_TOKEN)"));
+      if (!s.gateways.empty() || s.node_capacity != 0)
+        return tl::unexpected(configError(
+            "refusing to start: " + role +
+            " runs no environment itself: gateways and node_capacity are an execution node's "
+            "settings"));
+      for (const auto& image : s.images)
+        if (!images::isDigest(image.reference))
+          return tl::unexpected(configError(
+              "refusing to start: " + role + " resolves no image reference (it holds no image " +
+              "store): images entry " + quoteForMessage(image.name) +
+              " must name a digest (sha256:...) the execution nodes hold"));
+      if (s.host_image_digest.empty() && s.default_image == "host")
+        return tl::unexpected(configError(
+            "refusing to start: " + role +
+            " requires host_image_digest (the execution nodes' host image, which they log at "
+            "start) or a default_image naming an images entry"));
+      return {};
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> checkStartup(const Settings& s) {
+  if (auto r = checkRole(s); !r) return r;
   const std::string mech = "sandbox=" + std::string(mechanismName(s.sandbox));
-  if (!isolatesKernel(s.sandbox)) {
+  // A gateway runs no sandbox: its nodes check their own mechanism.
+  if (!isolatesKernel(s.sandbox) && s.role != ServiceRole::kGateway) {
     if (s.deployment_mode == DeploymentMode::kProduction) {
       return tl::unexpected(configError(
           "refusing to start: deployment_mode=production requires sandbox gvisor or microvm, but " +
@@ -496,7 +820,9 @@ Result<void> checkStartup(const Settings& s) {
     auto policy = egress::loadEgressPolicyFile(s.egress_policy_path);
     if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));
   }
-  if (s.auth_mode == AuthMode::kToken && s.service_token.empty())
+  // An execution node's callers present the internal credential instead.
+  if (s.auth_mode == AuthMode::kToken && s.service_token.empty() &&
+      s.role != ServiceRole::kExecution)
     return tl::unexpected(
         configError("auth_mode=token requires service_token (or AIRLOCK_SERVICE_TOKEN)"));
   // The spec fixes three ceilings; an operator may lower them, not raise them.
@@ -518,7 +844,7 @@ Result<void> checkStartup(const Settings& s) {
         "s: no environment lives longer than the hard cap"));
   if (auto r = checkLimits(s.limit_defaults, s.limit_ceilings); !r)
     return tl::unexpected(configError("limits.defaults: " + r.error().context));
-  if (!s.images.empty() && s.sandbox == Mechanism::kFake)
+  if (!s.images.empty() && s.sandbox == Mechanism::kFake && s.role != ServiceRole::kGateway)
     return tl::unexpected(configError(
         "refusing to start: images are set, but sandbox=fake runs no images (use linux or "
         "gvisor)"));

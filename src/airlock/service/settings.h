@@ -6,7 +6,9 @@
 // AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX, AIRLOCK_STATE_DIR, AIRLOCK_LISTEN,
 // AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY,
 // AIRLOCK_SCHEDULE_DATABASE, AIRLOCK_ENVIRONMENT_LIFETIME,
-// AIRLOCK_ENVIRONMENT_HARD_CAP).
+// AIRLOCK_ENVIRONMENT_HARD_CAP, AIRLOCK_ROLE, AIRLOCK_INTERNAL_TOKEN,
+// AIRLOCK_INTERNAL_TOKEN_FILE, AIRLOCK_NODE_CAPACITY; and the two lists
+// AIRLOCK_EXECUTION_NODES and AIRLOCK_GATEWAYS, comma-separated).
 // Every value is validated when loaded; an error is ConfigurationError whose
 // message names the setting (and, for the file, its line and column) and the
 // value, e.g.
@@ -33,6 +35,12 @@
 namespace airlock::service {
 
 enum class DeploymentMode { kDevelopment, kProduction };
+// Which side of the boundary this process is (spec 000, "Where the boundary
+// is"): both in one process (no `role`, the default), the gateway (the
+// public API, tenants, artifacts, schedules, in front of execution nodes
+// reached over their internal API), or an execution node (sandboxes, limits,
+// the egress proxy, the internal API; no database, no store, no tenant key).
+enum class ServiceRole { kBoth, kGateway, kExecution };
 enum class AuthMode { kDev, kToken };
 // The SandboxMechanism setting: one of the mechanisms of core/mechanism.h.
 using airlock::allMechanisms;
@@ -42,6 +50,7 @@ using airlock::mechanismName;
 
 std::string_view deploymentModeName(DeploymentMode m) noexcept;
 std::string_view authModeName(AuthMode m) noexcept;
+std::string_view serviceRoleName(ServiceRole r) noexcept;
 
 struct ArtifactSettings {
   std::int64_t retention_days = 30;
@@ -56,7 +65,18 @@ struct ImageSetting {
   std::string reference;  // an image reference or a digest, as written
 };
 
+// One entry of `execution_nodes` (a gateway's nodes): the node's base URL
+// ("http://host:port", no path) and, when written as a mapping
+// {name, url}, the node name its environment ids carry. Without a name the
+// gateway asks the node for it at start.
+struct ExecutionNodeSetting {
+  std::string name;
+  std::string url;
+  bool operator==(const ExecutionNodeSetting&) const = default;
+};
+
 struct Settings {
+  ServiceRole role = ServiceRole::kBoth;
   DeploymentMode deployment_mode = DeploymentMode::kDevelopment;
   AuthMode auth_mode = AuthMode::kDev;
   Mechanism sandbox = Mechanism::kLinux;
@@ -73,6 +93,28 @@ struct Settings {
   // it to <state_dir>/service-token (0600). Never logged.
   std::string service_token;
   std::string egress_policy_path;  // empty: no egress (deny)
+  // The service credential of the internal API between gateways and
+  // execution nodes (a bearer token, at least 16 characters without
+  // spaces): from AIRLOCK_INTERNAL_TOKEN, or read at load from
+  // internal_token_file (a regular file of mode 0600 or stricter holding
+  // the token, a final newline ignored); both given must agree. Required
+  // by both roles; unused without one. Never logged.
+  std::string internal_token;
+  std::string internal_token_file;
+  // role gateway: the execution nodes it places environments on (required).
+  std::vector<ExecutionNodeSetting> execution_nodes;
+  // role execution: the gateways its reaper asks which leases are stale
+  // (base URLs; empty: no stale-lease check, expiry still applies), and how
+  // many environments it holds at once (0, the default: no bound; a
+  // provision beyond it is EnvironmentBusy).
+  std::vector<std::string> gateways;
+  std::int64_t node_capacity = 0;
+  // role gateway: the digest of the nodes' host image (the "host" entry of
+  // the images a caller may name). A gateway runs no sandbox and cannot
+  // compute it; an execution node logs it at start ("image host ... is
+  // sha256:..."). Empty: no host image; default_image must then name an
+  // images entry.
+  std::string host_image_digest;
   // Images besides the host's, each resolved to a digest at start
   // (cli/image_command.h resolveImage) and logged with it.
   std::vector<ImageSetting> images;
@@ -97,6 +139,7 @@ struct Settings {
   std::chrono::seconds start_budget{kDefaultStartBudgetSeconds};
   std::int64_t files_changed_listing = kDefaultFilesChangedListing;
   ArtifactSettings artifacts;
+  bool artifacts_given = false;  // the file has an `artifacts` mapping
   std::chrono::seconds reaper_interval{60};
   // Code-mode schedules (docs/capabilities.md "schedule.*"): how often the
   // service moves due occurrences into the fire outbox, and where schedules
@@ -144,6 +187,22 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
 //    or microvm, but sandbox=linux ..."
 // Also checks that the defaults are within the ceilings, and that
 // environment_lifetime is at most environment_hard_cap.
+// The roles: an execution node refuses any setting that belongs to the
+// gateway (a database URI, artifact store settings, the public API's
+// service token, tenant keys), and starts only with a service credential
+// and a node_name; a gateway only with execution_nodes and a service
+// credential. Each refusal names the setting.
 Result<void> checkStartup(const Settings& settings);
+
+// The settings an execution node must not hold (spec 000, "The execution
+// service holds nothing worth stealing"), by name, in the order checked:
+// those `settings` sets. Empty for a clean node.
+std::vector<std::string> gatewayOnlySettingsIn(const Settings& settings);
+
+// Reads internal_token_file into internal_token (loadSettings calls it):
+// ConfigurationError naming internal_token_file when the file cannot be
+// read, is not a regular file, is readable by group or others, holds no
+// valid token, or holds another token than AIRLOCK_INTERNAL_TOKEN.
+Result<void> loadInternalToken(Settings& settings);
 
 }  // namespace airlock::service
