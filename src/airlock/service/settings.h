@@ -6,7 +6,7 @@
 // AIRLOCK_AUTH_MODE, AIRLOCK_SANDBOX, AIRLOCK_STATE_DIR, AIRLOCK_LISTEN,
 // AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY,
 // AIRLOCK_SCHEDULE_DATABASE, AIRLOCK_ENVIRONMENT_LIFETIME,
-// AIRLOCK_ENVIRONMENT_HARD_CAP).
+// AIRLOCK_ENVIRONMENT_HARD_CAP, AIRLOCK_TENANT_KEYS_FILE).
 // Every value is validated when loaded; an error is ConfigurationError whose
 // message names the setting (and, for the file, its line and column) and the
 // value, e.g.
@@ -73,6 +73,12 @@ struct Settings {
   // it to <state_dir>/service-token (0600). Never logged.
   std::string service_token;
   std::string egress_policy_path;  // empty: no egress (deny)
+  // Tenant API keys (service/tenant_keys.h; docs/serve.md "Tenants and
+  // keys"): an absolute path to the key file, or empty (the default: only
+  // the service token, which may name any tenant). Read at start; the
+  // startup check refuses a file that does not parse or that group or
+  // others can read.
+  std::string tenant_keys_file;
   // Images besides the host's, each resolved to a digest at start
   // (cli/image_command.h resolveImage) and logged with it.
   std::vector<ImageSetting> images;
@@ -142,8 +148,15 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
 // A refusal is ConfigurationError naming both settings and their values:
 //   "refusing to start: deployment_mode=production requires sandbox gvisor
 //    or microvm, but sandbox=linux ..."
-// Also checks that the defaults are within the ceilings, and that
-// environment_lifetime is at most environment_hard_cap.
+// Also checks that the defaults are within the ceilings, that
+// environment_lifetime is at most environment_hard_cap, and the tenant key
+// file (checkTenantKeys).
 Result<void> checkStartup(const Settings& settings);
+
+// The tenant_keys_file, when set, loads (service/tenant_keys.h
+// TenantKeys::loadFile) and does not list the service_token as a tenant's
+// key: ConfigurationError "tenant_keys_file: ..." naming the file and what
+// is wrong otherwise.
+Result<void> checkTenantKeys(const Settings& settings);
 
 }  // namespace airlock::service
