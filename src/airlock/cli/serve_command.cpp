@@ -20,6 +20,7 @@
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
+#include "airlock/service/tenant_keys.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/random.h"
 
@@ -134,6 +135,14 @@ int executeServe(const std::optional<std::string>& config_path) {
                             JobSettings{.allow_session_lifetime = settings->allow_session_jobs});
   gateway::Api api(*settings, node, std::move(images), metrics);
   api.allowEgress(operator_egress);
+  // Tenant keys: read once, at start (checkStartup has loaded the file too).
+  if (!settings->tenant_keys_file.empty()) {
+    auto keys = service::TenantKeys::loadFile(settings->tenant_keys_file);
+    if (!keys) return printErrorLine(keys.error());
+    writeOut(STDERR_FILENO, "airlock: " + std::to_string(keys->size()) + " tenant key(s) from " +
+                                settings->tenant_keys_file + "\n");
+    api.attachTenantKeys(std::move(*keys));
+  }
   api.attachExecutionCapabilities(execution::addExecutionCapabilities);
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;
