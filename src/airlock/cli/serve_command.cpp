@@ -42,6 +42,18 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
   return token;
 }
 
+// Tenant keys: read once, at start (checkStartup has loaded the file too);
+// how many is logged, never a key or a digest.
+Result<void> attachTenantKeys(const service::Settings& settings, gateway::Api& api) {
+  if (settings.tenant_keys_file.empty()) return {};
+  auto keys = service::TenantKeys::loadFile(settings.tenant_keys_file);
+  if (!keys) return tl::unexpected(keys.error());
+  writeOut(STDERR_FILENO, "airlock: " + std::to_string(keys->size()) + " tenant key(s) from " +
+                              settings.tenant_keys_file + "\n");
+  api.attachTenantKeys(std::move(*keys));
+  return {};
+}
+
 }  // namespace
 
 int executeServe(const std::optional<std::string>& config_path) {
@@ -135,14 +147,7 @@ int executeServe(const std::optional<std::string>& config_path) {
                             JobSettings{.allow_session_lifetime = settings->allow_session_jobs});
   gateway::Api api(*settings, node, std::move(images), metrics);
   api.allowEgress(operator_egress);
-  // Tenant keys: read once, at start (checkStartup has loaded the file too).
-  if (!settings->tenant_keys_file.empty()) {
-    auto keys = service::TenantKeys::loadFile(settings->tenant_keys_file);
-    if (!keys) return printErrorLine(keys.error());
-    writeOut(STDERR_FILENO, "airlock: " + std::to_string(keys->size()) + " tenant key(s) from " +
-                                settings->tenant_keys_file + "\n");
-    api.attachTenantKeys(std::move(*keys));
-  }
+  if (auto r = attachTenantKeys(*settings, api); !r) return printErrorLine(r.error());
   api.attachExecutionCapabilities(execution::addExecutionCapabilities);
 
   // Artifacts: objects and the SQLite metadata under <state_dir>/artifacts;

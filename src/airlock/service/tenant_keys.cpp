@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <map>
 
 #include "airlock/core/encoding.h"
@@ -109,8 +108,10 @@ Result<TenantKeys> TenantKeys::loadFile(const std::string& path) {
                                       ", not this service's (" + std::to_string(::geteuid()) +
                                       ")"));
   if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    std::string mode = "0000";  // the permission bits in octal, as chmod takes them
+    for (int digit = 3, bits = static_cast<int>(st.st_mode & 07777); digit >= 0;
+         --digit, bits >>= 3)
+      mode[static_cast<std::size_t>(digit)] = static_cast<char>('0' + (bits & 7));
     return tl::unexpected(configError(source + " has mode " + mode +
                                       ": group and others must have no access (chmod 600)"));
   }
