@@ -364,9 +364,9 @@ TEST(CommandRegistry, HoldsEveryCommandOnceWithAOneLineSummary) {
     EXPECT_EQ(command->summary().find('\n'), std::string_view::npos) << command->name();
   }
   EXPECT_EQ(names, (std::vector<std::string>{"run", "image", "artifact", "serve", "mcp", "egress",
-                                             "doctor", "version"}));
+                                             "tenant-key", "doctor", "version"}));
   EXPECT_EQ(commandNameList(commands),
-            "run, image, artifact, serve, mcp, egress, doctor or version");
+            "run, image, artifact, serve, mcp, egress, tenant-key, doctor or version");
 }
 
 }  // namespace

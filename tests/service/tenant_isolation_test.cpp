@@ -30,6 +30,7 @@
 #include "airlock/gateway/api/routes.h"
 #include "airlock/sandbox/fake/fake_environment.h"
 #include "airlock/service/http_server.h"
+#include "airlock/service/tenant_keys.h"
 
 namespace airlock::gateway {
 namespace {
@@ -41,6 +42,11 @@ using service::Settings;
 
 using json = nlohmann::json;
 constexpr const char* kToken = "0123456789abcdef0123456789";
+// Tenant keys (service/tenant_keys.h) of the two tenants.
+constexpr const char* kKeyA =
+    "alk_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+constexpr const char* kKeyB =
+    "alk_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 // A tar (libarchive's writer, in memory) holding one directory, "d".
 std::string oneDirectoryTar() {
@@ -92,6 +98,11 @@ struct World {
     if (!schedules) throw std::runtime_error(schedules.error().message());
     schedule_store = *schedules;
     api->attachSchedules(schedule_store);
+    auto keys = service::TenantKeys::parse(service::tenantKeyLine("tenant-a", kKeyA) + "\n" +
+                                               service::tenantKeyLine("tenant-b", kKeyB) + "\n",
+                                           "test keys");
+    if (!keys) throw std::runtime_error(keys.error().message());
+    api->attachTenantKeys(std::move(*keys));
 
     a_env = provision("tenant-a", kLeaseA);
     b_env = provision("tenant-b", 0);
@@ -190,10 +201,21 @@ struct Row {
   // Tenant A's own call: checks it reached A's objects (the refusal above
   // is the tenant's). Runs after B's call, on the same world.
   std::function<void(World&, const HttpResponse&)> a_reaches;
+  // Tenant B's key naming tenant A: 0 when answered as B's own call above
+  // (an unknown id of the route's one object), else the status (403 where
+  // the route names no one object).
+  int foreign_status = 0;
 };
 
+// The tenant_id query parameter naming `tenant`; nothing for "" (a tenant
+// key's call may leave its tenant out).
 std::string q(const std::string& tenant) {
-  return "tenant_id=" + tenant;
+  return tenant.empty() ? "" : "tenant_id=" + tenant;
+}
+// `body` with "tenant_id": `tenant`; as it is for "".
+json withTenant(json body, const std::string& tenant) {
+  if (!tenant.empty()) body["tenant_id"] = tenant;
+  return body;
 }
 std::string envPath(const World& w, const std::string& op = "") {
   return "/v1/environments/" + w.a_env + (op.empty() ? "" : "/" + op);
@@ -224,9 +246,8 @@ std::vector<Row> rows() {
   // current there); A's epoch-0 provision is stale.
   t.push_back({"/v1/environments", "POST",
                [run](const World&, const std::string& tenant) {
-                 return Call{
-                     "POST", "/v1/environments",
-                     json{{"tenant_id", tenant}, {"run_id", run}, {"lease_epoch", 0}}.dump()};
+                 return Call{"POST", "/v1/environments",
+                             withTenant(json{{"run_id", run}, {"lease_epoch", 0}}, tenant).dump()};
                },
                201, "", [](World&, const HttpResponse& r) { expectStatus(r, 409); }});
   t.push_back({"/v1/environments", "GET",
@@ -456,7 +477,7 @@ std::vector<Row> rows() {
   t.push_back({"/v1/runs/{run_id}/lease", "PUT",
                [run](const World&, const std::string& tenant) {
                  return Call{"PUT", "/v1/runs/" + run + "/lease",
-                             json{{"tenant_id", tenant}, {"lease_epoch", kLeaseA + 4}}.dump()};
+                             withTenant(json{{"lease_epoch", kLeaseA + 4}}, tenant).dump()};
                },
                200, "",
                [](World& w, const HttpResponse& r) {
@@ -576,9 +597,9 @@ std::vector<Row> rows() {
   t.push_back({"/v1/tools/{name}", "POST",
                [](const World& w, const std::string& tenant) {
                  return Call{"POST", "/v1/tools/workspace_read_text",
-                             json{{"environment_id", w.a_env},
-                                  {"tenant_id", tenant},
-                                  {"arguments", {{"path", "secret.txt"}}}}
+                             withTenant(json{{"environment_id", w.a_env},
+                                             {"arguments", {{"path", "secret.txt"}}}},
+                                        tenant)
                                  .dump()};
                },
                404, "not_found",
@@ -601,7 +622,7 @@ std::vector<Row> rows() {
       {"/v1/schedule-fires/ack", "POST",
        [](const World&, const std::string& tenant) {
          return Call{"POST", "/v1/schedule-fires/ack",
-                     json{{"through", 1000}, {"tenant_id", tenant}}.dump()};
+                     withTenant(json{{"through", 1000}}, tenant).dump()};
        },
        400, "bad_request",
        [](World& w, const HttpResponse& r) {
@@ -613,11 +634,19 @@ std::vector<Row> rows() {
              400);
          EXPECT_EQ(w.call("POST", "/v1/schedule-fires/ack", R"({"through": 0})").status, 200);
        }});
+  // Routes of no one object (listings, provision, upload, lease): a tenant
+  // key naming another tenant is 403 there.
+  for (Row& row : t)
+    if (row.label == "/v1/environments" || row.label == "/v1/artifacts" ||
+        row.label == "/v1/runs/{run_id}/lease" || row.label == "/v1/runs/{run_id}/notes" ||
+        row.label == "/v1/runs/{run_id}/artifacts")
+      row.foreign_status = 403;
   return t;
 }
 
-HttpResponse run(World& w, const Call& c, std::vector<std::string>* lines) {
-  HttpRequest request{c.method, c.target, std::string("Bearer ") + kToken, c.body};
+HttpResponse run(World& w, const Call& c, std::vector<std::string>* lines,
+                 const std::string& credential = kToken) {
+  HttpRequest request{c.method, c.target, "Bearer " + credential, c.body};
   if (!c.stream) return w.api->handle(request);
   EXPECT_TRUE(w.api->wantsStream(request)) << c.target;
   return w.api->handleStreaming(
@@ -658,6 +687,131 @@ TEST(TenantIsolation, NoCallNamingOneTenantChangesOrRevealsAnothers) {
     const HttpResponse a = run(w, row.make(w, "tenant-a"), &own_lines);
     row.a_reaches(w, a);
   }
+}
+
+const Route& routeOf(const Row& row) {
+  for (const Route& route : routes())
+    if (route.method == row.method && route.pattern == row.label) return route;
+  throw std::runtime_error("no route " + row.method + " " + row.label);
+}
+
+// Nothing of A's is in `answer`, but for what `call` itself named.
+void expectNothingOfA(const World& w, const Call& call, const HttpResponse& answer) {
+  for (const std::string& secret :
+       {w.a_env, w.a_artifact, std::string("a's secret"), std::string("nightly")})
+    if (call.target.find(secret) == std::string::npos &&
+        call.body.find(secret) == std::string::npos) {
+      EXPECT_EQ(answer.body.find(secret), std::string::npos) << secret << " in " << answer.body;
+    }
+}
+
+std::string errorCode(const HttpResponse& r) {
+  const json answer = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!answer.is_object() || !answer.contains("error") || !answer.at("error").is_object())
+    return "";
+  return answer.at("error").value("code", std::string());
+}
+
+// Every route with tenant B's KEY on tenant A's objects: with no tenant
+// named the call is B's own (as the operator's call naming B is, above);
+// naming A it is answered exactly as an unknown id of the route's object
+// (the same body the operator's call naming B gets), or 403 on a route of
+// no one object (the same body whatever tenant is named); an operator route
+// is 403. Nothing of A's changes or shows. The same call with A's key
+// reaches A's objects, so the refusal is the tenant's.
+TEST(TenantIsolation, NoCallWithOneTenantsKeyChangesOrRevealsAnothers) {
+  for (const Row& row : rows()) {
+    SCOPED_TRACE(row.method + " " + row.label);
+    const bool operator_route = routeOf(row).tenant == TenantScope::kOperator;
+    World w;
+    const std::string before = w.stateOfA();
+
+    // B's key, no tenant named.
+    const Call own = row.make(w, "");
+    std::vector<std::string> lines;
+    const HttpResponse b = run(w, own, &lines, kKeyB);
+    EXPECT_EQ(b.status, operator_route ? 403 : row.b_status) << b.body;
+    if (operator_route) {
+      EXPECT_EQ(errorCode(b), "forbidden") << b.body;
+    } else if (!row.b_code.empty()) {
+      EXPECT_EQ(errorCode(b), row.b_code) << b.body;
+    }
+    EXPECT_TRUE(lines.empty()) << "a refused stream emits nothing";
+    expectNothingOfA(w, own, b);
+
+    // B's key naming A.
+    const Call naming_a = row.make(w, "tenant-a");
+    const HttpResponse foreign = run(w, naming_a, &lines, kKeyB);
+    const int expected = operator_route       ? 403
+                         : row.foreign_status ? row.foreign_status
+                                              : row.b_status;
+    EXPECT_EQ(foreign.status, expected) << foreign.body;
+    EXPECT_TRUE(lines.empty()) << "a refused stream emits nothing";
+    expectNothingOfA(w, naming_a, foreign);
+    if (expected == 403) {
+      EXPECT_EQ(errorCode(foreign), "forbidden") << foreign.body;
+      // Whether the named tenant exists is not told.
+      EXPECT_EQ(run(w, row.make(w, "tenant-nobody"), &lines, kKeyB).body, foreign.body);
+    } else if (!row.b_code.empty()) {
+      // The operator naming B on A's object gets the unknown-id answer.
+      EXPECT_EQ(run(w, row.make(w, "tenant-b"), &lines).body, foreign.body);
+    }
+
+    w.api->reap();
+    EXPECT_EQ(w.stateOfA(), before);
+    EXPECT_EQ(w.call("GET", "/v1/environments/" + w.b_env).status,
+              row.label == "/v1/runs/{run_id}/lease" ? 404 : 200)
+        << "B's own lease renewal makes B's epoch-0 environment stale, nothing else touches it";
+
+    // A's key, no tenant named, reaches A's objects.
+    std::vector<std::string> own_lines;
+    const HttpResponse a = run(w, row.make(w, ""), &own_lines, kKeyA);
+    if (operator_route) {
+      EXPECT_EQ(a.status, 403) << "no tenant key calls an operator route: " << a.body;
+      const HttpResponse by_operator = run(w, row.make(w, ""), &own_lines);
+      EXPECT_EQ(by_operator.status, 200) << by_operator.body;
+    } else {
+      row.a_reaches(w, a);
+    }
+  }
+}
+
+// A tenant key, apart from the table: an unknown key gets the wrong token's
+// 401; a key naming its own tenant is the same call as naming none; a
+// listing shows the key's tenant only while the service token still sees
+// every tenant; a key's provision is its tenant's.
+TEST(TenantIsolation, AKeyActsForItsOwnTenantOnly) {
+  World w;
+  EXPECT_TRUE(w.api->authorized(
+      HttpRequest{"GET", "/v1/environments", std::string("Bearer ") + kKeyA, ""}));
+  const std::string unknown_key = std::string(kKeyA).substr(0, 66) + "ab";
+  EXPECT_FALSE(
+      w.api->authorized(HttpRequest{"GET", "/v1/environments", "Bearer " + unknown_key, ""}));
+  const HttpResponse refused = run(w, Call{"GET", "/v1/environments"}, nullptr, unknown_key);
+  EXPECT_EQ(refused.status, 401) << refused.body;
+  EXPECT_EQ(refused.body,
+            run(w, Call{"GET", "/v1/environments"}, nullptr, "not-a-credential").body);
+
+  for (const std::string target : {"/v1/environments", "/v1/environments?tenant_id=tenant-a"}) {
+    const HttpResponse listed = run(w, Call{"GET", target}, nullptr, kKeyA);
+    ASSERT_EQ(listed.status, 200) << listed.body;
+    const json environments = json::parse(listed.body)["environments"];
+    ASSERT_EQ(environments.size(), 1u) << listed.body;
+    EXPECT_EQ(environments[0]["environment_id"], w.a_env);
+  }
+  const HttpResponse all = w.call("GET", "/v1/environments");
+  ASSERT_EQ(all.status, 200);
+  EXPECT_EQ(json::parse(all.body)["environments"].size(), 2u) << "the operator sees both";
+
+  const HttpResponse made = run(
+      w, Call{"POST", "/v1/environments", R"({"run_id": "r2", "lease_epoch": 0})"}, nullptr, kKeyB);
+  ASSERT_EQ(made.status, 201) << made.body;
+  EXPECT_EQ(json::parse(made.body)["tenant_id"], "tenant-b");
+  // A malformed tenant_id is 400 for a key as for the token.
+  const HttpResponse malformed =
+      run(w, Call{"GET", "/v1/environments/" + w.a_env + "?tenant_id=a%2Fb"}, nullptr, kKeyB);
+  EXPECT_EQ(malformed.status, 400) << malformed.body;
+  EXPECT_EQ(malformed.body.find(w.a_env), std::string::npos) << malformed.body;
 }
 
 TEST(TenantIsolation, TheRowsCoverEveryRoute) {

@@ -30,6 +30,7 @@ from .errors import (
     SandboxEscapeSuspectedError,
     ToolValidationError,
     UnauthorizedError,
+    ForbiddenError,
     WorkspaceEscapeError,
 )
 from .models import (
@@ -83,5 +84,6 @@ __all__ = [
     "SandboxEscapeSuspectedError",
     "ToolValidationError",
     "UnauthorizedError",
+    "ForbiddenError",
     "WorkspaceEscapeError",
 ]

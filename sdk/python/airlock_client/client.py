@@ -67,6 +67,10 @@ class AirlockClient:
     AIRLOCK_URL variable, else that address).
     The bearer token, first found wins: ``token``; the file ``token_file``;
     the AIRLOCK_SERVICE_TOKEN variable; the file named by AIRLOCK_TOKEN_FILE.
+    It is the service token (the operator's, for any tenant) or a tenant key
+    (``alk_...``, for its own tenant only: another tenant's objects are
+    NotFoundError, operator routes and listings naming another tenant
+    ForbiddenError); both are passed the same way.
     In dev auth mode the service writes its token to
     ``<state_dir>/service-token``; pass that path as ``token_file``.
     ``timeout``: seconds to wait for any response except execute, which

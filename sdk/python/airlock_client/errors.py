@@ -47,6 +47,14 @@ class UnauthorizedError(AirlockError):
     code = "unauthorized"
 
 
+class ForbiddenError(AirlockError):
+    """A tenant key's call the key may not make (HTTP 403): an operator route
+    (metrics, the fire outbox), or a listing, provision, upload or lease
+    naming another tenant than the key's."""
+
+    code = "forbidden"
+
+
 class NotFoundError(AirlockError):
     """No such environment, file, artifact or route (HTTP 404)."""
 
@@ -137,6 +145,7 @@ ERROR_CLASSES: dict[str, type[AirlockError]] = {
     cls.code: cls
     for cls in (
         UnauthorizedError,
+        ForbiddenError,
         NotFoundError,
         MethodNotAllowedError,
         BadRequestError,
@@ -158,6 +167,7 @@ ERROR_CLASSES: dict[str, type[AirlockError]] = {
 _STATUS_CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     410: "environment_gone",

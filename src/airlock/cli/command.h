@@ -40,7 +40,7 @@ class Command {
 using CommandRegistry = std::vector<std::unique_ptr<Command>>;
 
 // Every command of the airlock binary, in the order the help lists them:
-// run, image, artifact, serve, mcp, egress, doctor, version. `version` is
+// run, image, artifact, serve, mcp, egress, tenant-key, doctor, version. `version` is
 // what `airlock version` and `airlock --version` print after "airlock ".
 CommandRegistry airlockCommands(const std::string& version);
 
@@ -62,6 +62,7 @@ std::unique_ptr<Command> makeMcpCommand(std::string version);
 std::unique_ptr<Command> makeImageCommand();
 std::unique_ptr<Command> makeArtifactCommand();
 std::unique_ptr<Command> makeEgressCommand();
+std::unique_ptr<Command> makeTenantKeyCommand();  // cli/tenant_key_command.cpp
 std::unique_ptr<Command> makeDoctorCommand();
 std::unique_ptr<Command> makeVersionCommand(std::string version);
 

@@ -45,6 +45,7 @@ CommandRegistry airlockCommands(const std::string& version) {
   commands.push_back(makeServeCommand());
   commands.push_back(makeMcpCommand(version));
   commands.push_back(makeEgressCommand());
+  commands.push_back(makeTenantKeyCommand());
   commands.push_back(makeDoctorCommand());
   commands.push_back(makeVersionCommand(version));
   return commands;

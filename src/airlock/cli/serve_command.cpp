@@ -25,6 +25,7 @@
 #include "airlock/service/http_server.h"
 #include "airlock/service/metrics.h"
 #include "airlock/service/settings.h"
+#include "airlock/service/tenant_keys.h"
 #include "airlock/sys/io.h"
 #include "airlock/sys/random.h"
 
@@ -46,6 +47,18 @@ Result<std::string> makeDevToken(const std::string& state_dir) {
   return token;
 }
 
+// Tenant keys: read once, at start (checkStartup has loaded the file too);
+// how many is logged, never a key or a digest.
+Result<void> attachTenantKeys(const service::Settings& settings, gateway::Api& api) {
+  if (settings.tenant_keys_file.empty()) return {};
+  auto keys = service::TenantKeys::loadFile(settings.tenant_keys_file);
+  if (!keys) return tl::unexpected(keys.error());
+  writeOut(STDERR_FILENO, "airlock: " + std::to_string(keys->size()) + " tenant key(s) from " +
+                              settings.tenant_keys_file + "\n");
+  api.attachTenantKeys(std::move(*keys));
+  return {};
+}
+
 }  // namespace
 
 namespace {
@@ -60,6 +73,7 @@ struct GatewayStores {
 };
 
 Result<GatewayStores> attachGatewayStores(const service::Settings& settings, gateway::Api& api) {
+  if (auto r = attachTenantKeys(settings, api); !r) return tl::unexpected(r.error());
   artifacts::FilesystemStoreOptions store_options;
   store_options.max_artifact_bytes = settings.artifacts.max_artifact_bytes;
   store_options.tenant_byte_cap = settings.artifacts.tenant_byte_cap;

@@ -18,6 +18,7 @@
 #include "airlock/core/units.h"
 #include "airlock/egress/policy.h"
 #include "airlock/images/image_reference.h"
+#include "airlock/service/tenant_keys.h"
 
 namespace airlock::service {
 namespace {
@@ -353,6 +354,11 @@ Result<void> applyScalar(Settings& s, std::string_view key, const std::string& v
     s.default_image = value;
   } else if (key == "egress_policy") {
     s.egress_policy_path = value;
+  } else if (key == "tenant_keys_file") {
+    if (!value.empty() && value.front() != '/')
+      return tl::unexpected(configError(prefix + "tenant_keys_file " + quoteForMessage(value) +
+                                        " must be an absolute path (or empty: no tenant keys)"));
+    s.tenant_keys_file = value;
   } else if (key == "session_jobs") {
     if (value != "allowed" && value != "refused")
       return tl::unexpected(configError(prefix + "session_jobs " + quoteForMessage(value) +
@@ -624,7 +630,7 @@ Result<Settings> parseSettings(std::string_view yaml, std::string_view source) {
 }
 
 Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 18> kVars = {{
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kVars = {{
       {"AIRLOCK_ROLE", "role"},
       {"AIRLOCK_INTERNAL_TOKEN", "internal_token"},
       {"AIRLOCK_INTERNAL_TOKEN_FILE", "internal_token_file"},
@@ -640,6 +646,7 @@ Result<Settings> applyEnvironment(Settings settings, const EnvLookup& env) {
       {"AIRLOCK_SERVICE_TOKEN", "service_token"},
       {"AIRLOCK_REAPER_INTERVAL", "reaper_interval"},
       {"AIRLOCK_EGRESS_POLICY", "egress_policy"},
+      {"AIRLOCK_TENANT_KEYS_FILE", "tenant_keys_file"},
       {"AIRLOCK_SCHEDULE_DATABASE", "schedule_database"},
       {"AIRLOCK_ENVIRONMENT_LIFETIME", "environment_lifetime"},
       {"AIRLOCK_ENVIRONMENT_HARD_CAP", "environment_hard_cap"},
@@ -716,7 +723,7 @@ std::vector<std::string> gatewayOnlySettingsIn(const Settings& s) {
   if (!s.service_token.empty()) found.emplace_back("service_token");
   if (!s.execution_nodes.empty()) found.emplace_back("execution_nodes");
   if (!s.host_image_digest.empty()) found.emplace_back("host_image_digest");
-  // Tenant API keys are the gateway's: their setting is refused here too.
+  if (!s.tenant_keys_file.empty()) found.emplace_back("tenant_keys_file");
   return found;
 }
 
@@ -785,6 +792,23 @@ Result<void> checkRole(const Settings& s) {
 
 }  // namespace
 
+Result<void> checkTenantKeys(const Settings& s) {
+  if (s.tenant_keys_file.empty()) return {};
+  auto keys = TenantKeys::loadFile(s.tenant_keys_file);
+  if (!keys) {
+    Error error = keys.error();
+    error.context = "tenant_keys_file: " + error.context;
+    return tl::unexpected(std::move(error));
+  }
+  // The service token acts for every tenant: were it also a tenant's key,
+  // that tenant would hold the operator's credential.
+  if (auto tenant = keys->tenantOf(s.service_token))
+    return tl::unexpected(
+        configError("tenant_keys_file: the service_token is also a key of tenant " +
+                    quoteForMessage(*tenant) + "; give the tenant a key of its own"));
+  return {};
+}
+
 Result<void> checkStartup(const Settings& s) {
   if (auto r = checkRole(s); !r) return r;
   const std::string mech = "sandbox=" + std::string(mechanismName(s.sandbox));
@@ -820,6 +844,7 @@ Result<void> checkStartup(const Settings& s) {
     auto policy = egress::loadEgressPolicyFile(s.egress_policy_path);
     if (!policy) return tl::unexpected(configError("egress_policy: " + policy.error().message()));
   }
+  if (auto r = checkTenantKeys(s); !r) return r;
   // An execution node's callers present the internal credential instead.
   if (s.auth_mode == AuthMode::kToken && s.service_token.empty() &&
       s.role != ServiceRole::kExecution)

@@ -7,8 +7,9 @@
 // AIRLOCK_SERVICE_TOKEN, AIRLOCK_REAPER_INTERVAL, AIRLOCK_EGRESS_POLICY,
 // AIRLOCK_SCHEDULE_DATABASE, AIRLOCK_ENVIRONMENT_LIFETIME,
 // AIRLOCK_ENVIRONMENT_HARD_CAP, AIRLOCK_ROLE, AIRLOCK_INTERNAL_TOKEN,
-// AIRLOCK_INTERNAL_TOKEN_FILE, AIRLOCK_NODE_CAPACITY; and the two lists
-// AIRLOCK_EXECUTION_NODES and AIRLOCK_GATEWAYS, comma-separated).
+// AIRLOCK_INTERNAL_TOKEN_FILE, AIRLOCK_NODE_CAPACITY, AIRLOCK_TENANT_KEYS_FILE;
+// and the two lists AIRLOCK_EXECUTION_NODES and AIRLOCK_GATEWAYS,
+// comma-separated).
 // Every value is validated when loaded; an error is ConfigurationError whose
 // message names the setting (and, for the file, its line and column) and the
 // value, e.g.
@@ -115,6 +116,12 @@ struct Settings {
   // sha256:..."). Empty: no host image; default_image must then name an
   // images entry.
   std::string host_image_digest;
+  // Tenant API keys (service/tenant_keys.h; docs/serve.md "Tenants and
+  // keys"): an absolute path to the key file, or empty (the default: only
+  // the service token, which may name any tenant). Read at start; the
+  // startup check refuses a file that does not parse or that group or
+  // others can read.
+  std::string tenant_keys_file;
   // Images besides the host's, each resolved to a digest at start
   // (cli/image_command.h resolveImage) and logged with it.
   std::vector<ImageSetting> images;
@@ -185,8 +192,9 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
 // A refusal is ConfigurationError naming both settings and their values:
 //   "refusing to start: deployment_mode=production requires sandbox gvisor
 //    or microvm, but sandbox=linux ..."
-// Also checks that the defaults are within the ceilings, and that
-// environment_lifetime is at most environment_hard_cap.
+// Also checks that the defaults are within the ceilings, that
+// environment_lifetime is at most environment_hard_cap, and the tenant key
+// file (checkTenantKeys).
 // The roles: an execution node refuses any setting that belongs to the
 // gateway (a database URI, artifact store settings, the public API's
 // service token, tenant keys), and starts only with a service credential
@@ -194,6 +202,11 @@ Result<Settings> loadSettings(const std::optional<std::string>& path, const EnvL
 // credential. Each refusal names the setting.
 Result<void> checkStartup(const Settings& settings);
 
+// The tenant_keys_file, when set, loads (service/tenant_keys.h
+// TenantKeys::loadFile) and does not list the service_token as a tenant's
+// key: ConfigurationError "tenant_keys_file: ..." naming the file and what
+// is wrong otherwise.
+Result<void> checkTenantKeys(const Settings& settings);
 // The settings an execution node must not hold (spec 000, "The execution
 // service holds nothing worth stealing"), by name, in the order checked:
 // those `settings` sets. Empty for a clean node.

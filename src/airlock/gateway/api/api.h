@@ -6,13 +6,16 @@
 //
 // The routes, what each takes and how a call's tenant is checked are the
 // table of routes.h (for clients: docs/openapi.yaml). Every route but
-// /healthz needs "Authorization: Bearer <service token>", but the internal
-// API's (kInternal), which take only the internal service credential and
-// are absent (404, as any unknown path) until one is attached. Bodies are JSON
+// /healthz needs "Authorization: Bearer <credential>": the service token
+// (the operator's) or a tenant key (service/tenant_keys.h), which acts for
+// its own tenant only (routes.h, "Tenants"); but the internal API's routes
+// (kInternal), which take only the internal service credential and are
+// absent (404, as any unknown path) until one is attached. Bodies are JSON
 // but for file and artifact bytes. Errors are {"error": {"code",
 // "message"}} with the stable lower_snake_case codes of core/error.h plus
-// "unauthorized", "not_found" (an unknown path too), "method_not_allowed"
-// (with an Allow header naming the path's methods), "bad_request" (a query
+// "unauthorized", "forbidden" (a tenant key on an operator route, or naming
+// another tenant where no one object is named), "not_found" (an unknown path too),
+// "method_not_allowed" (with an Allow header naming the path's methods), "bad_request" (a query
 // parameter, or a top-level key of a JSON body, that the route does not
 // take, named; service/request_keys.h) and "payload_too_large". Paths in errors are
 // the workspace paths as given, never host paths.
@@ -47,6 +50,7 @@
 #include "airlock/service/metrics.h"
 #include "airlock/service/request_handler.h"
 #include "airlock/service/settings.h"
+#include "airlock/service/tenant_keys.h"
 
 namespace airlock::gateway {
 
@@ -100,8 +104,8 @@ class Api final : public service::RequestHandler {
   // True for a request of a route that needs no token (kNoAuthentication):
   // the server answers it at once, on its loop.
   bool needsNoToken(const service::HttpRequest& request) const override;
-  // True when the request carries the service token or the internal
-  // credential (which one a route takes is admit()'s to check).
+  // True when the request carries the service token, a tenant key or the
+  // internal credential (which one a route takes is admit()'s to check).
   bool authorized(const service::HttpRequest& request) const override;
   // The route table's pattern of `path` (routeLabel of routes.h).
   std::string routeLabel(std::string_view path) const override;
@@ -142,6 +146,10 @@ class Api final : public service::RequestHandler {
   // EnvironmentSpec.egress when it allows something, and is refused when it
   // does not (spec 000, "Egress needs two independent yeses"). Default: deny.
   void allowEgress(EgressPolicy policy) { egress_ = std::move(policy); }
+  // The tenant keys a caller may present instead of the service token (the
+  // settings' tenant_keys_file, loaded at start). Without them only the
+  // service token is accepted. Call before serving.
+  void attachTenantKeys(service::TenantKeys keys) { tenant_keys_ = std::move(keys); }
   // Enables schedule.* in code mode and the schedule routes; without it
   // schedule.* is refused "unavailable" and the routes answer 503.
   // The execution half of code mode's capability table (proc, fs, job):
@@ -162,9 +170,18 @@ class Api final : public service::RequestHandler {
   // The request's route and call, checked as routes.h says (the token, the
   // method, the query parameters, the tenant), or the response refusing it.
   tl::expected<RouteCall, service::HttpResponse> admit(const service::HttpRequest& request) const;
-  // The tenant check of the call's route (TenantScope): sets call.tenant
-  // (and call.body for kEnvironmentInBody); the refusal otherwise.
-  std::optional<service::HttpResponse> checkTenant(RouteCall& call) const;
+  // Who the request's bearer credential speaks for; nullopt when it carries
+  // none this service knows (401).
+  std::optional<Caller> callerOf(const service::HttpRequest& request) const;
+  // The tenant check of the call's route (TenantScope) for `caller`: sets
+  // call.tenant (and call.body for kBody routes); the refusal otherwise.
+  std::optional<service::HttpResponse> checkTenant(RouteCall& call, const Caller& caller) const;
+  // A tenant key's call that names another tenant: what an unknown id of the
+  // route's one object gets (environment, artifact, note), or 403 on a route
+  // of no one object (a listing, provision, upload, lease).
+  service::HttpResponse refuseForeignTenant(const RouteCall& call,
+                                            const std::optional<std::string>& environment,
+                                            const std::string& key_tenant) const;
 
   // The handlers of routes.cpp's rows, each given its admitted call.
   service::HttpResponse health(const RouteCall& call);
@@ -293,6 +310,7 @@ class Api final : public service::RequestHandler {
   std::shared_ptr<LeaseBook> leases_ = makeMemoryLeaseBook();
   std::string internal_credential_;  // empty: the internal routes are absent
   std::optional<ArtifactBackend> artifacts_;
+  service::TenantKeys tenant_keys_;
   EgressPolicy egress_;
   std::shared_ptr<const ToolRegistry> tools_;
   std::shared_ptr<capability::schedule::ScheduleStore> schedules_;

@@ -140,10 +140,7 @@ tl::expected<artifacts::StoredArtifact, HttpResponse> Api::artifactOf(const Rout
     return tl::unexpected(
         errorResponse(503, "execution_unavailable", "no artifact store is configured"));
   const std::string& artifact_id = call.param("artifact_id");
-  auto notFound = [&] {
-    return tl::unexpected(
-        errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id)));
-  };
+  auto notFound = [&] { return tl::unexpected(unknownArtifact(artifact_id)); };
   auto id = artifacts::ArtifactId::parse(artifact_id);
   if (!id) return notFound();
   auto stored = artifacts_->repository->find(*id);

@@ -32,6 +32,19 @@ HttpResponse noContent() {
   return r;
 }
 
+HttpResponse unknownEnvironment(std::string_view environment_id) {
+  return errorResponse(404, "not_found", "no live environment " + quoteForMessage(environment_id));
+}
+
+HttpResponse unknownArtifact(std::string_view artifact_id) {
+  return errorResponse(404, "not_found", "no artifact " + quoteForMessage(artifact_id));
+}
+
+HttpResponse unknownNote(std::string_view run_id, std::string_view key) {
+  return errorResponse(404, "not_found",
+                       "run " + quoteForMessage(run_id) + " has no note " + quoteForMessage(key));
+}
+
 Error badRequest(std::string message) {
   return Error{ErrorCode::kToolValidationError, 0, std::move(message)};
 }

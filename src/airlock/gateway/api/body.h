@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "airlock/core/error.h"
@@ -35,6 +36,12 @@ using service::Settings;
 HttpResponse jsonResponse(int status, const nlohmann::json& body);
 // 204, no body.
 HttpResponse noContent();
+// The answers to an id that names nothing of the call's tenant, one per
+// kind of object (404 not_found); the dispatcher gives the same to a tenant
+// key's call naming another tenant, so that the two cannot be told apart.
+HttpResponse unknownEnvironment(std::string_view environment_id);
+HttpResponse unknownArtifact(std::string_view artifact_id);
+HttpResponse unknownNote(std::string_view run_id, std::string_view key);
 // ToolValidationError with `message`.
 Error badRequest(std::string message);
 // The body as a JSON object; an empty body is {}.

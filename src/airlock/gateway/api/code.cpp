@@ -352,10 +352,7 @@ HttpResponse Api::getNote(const RouteCall& call) {
   const std::string& key = call.param("key");
   auto note = artifacts_->repository->findNote(*call.tenant, call.param("run_id"), key);
   if (!note) return errorResponse(note.error());
-  if (!*note)
-    return errorResponse(
-        404, "not_found",
-        "run " + quoteForMessage(call.param("run_id")) + " has no note " + quoteForMessage(key));
+  if (!*note) return unknownNote(call.param("run_id"), key);
   return jsonResponse(200, noteToJson(**note));
 }
 

@@ -85,8 +85,17 @@ Api::Api(const Settings& settings, ExecutionNode& node, ServiceImages images, Me
   tools_ = std::make_shared<const gateway::ToolRegistry>(gateway::builtinTools(tool_options));
 }
 
+std::optional<Caller> Api::callerOf(const HttpRequest& request) const {
+  if (service::bearerMatches(request.authorization, settings_.service_token)) return Caller{};
+  const auto token = service::bearerToken(request.authorization);
+  if (!token) return std::nullopt;
+  auto tenant = tenant_keys_.tenantOf(*token);
+  if (!tenant) return std::nullopt;
+  return Caller{std::move(tenant)};
+}
+
 bool Api::authorized(const HttpRequest& request) const {
-  return service::bearerMatches(request.authorization, settings_.service_token) ||
+  return callerOf(request).has_value() ||
          service::bearerMatches(request.authorization, internal_credential_);
 }
 
@@ -117,14 +126,18 @@ tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) con
   const bool open = !lookup.of_path.empty() &&
                     std::all_of(lookup.of_path.begin(), lookup.of_path.end(),
                                 [](const Route* r) { return r->has(kNoAuthentication); });
-  // An internal route takes the internal credential alone, every other
-  // route the service token alone.
+  // An internal route takes the internal credential alone; every other
+  // route the service token or a tenant key (callerOf).
   const bool on_internal = !lookup.of_path.empty() &&
                            std::all_of(lookup.of_path.begin(), lookup.of_path.end(), internal);
-  if (!open &&
-      !service::bearerMatches(request.authorization,
-                              on_internal ? internal_credential_ : settings_.service_token))
-    return tl::unexpected(unauthorized());
+  std::optional<Caller> caller;
+  if (on_internal) {
+    if (!open && !service::bearerMatches(request.authorization, internal_credential_))
+      return tl::unexpected(unauthorized());
+  } else {
+    caller = callerOf(request);
+    if (!open && !caller) return tl::unexpected(unauthorized());
+  }
   if (lookup.of_path.empty())
     return tl::unexpected(errorResponse(404, "not_found", "no such route"));
   if (lookup.route == nullptr) {
@@ -135,6 +148,13 @@ tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) con
     return tl::unexpected(std::move(refused));
   }
   const Route& route = *lookup.route;
+  // Before the query is looked at: an operator route says nothing else to a
+  // tenant key.
+  if (caller && caller->key_tenant && route.tenant == TenantScope::kOperator)
+    return tl::unexpected(
+        errorResponse(403, "forbidden",
+                      "this route is the operator's: a tenant key may not call it (use the "
+                      "service token)"));
   auto query = queryFor(route, q == std::string_view::npos ? "" : target.substr(q + 1));
   if (!query) return tl::unexpected(std::move(query.error()));
   RouteCall call{request, route, {}, std::move(*query), std::nullopt, nullptr};
@@ -149,33 +169,40 @@ tl::expected<RouteCall, HttpResponse> Api::admit(const HttpRequest& request) con
           badRequest("the " + std::string(name) + " in the path is not valid percent-encoding")));
     call.params.emplace(std::string(name), std::move(*value));
   }
-  if (auto refused = checkTenant(call)) return tl::unexpected(std::move(*refused));
+  if (auto refused = checkTenant(call, caller.value_or(Caller{})))
+    return tl::unexpected(std::move(*refused));
   return call;
 }
 
-std::optional<HttpResponse> Api::checkTenant(RouteCall& call) const {
+std::optional<HttpResponse> Api::checkTenant(RouteCall& call, const Caller& caller) const {
   const Route& route = call.route;
   std::optional<std::string> named;
   std::optional<std::string> environment;
   if (route.tenant == TenantScope::kQuery || route.tenant == TenantScope::kQueryRequired)
     named = call.queryValue("tenant_id");
-  if (route.tenant == TenantScope::kQueryRequired && !named)
+  if (route.tenant == TenantScope::kQueryRequired && !named && !caller.key_tenant)
     return errorResponse(badRequest("the tenant_id query parameter is required"));
   if (auto it = call.params.find("environment_id"); it != call.params.end())
     environment = it->second;
-  if (route.has(kEnvironmentInBody)) {
+  if (route.tenant == TenantScope::kBody) {
     auto body = parseBody(call.request.body);
     if (!body) return errorResponse(body.error());
     if (auto t = body->find("tenant_id"); t != body->end()) {
       if (!t->is_string()) return errorResponse(badRequest("tenant_id must be a string"));
       named = t->get<std::string>();
     }
-    if (auto e = body->find("environment_id"); e != body->end() && e->is_string())
-      environment = e->get<std::string>();
+    if (route.has(kEnvironmentInBody))
+      if (auto e = body->find("environment_id"); e != body->end() && e->is_string())
+        environment = e->get<std::string>();
     call.body = std::make_shared<const json>(std::move(*body));
   }
   auto tenant = namedTenant(named);
   if (!tenant) return std::move(tenant.error());
+  if (caller.key_tenant) {
+    if (*tenant && **tenant != *caller.key_tenant)
+      return refuseForeignTenant(call, environment, *caller.key_tenant);
+    *tenant = caller.key_tenant;
+  }
   call.tenant = std::move(*tenant);
   if (!environment) return std::nullopt;
   auto refused = refuseOtherTenant(*environment, call.tenant);
@@ -183,6 +210,26 @@ std::optional<HttpResponse> Api::checkTenant(RouteCall& call) const {
   // which is success, and nothing is destroyed.
   if (refused && route.has(kUnknownIdSucceeds)) return noContent();
   return refused;
+}
+
+HttpResponse Api::refuseForeignTenant(const RouteCall& call,
+                                      const std::optional<std::string>& environment,
+                                      const std::string& key_tenant) const {
+  // Whether the named tenant, or the object, exists is not told: the
+  // answer is the one an id naming nothing gets.
+  if (environment)
+    return call.route.has(kUnknownIdSucceeds) ? noContent() : unknownEnvironment(*environment);
+  if (auto it = call.params.find("artifact_id"); it != call.params.end())
+    return unknownArtifact(it->second);
+  if (auto key = call.params.find("key"); key != call.params.end()) {
+    const std::string& run = call.param("run_id");
+    if (auto ok = platformIdentifier(json{{"run_id", run}}, "run_id"); !ok)
+      return errorResponse(ok.error());
+    return unknownNote(run, key->second);
+  }
+  return errorResponse(403, "forbidden",
+                       "this key acts for tenant " + quoteForMessage(key_tenant) +
+                           " only, and tenant_id names another");
 }
 
 tl::expected<std::optional<std::string>, HttpResponse> Api::namedTenant(
@@ -197,7 +244,7 @@ std::optional<HttpResponse> Api::refuseOtherTenant(const std::string& id,
                                                    const std::optional<std::string>& tenant) const {
   if (!tenant) return std::nullopt;
   if (auto live = node_.find(id); live && live->handle.tenant_id == *tenant) return std::nullopt;
-  return errorResponse(404, "not_found", "no live environment " + quoteForMessage(id));
+  return unknownEnvironment(id);
 }
 
 namespace {

@@ -83,14 +83,23 @@ Result<std::map<std::string, std::string>> environmentFrom(const json& body) {
 
 }  // namespace
 
+namespace {
+// The tenant of a kBody call: the dispatcher's (a tenant key's, or the
+// body's tenant_id, checked), or the error of a body that names none.
+Result<std::string> callTenant(const RouteCall& call) {
+  if (call.tenant) return *call.tenant;
+  return platformIdentifier(*call.body, "tenant_id");
+}
+}  // namespace
+
 HttpResponse Api::provision(const RouteCall& call) {
-  auto body = parseBody(call.request.body);
-  if (!body) return errorResponse(body.error());
+  // The dispatcher has parsed the body and checked its tenant (kBody).
+  const json* body = call.body.get();
   if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "run_id", "lease_epoch", "limits",
                                                "environment", "network", "image"}))
     return *refused;
   EnvironmentSpec spec;
-  auto tenant = platformIdentifier(*body, "tenant_id");
+  auto tenant = callTenant(call);
   if (!tenant) return errorResponse(tenant.error());
   auto run = platformIdentifier(*body, "run_id");
   if (!run) return errorResponse(run.error());
@@ -222,14 +231,14 @@ HttpResponse Api::extendEnvironment(const RouteCall& call) {
 
 HttpResponse Api::renewLease(const RouteCall& call) {
   const std::string& run_id = call.param("run_id");
-  auto body = parseBody(call.request.body);
-  if (!body) return errorResponse(body.error());
+  // The dispatcher has parsed the body and checked its tenant (kBody).
+  const json* body = call.body.get();
   if (auto refused = refuseUnknownKeys(*body, {"tenant_id", "lease_epoch"})) return *refused;
   json probe = {{"run_id", run_id}};
   if (auto ok = platformIdentifier(probe, "run_id"); !ok) return errorResponse(ok.error());
   // A run id is the platform's and unique only within a tenant: the lease
   // is the tenant's run's.
-  auto tenant = platformIdentifier(*body, "tenant_id");
+  auto tenant = callTenant(call);
   if (!tenant) return errorResponse(tenant.error());
   auto epoch = leaseEpoch(*body, std::nullopt);
   if (!epoch) return errorResponse(epoch.error());

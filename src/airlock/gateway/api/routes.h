@@ -9,20 +9,32 @@
 // differ.
 //
 // Tenants (spec 000, "EnvironmentHandle": a handle carries its tenant so
-// that a call for one tenant never reaches another's): one service token
-// serves every tenant, so a call's tenant is the one it names, and each
-// route takes it in exactly one place (TenantScope). The dispatcher checks
-// it once, before the handler runs:
+// that a call for one tenant never reaches another's). Two kinds of bearer
+// credential: the service token is the operator's and may name any tenant
+// (or none: the all-tenant view); a tenant key (service/tenant_keys.h) acts
+// for its own tenant only. Each route takes a tenant in exactly one place
+// (TenantScope), and the dispatcher checks it once, before the handler runs:
 //   - a malformed tenant_id is 400;
 //   - on a route of one environment, an environment of another tenant is
 //     answered exactly as an unknown id (404 not_found; destroy 204 and
-//     nothing destroyed), so a call naming one tenant never reads, changes
-//     or learns of another's (the schedule routes, whose schedules outlive
-//     their environment, so need it live when a tenant is named);
+//     nothing destroyed), so a call for one tenant never reads, changes or
+//     learns of another's (the schedule routes, whose schedules outlive
+//     their environment, need it live when the call has a tenant);
 //   - a tenant_id where the route takes none is 400 naming it: in the query
 //     of a route whose tenant is in its JSON body (provision, lease, tool
 //     call), on an operator route, anywhere else as any unknown query
 //     parameter (a misspelt ?tenant= too: never the all-tenant view).
+// With a tenant key:
+//   - the call's tenant is the key's: a tenant_id may be left out (even
+//     where the service token must give one), and naming the key's own
+//     tenant changes nothing;
+//   - a tenant_id naming another tenant is answered, on a route of one
+//     object (an environment, an artifact, a note), exactly as an unknown id
+//     of that object is (404; destroy 204), whoever owns it; on any other
+//     route (a listing, provision, upload, lease) 403 forbidden, the same
+//     answer whatever tenant is named;
+//   - an operator route (kOperator) is 403 forbidden;
+//   - listings show the key's tenant's objects only.
 // Any query parameter named twice, or not valid percent-encoding, is 400
 // too: a call is never answered for a value other than the one it meant.
 #pragma once
@@ -50,15 +62,19 @@ enum class TenantScope : std::uint8_t {
   // Nothing of any tenant's (health, images, the tool list): no tenant_id.
   kNone,
   // The operator's, spanning every tenant (metrics, the fire outbox): a
-  // tenant_id is refused (400 bad_request) rather than answered with all.
+  // tenant_id is refused (400 bad_request) rather than answered with all,
+  // and a tenant key is refused (403 forbidden).
   kOperator,
   // ?tenant_id=T, optional: named, only T's environments are reached (the
-  // listing shows T's only); absent, the call is the operator's.
+  // listing shows T's only); absent, the call is the operator's (a tenant
+  // key's: its own tenant's).
   kQuery,
-  // ?tenant_id=T, required (400 without it): only T's artifacts.
+  // ?tenant_id=T, required of the service token (400 without it; a tenant
+  // key's call is its own tenant's): only T's artifacts and notes.
   kQueryRequired,
   // The JSON body's "tenant_id" names it (provision, lease, tool call); a
-  // ?tenant_id is refused (400 bad_request), never weighed against it.
+  // ?tenant_id is refused (400 bad_request), never weighed against it. The
+  // dispatcher parses the body (RouteCall::body).
   kBody,
 };
 
@@ -135,6 +151,13 @@ std::string routeLabel(std::string_view path);
 // "GET, DELETE": the methods of `lookup.of_path`, for the Allow header.
 std::string allowedMethods(const RouteLookup& lookup);
 
+// Who a request's bearer credential speaks for.
+struct Caller {
+  // The tenant of a tenant key; nullopt for the service token (the
+  // operator, who may name any tenant).
+  std::optional<std::string> key_tenant;
+};
+
 // A request matched to its route and admitted by the dispatcher (the token,
 // the method, the query parameters and the tenant are checked): what a
 // handler is given.
@@ -146,11 +169,11 @@ struct RouteCall {
   // The query parameters, percent-decoded ('+' is a space); each name once,
   // each one the route takes.
   std::map<std::string, std::string, std::less<>> query;
-  // The call's tenant, checked (TenantScope): the query's for kQuery and
-  // kQueryRequired (always set for the latter), the body's for a
-  // kEnvironmentInBody route; nullopt otherwise.
+  // The call's tenant, checked (TenantScope): a tenant key's always;
+  // otherwise the query's for kQuery and kQueryRequired (always set for the
+  // latter), the body's "tenant_id" for kBody; nullopt when none is named.
   std::optional<std::string> tenant;
-  // kEnvironmentInBody routes: the body, parsed (a JSON object).
+  // kBody routes: the body, parsed (a JSON object).
   std::shared_ptr<const nlohmann::json> body;
 
   // A named segment of the pattern ("" for a name it does not have).
