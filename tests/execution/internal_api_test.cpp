@@ -83,7 +83,7 @@ long statusOf(const std::string& url, const std::string& method,
 TEST(InternalApi, EveryRouteButHealthNeedsTheServiceCredential) {
   auto server = NodeServer::start(scriptedFake());
   ASSERT_TRUE(server.has_value()) << server.error().message();
-  const auto table = execution::InternalApi::routeTable();
+  const auto table = airlock::node::InternalApi::routeTable();
   ASSERT_GE(table.size(), 20U);
   int health_routes = 0;
   for (const auto& [method, path] : table) {
@@ -242,7 +242,7 @@ TEST(RemoteNode, ListsFindsClaimsAndReportsTheNode) {
 // metadata line than the node measured.
 class TamperingHandler final : public service::RequestHandler {
  public:
-  explicit TamperingHandler(execution::InternalApi& api) : api_(api) {}
+  explicit TamperingHandler(airlock::node::InternalApi& api) : api_(api) {}
   service::HttpResponse handle(const service::HttpRequest& request) override {
     service::HttpResponse r = api_.handle(request);
     if (request.target != "/internal/v1/workspace/export" || r.status != 200) return r;
@@ -288,7 +288,7 @@ class TamperingHandler final : public service::RequestHandler {
   service::Metrics& metrics() override { return api_.metrics(); }
 
  private:
-  execution::InternalApi& api_;
+  airlock::node::InternalApi& api_;
 };
 
 std::string binaryFile() {
@@ -332,7 +332,7 @@ TEST(RemoteNode, AnExportStreamsTheFileWithTheDigestTheNodeMeasured) {
 }
 
 TEST(RemoteNode, AnExportWhoseDigestDoesNotMatchItsBytesIsRefused) {
-  auto server = NodeServer::start(scriptedFake(), [](execution::InternalApi& api) {
+  auto server = NodeServer::start(scriptedFake(), [](airlock::node::InternalApi& api) {
     return std::unique_ptr<service::RequestHandler>(std::make_unique<TamperingHandler>(api));
   });
   ASSERT_TRUE(server.has_value()) << server.error().message();
@@ -401,7 +401,7 @@ TEST(RemoteNode, AnExportIsStoredThroughTheGatewayAndATamperedOneIsNot) {
   for (const bool tampered : {false, true}) {
     NodeServer::Wrap wrap;
     if (tampered) {
-      wrap = [](execution::InternalApi& api) {
+      wrap = [](airlock::node::InternalApi& api) {
         return std::unique_ptr<service::RequestHandler>(std::make_unique<TamperingHandler>(api));
       };
     }

@@ -10,10 +10,10 @@ Result<std::unique_ptr<NodeServer>> NodeServer::start(std::unique_ptr<ExecutionE
   s->adapter_ = std::move(adapter);
   s->node_ = std::make_unique<execution::LocalNode>(*s->adapter_);
   s->metrics_ = std::make_unique<service::Metrics>("test");
-  execution::InternalApiOptions options;
+  airlock::node::InternalApiOptions options;
   options.credential = kTestCredential;
   options.node_name = "node-test";
-  s->api_ = std::make_unique<execution::InternalApi>(*s->node_, options, *s->metrics_);
+  s->api_ = std::make_unique<airlock::node::InternalApi>(*s->node_, options, *s->metrics_);
   service::RequestHandler* front = s->api_.get();
   if (wrap) {
     s->front_ = wrap(*s->api_);

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "airlock/core/error.h"
-#include "airlock/execution/internal_api.h"
+#include "airlock/node/internal_api.h"
 #include "airlock/execution/node.h"
 #include "airlock/gateway/remote/remote_node.h"
 #include "airlock/service/http_server.h"
@@ -23,7 +23,7 @@ inline constexpr const char* kTestCredential = "test-service-credential-01234567
 class NodeServer {
  public:
   // A handler in front of the InternalApi (a test double); empty: the API.
-  using Wrap = std::function<std::unique_ptr<service::RequestHandler>(execution::InternalApi&)>;
+  using Wrap = std::function<std::unique_ptr<service::RequestHandler>(airlock::node::InternalApi&)>;
 
   // Serves `adapter` (owned) until stop() or destruction.
   static Result<std::unique_ptr<NodeServer>> start(std::unique_ptr<ExecutionEnvironment> adapter,
@@ -44,7 +44,7 @@ class NodeServer {
   std::unique_ptr<ExecutionEnvironment> adapter_;
   std::unique_ptr<execution::LocalNode> node_;
   std::unique_ptr<service::Metrics> metrics_;
-  std::unique_ptr<execution::InternalApi> api_;
+  std::unique_ptr<airlock::node::InternalApi> api_;
   std::unique_ptr<service::RequestHandler> front_;
   service::Settings settings_;  // the server keeps a reference
   std::unique_ptr<service::HttpServer> server_;

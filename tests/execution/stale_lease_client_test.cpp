@@ -11,7 +11,7 @@
 //     answering, and ids an answer names that were not asked are dropped;
 //   - a LocalNode reaper pass asking through this client destroys exactly
 //     the environment of the stale lease.
-#include "airlock/execution/stale_lease_client.h"
+#include "airlock/node/stale_lease_client.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -107,14 +107,14 @@ class StaleLeaseClientTest : public ::testing::Test {
     gateway_.reset();
   }
   StaleLeaseQuery query(std::vector<std::string> urls, std::string credential = kCredential) {
-    GatewayEndpoints endpoints;
+    node::GatewayEndpoints endpoints;
     endpoints.urls = std::move(urls);
     endpoints.credential = std::move(credential);
     endpoints.timeout = std::chrono::seconds(10);
     endpoints.on_unanswered = [this](std::string_view url, std::string_view why) {
       unanswered_.push_back(std::string(url) + ": " + std::string(why));
     };
-    return staleLeaseQueryOverHttp(std::move(endpoints));
+    return node::staleLeaseQueryOverHttp(std::move(endpoints));
   }
 
   service::Settings settings_;

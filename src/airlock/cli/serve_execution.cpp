@@ -10,9 +10,9 @@
 #include "airlock/cli/summary.h"
 #include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
-#include "airlock/execution/internal_api.h"
+#include "airlock/node/internal_api.h"
 #include "airlock/execution/node.h"
-#include "airlock/execution/stale_lease_client.h"
+#include "airlock/node/stale_lease_client.h"
 #include "airlock/service/http_server.h"
 
 namespace airlock::cli {
@@ -97,14 +97,14 @@ int runExecutionNode(const service::Settings& settings) {
   execution::Adapter& adapter = side->execution.adapter;
   execution::LocalNode node(*adapter.env, {}, service::nodeEvents(metrics),
                             JobSettings{.allow_session_lifetime = settings.allow_session_jobs});
-  execution::InternalApiOptions options;
+  airlock::node::InternalApiOptions options;
   options.credential = settings.internal_token;
   options.node_name = settings.node_name;
   options.capacity = static_cast<std::size_t>(settings.node_capacity);
   if (!settings.gateways.empty())
-    options.stale_leases = execution::staleLeaseQueryOverHttp(
-        execution::GatewayEndpoints{settings.gateways, settings.internal_token});
-  execution::InternalApi api(node, std::move(options), metrics);
+    options.stale_leases = airlock::node::staleLeaseQueryOverHttp(
+        airlock::node::GatewayEndpoints{settings.gateways, settings.internal_token});
+  airlock::node::InternalApi api(node, std::move(options), metrics);
   auto server = service::HttpServer::create(settings, api, node);
   if (!server) return printErrorLine(server.error());
   writeOut(STDERR_FILENO, "airlock: execution node " + settings.node_name + " serves on " +

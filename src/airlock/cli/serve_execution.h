@@ -4,7 +4,7 @@
 // with no role opens it beside the gateway in one process; the execution
 // role (`airlock serve --role execution`) runs it in its own executable,
 // airlock-node, which links no database client, artifact store or tenant
-// key code and serves the node's internal API (execution/internal_api.h).
+// key code and serves the node's internal API (node/internal_api.h).
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // The reaper's question on the wire (spec 000, "Nothing outlives its
 // lease"): the one body an execution node sends back toward the gateways
-// (POST /internal/v1/leases/stale, execution/stale_lease_client.h) and the
+// (POST /internal/v1/leases/stale, node/stale_lease_client.h) and the
 // answer a gateway gives (gateway/api: the route's handler). Both sides
 // read and write it here, so the two cannot drift.
 //

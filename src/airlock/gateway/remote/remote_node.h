@@ -1,5 +1,5 @@
 // RemoteNode: an execution node on another process or machine, reached over
-// its internal API (execution/internal_api.h) — the gateway's side of the
+// its internal API (node/internal_api.h) — the gateway's side of the
 // wire (spec 000, "Where the boundary is": "the port is the same either
 // way"). Every ExecutionNode method becomes one HTTP call carrying the
 // service credential; values cross as JSON, file and export bytes stream.

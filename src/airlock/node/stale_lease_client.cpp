@@ -1,4 +1,4 @@
-#include "airlock/execution/stale_lease_client.h"
+#include "airlock/node/stale_lease_client.h"
 
 #include <algorithm>
 #include <memory>
@@ -6,7 +6,7 @@
 #include "airlock/egress/http_client.h"
 #include "airlock/port/stale_lease_wire.h"
 
-namespace airlock::execution {
+namespace airlock::node {
 namespace {
 
 // Why `response` is no answer, or "" when it is one.
@@ -77,4 +77,4 @@ StaleLeaseQuery staleLeaseQueryOverHttp(GatewayEndpoints endpoints) {
   };
 }
 
-}  // namespace airlock::execution
+}  // namespace airlock::node

@@ -25,7 +25,7 @@
 
 #include "airlock/port/execution_node.h"
 
-namespace airlock::execution {
+namespace airlock::node {
 
 struct GatewayEndpoints {
   std::vector<std::string> urls;            // "http://host:port", each a gateway
@@ -38,4 +38,4 @@ struct GatewayEndpoints {
 
 StaleLeaseQuery staleLeaseQueryOverHttp(GatewayEndpoints endpoints);
 
-}  // namespace airlock::execution
+}  // namespace airlock::node

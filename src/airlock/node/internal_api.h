@@ -33,7 +33,7 @@
 #include "airlock/service/metrics.h"
 #include "airlock/service/request_handler.h"
 
-namespace airlock::execution {
+namespace airlock::node {
 
 struct InternalApiOptions {
   // The service credential every call must carry (required, non-empty).
@@ -43,7 +43,7 @@ struct InternalApiOptions {
   // (provision beyond it: EnvironmentBusy; 0: no bound).
   std::string node_name;
   std::size_t capacity = 0;
-  // The reaper's question to the gateways (execution/stale_lease_client.h
+  // The reaper's question to the gateways (node/stale_lease_client.h
   // over HTTP; empty: no stale-lease check, expiry still applies).
   StaleLeaseQuery stale_leases;
 };
@@ -125,4 +125,4 @@ class InternalApi final : public service::RequestHandler {
   std::unique_ptr<Claims> claims_;
 };
 
-}  // namespace airlock::execution
+}  // namespace airlock::node

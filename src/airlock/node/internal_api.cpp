@@ -55,7 +55,7 @@
 // path, 405 (with Allow) for a known path and another method, 413 for a body
 // over its route's bound (kControlBodyBytes; routes that carry file or
 // command bytes take up to the server's own bound).
-#include "airlock/execution/internal_api.h"
+#include "airlock/node/internal_api.h"
 
 #include <algorithm>
 #include <atomic>
@@ -71,7 +71,7 @@
 #include "airlock/service/bearer.h"
 #include "airlock/sys/random.h"
 
-namespace airlock::execution {
+namespace airlock::node {
 
 using json = nlohmann::json;
 using service::HttpRequest;
@@ -735,4 +735,4 @@ HttpResponse InternalApi::jobList(const HttpRequest& /*request*/, const json& bo
   return jsonAnswer(200, json{{"jobs", std::move(out)}});
 }
 
-}  // namespace airlock::execution
+}  // namespace airlock::node
