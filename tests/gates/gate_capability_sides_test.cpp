@@ -37,8 +37,8 @@ const std::vector<SideRule>& rules() {
       {"airlock/execution/", {"airlock/gateway/", "airlock/service/"}},
       // The node's front end (its internal API) is written against the
       // service's HTTP core, and never against the gateway.
-      {"airlock/node/", {"airlock/gateway/", "airlock/cli/", "airlock/storage/",
-                         "airlock/artifacts/"}}};
+      {"airlock/node/",
+       {"airlock/gateway/", "airlock/cli/", "airlock/storage/", "airlock/artifacts/"}}};
   return r;
 }
 
