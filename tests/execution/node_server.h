@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "airlock/core/error.h"
-#include "airlock/node/internal_api.h"
 #include "airlock/execution/node.h"
 #include "airlock/gateway/remote/remote_node.h"
+#include "airlock/node/internal_api.h"
 #include "airlock/service/http_server.h"
 
 namespace airlock::testing {

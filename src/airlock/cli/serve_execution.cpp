@@ -10,8 +10,8 @@
 #include "airlock/cli/summary.h"
 #include "airlock/core/encoding.h"
 #include "airlock/egress/policy.h"
-#include "airlock/node/internal_api.h"
 #include "airlock/execution/node.h"
+#include "airlock/node/internal_api.h"
 #include "airlock/node/stale_lease_client.h"
 #include "airlock/service/http_server.h"
 
