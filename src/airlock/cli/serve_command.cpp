@@ -15,7 +15,6 @@
 #include "airlock/cli/serve_execution.h"
 #include "airlock/cli/summary.h"
 #include "airlock/core/encoding.h"
-#include "airlock/egress/policy.h"
 #include "airlock/execution/adapters.h"
 #include "airlock/execution/capabilities/execution_capabilities.h"
 #include "airlock/execution/node.h"
@@ -58,10 +57,6 @@ Result<void> attachTenantKeys(const service::Settings& settings, gateway::Api& a
   api.attachTenantKeys(std::move(*keys));
   return {};
 }
-
-}  // namespace
-
-namespace {
 
 // The gateway's stores: artifacts (objects and the SQLite metadata under
 // <state_dir>/artifacts; what a crash left behind is cleaned up before
@@ -165,14 +160,10 @@ int serveGateway(const service::Settings& settings) {
     else
       images.images.push_back(served);
   }
-  EgressPolicy operator_egress;
-  if (!settings.egress_policy_path.empty()) {
-    auto policy = egress::loadEgressPolicyFile(settings.egress_policy_path);
-    if (!policy) return printErrorLine(policy.error());
-    operator_egress = (*policy)->toValue();
-  }
+  auto operator_egress = operatorEgress(settings);
+  if (!operator_egress) return printErrorLine(operator_egress.error());
   gateway::Api api(settings, **pool, std::move(images), metrics);
-  api.allowEgress(operator_egress);
+  api.allowEgress(std::move(*operator_egress));
   // The nodes' reapers ask POST /internal/v1/leases/stale with it.
   api.attachInternalCredential(settings.internal_token);
   auto stores = attachGatewayStores(settings, api);

@@ -17,17 +17,22 @@
 
 namespace airlock::cli {
 
+Result<EgressPolicy> operatorEgress(const service::Settings& settings) {
+  if (settings.egress_policy_path.empty()) return EgressPolicy{};
+  auto policy = egress::loadEgressPolicyFile(settings.egress_policy_path);
+  if (!policy) return tl::unexpected(policy.error());
+  return (*policy)->toValue();
+}
+
 Result<ServeExecution> openServeExecution(const service::Settings& settings,
                                           service::Metrics& metrics) {
   ServeExecution out;
-  // Egress: the operator's policy (validated by checkStartup). The proxy
-  // runs only when the policy allows something; its decision lines go to
-  // stderr with the service's log, and its refusals to the metrics.
-  if (!settings.egress_policy_path.empty()) {
-    auto policy = egress::loadEgressPolicyFile(settings.egress_policy_path);
-    if (!policy) return tl::unexpected(policy.error());
-    out.operator_egress = (*policy)->toValue();
-  }
+  // Egress: the operator's policy. The proxy runs only when the policy
+  // allows something; its decision lines go to stderr with the service's
+  // log, and its refusals to the metrics.
+  auto egress = operatorEgress(settings);
+  if (!egress) return tl::unexpected(egress.error());
+  out.operator_egress = std::move(*egress);
   execution::LocalExecutionOptions execution_options;
   // Images: each configured reference resolved to a digest now (spec 000,
   // "EnvironmentSpec"); only the digest is used after this.

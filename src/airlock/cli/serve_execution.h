@@ -35,6 +35,11 @@ struct ServeExecution {
   execution::LocalExecution execution;
 };
 
+// The operator's egress policy (the egress_policy setting, validated by
+// checkStartup), as the value a provision with "network": true gets; the
+// default (deny everything) without the setting. The file's error otherwise.
+Result<EgressPolicy> operatorEgress(const service::Settings& settings);
+
 // Opens the execution side for `settings` (checked by checkStartup): loads
 // the egress policy, resolves and holds every `images` entry (pulling what
 // the image store lacks), starts the egress proxy when the policy allows
